@@ -1,0 +1,332 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Agent is an agent identity. Its handle is "<owner handle>/<slug>".
+type Agent struct {
+	ID                     string
+	OwnerID                string
+	OrganizationID         string
+	Slug                   string
+	Handle                 string
+	Name                   string
+	Description            *string
+	Bio                    *string
+	Tags                   []string
+	ListedInDirectory      bool
+	IsExternal             bool
+	IsGlobal               bool
+	SharedWithOrganization bool
+	InsertedAt             time.Time
+	UpdatedAt              time.Time
+}
+
+const (
+	minAgentNameLen    = 3
+	maxDescriptionLen  = 500
+	maxBioLen          = 2000
+	maxTagLen          = 50
+	maxSlugCollisions  = 100 // PickSlug tries slug, slug-2 ... slug-100
+	agentColumns       = `a.id, a.owner_id, a.organization_id, a.slug, a.handle, a.name, a.description, a.bio, a.tags, a.listed_in_directory, a.is_external, a.is_global, a.shared_with_organization, a.inserted_at, a.updated_at`
+	liveAgent          = `a.deleted_at IS NULL`
+	agentFromLiveAgent = ` FROM agents a WHERE ` + liveAgent
+)
+
+func scanAgent(row interface{ Scan(...any) error }) (*Agent, error) {
+	var a Agent
+	var desc, bio sql.NullString
+	var tags string
+	var ins, upd int64
+	err := row.Scan(&a.ID, &a.OwnerID, &a.OrganizationID, &a.Slug, &a.Handle, &a.Name, &desc, &bio, &tags,
+		&a.ListedInDirectory, &a.IsExternal, &a.IsGlobal, &a.SharedWithOrganization, &ins, &upd)
+	if err != nil {
+		return nil, err
+	}
+	a.Description, a.Bio = nullString(desc), nullString(bio)
+	if err := json.Unmarshal([]byte(tags), &a.Tags); err != nil {
+		return nil, err
+	}
+	if a.Tags == nil {
+		a.Tags = []string{}
+	}
+	a.InsertedAt, a.UpdatedAt = fromMicros(ins), fromMicros(upd)
+	return &a, nil
+}
+
+// NewAgent is what RegisterAgent needs.
+type NewAgent struct {
+	OwnerID     string
+	Name        string
+	Slug        string // optional: derived from Name when empty
+	Description string // optional
+	Bio         string // optional
+	Tags        []string
+	APIKey      string // optional: adopt this agent key instead of minting one
+	// PickSlug, for callers who cannot choose a slug (the HTTP API): when the
+	// derived slug is taken, try slug-2, slug-3, ... instead of failing.
+	PickSlug bool
+}
+
+// RegisterAgent creates an external agent owned by a human, with its API
+// key, in one transaction, and returns the agent and the key.
+func (db *DB) RegisterAgent(ctx context.Context, na NewAgent) (*Agent, string, error) {
+	p := Problems{}
+	name, msg := cleanText(na.Name, minAgentNameLen, maxNameLen)
+	if msg != "" {
+		p.Add("/agent/name", "%s", msg)
+	}
+	desc, msg := cleanText(na.Description, 0, maxDescriptionLen)
+	if msg != "" {
+		p.Add("/agent/description", "%s", msg)
+	}
+	bio, msg := cleanMultiline(na.Bio, maxBioLen)
+	if msg != "" {
+		p.Add("/agent/bio", "%s", msg)
+	}
+	slug := strings.TrimSpace(na.Slug)
+	if slug != "" {
+		if msg := ValidHandle(slug); msg != "" {
+			p.Add("/agent/slug", "%s", msg)
+		}
+	} else if msg == "" && name != "" {
+		if slug = DeriveSlug(name); slug == "" {
+			p.Add("/agent/slug", "cannot be derived from the name; choose one")
+		}
+	}
+	tags := make([]string, 0, len(na.Tags))
+	seen := map[string]bool{}
+	for i, t := range na.Tags {
+		t, msg := cleanText(t, 1, maxTagLen)
+		if msg != "" {
+			p.Add(Pointer("agent", "tags", i), "%s", msg)
+			continue
+		}
+		if !seen[strings.ToLower(t)] {
+			seen[strings.ToLower(t)] = true
+			tags = append(tags, t)
+		}
+	}
+	if err := p.Err(CodeValidation); err != nil {
+		return nil, "", err
+	}
+	if len(tags) > db.limits.TagsPerAgent {
+		return nil, "", limitReached("agent tags", db.limits.TagsPerAgent, len(tags))
+	}
+	tagsJSON, _ := json.Marshal(tags)
+
+	var agent *Agent
+	var key string
+	err := db.Write(ctx, func(tx *Tx) error {
+		var ownerHandle, orgID string
+		err := tx.QueryRow(`SELECT handle, organization_id FROM users WHERE id = ?`, na.OwnerID).Scan(&ownerHandle, &orgID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("owner")
+		}
+		if err != nil {
+			return err
+		}
+		var owned int
+		if err := tx.QueryRow(`SELECT count(*) FROM agents a WHERE a.owner_id = ? AND `+liveAgent, na.OwnerID).Scan(&owned); err != nil {
+			return err
+		}
+		if owned >= db.limits.AgentsPerUser {
+			return limitReached("agents", db.limits.AgentsPerUser, owned)
+		}
+		finalSlug, err := freeSlug(tx, ownerHandle, slug, na.PickSlug)
+		if err != nil {
+			return err
+		}
+		ts := tx.Now().UnixMicro()
+		id := newID()
+		_, err = tx.Exec(`INSERT INTO agents (id, owner_id, organization_id, slug, handle, name, description, bio, tags, is_external, inserted_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+			id, na.OwnerID, orgID, finalSlug, ownerHandle+"/"+finalSlug, name,
+			sql.NullString{String: desc, Valid: desc != ""}, sql.NullString{String: bio, Valid: bio != ""},
+			string(tagsJSON), ts, ts)
+		if err != nil {
+			return err
+		}
+		if key, err = insertKey(tx, AgentKey, id, na.APIKey); err != nil {
+			return err
+		}
+		agent, err = scanAgent(tx.QueryRow(`SELECT `+agentColumns+` FROM agents a WHERE a.id = ?`, id))
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return agent, key, nil
+}
+
+// freeSlug returns slug if "<owner>/<slug>" is free, or with pick the first
+// free slug-N; otherwise a conflict.
+func freeSlug(tx *Tx, ownerHandle, slug string, pick bool) (string, error) {
+	for n := 1; n <= maxSlugCollisions; n++ {
+		candidate := slug
+		if n > 1 {
+			suffix := "-" + strconv.Itoa(n)
+			candidate = strings.TrimRight(slug[:min(len(slug), maxSlugLen-len(suffix))], "-_.") + suffix
+		}
+		var taken int
+		err := tx.QueryRow(`SELECT count(*) FROM agents a WHERE a.handle = ? AND `+liveAgent, ownerHandle+"/"+candidate).Scan(&taken)
+		if err != nil {
+			return "", err
+		}
+		if taken == 0 {
+			return candidate, nil
+		}
+		if !pick {
+			break
+		}
+	}
+	return "", &Error{Code: CodeConflict, Message: "handle " + ownerHandle + "/" + slug + " is already taken",
+		Details: Problems{"/agent/slug": {"is already taken"}}}
+}
+
+// AgentByID returns a live agent.
+func (db *DB) AgentByID(ctx context.Context, id string) (*Agent, error) {
+	a, err := scanAgent(db.read.QueryRowContext(ctx, `SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("agent")
+	}
+	return a, err
+}
+
+// AgentFilter narrows ListOwnedAgents.
+type AgentFilter struct {
+	Name              string // case-insensitive substring of the name
+	IsExternal        *bool
+	ListedInDirectory *bool
+	Sort              string // "inserted_at" (default), "updated_at" or "name"
+	Descending        bool
+}
+
+// AgentSorts are the sortable fields of ListOwnedAgents.
+var AgentSorts = []string{"inserted_at", "updated_at", "name"}
+
+func agentSort(f AgentFilter) sortSpec {
+	s := sortSpec{column: "a.inserted_at", idCol: "a.id", descend: f.Descending}
+	switch f.Sort {
+	case "updated_at":
+		s.column = "a.updated_at"
+	case "name":
+		s.column, s.isText = "a.name COLLATE NOCASE", true
+	}
+	return s
+}
+
+// AgentKeyset is the paging position just after a.
+func AgentKeyset(a *Agent, sort string) *Keyset {
+	switch sort {
+	case "updated_at":
+		return &Keyset{Int: a.UpdatedAt.UnixMicro(), ID: a.ID}
+	case "name":
+		return &Keyset{Str: a.Name, ID: a.ID}
+	}
+	return &Keyset{Int: a.InsertedAt.UnixMicro(), ID: a.ID}
+}
+
+// ListOwnedAgents lists the live agents a human owns.
+func (db *DB) ListOwnedAgents(ctx context.Context, ownerID string, f AgentFilter, pr PageRequest) (*Page[*Agent], error) {
+	conds := []string{liveAgent, "a.owner_id = ?"}
+	args := []any{ownerID}
+	if f.Name != "" {
+		conds = append(conds, `a.name LIKE ? ESCAPE '\'`)
+		args = append(args, "%"+likeEscape(f.Name)+"%")
+	}
+	if f.IsExternal != nil {
+		conds = append(conds, "a.is_external = ?")
+		args = append(args, boolInt(*f.IsExternal))
+	}
+	if f.ListedInDirectory != nil {
+		conds = append(conds, "a.listed_in_directory = ?")
+		args = append(args, boolInt(*f.ListedInDirectory))
+	}
+	sort := agentSort(f)
+	page := &Page[*Agent]{}
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
+		if pr.WithTotal {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM agents a`+where(conds), args...).Scan(&page.Total); err != nil {
+				return err
+			}
+		}
+		pageConds, pageArgs := conds, args
+		if cond, cargs := sort.keysetWhere(pr.After); cond != "" {
+			pageConds = append(append([]string{}, conds...), cond)
+			pageArgs = append(append([]any{}, args...), cargs...)
+		}
+		q := `SELECT ` + agentColumns + ` FROM agents a` + where(pageConds) + sort.orderBy() + ` LIMIT ? OFFSET ?`
+		rows, err := tx.QueryContext(ctx, q, append(pageArgs, pr.Limit+1, pr.Offset)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAgent(rows)
+			if err != nil {
+				return err
+			}
+			page.Items = append(page.Items, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(page.Items) > pr.Limit {
+		page.Items, page.HasMore = page.Items[:pr.Limit], true
+	}
+	if n := len(page.Items); n > 0 {
+		page.Next = AgentKeyset(page.Items[n-1], f.Sort)
+	}
+	return page, nil
+}
+
+// DeletedAgent reports what DeleteAgent removed.
+type DeletedAgent struct {
+	Agent             *Agent
+	ExecutionsDeleted int
+}
+
+// DeleteAgent deletes an agent its caller owns: its keys are revoked at once
+// and its handle is freed; the row stays so that what it wrote keeps a sender.
+// An agent the caller can see but does not own is forbidden; one the caller
+// cannot see is not found.
+func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, force bool) (*DeletedAgent, error) {
+	if !ValidID(agentID) {
+		return nil, notFound("agent")
+	}
+	var out *DeletedAgent
+	err := db.Write(ctx, func(tx *Tx) error {
+		a, err := scanAgent(tx.QueryRow(`SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ?
+			AND (a.owner_id = ? OR a.is_global = 1 OR (a.shared_with_organization = 1 AND a.organization_id = ?))`,
+			agentID, caller.ID, caller.OrganizationID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("agent")
+		}
+		if err != nil {
+			return err
+		}
+		if a.OwnerID != caller.ID {
+			return &Error{Code: CodeForbidden, Message: "only the owner of an agent may delete it"}
+		}
+		ts := tx.Now().UnixMicro()
+		if _, err := tx.Exec(`UPDATE agents SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts, ts, a.ID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
+			return err
+		}
+		out = &DeletedAgent{Agent: a}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+// Backup writes a consistent copy of the database at src to dest while other
+// processes (a running server) keep reading and writing it. The copy is made
+// with VACUUM INTO into a temporary file beside dest, checked with
+// integrity_check, synced, and only then renamed into place, so dest is either
+// absent, the previous file, or a complete verified copy. It refuses to replace
+// an existing dest unless overwrite is set. It does not change the schema of
+// src, whatever its version.
+func Backup(ctx context.Context, src, dest string, overwrite bool) error {
+	src, err := filepath.Abs(src)
+	if err != nil {
+		return err
+	}
+	dest, err = filepath.Abs(dest)
+	if err != nil {
+		return err
+	}
+	if src == dest {
+		return errors.New("the backup file must not be the database itself")
+	}
+	if _, err := os.Stat(src); err != nil {
+		return fmt.Errorf("database %s: %w", src, errors.Unwrap(err))
+	}
+	if !overwrite {
+		if _, err := os.Lstat(dest); err == nil {
+			return fmt.Errorf("%s already exists (use --force to replace it)", dest)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	tmp := dest + ".tmp-" + hex.EncodeToString(suffix)
+	defer os.Remove(tmp) // a no-op once renamed
+
+	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: src}).EscapedPath()+
+		fmt.Sprintf("?_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetMaxOpenConns(1)
+	var version int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return describeOpenError(src, err)
+	}
+	if version == 0 {
+		return fmt.Errorf("%s is not a chatd database", src)
+	}
+	if _, err := conn.ExecContext(ctx, "VACUUM INTO ?", tmp); err != nil {
+		return fmt.Errorf("copy database: %w", err)
+	}
+	if err := verify(ctx, tmp, version); err != nil {
+		return err
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return err
+	}
+	return syncFile(filepath.Dir(dest))
+}
+
+// verify opens a copy read-only and checks its integrity and version.
+func verify(ctx context.Context, path string, wantVersion int) error {
+	c, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var result string
+	if err := c.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&result); err != nil {
+		return fmt.Errorf("check copy: %w", err)
+	}
+	if result != "ok" {
+		return fmt.Errorf("the copy failed its integrity check: %s", result)
+	}
+	var version int
+	if err := c.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return err
+	}
+	if version != wantVersion {
+		return fmt.Errorf("the copy is at schema version %d, want %d", version, wantVersion)
+	}
+	return nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

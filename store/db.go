@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// busyTimeout is how long a connection waits for a lock held by another
+// connection (another chatd process, such as the CLI next to a running server).
+const busyTimeout = 5 * time.Second
+
+// Sync is the durability level of a commit.
+type Sync string
+
+const (
+	// SyncFull fsyncs the WAL on every commit: an acknowledged write survives
+	// a crash of the process and a loss of power.
+	SyncFull Sync = "full"
+	// SyncNormal fsyncs only at checkpoints: an acknowledged write survives a
+	// crash of the process, but the last commits may be lost on power loss.
+	SyncNormal Sync = "normal"
+)
+
+// Options configure Open. The zero value of every field but Schema is usable.
+type Options struct {
+	// Schema is the text of schema.sql: the full current schema, ending with
+	// "PRAGMA user_version = N;".
+	Schema string
+	// Sync is the commit durability; default SyncFull.
+	Sync Sync
+	// QueueSize bounds the writer's queue; default 1024.
+	QueueSize int
+	// ReadConns is the size of the read pool; default max(4, 2×CPUs).
+	ReadConns int
+	// CheckpointIdle: checkpoint after this long without writes; default 1s.
+	CheckpointIdle time.Duration
+	// CheckpointBytes: checkpoint as soon as the WAL grows past this; default 32 MiB.
+	CheckpointBytes int64
+	// Limits are the plan quotas; zero fields take DefaultLimits.
+	Limits Limits
+	// Logger receives the store's warnings; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DB is an open chatd database.
+type DB struct {
+	path   string
+	read   *sql.DB
+	write  *sql.DB
+	w      *writer
+	limits Limits
+	log    *slog.Logger
+
+	migratedFrom, version int
+}
+
+// Open opens (creating if needed) the database at path, creates or upgrades
+// its schema, and starts the writer. The directory of path is created if
+// missing.
+func Open(path string, opts Options) (*DB, error) {
+	if strings.TrimSpace(path) == "" {
+		return nil, errors.New("database path is empty")
+	}
+	target, err := schemaVersion(opts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Sync == "" {
+		opts.Sync = SyncFull
+	}
+	if opts.Sync != SyncFull && opts.Sync != SyncNormal {
+		return nil, fmt.Errorf("sync must be %q or %q, not %q", SyncFull, SyncNormal, opts.Sync)
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 1024
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = max(4, 2*runtime.NumCPU())
+	}
+	if opts.CheckpointIdle <= 0 {
+		opts.CheckpointIdle = time.Second
+	}
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = 32 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+
+	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger}
+	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
+	writeDSN := base + "?" + common +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(" + strings.ToUpper(string(opts.Sync)) + ")" +
+		"&_pragma=journal_size_limit(67108864)" +
+		"&_pragma=wal_autocheckpoint(0)" + // the writer checkpoints, see writer.checkpoint
+		"&_txlock=immediate"
+	if db.write, err = sql.Open("sqlite", writeDSN); err != nil {
+		return nil, err
+	}
+	db.write.SetMaxOpenConns(1)
+	db.write.SetMaxIdleConns(1)
+	db.write.SetConnMaxLifetime(0)
+	db.write.SetConnMaxIdleTime(0)
+
+	if db.migratedFrom, err = migrate(db.write, opts.Schema, target); err != nil {
+		db.write.Close()
+		return nil, describeOpenError(abs, err)
+	}
+	db.version = target
+	if err := ensureSecret(db.write); err != nil {
+		db.write.Close()
+		return nil, describeOpenError(abs, err)
+	}
+
+	if db.read, err = sql.Open("sqlite", base+"?"+common+"&_pragma=query_only(1)"); err != nil {
+		db.write.Close()
+		return nil, err
+	}
+	db.read.SetMaxOpenConns(opts.ReadConns)
+	db.read.SetMaxIdleConns(opts.ReadConns)
+
+	db.w = newWriter(db.write, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.Logger)
+	return db, nil
+}
+
+// Close stops accepting writes, runs every write already queued, checkpoints
+// the WAL into the database file and closes all connections.
+func (db *DB) Close() error {
+	db.w.close()
+	rerr := db.read.Close()
+	werr := db.write.Close()
+	return errors.Join(rerr, werr)
+}
+
+// Path is the absolute path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// SchemaVersion is the schema version the database is at.
+func (db *DB) SchemaVersion() int { return db.version }
+
+// MigratedFrom is the schema version found when the database was opened (0
+// for a new database); it equals SchemaVersion when nothing was upgraded.
+func (db *DB) MigratedFrom() int { return db.migratedFrom }
+
+// Limits are the quotas in force.
+func (db *DB) Limits() Limits { return db.limits }
+
+// Ping checks that the database answers reads and that a write transaction
+// can be committed, through the writer like any other write.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.read.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return err
+	}
+	return db.Write(ctx, func(*Tx) error { return nil })
+}
+
+// readTx runs fn in one read transaction, so that several queries (a page
+// and its total, say) see the same snapshot.
+func (db *DB) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+func describeOpenError(path string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("%s is not a SQLite database", path)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+			return fmt.Errorf("cannot open %s for writing: %v", path, err)
+		}
+	}
+	return fmt.Errorf("open %s: %w", path, err)
+}
+
+// isBusy reports whether err is SQLite's "database is locked/busy".
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		c := se.Code() & 0xff
+		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+	}
+	return false
+}
+
+// isConstraint reports whether err is a constraint violation (unique, check,
+// foreign key) and returns SQLite's message for it.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

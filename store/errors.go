@@ -1,0 +1,121 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Code is a machine-readable error code, exactly as it appears in the API's
+// error envelope. The server maps each code to one HTTP status in one table.
+type Code string
+
+// The domain codes. The server adds transport codes (malformed JSON, unknown
+// route, ...) of the same type.
+const (
+	CodeValidation   Code = "validation_error"    // 422: the request is well-formed but its values are not acceptable
+	CodeBadRequest   Code = "bad_request"         // 400: missing identifier, malformed handle, ...
+	CodeUnauthorized Code = "unauthorized"        // 401: missing or invalid credentials
+	CodeForbidden    Code = "forbidden"           // 403: authenticated, but not permitted
+	CodeLimitReached Code = "limit_reached"       // 403: a plan quota is exhausted
+	CodeNotFound     Code = "not_found"           // 404: missing, or not visible to the caller
+	CodeConflict     Code = "conflict"            // 409: the resource already exists or is in the way
+	CodeUnavailable  Code = "service_unavailable" // 503: the write queue is full or the server is stopping; retry
+	CodeInternal     Code = "internal_error"      // 500: a bug or an I/O failure; never carries internals
+)
+
+// Error is the one application error type. Everything the store refuses on
+// purpose is an *Error; anything else reaching the HTTP layer is a bug or an I/O
+// failure and is answered as internal_error without echoing it.
+type Error struct {
+	Code    Code
+	Message string
+	// Details is optional. Validation errors carry Problems (JSON Pointer ->
+	// messages); other errors may carry a small object such as a quota's
+	// resource, limit and current count.
+	Details any
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err, or CodeInternal when err is not an *Error.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// Problems collects validation problems keyed by RFC 6901 JSON Pointer
+// ("/message/mentions/1/handle"), each with one or more messages.
+type Problems map[string][]string
+
+// Add records a problem at pointer.
+func (p Problems) Add(pointer, format string, args ...any) {
+	p[pointer] = append(p[pointer], fmt.Sprintf(format, args...))
+}
+
+// Err returns nil when nothing was recorded, otherwise an *Error with the given
+// code whose message names the first problem and whose details hold them all.
+func (p Problems) Err(code Code) error {
+	if len(p) == 0 {
+		return nil
+	}
+	pointers := make([]string, 0, len(p))
+	for k := range p {
+		pointers = append(pointers, k)
+	}
+	sort.Strings(pointers)
+	first := pointers[0]
+	msg := first + " " + p[first][0]
+	if len(pointers) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(pointers)-1)
+	}
+	return &Error{Code: code, Message: strings.TrimSpace(msg), Details: p}
+}
+
+// Pointer builds an RFC 6901 JSON Pointer from path segments, escaping "~" and "/".
+func Pointer(segments ...any) string {
+	var b strings.Builder
+	for _, s := range segments {
+		b.WriteByte('/')
+		part := fmt.Sprint(s)
+		part = strings.ReplaceAll(part, "~", "~0")
+		part = strings.ReplaceAll(part, "/", "~1")
+		b.WriteString(part)
+	}
+	return b.String()
+}
+
+// The catalogue of errors the store returns as values.
+var (
+	// ErrQueueFull is returned at once, without blocking, when the writer's
+	// queue is full. Callers answer 503 with Retry-After.
+	ErrQueueFull = &Error{Code: CodeUnavailable, Message: "the server is busy writing; retry shortly"}
+	// ErrClosed is returned for writes submitted while the database shuts down.
+	ErrClosed = &Error{Code: CodeUnavailable, Message: "the server is shutting down; retry shortly"}
+	// ErrNotFound is the generic "missing or not yours" answer.
+	ErrNotFound = &Error{Code: CodeNotFound, Message: "not found"}
+)
+
+// notFound returns a not_found error naming the kind of resource.
+func notFound(what string) *Error {
+	return &Error{Code: CodeNotFound, Message: what + " not found"}
+}
+
+// limitReached is the quota error: 403 limit_reached naming the resource, the
+// limit and the current count.
+func limitReached(resource string, limit, current int) *Error {
+	return &Error{
+		Code:    CodeLimitReached,
+		Message: fmt.Sprintf("plan limit reached: at most %d %s", limit, resource),
+		Details: map[string]any{"resource": resource, "limit": limit, "current": current},
+	}
+}

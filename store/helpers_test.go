@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var testSchema = func() string {
+	b, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// openTestDB opens a fresh database in a temp directory and closes it when
+// the test ends.
+func openTestDB(t testing.TB, opts Options) *DB {
+	t.Helper()
+	return openTestDBAt(t, filepath.Join(t.TempDir(), "chatd.db"), opts)
+}
+
+func openTestDBAt(t testing.TB, path string, opts Options) *DB {
+	t.Helper()
+	opts.Schema = testSchema
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	db, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// rawCount counts rows with a separate connection, bypassing the store.
+func rawCount(t testing.TB, db *DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.read.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds; it fails the test after a generous
+// deadline (a hung writer), never as a timing assertion.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// blockWriter occupies the writer with a job that waits for release, so a
+// test can fill the queue deterministically.
+func blockWriter(t testing.TB, db *DB) (release func()) {
+	t.Helper()
+	started, gate := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.Write(context.Background(), func(*Tx) error { close(started); <-gate; return nil })
+	}()
+	<-started
+	return func() {
+		close(gate)
+		if err := <-done; err != nil {
+			t.Errorf("gate job: %v", err)
+		}
+	}
+}
+
+func createTable(t testing.TB, db *DB) {
+	t.Helper()
+	err := db.Write(context.Background(), func(tx *Tx) error {
+		_, err := tx.Exec(`CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func insertRow(k string, v int) func(*Tx) error {
+	return func(tx *Tx) error {
+		_, err := tx.Exec(`INSERT INTO t (k, v) VALUES (?, ?)`, k, v)
+		return err
+	}
+}

@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base32"
+	"errors"
+	"strings"
+	"time"
+)
+
+// KeyKind says whom an API key authenticates.
+type KeyKind string
+
+const (
+	AgentKey KeyKind = "agent"
+	UserKey  KeyKind = "user"
+)
+
+// New keys carry the band_a_ / band_u_ prefixes; keys from the earlier
+// Thenvoi platform (thnv_a_ / thnv_u_) keep working when adopted.
+var keyPrefixes = map[string]KeyKind{
+	"band_a_": AgentKey,
+	"thnv_a_": AgentKey,
+	"band_u_": UserKey,
+	"thnv_u_": UserKey,
+}
+
+var mintPrefix = map[KeyKind]string{AgentKey: "band_a_", UserKey: "band_u_"}
+
+// keyEncoding spells the 256 random bits of a key in lower-case letters and
+// digits, so a key survives a double-click, a shell and a URL unquoted.
+var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+const (
+	minKeyBody  = 24  // characters after the prefix of an adopted key
+	maxKeyLen   = 200 // longer credentials are refused before hashing
+	displayLen  = 12  // characters of a key kept for display ("band_a_k3j9x")
+	touchPeriod = time.Minute
+)
+
+// KindOfKey returns the kind a key's prefix announces, or "" for a string
+// that cannot be a chatd key (checked before any database lookup).
+func KindOfKey(key string) KeyKind {
+	if len(key) > maxKeyLen || len(key) < 7+minKeyBody {
+		return ""
+	}
+	kind := keyPrefixes[key[:7]]
+	if kind == "" {
+		return ""
+	}
+	for i := 7; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return ""
+		}
+	}
+	return kind
+}
+
+// mintKey returns a new random key of kind.
+func mintKey(kind KeyKind) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return mintPrefix[kind] + keyEncoding.EncodeToString(b)
+}
+
+func keyDigest(key string) []byte {
+	d := sha256.Sum256([]byte(key))
+	return d[:]
+}
+
+// insertKey stores the digest of key (minting one when key is "") for a user
+// or an agent and returns the key.
+func insertKey(tx *Tx, kind KeyKind, ownerID, key string) (string, error) {
+	if key == "" {
+		key = mintKey(kind)
+	} else if KindOfKey(key) != kind {
+		msg := "must start with " + mintPrefix[kind] + " or " + strings.Replace(mintPrefix[kind], "band", "thnv", 1) +
+			" followed by at least 24 letters, digits, '-' or '_'"
+		return "", &Error{Code: CodeValidation, Message: "api key " + msg, Details: Problems{"/api_key": {msg}}}
+	}
+	userID, agentID := sql.NullString{}, sql.NullString{}
+	if kind == UserKey {
+		userID = sql.NullString{String: ownerID, Valid: true}
+	} else {
+		agentID = sql.NullString{String: ownerID, Valid: true}
+	}
+	_, err := tx.Exec(`INSERT INTO api_keys (id, digest, prefix, user_id, agent_id, inserted_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		newID(), keyDigest(key), key[:displayLen], userID, agentID, tx.Now().UnixMicro())
+	if isConstraint(err) {
+		return "", &Error{Code: CodeConflict, Message: "that api key is already in use"}
+	}
+	return key, err
+}
+
+// Principal is who a credential authenticates: a human (User set) or an
+// agent (Agent set; its owner is Agent.OwnerID).
+type Principal struct {
+	KeyID string // empty for bearer tokens
+	User  *User
+	Agent *Agent
+
+	lastUsed time.Time
+}
+
+// IsAgent reports whether the principal is an agent.
+func (p *Principal) IsAgent() bool { return p.Agent != nil }
+
+// ErrBadCredentials is returned for a key or token that authenticates nobody.
+var ErrBadCredentials = &Error{Code: CodeUnauthorized, Message: "invalid API key"}
+
+// Authenticate returns the principal of an API key.
+func (db *DB) Authenticate(ctx context.Context, key string) (*Principal, error) {
+	kind := KindOfKey(key)
+	if kind == "" {
+		return nil, ErrBadCredentials
+	}
+	digest := keyDigest(key)
+	var (
+		p               Principal
+		stored          []byte
+		userID, agentID sql.NullString
+		lastUsed        sql.NullInt64
+	)
+	err := db.read.QueryRowContext(ctx,
+		`SELECT id, digest, user_id, agent_id, last_used_at FROM api_keys WHERE digest = ?`, digest).
+		Scan(&p.KeyID, &stored, &userID, &agentID, &lastUsed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrBadCredentials
+	}
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(stored, digest) != 1 {
+		return nil, ErrBadCredentials
+	}
+	if lastUsed.Valid {
+		p.lastUsed = time.UnixMicro(lastUsed.Int64)
+	}
+	switch {
+	case userID.Valid && kind == UserKey:
+		p.User, err = db.UserByID(ctx, userID.String)
+	case agentID.Valid && kind == AgentKey:
+		p.Agent, err = db.AgentByID(ctx, agentID.String)
+	default:
+		// A key whose prefix contradicts what it is stored for: refuse it
+		// rather than guess which API it was meant for.
+		return nil, ErrBadCredentials
+	}
+	if ErrorCode(err) == CodeNotFound {
+		return nil, ErrBadCredentials
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// TouchKey records that the principal's key was used, at most once a minute
+// per key and only when the writer has room: it is bookkeeping, not data.
+func (db *DB) TouchKey(p *Principal) {
+	if p.KeyID == "" {
+		return
+	}
+	t := now()
+	if t.Sub(p.lastUsed) < touchPeriod {
+		return
+	}
+	id := p.KeyID
+	_ = db.WriteAsync(func(tx *Tx) error {
+		_, err := tx.Exec(`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`,
+			t.UnixMicro(), id, t.Add(-touchPeriod).UnixMicro())
+		return err
+	})
+}
+
+// KeyInfo describes a stored key without revealing it.
+type KeyInfo struct {
+	ID         string
+	Prefix     string
+	InsertedAt time.Time
+	LastUsedAt *time.Time
+}
+
+// AgentKeys lists the keys of an agent (for tests and operators).
+func (db *DB) AgentKeys(ctx context.Context, agentID string) ([]KeyInfo, error) {
+	rows, err := db.read.QueryContext(ctx,
+		`SELECT id, prefix, inserted_at, last_used_at FROM api_keys WHERE agent_id = ? ORDER BY id`, agentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []KeyInfo
+	for rows.Next() {
+		var k KeyInfo
+		var ins int64
+		var last sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.Prefix, &ins, &last); err != nil {
+			return nil, err
+		}
+		k.InsertedAt = time.UnixMicro(ins).UTC()
+		if last.Valid {
+			t := time.UnixMicro(last.Int64).UTC()
+			k.LastUsedAt = &t
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,247 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+)
+
+// DefaultOrganization is the organization users join when none is named.
+const DefaultOrganization = "default"
+
+// User is a human account.
+type User struct {
+	ID                string
+	OrganizationID    string
+	Handle            string
+	Email             string // "" when the user has none
+	FirstName         string
+	LastName          string
+	Role              string // "admin" or "user"
+	ListedInDirectory bool
+	InsertedAt        time.Time
+	UpdatedAt         time.Time
+}
+
+// Name is the display name: first and last name.
+func (u *User) Name() string { return strings.TrimSpace(u.FirstName + " " + u.LastName) }
+
+// NewUser is what CreateUser needs.
+type NewUser struct {
+	Handle       string
+	Name         string // display name; split into first and last name at the first space
+	Email        string // optional
+	Organization string // name of the organization to join (created if missing); default DefaultOrganization
+	APIKey       string // optional: adopt this human key instead of minting one
+}
+
+const userColumns = `id, organization_id, handle, email, first_name, last_name, role, listed_in_directory, inserted_at, updated_at`
+
+func scanUser(row interface{ Scan(...any) error }) (*User, error) {
+	var u User
+	var email sql.NullString
+	var ins, upd int64
+	err := row.Scan(&u.ID, &u.OrganizationID, &u.Handle, &email, &u.FirstName, &u.LastName, &u.Role,
+		&u.ListedInDirectory, &ins, &upd)
+	if err != nil {
+		return nil, err
+	}
+	u.Email = email.String
+	u.InsertedAt, u.UpdatedAt = fromMicros(ins), fromMicros(upd)
+	return &u, nil
+}
+
+// CreateUser creates a human (and its organization on first use) with an API
+// key, in one transaction, and returns the user and the key. The first user of
+// an organization is its admin.
+func (db *DB) CreateUser(ctx context.Context, nu NewUser) (*User, string, error) {
+	p := Problems{}
+	handle := strings.TrimSpace(nu.Handle)
+	if msg := ValidHandle(handle); msg != "" {
+		p.Add("/handle", "%s", msg)
+	} else if reservedHandles[strings.ToLower(handle)] {
+		p.Add("/handle", "is reserved")
+	}
+	name, msg := cleanText(nu.Name, 1, maxNameLen)
+	if msg != "" {
+		p.Add("/name", "%s", msg)
+	}
+	email := strings.TrimSpace(nu.Email)
+	if email != "" {
+		if msg := validEmail(email); msg != "" {
+			p.Add("/email", "%s", msg)
+		}
+	}
+	org, msg := cleanText(nu.Organization, 0, maxNameLen)
+	if msg != "" {
+		p.Add("/organization", "%s", msg)
+	}
+	if org == "" {
+		org = DefaultOrganization
+	}
+	if err := p.Err(CodeValidation); err != nil {
+		return nil, "", err
+	}
+	first, last := splitName(name)
+
+	var user *User
+	var key string
+	err := db.Write(ctx, func(tx *Tx) error {
+		orgID, created, err := ensureOrganization(tx, org)
+		if err != nil {
+			return err
+		}
+		role := "user"
+		if created {
+			role = "admin"
+		}
+		ts := tx.Now().UnixMicro()
+		id := newID()
+		_, err = tx.Exec(`INSERT INTO users (id, organization_id, handle, email, first_name, last_name, role, inserted_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, orgID, handle, sql.NullString{String: email, Valid: email != ""}, first, last, role, ts, ts)
+		if isConstraint(err) {
+			return userConflict(tx, handle, email)
+		}
+		if err != nil {
+			return err
+		}
+		if key, err = insertKey(tx, UserKey, id, nu.APIKey); err != nil {
+			return err
+		}
+		user, err = scanUser(tx.QueryRow(`SELECT `+userColumns+` FROM users WHERE id = ?`, id))
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return user, key, nil
+}
+
+// userConflict names what made a user insert fail.
+func userConflict(tx *Tx, handle, email string) error {
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM users WHERE handle = ?`, handle).Scan(&n); err == nil && n > 0 {
+		return &Error{Code: CodeConflict, Message: "handle " + handle + " is already taken", Details: Problems{"/handle": {"is already taken"}}}
+	}
+	return &Error{Code: CodeConflict, Message: "email " + email + " is already in use", Details: Problems{"/email": {"is already in use"}}}
+}
+
+func ensureOrganization(tx *Tx, name string) (id string, created bool, err error) {
+	err = tx.QueryRow(`SELECT id FROM organizations WHERE name = ?`, name).Scan(&id)
+	if err == nil {
+		return id, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", false, err
+	}
+	id = newID()
+	_, err = tx.Exec(`INSERT INTO organizations (id, name, inserted_at) VALUES (?, ?, ?)`, id, name, tx.Now().UnixMicro())
+	return id, true, err
+}
+
+// UserByID returns a user.
+func (db *DB) UserByID(ctx context.Context, id string) (*User, error) {
+	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("user")
+	}
+	return u, err
+}
+
+// UserByHandle returns a user by handle (case-insensitive; a leading "@" is ignored).
+func (db *DB) UserByHandle(ctx context.Context, handle string) (*User, error) {
+	handle = strings.TrimPrefix(strings.TrimSpace(handle), "@")
+	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE handle = ?`, handle))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("user " + handle)
+	}
+	return u, err
+}
+
+// CountUsers returns how many humans exist.
+func (db *DB) CountUsers(ctx context.Context) (int, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM users`).Scan(&n)
+	return n, err
+}
+
+// OnlyUser returns the single human when exactly one exists.
+func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+userColumns+` FROM users LIMIT 2`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var users []*User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	switch len(users) {
+	case 0:
+		return nil, &Error{Code: CodeNotFound, Message: "there are no users yet; create one first"}
+	case 1:
+		return users[0], nil
+	}
+	return nil, &Error{Code: CodeBadRequest, Message: "there is more than one user; name the owner"}
+}
+
+// ProfileUpdate holds the profile fields to change; nil leaves a field as it is.
+type ProfileUpdate struct {
+	FirstName *string
+	LastName  *string
+}
+
+// UpdateProfile changes the caller's own profile. Problems are reported under
+// /user/<field>, as the fields appear in the API's request body.
+func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate) (*User, error) {
+	p := Problems{}
+	var first, last string
+	var msg string
+	if up.FirstName != nil {
+		if first, msg = cleanText(*up.FirstName, 1, maxNameLen); msg != "" {
+			p.Add("/user/first_name", "%s", msg)
+		}
+	}
+	if up.LastName != nil {
+		if last, msg = cleanText(*up.LastName, 0, maxNameLen); msg != "" {
+			p.Add("/user/last_name", "%s", msg)
+		}
+	}
+	if err := p.Err(CodeValidation); err != nil {
+		return nil, err
+	}
+	var user *User
+	err := db.Write(ctx, func(tx *Tx) error {
+		u, err := scanUser(tx.QueryRow(`SELECT `+userColumns+` FROM users WHERE id = ?`, userID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("user")
+		}
+		if err != nil {
+			return err
+		}
+		if up.FirstName != nil {
+			u.FirstName = first
+		}
+		if up.LastName != nil {
+			u.LastName = last
+		}
+		if up.FirstName != nil || up.LastName != nil {
+			u.UpdatedAt = tx.Now()
+			_, err = tx.Exec(`UPDATE users SET first_name = ?, last_name = ?, updated_at = ? WHERE id = ?`,
+				u.FirstName, u.LastName, u.UpdatedAt.UnixMicro(), u.ID)
+		}
+		user = u
+		return err
+	})
+	return user, err
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"net/mail"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Handle rules: 2..39 characters of ASCII letters, digits, '-', '_' and '.',
+// starting and ending with a letter or digit. Handles are unique without
+// regard to case and are how people and agents are @-mentioned, so they are
+// kept to characters that survive in URLs, shells and mention parsing.
+const (
+	minHandleLen = 2
+	maxHandleLen = 39
+	maxSlugLen   = 39
+	maxNameLen   = 100
+	maxEmailLen  = 254
+)
+
+// reservedHandles cannot be taken by users: they read like addresses of the
+// server itself or like broadcast mentions.
+var reservedHandles = map[string]bool{
+	"admin": true, "administrator": true, "root": true, "system": true, "chatd": true,
+	"api": true, "me": true, "agent": true, "agents": true, "all": true, "everyone": true,
+	"here": true, "channel": true, "support": true, "help": true,
+}
+
+// ValidHandle reports what is wrong with h as a user handle or an agent slug
+// ("" when nothing is).
+func ValidHandle(h string) string {
+	n := len(h)
+	if n < minHandleLen || n > maxHandleLen {
+		return "must be 2 to 39 characters long"
+	}
+	for i := 0; i < n; i++ {
+		c := h[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && c != '-' && c != '_' && c != '.' {
+			return "may contain only letters, digits, '-', '_' and '.'"
+		}
+		if !alnum && (i == 0 || i == n-1) {
+			return "must start and end with a letter or digit"
+		}
+	}
+	return ""
+}
+
+// DeriveSlug turns an agent name into a slug: lower case, runs of anything
+// but letters and digits become one '-', cut to the slug length. It returns ""
+// when the name has no ASCII letters or digits to build one from.
+func DeriveSlug(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+			if b.Len() >= maxSlugLen {
+				break
+			}
+			continue
+		}
+		dash = true
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) < minHandleLen {
+		return ""
+	}
+	return s
+}
+
+// cleanText trims s and reports what is wrong with it as a one-line display
+// text of min..max characters ("" when nothing is). Control characters
+// (including newlines and NUL) are refused.
+func cleanText(s string, min, max int) (string, string) {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) {
+		return s, "must be valid UTF-8"
+	}
+	n := utf8.RuneCountInString(s)
+	if n < min {
+		if min == 1 {
+			return s, "can't be blank"
+		}
+		return s, "must be at least " + strconv.Itoa(min) + " characters long"
+	}
+	if n > max {
+		return s, "must be at most " + strconv.Itoa(max) + " characters long"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return s, "must not contain control characters or line breaks"
+		}
+	}
+	return s, ""
+}
+
+// validEmail reports what is wrong with e as an email address ("" when nothing is).
+func validEmail(e string) string {
+	if len(e) > maxEmailLen {
+		return "is too long"
+	}
+	a, err := mail.ParseAddress(e)
+	if err != nil || a.Address != e || a.Name != "" {
+		return "is not a valid email address"
+	}
+	return ""
+}
+
+// splitName splits a display name into first and last name at the first space.
+func splitName(name string) (first, last string) {
+	first, last, _ = strings.Cut(strings.TrimSpace(name), " ")
+	return first, strings.TrimSpace(last)
+}
+
+// cleanMultiline trims s and reports what is wrong with it as a free text of
+// at most max characters: line breaks and tabs are allowed, other control
+// characters are not.
+func cleanMultiline(s string, max int) (string, string) {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) {
+		return s, "must be valid UTF-8"
+	}
+	if utf8.RuneCountInString(s) > max {
+		return s, "must be at most " + strconv.Itoa(max) + " characters long"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return s, "must not contain control characters"
+		}
+	}
+	return s, ""
+}

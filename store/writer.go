@@ -1,0 +1,356 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxBatch bounds how many queued jobs share one transaction, so one commit's
+// latency stays bounded however deep the queue is.
+const maxBatch = 256
+
+// Tx is the handle a write job receives. It is valid only during the job.
+type Tx struct {
+	tx          *sql.Tx
+	ctx         context.Context
+	now         time.Time
+	afterCommit []func()
+}
+
+// Exec runs a statement inside the job's savepoint.
+func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(t.ctx, query, args...)
+}
+
+// QueryRow runs a query that returns at most one row.
+func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(t.ctx, query, args...)
+}
+
+// Query runs a query inside the job's savepoint.
+func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(t.ctx, query, args...)
+}
+
+// Now is the job's timestamp: one value for everything a job writes.
+func (t *Tx) Now() time.Time { return t.now }
+
+// AfterCommit registers f to run after the batch holding this job committed.
+// It never runs when the job fails or the commit fails. Callbacks run on the
+// writer goroutine, so they must not block (publishing to a hub with bounded,
+// non-blocking queues is the intended use).
+func (t *Tx) AfterCommit(f func()) { t.afterCommit = append(t.afterCommit, f) }
+
+type job struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	done chan error // nil for fire-and-forget jobs
+	// set by the writer
+	err         error
+	afterCommit []func()
+}
+
+// WriterStats is a snapshot of the writer's counters.
+type WriterStats struct {
+	QueueDepth    int   // jobs waiting now
+	QueueCapacity int   // the queue's bound
+	Jobs          int64 // jobs run (committed or failed)
+	FailedJobs    int64 // jobs whose own work failed and was rolled back
+	Commits       int64 // transactions committed
+	Refused       int64 // jobs refused because the queue was full
+	Checkpoints   int64 // TRUNCATE checkpoints completed
+	WALBytes      int64 // current size of the -wal file
+}
+
+type writer struct {
+	conn     *sql.DB // exactly one open connection
+	queue    chan *job
+	log      *slog.Logger
+	walPath  string
+	idle     time.Duration // checkpoint after this long without writes
+	walLimit int64         // checkpoint at once when the WAL grows past this
+
+	mu      sync.RWMutex // held for reading while enqueueing; for writing by close
+	closed  bool
+	stopped chan struct{} // closed when the writer goroutine exits
+	stop    chan struct{}
+
+	jobs, failed, commits, refused, checkpoints atomic.Int64
+}
+
+func newWriter(conn *sql.DB, queueSize int, walPath string, idle time.Duration, walLimit int64, log *slog.Logger) *writer {
+	w := &writer{
+		conn:     conn,
+		queue:    make(chan *job, queueSize),
+		log:      log,
+		walPath:  walPath,
+		idle:     idle,
+		walLimit: walLimit,
+		stopped:  make(chan struct{}),
+		stop:     make(chan struct{}),
+	}
+	go w.run()
+	return w
+}
+
+// submit enqueues j without blocking.
+func (w *writer) submit(j *job) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	select {
+	case w.queue <- j:
+		return nil
+	default:
+		w.refused.Add(1)
+		return ErrQueueFull
+	}
+}
+
+// Write runs fn as one job on the writer and returns after its batch committed
+// (nil) or after fn's own error was rolled back (that error). A full queue
+// returns ErrQueueFull at once. If ctx ends before the writer reaches the job,
+// the job is skipped; once it started, Write waits for the outcome so that an
+// acknowledged write is always a committed one.
+func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
+	j := &job{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	if err := db.w.submit(j); err != nil {
+		return err
+	}
+	return <-j.done
+}
+
+// WriteAsync enqueues fn without waiting for it. It is for best-effort
+// bookkeeping (such as an API key's last use) that may be dropped under load.
+func (db *DB) WriteAsync(fn func(*Tx) error) error {
+	return db.w.submit(&job{ctx: context.Background(), fn: fn})
+}
+
+// WriterStats returns the writer's counters.
+func (db *DB) WriterStats() WriterStats {
+	w := db.w
+	return WriterStats{
+		QueueDepth:    len(w.queue),
+		QueueCapacity: cap(w.queue),
+		Jobs:          w.jobs.Load(),
+		FailedJobs:    w.failed.Load(),
+		Commits:       w.commits.Load(),
+		Refused:       w.refused.Load(),
+		Checkpoints:   w.checkpoints.Load(),
+		WALBytes:      fileSize(w.walPath),
+	}
+}
+
+// close stops accepting jobs, runs every job already queued, checkpoints and
+// returns when the writer goroutine has exited.
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		<-w.stopped
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.stopped
+}
+
+func (w *writer) run() {
+	defer close(w.stopped)
+	timer := time.NewTimer(w.idle)
+	defer timer.Stop()
+	dirty := false // written since the last checkpoint
+	batch := make([]*job, 0, maxBatch)
+	for {
+		select {
+		case j := <-w.queue:
+			batch = w.collect(append(batch[:0], j))
+			w.commit(batch)
+			dirty = true
+			if w.walLimit > 0 && fileSize(w.walPath) > w.walLimit {
+				w.checkpoint()
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(w.idle)
+		case <-timer.C:
+			if dirty {
+				dirty = !w.checkpoint()
+			}
+			timer.Reset(w.idle)
+		case <-w.stop:
+			// No submitter can enqueue any more (closed is set under the lock),
+			// so draining until empty runs every accepted job.
+			for len(w.queue) > 0 {
+				batch = w.collect(batch[:0])
+				w.commit(batch)
+			}
+			w.checkpoint()
+			return
+		}
+	}
+}
+
+// collect appends queued jobs to batch without waiting, up to maxBatch.
+func (w *writer) collect(batch []*job) []*job {
+	for len(batch) < maxBatch {
+		select {
+		case j := <-w.queue:
+			batch = append(batch, j)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit runs batch in one transaction, one savepoint per job, and reports
+// each job's outcome after COMMIT.
+func (w *writer) commit(batch []*job) {
+	if len(batch) == 0 {
+		return
+	}
+	err := w.runBatch(batch)
+	for _, j := range batch {
+		if err != nil && j.err == nil {
+			j.err = err
+			j.afterCommit = nil
+		}
+		if j.err == nil {
+			for _, f := range j.afterCommit {
+				w.safely(f)
+			}
+		}
+		if j.done != nil {
+			j.done <- j.err
+		} else if j.err != nil && !isContextErr(j.err) {
+			w.log.Warn("background write failed", "err", j.err)
+		}
+	}
+}
+
+// runBatch returns a non-nil error only when the transaction as a whole
+// failed (every job in it fails); per-job errors are left in job.err.
+func (w *writer) runBatch(batch []*job) (err error) {
+	ctx := context.Background()
+	tx, err := w.conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the DSN sets _txlock
+	if err != nil {
+		return w.batchError("begin", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	for _, j := range batch {
+		w.jobs.Add(1)
+		if cerr := j.ctx.Err(); cerr != nil {
+			j.err = cerr
+			continue
+		}
+		if _, err = tx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
+			return w.batchError("savepoint", err)
+		}
+		t := &Tx{tx: tx, ctx: ctx, now: now()}
+		j.err = runJob(j.fn, t)
+		if j.err != nil {
+			w.failed.Add(1)
+			if _, err = tx.ExecContext(ctx, "ROLLBACK TO job"); err != nil {
+				return w.batchError("rollback to savepoint", err)
+			}
+		} else {
+			j.afterCommit = t.afterCommit
+		}
+		if _, err = tx.ExecContext(ctx, "RELEASE job"); err != nil {
+			return w.batchError("release savepoint", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return w.batchError("commit", err)
+	}
+	w.commits.Add(1)
+	return nil
+}
+
+// runJob runs fn, turning a panic into an internal error so that one broken
+// job cannot take the writer (and every later write) down with it.
+func runJob(fn func(*Tx) error, t *Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("write job panicked: %v", r)
+		}
+	}()
+	return fn(t)
+}
+
+func (w *writer) batchError(step string, err error) error {
+	w.log.Error("write transaction failed", "step", step, "err", err)
+	if isBusy(err) {
+		return &Error{Code: CodeUnavailable, Message: "the database is locked by another process; retry shortly"}
+	}
+	return fmt.Errorf("write transaction (%s): %w", step, err)
+}
+
+func (w *writer) safely(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("after-commit callback panicked", "panic", r)
+		}
+	}()
+	f()
+}
+
+// checkpoint copies the WAL into the database and truncates it. It gives up
+// at once instead of waiting for readers, so a long read never stalls the
+// writer; it reports whether the WAL was fully reset.
+func (w *writer) checkpoint() bool {
+	ctx := context.Background()
+	conn, err := w.conn.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return false
+	}
+	defer conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	var busy, logFrames, checkpointed int
+	err = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &checkpointed)
+	if err != nil {
+		if !isBusy(err) {
+			w.log.Warn("checkpoint failed", "err", err)
+		}
+		return false
+	}
+	if busy != 0 {
+		return false
+	}
+	w.checkpoints.Add(1)
+	return true
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
