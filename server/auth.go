@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/store"
+)
+
+// audience says which API a route serves, and so which credentials it takes.
+type audience int
+
+const (
+	public     audience = iota // no credentials
+	agentsOnly                 // /api/v1/agent/*: an agent API key
+	humansOnly                 // /api/v1/me/*: a human API key or a bearer token
+)
+
+var (
+	errNoCredentials = &store.Error{Code: store.CodeUnauthorized,
+		Message: "authentication required: send an API key in the X-API-Key header (humans may send Authorization: Bearer <token> instead)"}
+	errBothCredentials = &store.Error{Code: codeConflictingCredentials,
+		Message: "send either X-API-Key or Authorization: Bearer, not both"}
+	errBadToken = &store.Error{Code: store.CodeUnauthorized, Message: "invalid or expired bearer token"}
+	errNotAgent = &store.Error{Code: store.CodeForbidden,
+		Message: "agent authentication required: this endpoint takes an agent API key"}
+	errNotHuman = &store.Error{Code: store.CodeForbidden,
+		Message: "agent keys cannot use the human API"}
+)
+
+// authenticate returns the caller of r as the route's audience requires.
+// Invalid credentials are 401 whatever the route; valid credentials of the
+// wrong kind are 403.
+func (s *Server) authenticate(r *http.Request, aud audience) (*store.Principal, error) {
+	keys := r.Header.Values("X-Api-Key")
+	authz := r.Header.Values("Authorization")
+	switch {
+	case len(keys) > 0 && len(authz) > 0:
+		return nil, errBothCredentials
+	case len(keys) == 0 && len(authz) == 0:
+		return nil, errNoCredentials
+	case len(keys) > 1 || len(authz) > 1:
+		return nil, &store.Error{Code: store.CodeUnauthorized, Message: "send one credential, once"}
+	}
+	var p *store.Principal
+	var err error
+	if len(keys) == 1 {
+		p, err = s.db.Authenticate(r.Context(), strings.TrimSpace(keys[0]))
+	} else {
+		scheme, token, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return nil, &store.Error{Code: store.CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+		}
+		p, err = s.principalFromToken(r.Context(), strings.TrimSpace(token))
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case aud == agentsOnly && !p.IsAgent():
+		return nil, errNotAgent
+	case aud == humansOnly && p.IsAgent():
+		return nil, errNotHuman
+	}
+	s.db.TouchKey(p)
+	return p, nil
+}
+
+func principal(r *http.Request) *store.Principal {
+	p, _ := r.Context().Value(principalKey).(*store.Principal)
+	return p
+}
+
+// callerAgent is the authenticated agent of an agentsOnly route.
+func callerAgent(r *http.Request) *store.Agent { return principal(r).Agent }
+
+// callerUser is the authenticated human of a humansOnly route.
+func callerUser(r *http.Request) *store.User { return principal(r).User }
+
+// Bearer tokens for the Human API are JWTs signed with HS256. The signing key
+// is derived from the database's server secret, so tokens survive restarts
+// and stop working if the database (and its secret) is replaced.
+const (
+	tokenIssuer = "chatd"
+	// MaxTokenTTL caps how long a bearer token may live.
+	MaxTokenTTL = 30 * 24 * time.Hour
+	tokenLeeway = 30 * time.Second
+)
+
+// deriveKey derives a purpose-specific key from the server secret.
+func deriveKey(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
+
+// IssueUserToken returns a bearer token for the Human API that authenticates
+// userID until now+ttl.
+func IssueUserToken(serverSecret []byte, userID string, ttl time.Duration, now time.Time) (string, error) {
+	if ttl <= 0 || ttl > MaxTokenTTL {
+		return "", errors.New("token lifetime must be between 1s and 720h")
+	}
+	claims := jwt.RegisteredClaims{
+		Issuer:    tokenIssuer,
+		Subject:   userID,
+		IssuedAt:  jwt.NewNumericDate(now),
+		NotBefore: jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(deriveKey(serverSecret, "chatd/jwt/v1"))
+}
+
+// principalFromToken verifies a bearer token: HS256 only, issuer chatd,
+// expiry required; its subject must be an existing user.
+func (s *Server) principalFromToken(ctx context.Context, token string) (*store.Principal, error) {
+	if token == "" || len(token) > 4096 {
+		return nil, errBadToken
+	}
+	parser := jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithIssuer(tokenIssuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(tokenLeeway),
+	)
+	var claims jwt.RegisteredClaims
+	_, err := parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.tokenKey, nil })
+	if err != nil || !store.ValidID(claims.Subject) {
+		return nil, errBadToken
+	}
+	u, err := s.db.UserByID(ctx, claims.Subject)
+	if store.ErrorCode(err) == store.CodeNotFound {
+		return nil, errBadToken
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &store.Principal{User: u}, nil
+}

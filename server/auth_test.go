@@ -1,0 +1,138 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// authedRoutes is every route that takes credentials, with the audience it
+// serves. Each route's own tests cover its successes; this table covers who
+// gets in.
+var authedRoutes = []struct {
+	method, path string
+	aud          audience
+}{
+	{"GET", "/api/v1/agent/me", agentsOnly},
+	{"GET", "/api/v1/me", humansOnly},
+	{"GET", "/api/v1/me/profile", humansOnly},
+	{"PUT", "/api/v1/me/profile", humansOnly},
+	{"GET", "/api/v1/me/agents", humansOnly},
+	{"POST", "/api/v1/me/agents/register", humansOnly},
+	{"DELETE", "/api/v1/me/agents/00000000-0000-7000-8000-000000000000", humansOnly},
+}
+
+func TestEveryRouteEnforcesItsAudience(t *testing.T) {
+	ts := newTestServer(t)
+	alice, humanKey := ts.user("alice")
+	_, agentKey := ts.agent(alice, "Helper")
+	tok := ts.token(alice, time.Hour)
+
+	type outcome struct {
+		status int
+		code   string
+	}
+	allowed := outcome{}
+	for _, rt := range authedRoutes {
+		cases := []struct {
+			name string
+			cred cred
+			want outcome
+		}{
+			{"no credentials", noCred, outcome{401, "unauthorized"}},
+			{"unknown key", apiKey("band_a_" + strings.Repeat("z", 52)), outcome{401, "unauthorized"}},
+			{"garbage key", apiKey("hello"), outcome{401, "unauthorized"}},
+			{"bad bearer token", bearer("not.a.jwt"), outcome{401, "unauthorized"}},
+			{"basic auth", func(h http.Header) { h.Set("Authorization", "Basic YTpi") }, outcome{401, "unauthorized"}},
+			{"key and token together", both(apiKey(humanKey), bearer(tok)), outcome{400, "conflicting_credentials"}},
+			{"agent key", apiKey(agentKey), map[audience]outcome{agentsOnly: allowed, humansOnly: {403, "forbidden"}}[rt.aud]},
+			{"human key", apiKey(humanKey), map[audience]outcome{agentsOnly: {403, "forbidden"}, humansOnly: allowed}[rt.aud]},
+			{"bearer token", bearer(tok), map[audience]outcome{agentsOnly: {403, "forbidden"}, humansOnly: allowed}[rt.aud]},
+		}
+		for _, tc := range cases {
+			t.Run(rt.method+" "+rt.path+"/"+tc.name, func(t *testing.T) {
+				before := ts.snapshot(t)
+				r := ts.do(t, rt.method, rt.path, tc.cred, nil)
+				if tc.want == allowed {
+					if r.status == 401 || r.status == 403 || r.errorCode(t) == "conflicting_credentials" {
+						t.Fatalf("refused: %d %s", r.status, r.body)
+					}
+					return
+				}
+				expect(t, r, tc.want.status, tc.want.code)
+				ts.unchanged(t, before)
+			})
+		}
+	}
+}
+
+func TestBearerTokens(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	secret, _ := ts.db.ServerSecret(t.Context())
+	key := deriveKey(secret, "chatd/jwt/v1")
+	sign := func(method jwt.SigningMethod, k any, claims jwt.Claims) string {
+		s, err := jwt.NewWithClaims(method, claims).SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	now := time.Now()
+	valid := jwt.RegisteredClaims{Issuer: "chatd", Subject: alice.ID, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+	with := func(f func(*jwt.RegisteredClaims)) jwt.RegisteredClaims { c := valid; f(&c); return c }
+
+	for _, tc := range []struct {
+		name  string
+		token string
+		ok    bool
+	}{
+		{"issued by chatd token", ts.token(alice, time.Minute), true},
+		{"hand-made valid", sign(jwt.SigningMethodHS256, key, valid), true},
+		{"lowercase scheme", "", true},
+		{"expired", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
+			c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour))
+		})), false},
+		{"no expiry", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) { c.ExpiresAt = nil })), false},
+		{"issued in the future", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = jwt.NewNumericDate(now.Add(time.Hour))
+		})), false},
+		{"other issuer", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) { c.Issuer = "evil" })), false},
+		{"unknown user", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
+			c.Subject = "0190a000-0000-7000-8000-000000000000"
+		})), false},
+		{"subject not a uuid", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) { c.Subject = "alice" })), false},
+		{"wrong key", sign(jwt.SigningMethodHS256, []byte("some other secret of enough length"), valid), false},
+		{"raw server secret as key", sign(jwt.SigningMethodHS256, secret, valid), false},
+		{"HS512", sign(jwt.SigningMethodHS512, key, valid), false},
+		{"alg none", sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := bearer(tc.token)
+			if tc.name == "lowercase scheme" {
+				c = func(h http.Header) { h.Set("Authorization", "bearer "+ts.token(alice, time.Minute)) }
+			}
+			r := ts.do(t, "GET", "/api/v1/me", c, nil)
+			if tc.ok {
+				expect(t, r, 200, "")
+				if r.data(t)["id"] != alice.ID {
+					t.Fatalf("authenticated as %v", r.data(t)["id"])
+				}
+				return
+			}
+			expect(t, r, 401, "unauthorized")
+		})
+	}
+}
+
+func TestAgentKeyStopsWorkingWhenTheAgentIsDeleted(t *testing.T) {
+	ts := newTestServer(t)
+	alice, humanKey := ts.user("alice")
+	agent, agentKey := ts.agent(alice, "Helper")
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(agentKey), nil), 200, "")
+	expect(t, ts.do(t, "DELETE", "/api/v1/me/agents/"+agent.ID, apiKey(humanKey), nil), 200, "")
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(agentKey), nil), 401, "unauthorized")
+}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Transport codes: refusals decided by the HTTP layer before the store is
+// asked. Together with the store's domain codes they form the one catalogue
+// of codes that can appear in an error envelope.
+const (
+	codeInvalidJSON            store.Code = "invalid_json"            // the body is not one JSON value
+	codeUnknownField           store.Code = "unknown_field"           // the body has a field the endpoint does not take
+	codeConflictingCredentials store.Code = "conflicting_credentials" // X-API-Key and Authorization both sent
+	codeMethodNotAllowed       store.Code = "method_not_allowed"
+	codePayloadTooLarge        store.Code = "payload_too_large"
+	codeInvalidCursor          store.Code = "invalid_cursor"
+)
+
+// statusOf maps every code to its HTTP status. A code missing here is a bug
+// and is answered as 500 (a test walks the catalogue).
+var statusOf = map[store.Code]int{
+	store.CodeBadRequest:       http.StatusBadRequest,
+	codeInvalidJSON:            http.StatusBadRequest,
+	codeUnknownField:           http.StatusBadRequest,
+	codeConflictingCredentials: http.StatusBadRequest,
+	store.CodeUnauthorized:     http.StatusUnauthorized,
+	store.CodeForbidden:        http.StatusForbidden,
+	store.CodeLimitReached:     http.StatusForbidden,
+	store.CodeNotFound:         http.StatusNotFound,
+	codeMethodNotAllowed:       http.StatusMethodNotAllowed,
+	store.CodeConflict:         http.StatusConflict,
+	codePayloadTooLarge:        http.StatusRequestEntityTooLarge,
+	store.CodeValidation:       http.StatusUnprocessableEntity,
+	codeInvalidCursor:          http.StatusUnprocessableEntity,
+	store.CodeInternal:         http.StatusInternalServerError,
+	store.CodeUnavailable:      http.StatusServiceUnavailable,
+}
+
+// retryAfterSeconds is what a 503 tells clients to wait: the write queue
+// drains in milliseconds, so one second is plenty.
+const retryAfterSeconds = "1"
+
+type errorBody struct {
+	Code      store.Code `json:"code"`
+	Message   string     `json:"message"`
+	RequestID string     `json:"request_id"`
+	Details   any        `json:"details,omitempty"`
+}
+
+// writeError answers err in the error envelope. Errors that are not
+// *store.Error are internal: logged with the request id, never echoed.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *store.Error
+	if !errors.As(err, &e) {
+		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		e = &store.Error{Code: store.CodeInternal, Message: "internal server error"}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		s.log.Error("error code missing from the status table", "code", e.Code, "request_id", requestID(r))
+		status = http.StatusInternalServerError
+	}
+	body := errorBody{Code: e.Code, Message: e.Message, RequestID: requestID(r), Details: e.Details}
+	if status == http.StatusUnprocessableEntity && body.Details == nil {
+		// Validation errors always carry details keyed by JSON Pointer; the
+		// empty pointer names the whole request.
+		body.Details = store.Problems{"": {e.Message}}
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	writeJSON(w, status, map[string]any{"error": body})
+}
+
+// errorf is shorthand for a *store.Error with a formatted message.
+var errorf = store.Errorf

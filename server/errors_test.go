@@ -1,0 +1,110 @@
+package server
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Every code the source declares must have a status in the one table.
+func TestEveryErrorCodeHasAStatus(t *testing.T) {
+	declared := regexp.MustCompile(`(?m)^\s*(\w+)\s+(?:store\.)?Code\s*=\s*"([a-z_]+)"`)
+	for _, file := range []string{"../store/errors.go", "errors.go"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		matches := declared.FindAllStringSubmatch(string(src), -1)
+		if len(matches) == 0 {
+			t.Fatalf("no codes found in %s", file)
+		}
+		for _, m := range matches {
+			if _, ok := statusOf[store.Code(m[2])]; !ok {
+				t.Errorf("%s (%s) in %s has no HTTP status", m[1], m[2], file)
+			}
+		}
+	}
+}
+
+func TestUnknownRoutesAndMethodsAnswerInTheEnvelope(t *testing.T) {
+	ts := newTestServer(t)
+	_, key := ts.user("alice")
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/api/v1/nothing-here", 404, "not_found"},
+		{"GET", "/api/v1/agent/me/", 404, "not_found"},
+		{"POST", "/api/v1/me/nothing", 404, "not_found"},
+		{"GET", "/no-such-page", 404, "not_found"},
+		{"POST", "/api/v1/agent/me", 405, "method_not_allowed"},
+		{"DELETE", "/api/v1/me/profile", 405, "method_not_allowed"},
+		{"OPTIONS", "/api/v1/me", 405, "method_not_allowed"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			r := ts.do(t, tc.method, tc.path, apiKey(key), nil)
+			expect(t, r, tc.status, tc.code)
+			if tc.status == 405 {
+				allow := r.header.Get("Allow")
+				if allow == "" || strings.Contains(allow, "OPTIONS") {
+					t.Fatalf("Allow = %q", allow)
+				}
+			}
+		})
+	}
+}
+
+func TestPanicsBecomeInternalErrorsAndAreLogged(t *testing.T) {
+	ts := newTestServer(t)
+	var logs bytes.Buffer
+	ts.srv.log = slog.New(slog.NewTextHandler(&logs, nil))
+	ts.srv.handle("GET", "/test/panic", public, func(http.ResponseWriter, *http.Request, httprouter.Params) error {
+		panic("secret internals")
+	})
+	r := ts.do(t, "GET", "/test/panic", noCred, nil)
+	expect(t, r, 500, "internal_error")
+	if strings.Contains(string(r.body), "secret") {
+		t.Fatalf("the panic value leaked to the client: %s", r.body)
+	}
+	if !strings.Contains(logs.String(), "secret internals") || !strings.Contains(logs.String(), r.header.Get("X-Request-Id")) {
+		t.Fatalf("the panic was not logged with the request id:\n%s", logs.String())
+	}
+	// The server keeps serving.
+	expect(t, ts.do(t, "GET", "/healthz", noCred, nil), 200, "")
+}
+
+func TestOversizeBodiesAre413(t *testing.T) {
+	ts := newTestServer(t)
+	_, key := ts.user("alice")
+	ts.srv.maxBody = 1024
+	before := ts.snapshot(t)
+	body := `{"user": {"first_name": "` + strings.Repeat("a", 2000) + `"}}`
+	expect(t, ts.do(t, "PUT", "/api/v1/me/profile", apiKey(key), body), 413, "payload_too_large")
+	ts.unchanged(t, before)
+}
+
+func TestRequestIDs(t *testing.T) {
+	ts := newTestServer(t)
+	r := ts.do(t, "GET", "/healthz", func(h http.Header) { h.Set("X-Request-Id", "trace-123.abc") }, nil)
+	if got := r.header.Get("X-Request-Id"); got != "trace-123.abc" {
+		t.Fatalf("a well-formed caller id is kept for tracing; got %q", got)
+	}
+	r = ts.do(t, "GET", "/api/v1/me", func(h http.Header) { h.Set("X-Request-Id", "<script>") }, nil)
+	if got := r.header.Get("X-Request-Id"); !strings.HasPrefix(got, "req_") {
+		t.Fatalf("an unsafe caller id is replaced; got %q", got)
+	}
+	a := ts.do(t, "GET", "/healthz", noCred, nil).header.Get("X-Request-Id")
+	b := ts.do(t, "GET", "/healthz", noCred, nil).header.Get("X-Request-Id")
+	if a == b {
+		t.Fatal("request ids repeat")
+	}
+}

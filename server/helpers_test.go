@@ -1,0 +1,329 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/chatd/chatd/internal/apitest"
+	"github.com/chatd/chatd/store"
+)
+
+var testSchema = func() string {
+	b, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// testServer is a chatd server on a temp database, reached over real HTTP.
+type testServer struct {
+	t    testing.TB
+	db   *store.DB
+	srv  *Server
+	http *httptest.Server
+	oas  *apitest.Validator
+}
+
+// newTestServer starts a server; opts adjust the store options.
+func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
+	t.Helper()
+	o := store.Options{Schema: testSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range opts {
+		f(&o)
+	}
+	db, err := store.Open(filepath.Join(t.TempDir(), "chatd.db"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{DB: db, Logger: o.Logger, Version: "test",
+		Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>chatd</title>")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	oas, err := apitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, db: db, srv: srv, http: hs, oas: oas}
+	t.Cleanup(func() {
+		hs.Close()
+		db.Close()
+	})
+	return ts
+}
+
+// user creates a human (with an email, as the OpenAPI UserDetails requires)
+// and returns it with its API key.
+func (ts *testServer) user(handle string, org ...string) (*store.User, string) {
+	ts.t.Helper()
+	nu := store.NewUser{Handle: handle, Name: strings.ToUpper(handle[:1]) + handle[1:] + " Tester", Email: handle + "@example.com"}
+	if len(org) > 0 {
+		nu.Organization = org[0]
+	}
+	u, key, err := ts.db.CreateUser(context.Background(), nu)
+	if err != nil {
+		ts.t.Fatalf("create user %s: %v", handle, err)
+	}
+	return u, key
+}
+
+// agent registers an agent owned by owner and returns it with its API key.
+func (ts *testServer) agent(owner *store.User, name string) (*store.Agent, string) {
+	ts.t.Helper()
+	a, key, err := ts.db.RegisterAgent(context.Background(), store.NewAgent{OwnerID: owner.ID, Name: name, Description: name + " does things"})
+	if err != nil {
+		ts.t.Fatalf("register agent %s: %v", name, err)
+	}
+	return a, key
+}
+
+// token issues a bearer token for u.
+func (ts *testServer) token(u *store.User, ttl time.Duration) string {
+	ts.t.Helper()
+	secret, err := ts.db.ServerSecret(context.Background())
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	tok, err := IssueUserToken(secret, u.ID, ttl, time.Now())
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	return tok
+}
+
+// cred sets the credentials of a request.
+type cred func(h http.Header)
+
+func noCred(http.Header) {}
+
+func apiKey(k string) cred { return func(h http.Header) { h.Set("X-API-Key", k) } }
+
+func bearer(tok string) cred { return func(h http.Header) { h.Set("Authorization", "Bearer "+tok) } }
+
+func both(a, b cred) cred { return func(h http.Header) { a(h); b(h) } }
+
+// response is a response read whole.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// json decodes the body into a generic value.
+func (r *response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("body is not a JSON object: %v: %q", err, r.body)
+	}
+	return v
+}
+
+// data returns the body's "data" object.
+func (r *response) data(t testing.TB) map[string]any {
+	t.Helper()
+	d, ok := r.json(t)["data"].(map[string]any)
+	if !ok {
+		t.Fatalf("no data object in %s", r.body)
+	}
+	return d
+}
+
+// list returns the body's "data" array.
+func (r *response) list(t testing.TB) []any {
+	t.Helper()
+	d, ok := r.json(t)["data"].([]any)
+	if !ok {
+		t.Fatalf("no data array in %s", r.body)
+	}
+	return d
+}
+
+// errorCode returns the envelope's code ("" when the body is no envelope).
+func (r *response) errorCode(t testing.TB) string {
+	t.Helper()
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.body, &env)
+	return env.Error.Code
+}
+
+// do sends a request and validates the response against the OpenAPI
+// document (and, for errors, the envelope and its request id). body may be
+// nil, a string (sent as is) or a value (sent as JSON).
+func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, ts.http.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c(req.Header)
+	res, err := ts.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &response{status: res.StatusCode, header: res.Header, body: b}
+	ts.checkResponse(t, method, req.URL.Path, r)
+	return r
+}
+
+// checkResponse holds for every response: a request id header, the error
+// envelope (with that request id) for every error, and the documented shape.
+func (ts *testServer) checkResponse(t testing.TB, method, path string, r *response) {
+	t.Helper()
+	rid := r.header.Get("X-Request-Id")
+	if rid == "" {
+		t.Errorf("%s %s: no x-request-id header", method, path)
+	}
+	if r.status >= 400 {
+		var env struct {
+			Error struct {
+				RequestID string `json:"request_id"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(r.body, &env); err != nil || env.Error.RequestID != rid {
+			t.Errorf("%s %s: error body %s does not carry the request id %s", method, path, r.body, rid)
+		}
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: error content type %q", method, path, ct)
+		}
+	}
+	if err := ts.oas.ValidateResponse(method, path, r.status, r.body); err != nil {
+		t.Errorf("OpenAPI: %v\nbody: %s", err, r.body)
+	}
+}
+
+// expect checks status and, for errors, the envelope code.
+func expect(t testing.TB, r *response, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d; body %s", r.status, status, r.body)
+	}
+	if code != "" {
+		if got := r.errorCode(t); got != code {
+			t.Fatalf("error code = %q, want %q; body %s", got, code, r.body)
+		}
+	}
+}
+
+// snapshot renders every row of every table (except the last-use time of
+// keys, which authenticated requests update on their own), so a test can
+// show that a refused request changed nothing.
+func (ts *testServer) snapshot(t testing.TB) string {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	var out strings.Builder
+	for _, table := range tables {
+		rows, err := conn.Query(`SELECT * FROM "` + table + `" ORDER BY rowid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			rows.Scan(ptrs...)
+			fmt.Fprintf(&out, "%s:", table)
+			for i, c := range cols {
+				if table == "api_keys" && c == "last_used_at" {
+					continue
+				}
+				fmt.Fprintf(&out, " %s=%v", c, vals[i])
+			}
+			out.WriteByte('\n')
+		}
+		rows.Close()
+	}
+	return out.String()
+}
+
+// unchanged fails the test when the database differs from before.
+func (ts *testServer) unchanged(t testing.TB, before string) {
+	t.Helper()
+	if after := ts.snapshot(t); after != before {
+		t.Fatalf("a refused request changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// fillWriteQueue occupies the writer and fills its queue, so that the next
+// write is refused; the returned func frees it. The store must have been
+// opened with a small QueueSize.
+func (ts *testServer) fillWriteQueue(t testing.TB) (release func()) {
+	t.Helper()
+	started, gate := make(chan struct{}), make(chan struct{})
+	go ts.db.Write(context.Background(), func(*store.Tx) error { close(started); <-gate; return nil })
+	<-started
+	for {
+		if err := ts.db.WriteAsync(func(*store.Tx) error { return nil }); err != nil {
+			break
+		}
+	}
+	return func() { close(gate) }
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Listings page by opaque keyset cursors: ?cursor=<metadata.next_cursor>&limit=N.
+// A cursor is the position after the last row of a page plus the listing and
+// sort order it belongs to, signed with a key derived from the server secret,
+// so a cursor cannot be forged, edited, or replayed against another listing
+// or sort order: all of those are 422 invalid_cursor, never a 500.
+//
+// The deprecated ?page=&page_size= still work (the Band Python SDK pages
+// messages that way) and add Deprecation and Sunset headers. Mixing the two
+// families is 422.
+
+const maxCursorLen = 1024
+
+// The dates of the deprecated page/page_size parameters: removed from the
+// hosted API 2.0.0 on 2026-10-01. chatd keeps serving them; the headers say
+// they are on their way out (RFC 9745 Deprecation, RFC 8594 Sunset).
+const (
+	deprecationHeader = "@1790812800"
+	sunsetHeader      = "Thu, 01 Oct 2026 00:00:00 GMT"
+)
+
+type cursorPayload struct {
+	Scope string       `json:"c"`
+	Pos   store.Keyset `json:"p"`
+}
+
+func (s *Server) encodeCursor(scope string, pos *store.Keyset) *string {
+	if pos == nil {
+		return nil
+	}
+	body, _ := json.Marshal(cursorPayload{Scope: scope, Pos: *pos})
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write(body)
+	c := base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	return &c
+}
+
+func (s *Server) decodeCursor(scope, c string) (*store.Keyset, bool) {
+	if len(c) > maxCursorLen {
+		return nil, false
+	}
+	b64body, b64mac, ok := strings.Cut(c, ".")
+	if !ok {
+		return nil, false
+	}
+	body, err1 := base64.RawURLEncoding.DecodeString(b64body)
+	mac, err2 := base64.RawURLEncoding.DecodeString(b64mac)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write(body)
+	if !hmac.Equal(mac, m.Sum(nil)[:16]) {
+		return nil, false
+	}
+	var p cursorPayload
+	if err := json.Unmarshal(body, &p); err != nil || p.Scope != scope || !store.ValidID(p.Pos.ID) {
+		return nil, false
+	}
+	return &p.Pos, true
+}
+
+// listing describes one paged endpoint's limits.
+type listing struct {
+	defaultLimit, maxLimit int
+}
+
+// pageQuery is a parsed page request.
+type pageQuery struct {
+	store.PageRequest
+	legacy         bool // page/page_size were used
+	page, pageSize int
+}
+
+// parsePage reads cursor/limit or page/page_size from q. scope names the
+// listing and its sort order (a cursor is only valid where it was issued).
+func (s *Server) parsePage(q url.Values, scope string, l listing) (pageQuery, error) {
+	p := store.Problems{}
+	has := func(k string) bool { _, ok := q[k]; return ok }
+	var pq pageQuery
+	if (has("cursor") || has("limit")) && (has("page") || has("page_size")) {
+		p.Add("", "use cursor and limit, or the deprecated page and page_size, not both")
+		return pq, p.Err(store.CodeValidation)
+	}
+	if has("page") || has("page_size") {
+		pq.legacy = true
+		pq.page = intParam(q, "page", 1, 1, 1<<30, p)
+		pq.pageSize = intParam(q, "page_size", l.defaultLimit, 1, l.maxLimit, p)
+		if err := p.Err(store.CodeValidation); err != nil {
+			return pq, err
+		}
+		pq.Limit, pq.Offset, pq.WithTotal = pq.pageSize, (pq.page-1)*pq.pageSize, true
+		return pq, nil
+	}
+	pq.Limit = intParam(q, "limit", l.defaultLimit, 1, l.maxLimit, p)
+	if err := p.Err(store.CodeValidation); err != nil {
+		return pq, err
+	}
+	if c := q.Get("cursor"); c != "" {
+		pos, ok := s.decodeCursor(scope, c)
+		if !ok {
+			return pq, &store.Error{Code: codeInvalidCursor,
+				Message: "cursor is not valid for this listing (use metadata.next_cursor from the previous page, with the same sort)",
+				Details: store.Problems{"/cursor": {"is not valid for this listing"}}}
+		}
+		pq.After = pos
+	}
+	return pq, nil
+}
+
+// intParam parses an integer query parameter in [min, max].
+func intParam(q url.Values, name string, def, min, max int, p store.Problems) int {
+	v, ok := q[name]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
+	if err != nil || n < min || n > max {
+		p.Add("/"+name, "must be an integer from %d to %d", min, max)
+		return def
+	}
+	return n
+}
+
+// boolParam parses an optional boolean query parameter.
+func boolParam(q url.Values, name string, p store.Problems) *bool {
+	v, ok := q[name]
+	if !ok {
+		return nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v[0])) {
+	case "true", "1":
+		t := true
+		return &t
+	case "false", "0":
+		f := false
+		return &f
+	}
+	p.Add("/"+name, "must be true or false")
+	return nil
+}
+
+// enumParam parses an optional query parameter that must be one of allowed.
+func enumParam(q url.Values, name, def string, allowed []string, p store.Problems) string {
+	v, ok := q[name]
+	if !ok {
+		return def
+	}
+	for _, a := range allowed {
+		if v[0] == a {
+			return a
+		}
+	}
+	p.Add("/"+name, "must be one of %s", strings.Join(allowed, ", "))
+	return def
+}
+
+// pageMeta is the paging part of a listing's metadata. The cursor fields are
+// always present (clients require them even in page mode); the offset fields
+// only when page/page_size were used.
+type pageMeta struct {
+	HasMore    bool    `json:"has_more"`
+	Limit      int     `json:"limit"`
+	NextCursor *string `json:"next_cursor"`
+	Page       *int    `json:"page,omitempty"`
+	PageSize   *int    `json:"page_size,omitempty"`
+	TotalCount *int    `json:"total_count,omitempty"`
+	TotalPages *int    `json:"total_pages,omitempty"`
+}
+
+// meta builds the metadata of a page and, for the deprecated parameters,
+// sets the Deprecation and Sunset headers.
+func (s *Server) meta(w http.ResponseWriter, pq pageQuery, scope string, hasMore bool, next *store.Keyset, total int) pageMeta {
+	m := pageMeta{HasMore: hasMore, Limit: pq.Limit}
+	if hasMore {
+		m.NextCursor = s.encodeCursor(scope, next)
+	}
+	if pq.legacy {
+		h := w.Header()
+		h.Set("Deprecation", deprecationHeader)
+		h.Set("Sunset", sunsetHeader)
+		pages := (total + pq.pageSize - 1) / pq.pageSize
+		m.Page, m.PageSize, m.TotalCount, m.TotalPages = &pq.page, &pq.pageSize, &total, &pages
+	}
+	return m
+}

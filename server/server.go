@@ -1,0 +1,170 @@
+// Package server is chatd's HTTP surface: the Agent API (/api/v1/agent), the
+// Human API (/api/v1/me), health probes and the embedded web app.
+//
+// Handlers decode and validate the request, call the store, and render the
+// result; they write no SQL and decide no visibility (the store's queries
+// do). Every refusal is a *store.Error rendered in the one error envelope
+// {"error":{"code","message","request_id","details"?}}; statusOf maps each
+// code to its HTTP status.
+//
+// Files are split by endpoint group (server_<group>.go), each with its own
+// scenario tests.
+package server
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Config configures a Server.
+type Config struct {
+	DB *store.DB
+	// Web holds the static files of the web app, served at /.
+	Web fs.FS
+	// Logger receives one line per request; default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds JSON request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server serves the chatd HTTP API.
+type Server struct {
+	db        *store.DB
+	log       *slog.Logger
+	web       fs.FS
+	maxBody   int64
+	version   string
+	tokenKey  []byte
+	cursorKey []byte
+	router    *httprouter.Router
+	handler   http.Handler
+}
+
+// New returns a Server for cfg.DB.
+func New(cfg Config) (*Server, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("server: no database")
+	}
+	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, version: cfg.Version}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 1 << 20
+	}
+	secret, err := cfg.DB.ServerSecret(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	s.tokenKey = deriveKey(secret, "chatd/jwt/v1")
+	s.cursorKey = deriveKey(secret, "chatd/cursor/v1")
+
+	s.router = httprouter.New()
+	s.router.RedirectTrailingSlash = false
+	s.router.RedirectFixedPath = false
+	s.router.HandleOPTIONS = false
+	s.router.HandleMethodNotAllowed = true
+	s.router.NotFound = http.HandlerFunc(s.notFound)
+	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
+	s.routes()
+	s.handler = s.withRequestScope(s.router)
+	return s, nil
+}
+
+// routes registers every endpoint. The chat id segment is named :chat_id on
+// every route: httprouter requires one name per position.
+func (s *Server) routes() {
+	s.handle("GET", "/healthz", public, s.healthz)
+	s.handle("GET", "/readyz", public, s.readyz)
+
+	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
+
+	s.handle("GET", "/api/v1/me", humansOnly, s.getMe)
+	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
+	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
+	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
+	s.handle("POST", "/api/v1/me/agents/register", humansOnly, s.registerAgent)
+	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
+}
+
+// handlerFunc is an endpoint: it writes a success response or returns the
+// error to answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+
+func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if aud != public {
+			p, err := s.authenticate(r, aud)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+		}
+		if err := h(w, r, ps); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// Handler is the whole HTTP surface.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// methodNotAllowed answers 405 with the methods the path does take.
+// httprouter always lists OPTIONS, which chatd does not serve, so it is
+// dropped from the Allow header.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range strings.Split(w.Header().Get("Allow"), ",") {
+		if m = strings.TrimSpace(m); m != "" && m != http.MethodOptions {
+			allowed = append(allowed, m)
+		}
+	}
+	allow := strings.Join(allowed, ", ")
+	w.Header().Set("Allow", allow)
+	s.writeError(w, r, errorf(codeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully:
+// it stops accepting connections and waits (up to grace) for requests in
+// flight, whose writes the store then drains.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("requests still running at the end of the grace period; closing them")
+		err = srv.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// healthz says the process is alive and serving HTTP; it touches nothing else,
+// so a slow disk never gets a healthy server restarted.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
+	return nil
+}
+
+// readyz says the server can take writes: the database answers a read and a
+// commit through the writer, and the write queue is not saturated.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.db.Ping(ctx); err != nil {
+		if store.ErrorCode(err) == store.CodeInternal {
+			s.log.Error("readiness check failed", "err", err)
+		}
+		return &store.Error{Code: store.CodeUnavailable, Message: "the database is not accepting writes"}
+	}
+	st := s.db.WriterStats()
+	if st.QueueDepth*10 >= st.QueueCapacity*9 {
+		return &store.Error{Code: store.CodeUnavailable, Message: "the write queue is saturated"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status":         "ready",
+		"schema_version": s.db.SchemaVersion(),
+		"write_queue":    map[string]int{"depth": st.QueueDepth, "capacity": st.QueueCapacity},
+		"wal_bytes":      st.WALBytes,
+	})
+	return nil
+}

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	ts := newTestServer(t)
+	r := ts.do(t, "GET", "/healthz", noCred, nil)
+	expect(t, r, 200, "")
+	if j := r.json(t); j["status"] != "ok" || j["version"] != "test" {
+		t.Fatalf("healthz = %s", r.body)
+	}
+	r = ts.do(t, "GET", "/readyz", noCred, nil)
+	expect(t, r, 200, "")
+	j := r.json(t)
+	if j["status"] != "ready" || j["schema_version"] != float64(1) {
+		t.Fatalf("readyz = %s", r.body)
+	}
+	if q := j["write_queue"].(map[string]any); q["capacity"] != float64(1024) {
+		t.Fatalf("write_queue = %v", q)
+	}
+	expect(t, ts.do(t, "POST", "/healthz", noCred, nil), 405, "method_not_allowed")
+}
+
+func TestWebPage(t *testing.T) {
+	ts := newTestServer(t)
+	r := ts.do(t, "GET", "/", noCred, nil)
+	expect(t, r, 200, "")
+	if !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.body), "chatd") {
+		t.Fatalf("index: %s %s", r.header.Get("Content-Type"), r.body)
+	}
+	if r.header.Get("Content-Security-Policy") == "" || r.header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("security headers missing: %v", r.header)
+	}
+	// The web app never shadows the API: unknown API paths stay JSON 404s.
+	expect(t, ts.do(t, "GET", "/api/v1/index.html", noCred, nil), 404, "not_found")
+	expect(t, ts.do(t, "GET", "/../index.html", noCred, nil), 200, "")
+	expect(t, ts.do(t, "GET", "/missing.js", noCred, nil), 404, "not_found")
+}

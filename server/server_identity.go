@@ -1,0 +1,101 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// featureFlags are the capabilities the Band SDKs negotiate from /agent/me:
+// a flag that is absent or false makes the SDK leave the feature alone, so
+// each flag is true only once chatd serves the feature.
+func featureFlags() map[string]bool {
+	return map[string]bool{
+		"ff_file_transfer": false,
+		"ff_room_tasks":    false,
+	}
+}
+
+type agentMeView struct {
+	ID                string          `json:"id"`
+	Name              string          `json:"name"`
+	Handle            string          `json:"handle"`
+	Description       *string         `json:"description"`
+	Bio               *string         `json:"bio"`
+	OwnerUUID         string          `json:"owner_uuid"`
+	IsExternal        bool            `json:"is_external"`
+	ListedInDirectory bool            `json:"listed_in_directory"`
+	Tags              []string        `json:"tags"`
+	FeatureFlags      map[string]bool `json:"feature_flags"`
+	InsertedAt        string          `json:"inserted_at"`
+	UpdatedAt         string          `json:"updated_at"`
+}
+
+// getAgentMe is GET /api/v1/agent/me: the calling agent's profile. A 200 here
+// is how SDKs check that a key is valid.
+func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	a := callerAgent(r)
+	writeJSON(w, http.StatusOK, data(agentMeView{
+		ID: a.ID, Name: a.Name, Handle: a.Handle, Description: a.Description, Bio: a.Bio,
+		OwnerUUID: a.OwnerID, IsExternal: a.IsExternal, ListedInDirectory: a.ListedInDirectory, Tags: a.Tags,
+		FeatureFlags: featureFlags(), InsertedAt: timestamp(a.InsertedAt), UpdatedAt: timestamp(a.UpdatedAt),
+	}))
+	return nil
+}
+
+// userView is UserDetails: /me and /me/profile.
+type userView struct {
+	ID                string `json:"id"`
+	Handle            string `json:"handle"`
+	Email             string `json:"email"`
+	Name              string `json:"name"`
+	FirstName         string `json:"first_name"`
+	LastName          string `json:"last_name"`
+	Role              string `json:"role"`
+	ListedInDirectory bool   `json:"listed_in_directory"`
+	OrganizationID    string `json:"organization_id"`
+	InsertedAt        string `json:"inserted_at"`
+	UpdatedAt         string `json:"updated_at"`
+}
+
+func newUserView(u *store.User) userView {
+	return userView{
+		ID: u.ID, Handle: u.Handle, Email: u.Email, Name: u.Name(), FirstName: u.FirstName, LastName: u.LastName,
+		Role: u.Role, ListedInDirectory: u.ListedInDirectory, OrganizationID: u.OrganizationID,
+		InsertedAt: timestamp(u.InsertedAt), UpdatedAt: timestamp(u.UpdatedAt),
+	}
+}
+
+// getMe is GET /api/v1/me and GET /api/v1/me/profile: the calling human.
+func (s *Server) getMe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	writeJSON(w, http.StatusOK, data(newUserView(callerUser(r))))
+	return nil
+}
+
+type updateProfileRequest struct {
+	User *struct {
+		FirstName *string `json:"first_name"`
+		LastName  *string `json:"last_name"`
+	} `json:"user"`
+}
+
+// updateProfile is PUT /api/v1/me/profile: only the fields sent change.
+func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req updateProfileRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.User == nil {
+		return store.Problems{"/user": {"is required"}}.Err(store.CodeValidation)
+	}
+	u, err := s.db.UpdateProfile(r.Context(), callerUser(r).ID, store.ProfileUpdate{
+		FirstName: req.User.FirstName, LastName: req.User.LastName,
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(newUserView(u)))
+	return nil
+}

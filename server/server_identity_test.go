@@ -1,0 +1,110 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGetAgentMe(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	agent, key := ts.agent(alice, "Research Helper")
+
+	r := ts.do(t, "GET", "/api/v1/agent/me", apiKey(key), nil)
+	expect(t, r, 200, "")
+	d := r.data(t)
+	for field, want := range map[string]any{
+		"id": agent.ID, "name": "Research Helper", "handle": "alice/research-helper", "owner_uuid": alice.ID,
+		"description": "Research Helper does things", "is_external": true, "listed_in_directory": false,
+	} {
+		if d[field] != want {
+			t.Errorf("%s = %v, want %v", field, d[field], want)
+		}
+	}
+	flags, ok := d["feature_flags"].(map[string]any)
+	if !ok || flags["ff_file_transfer"] != false || flags["ff_room_tasks"] != false {
+		t.Errorf("feature_flags = %v: every flag present, false until the feature exists", d["feature_flags"])
+	}
+	if tags, ok := d["tags"].([]any); !ok || len(tags) != 0 {
+		t.Errorf("tags = %v, want []", d["tags"])
+	}
+	// The header name is case-insensitive (the jam CLI sends x-api-key).
+	r = ts.do(t, "GET", "/api/v1/agent/me", func(h http.Header) { h["x-api-key"] = []string{key} }, nil)
+	expect(t, r, 200, "")
+}
+
+func TestGetMeAndProfile(t *testing.T) {
+	ts := newTestServer(t)
+	alice, key := ts.user("alice")
+	for _, path := range []string{"/api/v1/me", "/api/v1/me/profile"} {
+		for _, c := range []cred{apiKey(key), bearer(ts.token(alice, time.Hour))} {
+			r := ts.do(t, "GET", path, c, nil)
+			expect(t, r, 200, "")
+			if err := ts.oas.ValidateSchema("UserDetails", mustJSON(t, r.data(t))); err != nil {
+				t.Errorf("%s is not UserDetails: %v", path, err)
+			}
+			d := r.data(t)
+			if d["id"] != alice.ID || d["handle"] != "alice" || d["email"] != "alice@example.com" || d["role"] != "admin" ||
+				d["first_name"] != "Alice" || d["last_name"] != "Tester" || d["name"] != "Alice Tester" {
+				t.Errorf("%s = %v", path, d)
+			}
+		}
+	}
+}
+
+func TestUpdateProfile(t *testing.T) {
+	ts := newTestServer(t)
+	_, key := ts.user("alice")
+	ts.user("bob")
+
+	r := ts.do(t, "PUT", "/api/v1/me/profile", apiKey(key), map[string]any{"user": map[string]any{"first_name": "  Alicia "}})
+	expect(t, r, 200, "")
+	if d := r.data(t); d["first_name"] != "Alicia" || d["last_name"] != "Tester" {
+		t.Fatalf("only the sent field changes, trimmed: %v", d)
+	}
+	r = ts.do(t, "PUT", "/api/v1/me/profile", apiKey(key), map[string]any{"user": map[string]any{"last_name": ""}})
+	expect(t, r, 200, "")
+	if d := r.data(t); d["first_name"] != "Alicia" || d["last_name"] != "" || d["name"] != "Alicia" {
+		t.Fatalf("last name cleared: %v", d)
+	}
+	r = ts.do(t, "GET", "/api/v1/me/profile", apiKey(key), nil)
+	if d := r.data(t); d["first_name"] != "Alicia" {
+		t.Fatalf("update not persisted: %v", d)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		body    any
+		status  int
+		code    string
+		pointer string
+	}{
+		{"no body", nil, 422, "validation_error", "/user"},
+		{"user null", `{"user": null}`, 422, "validation_error", "/user"},
+		{"blank first name", map[string]any{"user": map[string]any{"first_name": "  "}}, 422, "validation_error", "/user/first_name"},
+		{"first name too long", map[string]any{"user": map[string]any{"first_name": strings.Repeat("x", 101)}}, 422, "validation_error", "/user/first_name"},
+		{"newline in last name", map[string]any{"user": map[string]any{"last_name": "a\nb"}}, 422, "validation_error", "/user/last_name"},
+		{"first name not a string", `{"user": {"first_name": 5}}`, 422, "validation_error", "/user/first_name"},
+		{"unknown field", `{"user": {"first_name": "A", "handle": "root"}}`, 400, "unknown_field", "/user/handle"},
+		{"unknown top-level field", `{"user": {}, "role": "admin"}`, 400, "unknown_field", "/role"},
+		{"field name in another case", `{"User": {"first_name": "A"}}`, 400, "unknown_field", "/User"},
+		{"not JSON", `{"user": `, 400, "invalid_json", ""},
+		{"two JSON values", `{"user": {}} {}`, 400, "invalid_json", ""},
+		{"array body", `[]`, 422, "validation_error", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ts.snapshot(t)
+			r := ts.do(t, "PUT", "/api/v1/me/profile", apiKey(key), tc.body)
+			expect(t, r, tc.status, tc.code)
+			if tc.pointer != "" {
+				details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+				if _, ok := details[tc.pointer]; !ok {
+					t.Fatalf("details %v lack %s", details, tc.pointer)
+				}
+			}
+			ts.unchanged(t, before)
+		})
+	}
+}

@@ -1,0 +1,287 @@
+package server
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chatd/chatd/store"
+)
+
+func TestRegisterAgent(t *testing.T) {
+	ts := newTestServer(t)
+	alice, key := ts.user("alice")
+
+	r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key),
+		map[string]any{"agent": map[string]any{"name": "Weather Bot", "description": "Tells the weather"}})
+	expect(t, r, 201, "")
+	d := r.data(t)
+	agent := d["agent"].(map[string]any)
+	apiKeyOut := d["credentials"].(map[string]any)["api_key"].(string)
+	if agent["name"] != "Weather Bot" || agent["owner_id"] != alice.ID || agent["handle"] != "alice/weather-bot" || agent["description"] != "Tells the weather" {
+		t.Fatalf("agent = %v", agent)
+	}
+	if !strings.HasPrefix(apiKeyOut, "band_a_") {
+		t.Fatalf("api key %q", apiKeyOut)
+	}
+	me := ts.do(t, "GET", "/api/v1/agent/me", apiKey(apiKeyOut), nil)
+	expect(t, me, 200, "")
+	if me.data(t)["id"] != agent["id"] {
+		t.Fatal("the returned key does not authenticate the new agent")
+	}
+
+	// The API cannot choose a slug, so a taken one gets the next free suffix.
+	r = ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key),
+		map[string]any{"agent": map[string]any{"name": "Weather  bot", "description": "Another one", "tags": []string{"wx"}, "bio": "Line one\nline two"}})
+	expect(t, r, 201, "")
+	if h := r.data(t)["agent"].(map[string]any)["handle"]; h != "alice/weather-bot-2" {
+		t.Fatalf("handle = %v, want alice/weather-bot-2", h)
+	}
+}
+
+func TestRegisterAgentRefusals(t *testing.T) {
+	ts := newTestServer(t, func(o *store.Options) { o.Limits = store.Limits{AgentsPerUser: 2, TagsPerAgent: 2} })
+	alice, key := ts.user("alice")
+	ts.agent(alice, "Existing")
+	agentBody := func(fields map[string]any) map[string]any { return map[string]any{"agent": fields} }
+
+	for _, tc := range []struct {
+		name    string
+		body    any
+		status  int
+		code    string
+		pointer string
+	}{
+		{"no body", nil, 422, "validation_error", "/agent"},
+		{"missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"},
+		{"missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"},
+		{"name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"},
+		{"name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"},
+		{"name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"},
+		{"description too long", agentBody(map[string]any{"name": "Bot", "description": strings.Repeat("d", 501)}), 422, "validation_error", "/agent/description"},
+		{"name without letters for a slug", agentBody(map[string]any{"name": "???", "description": "d"}), 422, "validation_error", "/agent/slug"},
+		{"name of the wrong type", agentBody(map[string]any{"name": 42, "description": "d"}), 422, "validation_error", "/agent/name"},
+		{"unknown field", agentBody(map[string]any{"name": "Bot", "description": "d", "is_global": true}), 400, "unknown_field", "/agent/is_global"},
+		{"too many tags", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"a", "b", "c"}}), 403, "limit_reached", ""},
+		{"blank tag", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"ok", " "}}), 422, "validation_error", "/agent/tags/1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ts.snapshot(t)
+			r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key), tc.body)
+			expect(t, r, tc.status, tc.code)
+			if tc.pointer != "" {
+				details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+				if _, ok := details[tc.pointer]; !ok {
+					t.Fatalf("details %v lack %s", details, tc.pointer)
+				}
+			}
+			ts.unchanged(t, before)
+		})
+	}
+
+	t.Run("agent quota", func(t *testing.T) {
+		ts.agent(alice, "Second")
+		before := ts.snapshot(t)
+		r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key),
+			agentBody(map[string]any{"name": "Third", "description": "One too many"}))
+		expect(t, r, 403, "limit_reached")
+		details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+		if details["resource"] != "agents" || details["limit"] != float64(2) || details["current"] != float64(2) {
+			t.Fatalf("details = %v", details)
+		}
+		ts.unchanged(t, before)
+	})
+}
+
+func TestWritesAnswer503WhenTheWriteQueueIsFull(t *testing.T) {
+	ts := newTestServer(t, func(o *store.Options) { o.QueueSize = 2 })
+	alice, key := ts.user("alice")
+	agent, _ := ts.agent(alice, "Helper")
+	writes := []struct {
+		method, path string
+		body         any
+	}{
+		{"PUT", "/api/v1/me/profile", map[string]any{"user": map[string]any{"first_name": "Al"}}},
+		{"POST", "/api/v1/me/agents/register", map[string]any{"agent": map[string]any{"name": "Bot", "description": "d"}}},
+		{"DELETE", "/api/v1/me/agents/" + agent.ID, nil},
+	}
+	before := ts.snapshot(t)
+	release := ts.fillWriteQueue(t)
+	for _, w := range writes {
+		r := ts.do(t, w.method, w.path, apiKey(key), w.body)
+		expect(t, r, 503, "service_unavailable")
+		if r.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: 503 without Retry-After", w.method, w.path)
+		}
+	}
+	// Reads do not queue behind writes.
+	expect(t, ts.do(t, "GET", "/api/v1/me/agents", apiKey(key), nil), 200, "")
+	expect(t, ts.do(t, "GET", "/readyz", noCred, nil), 503, "service_unavailable")
+	release()
+	ts.unchanged(t, before)
+	expect(t, ts.do(t, "PUT", "/api/v1/me/profile", apiKey(key), writes[0].body), 200, "")
+}
+
+func TestDeleteAgent(t *testing.T) {
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	_, bobKey := ts.user("bob")
+	_, carolKey := ts.user("carol", "Other Org")
+	private, _ := ts.agent(alice, "Private")
+	shared, _ := ts.agent(alice, "Shared")
+	if err := ts.db.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		key    string
+		path   string
+		status int
+		code   string
+	}{
+		{"another person's private agent", bobKey, "/api/v1/me/agents/" + private.ID, 404, "not_found"},
+		{"an agent shared with my organization", bobKey, "/api/v1/me/agents/" + shared.ID, 403, "forbidden"},
+		{"an agent shared with another organization", carolKey, "/api/v1/me/agents/" + shared.ID, 404, "not_found"},
+		{"unknown id", aliceKey, "/api/v1/me/agents/0190a000-0000-7000-8000-000000000000", 404, "not_found"},
+		{"malformed id", aliceKey, "/api/v1/me/agents/not-a-uuid", 404, "not_found"},
+		{"bad force value", aliceKey, "/api/v1/me/agents/" + private.ID + "?force=maybe", 422, "validation_error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ts.snapshot(t)
+			expect(t, ts.do(t, "DELETE", tc.path, apiKey(tc.key), nil), tc.status, tc.code)
+			ts.unchanged(t, before)
+		})
+	}
+
+	r := ts.do(t, "DELETE", "/api/v1/me/agents/"+private.ID+"?force=true", apiKey(aliceKey), nil)
+	expect(t, r, 200, "")
+	if d := r.data(t); d["id"] != private.ID || d["name"] != "Private" || d["executions_deleted"] != float64(0) {
+		t.Fatalf("deleted = %v", d)
+	}
+	expect(t, ts.do(t, "DELETE", "/api/v1/me/agents/"+private.ID, apiKey(aliceKey), nil), 404, "not_found")
+	list := ts.do(t, "GET", "/api/v1/me/agents", apiKey(aliceKey), nil).list(t)
+	if len(list) != 1 || list[0].(map[string]any)["id"] != shared.ID {
+		t.Fatalf("agents after delete = %v", list)
+	}
+}
+
+func TestListMyAgents(t *testing.T) {
+	ts := newTestServer(t)
+	alice, key := ts.user("alice")
+	bob, _ := ts.user("bob")
+	ts.agent(bob, "Not Yours")
+	var ids []string
+	for _, name := range []string{"Charlie", "alpha", "Bravo", "delta", "Echo"} {
+		a, _ := ts.agent(alice, name)
+		ids = append(ids, a.ID)
+	}
+	names := func(r *response) string {
+		var out []string
+		for _, it := range r.list(t) {
+			out = append(out, it.(map[string]any)["name"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+
+	r := ts.do(t, "GET", "/api/v1/me/agents", apiKey(key), nil)
+	expect(t, r, 200, "")
+	if got := names(r); got != "Echo,delta,Bravo,alpha,Charlie" {
+		t.Fatalf("default order (newest first) = %s", got)
+	}
+	meta := r.json(t)["metadata"].(map[string]any)
+	if meta["has_more"] != false || meta["limit"] != float64(20) || meta["next_cursor"] != nil {
+		t.Fatalf("metadata = %v", meta)
+	}
+	if _, ok := meta["total_count"]; ok {
+		t.Fatalf("cursor mode leaks offset fields: %v", meta)
+	}
+	if len(meta["available_filters"].([]any)) != 3 || len(meta["sortable_fields"].([]any)) != 3 {
+		t.Fatalf("filters/sorts = %v", meta)
+	}
+	if r.header.Get("Deprecation") != "" {
+		t.Fatal("cursor mode is not deprecated")
+	}
+
+	// Walk by name with a cursor, two at a time.
+	var walked []string
+	q := "sort=name&order=asc&limit=2"
+	for page := 0; ; page++ {
+		if page > 5 {
+			t.Fatal("cursor paging does not end")
+		}
+		r := ts.do(t, "GET", "/api/v1/me/agents?"+q, apiKey(key), nil)
+		expect(t, r, 200, "")
+		walked = append(walked, names(r))
+		meta := r.json(t)["metadata"].(map[string]any)
+		if meta["has_more"] == false {
+			if meta["next_cursor"] != nil {
+				t.Fatal("last page has a next_cursor")
+			}
+			break
+		}
+		q = "sort=name&order=asc&limit=2&cursor=" + url.QueryEscape(meta["next_cursor"].(string))
+	}
+	if got := strings.Join(walked, "|"); got != "alpha,Bravo|Charlie,delta|Echo" {
+		t.Fatalf("walk = %s", got)
+	}
+
+	// Filters.
+	if got := names(ts.do(t, "GET", "/api/v1/me/agents?name=HA", apiKey(key), nil)); got != "alpha,Charlie" {
+		t.Fatalf("name filter = %s", got)
+	}
+	if got := names(ts.do(t, "GET", "/api/v1/me/agents?is_external=false", apiKey(key), nil)); got != "" {
+		t.Fatalf("is_external=false = %s", got)
+	}
+
+	// Deprecated page/page_size: still served, with totals and headers.
+	r = ts.do(t, "GET", "/api/v1/me/agents?page=2&page_size=2&sort=name&order=asc", apiKey(key), nil)
+	expect(t, r, 200, "")
+	if got := names(r); got != "Charlie,delta" {
+		t.Fatalf("page 2 = %s", got)
+	}
+	meta = r.json(t)["metadata"].(map[string]any)
+	if meta["page"] != float64(2) || meta["page_size"] != float64(2) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["has_more"] != true {
+		t.Fatalf("page metadata = %v", meta)
+	}
+	if r.header.Get("Deprecation") != "@1790812800" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
+		t.Fatalf("headers: Deprecation %q Sunset %q", r.header.Get("Deprecation"), r.header.Get("Sunset"))
+	}
+
+	// A cursor is valid only for the listing and sort it came from.
+	byName := ts.do(t, "GET", "/api/v1/me/agents?sort=name&limit=1", apiKey(key), nil).json(t)["metadata"].(map[string]any)["next_cursor"].(string)
+	cursor := url.QueryEscape(byName)
+	tampered := url.QueryEscape(byName[:len(byName)-2] + "AA")
+	for _, tc := range []struct {
+		name, query, code string
+	}{
+		{"cursor with another sort", "sort=inserted_at&cursor=" + cursor, "invalid_cursor"},
+		{"cursor with another order", "sort=name&order=asc&cursor=" + cursor, "invalid_cursor"},
+		{"tampered cursor", "sort=name&cursor=" + tampered, "invalid_cursor"},
+		{"garbage cursor", "cursor=%00%01zz", "invalid_cursor"},
+		{"limit 0", "limit=0", "validation_error"},
+		{"limit 101", "limit=101", "validation_error"},
+		{"limit not a number", "limit=ten", "validation_error"},
+		{"page 0", "page=0", "validation_error"},
+		{"page_size 101", "page_size=101", "validation_error"},
+		{"cursor and page", "cursor=" + cursor + "&page=1", "validation_error"},
+		{"limit and page_size", "limit=5&page_size=5", "validation_error"},
+		{"bad sort", "sort=handle", "validation_error"},
+		{"bad order", "order=up", "validation_error"},
+		{"bad boolean", "listed_in_directory=yes", "validation_error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, ts.do(t, "GET", "/api/v1/me/agents?"+tc.query, apiKey(key), nil), 422, tc.code)
+		})
+	}
+
+	// Other people's agents never show, however the listing is asked for.
+	r = ts.do(t, "GET", fmt.Sprintf("/api/v1/me/agents?limit=100&name=%s", url.QueryEscape("Yours")), apiKey(key), nil)
+	if got := names(r); got != "" {
+		t.Fatalf("saw bob's agent: %s", got)
+	}
+}
