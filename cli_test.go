@@ -1,0 +1,244 @@
+package main
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	_ "modernc.org/sqlite"
+)
+
+// countRows counts rows in a table of a database file.
+func countRows(t testing.TB, db, table string) int {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCreateUserAndRegisterAgent(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sub", "dir", "chatd.db")
+
+	text := chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell").ok(t)
+	if !strings.Contains(text.stdout, "band_u_") || !strings.Contains(text.stdout, "shown only now") {
+		t.Fatalf("text output: %s", text.stdout)
+	}
+	// With exactly one person, --owner may be left out.
+	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Research Helper", "--description", "Finds sources", "--json").ok(t).stdout)
+	if agent.Handle != "alice/research-helper" || !strings.HasPrefix(agent.APIKey, "band_a_") {
+		t.Fatalf("agent = %+v", agent)
+	}
+	bob := parseCreated(t, chatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "bob", "--name", "Bob", "--email", "bob@example.com", "--json").ok(t).stdout)
+	if bob.Handle != "bob" || !strings.HasPrefix(bob.APIKey, "band_u_") {
+		t.Fatalf("bob = %+v", bob)
+	}
+	helper := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "@BOB", "--name", "Helper", "--slug", "h1",
+		"--tag", "one", "--tag", "two", "--json").ok(t).stdout)
+	if helper.Handle != "bob/h1" {
+		t.Fatalf("helper = %+v", helper)
+	}
+
+	users, agents, keys := countRows(t, db, "users"), countRows(t, db, "agents"), countRows(t, db, "api_keys")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+		exit int
+	}{
+		{"duplicate handle", nil, []string{"create-user", "--handle", "ALICE", "--name", "Other"}, "handle ALICE is already taken", 1},
+		{"bad handle", nil, []string{"create-user", "--handle", "a b", "--name", "X"}, "--handle may contain only", 1},
+		{"bad email", nil, []string{"create-user", "--handle", "carol", "--name", "C", "--email", "nope"}, "--email is not a valid email", 1},
+		{"missing name", nil, []string{"create-user", "--handle", "carol"}, "--name is required", 2},
+		{"unknown flag", nil, []string{"create-user", "--handle", "carol", "--name", "C", "--admin"}, "unknown flag: --admin", 2},
+		{"stray argument", nil, []string{"create-user", "carol"}, "takes 0 argument", 2},
+		{"owner needed", nil, []string{"register-agent", "--name", "Another"}, "name the owner with --owner", 2},
+		{"unknown owner", nil, []string{"register-agent", "--owner", "zed", "--name", "Another"}, `no person has the handle "zed"`, 1},
+		{"duplicate agent handle", nil, []string{"register-agent", "--owner", "alice", "--name", "Research Helper"}, "alice/research-helper is already taken", 1},
+		{"agent name too short", nil, []string{"register-agent", "--owner", "alice", "--name", "X"}, "--name must be at least 3", 1},
+		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 1},
+		{"bad env value", []string{"CHATD_WRITE_QUEUE=lots"}, []string{"serve"}, "CHATD_WRITE_QUEUE", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := chatd(t, tc.env, append(tc.args, "--db", db)...)
+			r.failsWithOneLine(t, tc.want)
+			if r.code != tc.exit {
+				t.Fatalf("exit %d, want %d", r.code, tc.exit)
+			}
+			if countRows(t, db, "users") != users || countRows(t, db, "agents") != agents || countRows(t, db, "api_keys") != keys {
+				t.Fatal("a refused command left rows behind")
+			}
+		})
+	}
+
+	legacy := "thnv_a_1712345678_" + strings.Repeat("q", 32)
+	old := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "alice", "--name", "Old Timer", "--api-key", legacy, "--json").ok(t).stdout)
+	if old.APIKey != legacy {
+		t.Fatalf("adopted key = %q", old.APIKey)
+	}
+}
+
+func TestCommandsRefuseUnusableDatabasePaths(t *testing.T) {
+	dir := t.TempDir()
+	notADir := filepath.Join(dir, "file")
+	os.WriteFile(notADir, []byte("x"), 0o600)
+	garbage := filepath.Join(dir, "garbage.db")
+	os.WriteFile(garbage, []byte(strings.Repeat("garbage ", 1000)), 0o600)
+	for _, tc := range []struct{ db, want string }{
+		{filepath.Join(notADir, "chatd.db"), "create database directory"},
+		{garbage, "not a SQLite database"},
+	} {
+		chatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.want)
+		chatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.want)
+	}
+	if os.Getuid() != 0 { // root can write anywhere
+		ro := filepath.Join(dir, "ro")
+		os.Mkdir(ro, 0o500)
+		chatd(t, nil, "create-user", "--db", filepath.Join(ro, "chatd.db"), "--handle", "alice", "--name", "A").failsWithOneLine(t, "chatd.db")
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	if out := chatd(t, nil, "migrate", "--db", db).ok(t).stdout; !strings.Contains(out, "created") || !strings.Contains(out, "schema version 1") {
+		t.Fatalf("first migrate: %s", out)
+	}
+	if out := chatd(t, nil, "migrate", "--db", db).ok(t).stdout; !strings.Contains(out, "already at schema version 1") {
+		t.Fatalf("second migrate: %s", out)
+	}
+
+	conn, _ := sql.Open("sqlite", db)
+	conn.Exec("PRAGMA user_version = 42")
+	conn.Close()
+	chatd(t, nil, "migrate", "--db", db).failsWithOneLine(t, "schema version 42")
+	r := chatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
+	r.failsWithOneLine(t, "upgrade chatd")
+	if strings.Contains(r.stdout, "listening") {
+		t.Fatal("serve started on a newer schema")
+	}
+}
+
+func TestBackup(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "chatd.db")
+	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	copyPath := filepath.Join(dir, "backups", "copy.db")
+	os.Mkdir(filepath.Dir(copyPath), 0o700)
+
+	if out := chatd(t, nil, "backup", "--db", db, copyPath).ok(t).stdout; !strings.Contains(out, "integrity check ok") {
+		t.Fatalf("backup: %s", out)
+	}
+	if n := countRows(t, copyPath, "users"); n != 1 {
+		t.Fatalf("users in the copy = %d", n)
+	}
+	chatd(t, nil, "backup", "--db", db, copyPath).failsWithOneLine(t, "already exists")
+	chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
+	chatd(t, nil, "backup", "--db", db, "--force", copyPath).ok(t)
+	if n := countRows(t, copyPath, "users"); n != 2 {
+		t.Fatalf("users in the replaced copy = %d", n)
+	}
+	chatd(t, nil, "backup", "--db", filepath.Join(dir, "missing.db"), filepath.Join(dir, "x.db")).failsWithOneLine(t, "no database")
+	chatd(t, nil, "backup", "--db", db, filepath.Join(dir, "no", "such", "dir", "x.db")).failsWithOneLine(t, "x.db")
+	chatd(t, nil, "backup", "--db", db).failsWithOneLine(t, "takes 1 argument")
+	entries, _ := os.ReadDir(filepath.Dir(copyPath))
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Fatalf("temporary file left behind: %s", e.Name())
+		}
+	}
+}
+
+// The CLI works on the same file while a server runs, and the server sees
+// what it wrote.
+func TestCommandsAgainstARunningServer(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "chatd.db")
+	srv := startServer(t, db)
+
+	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--json").ok(t).stdout)
+	status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil)
+	if status != 200 || !strings.Contains(string(body), `"handle":"alice/helper"`) {
+		t.Fatalf("agent/me: %d %s", status, body)
+	}
+	for i := 0; i < 20; i++ {
+		status, body := srv.call(t, "POST", "/api/v1/me/agents/register", alice.APIKey,
+			map[string]any{"agent": map[string]any{"name": "Bot " + string(rune('a'+i)), "description": "made over HTTP"}})
+		if status != 201 {
+			t.Fatalf("register over HTTP: %d %s", status, body)
+		}
+	}
+	chatd(t, nil, "migrate", "--db", db).ok(t)
+	copyPath := filepath.Join(dir, "live-copy.db")
+	chatd(t, nil, "backup", "--db", db, copyPath).ok(t)
+	if n := countRows(t, copyPath, "agents"); n != 21 {
+		t.Fatalf("agents in the live copy = %d, want 21", n)
+	}
+	tok := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "10m").ok(t).stdout)
+	req := func(auth string) int {
+		s, _, err := srv.tryWith("GET", "/api/v1/me", map[string]string{"Authorization": auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := req("Bearer " + tok); s != 200 {
+		t.Fatalf("token from the CLI: %d", s)
+	}
+	chatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "9999h").failsWithOneLine(t, "--ttl")
+
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d after SIGTERM: %s", code, srv.stderr)
+	}
+	if !strings.Contains(srv.stderr.String(), "stopped cleanly") {
+		t.Fatalf("no clean stop: %s", srv.stderr)
+	}
+	// The clean stop checkpointed: the WAL is empty and the file is whole.
+	if fi, err := os.Stat(db + "-wal"); err == nil && fi.Size() != 0 {
+		t.Fatalf("WAL holds %d bytes after a clean stop", fi.Size())
+	}
+	var check string
+	conn, _ := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	conn.QueryRow("PRAGMA integrity_check").Scan(&check)
+	conn.Close()
+	if check != "ok" {
+		t.Fatalf("integrity_check = %s", check)
+	}
+}
+
+func TestServeFlagsAndEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--sync", "sometimes"}, "--sync"},
+		{[]string{"serve", "--write-queue", "0"}, "--write-queue"},
+		{[]string{"serve", "--log-format", "xml"}, "--log-format"},
+		{[]string{"serve", "--addr", "256.0.0.1:99999"}, "listen"},
+	} {
+		chatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
+	}
+	// CHATD_DB and CHATD_ADDR stand in for the flags.
+	db := filepath.Join(dir, "env.db")
+	chatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "alice", "--name", "A").ok(t)
+	if n := countRows(t, db, "users"); n != 1 {
+		t.Fatal("CHATD_DB was not used")
+	}
+	out := chatd(t, nil, "serve", "--help").ok(t).stdout
+	for _, want := range []string{"CHATD_ADDR", "127.0.0.1:8080", "--write-queue", "--sync", "CHATD_DB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+}

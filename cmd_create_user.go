@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chatd/chatd/store"
+)
+
+func newCreateUserCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create-user --handle HANDLE --name NAME",
+		Short: "Create a person's account and print their API key",
+		Long: `Create a human account and print a Human API key for it. The key is shown
+once: store it now (chatd keeps only a hash).
+
+The handle is how others @-mention the person: 2 to 39 letters, digits, '-',
+'_' or '.', starting and ending with a letter or digit, unique regardless of
+case. The first person in an organization is its admin; the organization
+("default" unless --org names another) is created on first use.`,
+		Example: `  chatd create-user --handle alice --name "Alice Liddell"
+  chatd create-user --handle bob --name Bob --email bob@example.com --json`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "handle", "name"); err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			nu := store.NewUser{}
+			nu.Handle, _ = f.GetString("handle")
+			nu.Name, _ = f.GetString("name")
+			nu.Email, _ = f.GetString("email")
+			nu.Organization, _ = f.GetString("org")
+			nu.APIKey, _ = f.GetString("api-key")
+			asJSON, _ := f.GetBool("json")
+
+			db, err := openStore(cmd, store.Options{})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			u, key, err := db.CreateUser(context.Background(), nu)
+			if err != nil {
+				return err
+			}
+			return printResult(cmd.OutOrStdout(), asJSON,
+				map[string]string{"id": u.ID, "handle": u.Handle, "api_key": key},
+				fmt.Sprintf("Created %s (@%s, %s, id %s).\n\nHuman API key - shown only now, store it somewhere safe:\n\n  %s\n\nUse it as the X-API-Key header on /api/v1/me/* requests.\n",
+					u.Name(), u.Handle, u.Role, u.ID, key))
+		},
+	}
+	f := cmd.Flags()
+	f.String("handle", "", "the person's handle, used in @-mentions (required)")
+	f.String("name", "", "display name, e.g. \"Alice Liddell\" (required)")
+	f.String("email", "", "email address (optional)")
+	f.String("org", store.DefaultOrganization, "organization to join; created if it does not exist")
+	f.String("api-key", "", "adopt this existing human key (band_u_… or thnv_u_…) instead of minting a new one")
+	f.Bool("json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
+	return cmd
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chatd/chatd/server"
+	"github.com/chatd/chatd/store"
+)
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the chat server",
+		Long: `Run the chat server: the Agent API under /api/v1/agent, the Human API under
+/api/v1/me, health probes at /healthz and /readyz, and the web page at /.
+
+It creates the database (or upgrades its schema) on start. It listens on
+127.0.0.1 only unless told otherwise; put it behind a TLS reverse proxy before
+exposing it.
+
+SIGINT or SIGTERM stops it cleanly: it stops accepting connections, finishes
+the requests in flight, writes everything already accepted, checkpoints the
+database and exits 0.`,
+		Args: exactArgs(0),
+		RunE: runServe,
+	}
+	f := cmd.Flags()
+	f.String("addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
+	f.Int("write-queue", 1024, "writes that may wait for the database; beyond this, writes answer 503 and clients retry")
+	f.String("sync", "full", `commit durability: "full" (an answered write survives power loss) or "normal" (faster; the last writes may be lost on power loss, never on a crash)`)
+	f.Int64("max-body", 1<<20, "largest JSON request body in bytes")
+	f.Int("max-agents-per-user", store.DefaultLimits.AgentsPerUser, "quota: agents one person may own")
+	f.Int("max-tags-per-agent", store.DefaultLimits.TagsPerAgent, "quota: tags on one agent")
+	f.String("log-format", "text", `log format: "text" or "json"`)
+	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
+	f.Duration("shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
+	for flag, env := range map[string]string{
+		"addr": "CHATD_ADDR", "write-queue": "CHATD_WRITE_QUEUE", "sync": "CHATD_SYNC", "max-body": "CHATD_MAX_BODY",
+		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
+		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
+	} {
+		envFlag(f, flag, env)
+	}
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, _ []string) error {
+	f := cmd.Flags()
+	addr, _ := f.GetString("addr")
+	queue, _ := f.GetInt("write-queue")
+	syncMode, _ := f.GetString("sync")
+	maxBody, _ := f.GetInt64("max-body")
+	maxAgents, _ := f.GetInt("max-agents-per-user")
+	maxTags, _ := f.GetInt("max-tags-per-agent")
+	grace, _ := f.GetDuration("shutdown-grace")
+	switch {
+	case queue < 1 || queue > 1_000_000:
+		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", queue)}
+	case syncMode != string(store.SyncFull) && syncMode != string(store.SyncNormal):
+		return usageError{fmt.Errorf(`--sync must be "full" or "normal", not %q`, syncMode)}
+	case maxBody < 1024:
+		return usageError{fmt.Errorf("--max-body must be at least 1024 bytes")}
+	case maxAgents < 1 || maxTags < 1:
+		return usageError{fmt.Errorf("quotas must be at least 1")}
+	case grace <= 0:
+		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
+	}
+	logger, err := newLogger(cmd)
+	if err != nil {
+		return err
+	}
+
+	// Listen before opening the database, so a taken or bad address fails
+	// without touching the file.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	db, err := openStore(cmd, store.Options{
+		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger,
+		Limits: store.Limits{AgentsPerUser: maxAgents, TagsPerAgent: maxTags},
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	closeDB := func() {
+		if err := db.Close(); err != nil {
+			logger.Error("closing the database", "err", err)
+		}
+	}
+	if db.MigratedFrom() != db.SchemaVersion() {
+		logger.Info("database schema ready", "from_version", db.MigratedFrom(), "to_version", db.SchemaVersion())
+	}
+	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, Version: version})
+	if err != nil {
+		ln.Close()
+		closeDB()
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(cmd.OutOrStdout(), "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
+		version, url, db.Path(), db.SchemaVersion(), syncMode)
+	if n, err := db.CountUsers(ctx); err == nil && n == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create one with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
+	}
+	logger.Info("serving", "url", url, "db", db.Path())
+
+	serveErr := srv.Serve(ctx, ln, grace)
+	logger.Info("shutting down: writing what was accepted and checkpointing")
+	closeDB()
+	if serveErr != nil {
+		return serveErr
+	}
+	logger.Info("stopped cleanly")
+	return nil
+}
+
+func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
+	format, _ := cmd.Flags().GetString("log-format")
+	levelName, _ := cmd.Flags().GetString("log-level")
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(levelName))); err != nil {
+		return nil, usageError{fmt.Errorf(`--log-level must be "debug", "info", "warn" or "error", not %q`, levelName)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
+	}
+	return nil, usageError{fmt.Errorf(`--log-format must be "text" or "json", not %q`, format)}
+}

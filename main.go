@@ -1,0 +1,203 @@
+// Command chatd is a self-hosted server for the Band (formerly Thenvoi)
+// agent-and-human chat API: one binary, one SQLite file.
+//
+// Every subcommand sits in a cmd_<name>.go file beside this one. All of them
+// work on the same database file while `chatd serve` runs.
+package main
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/chatd/chatd/store"
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+//go:embed web
+var webFiles embed.FS
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	root := newRootCmd()
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "chatd: "+describeError(err))
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// envNames maps flags to the environment variables that set them when the
+// flag is not given on the command line.
+var envNames = map[string]string{}
+
+// envFlag registers the environment variable for a flag and mentions it in
+// the flag's help.
+func envFlag(fs *pflag.FlagSet, name, env string) {
+	envNames[name] = env
+	f := fs.Lookup(name)
+	f.Usage += " (env " + env + ")"
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "chatd",
+		Short: "A self-hosted server for the Band agent-and-human chat API",
+		Long: `chatd serves the Band (formerly Thenvoi) chat API from one binary and one SQLite
+file: rooms where people and AI agents talk, with at-least-once message delivery
+to agents and real-time pushes.
+
+Point the Band SDKs at it with
+  BAND_REST_URL=http://127.0.0.1:8080
+  BAND_WS_URL=ws://127.0.0.1:8080/api/v1/socket/websocket
+
+Start with:  chatd serve
+Then:        chatd create-user --handle you --name "Your Name"
+             chatd register-agent --name "Helper"`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd)
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.PersistentFlags().String("db", "./data/chatd.db", "path of the SQLite database file; its directory is created if missing")
+	envFlag(root.PersistentFlags(), "db", "CHATD_DB")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
+	})
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(),
+		newBackupCmd(), newTokenCmd())
+	return root
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable, if that is set.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		env, ok := envNames[f.Name]
+		if !ok || f.Changed || err != nil {
+			return
+		}
+		if v, set := os.LookupEnv(env); set {
+			if serr := f.Value.Set(v); serr != nil {
+				err = usageError{fmt.Errorf("%s=%q: %v", env, v, serr)}
+			}
+		}
+	})
+	return err
+}
+
+// usageError is a mistake in how chatd was invoked; it exits with status 2.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// requireFlags returns a usage error naming the first empty string flag.
+func requireFlags(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if v, _ := cmd.Flags().GetString(n); strings.TrimSpace(v) == "" {
+			return usageError{fmt.Errorf("--%s is required (see %s --help)", n, cmd.CommandPath())}
+		}
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d (see %s --help)", cmd.Name(), n, len(args), cmd.CommandPath())}
+		}
+		return nil
+	}
+}
+
+// openStore opens the database named by --db, creating or upgrading it.
+func openStore(cmd *cobra.Command, opts store.Options) (*store.DB, error) {
+	path, _ := cmd.Flags().GetString("db")
+	opts.Schema = schemaSQL
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return store.Open(path, opts)
+}
+
+func webFS() fs.FS {
+	sub, err := fs.Sub(webFiles, "web")
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// describeError renders err on one line. Validation problems name the
+// command-line flags they are about.
+func describeError(err error) string {
+	var e *store.Error
+	if errors.As(err, &e) {
+		if p, ok := e.Details.(store.Problems); ok && len(p) > 0 && e.Code != store.CodeConflict {
+			keys := make([]string, 0, len(p))
+			for k := range p {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, 0, len(keys))
+			for _, k := range keys {
+				parts = append(parts, flagOf(k)+" "+strings.Join(p[k], ", "))
+			}
+			return strings.Join(parts, "; ")
+		}
+		return e.Message
+	}
+	return strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+// flagNames are the fields whose flag is not the field's name.
+var flagNames = map[string]string{"tags": "tag", "organization": "org"}
+
+// flagOf names the flag a JSON Pointer such as "/agent/api_key" or
+// "/agent/tags/2" is about.
+func flagOf(pointer string) string {
+	segs := strings.Split(pointer, "/")
+	for i := len(segs) - 1; i > 0; i-- {
+		if _, err := strconv.Atoi(segs[i]); err != nil && segs[i] != "" {
+			if f, ok := flagNames[segs[i]]; ok {
+				return "--" + f
+			}
+			return "--" + strings.ReplaceAll(segs[i], "_", "-")
+		}
+	}
+	return "input"
+}
+
+// printResult prints v as one JSON object on a line (--json) or text.
+func printResult(w io.Writer, asJSON bool, v any, text string) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
