@@ -229,13 +229,14 @@ func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate
 		if err != nil {
 			return err
 		}
-		if up.FirstName != nil {
-			u.FirstName = first
+		changed := false
+		if up.FirstName != nil && u.FirstName != first {
+			u.FirstName, changed = first, true
 		}
-		if up.LastName != nil {
-			u.LastName = last
+		if up.LastName != nil && u.LastName != last {
+			u.LastName, changed = last, true
 		}
-		if up.FirstName != nil || up.LastName != nil {
+		if changed {
 			u.UpdatedAt = tx.Now()
 			_, err = tx.Exec(`UPDATE users SET first_name = ?, last_name = ?, updated_at = ? WHERE id = ?`,
 				u.FirstName, u.LastName, u.UpdatedAt.UnixMicro(), u.ID)
