@@ -68,6 +68,111 @@ CREATE TABLE api_keys (
 CREATE INDEX api_keys_user ON api_keys (user_id) WHERE user_id IS NOT NULL;
 CREATE INDEX api_keys_agent ON api_keys (agent_id) WHERE agent_id IS NOT NULL;
 
+-- Rooms. A soft-deleted room (deleted_at set) disappears from every listing
+-- and read. quota_owner_id is the human accountable for the room under the
+-- plan quotas: the creator, or the owner of the creating agent.
+CREATE TABLE rooms (
+    id              TEXT PRIMARY KEY,
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    title           TEXT,
+    title_locked    INTEGER NOT NULL DEFAULT 0 CHECK (title_locked IN (0, 1)),
+    task_id         TEXT,
+    type            TEXT NOT NULL DEFAULT 'direct' CHECK (type IN ('direct', 'group', 'task')),
+    status          TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived', 'closed')),
+    creator_id      TEXT NOT NULL,
+    creator_type    TEXT NOT NULL CHECK (creator_type IN ('User', 'Agent')),
+    quota_owner_id  TEXT NOT NULL REFERENCES users (id),
+    last_message_at INTEGER,
+    message_count   INTEGER NOT NULL DEFAULT 0,
+    inserted_at     INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    deleted_at      INTEGER
+) STRICT;
+
+CREATE INDEX rooms_quota_owner ON rooms (quota_owner_id) WHERE deleted_at IS NULL;
+
+-- Who is in a room: a user or an agent (exactly one of user_id, agent_id;
+-- member_id repeats it so that membership is one index whatever the kind).
+-- A blocked row grants no read access, and a blocked agent cannot post.
+CREATE TABLE participants (
+    room_id     TEXT NOT NULL REFERENCES rooms (id),
+    member_id   TEXT NOT NULL,
+    user_id     TEXT REFERENCES users (id),
+    agent_id    TEXT REFERENCES agents (id),
+    role        TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+    status      TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'blocked')),
+    inserted_at INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (room_id, member_id),
+    CHECK ((user_id IS NULL) != (agent_id IS NULL)),
+    CHECK (member_id = coalesce(user_id, agent_id))
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX participants_member ON participants (member_id, room_id);
+
+-- Messages: text messages and events. seq is the order of the room's
+-- history and the key of every message listing. sender_name is captured at
+-- write time; mentions holds the resolved mention list as JSON.
+CREATE TABLE messages (
+    seq          INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    room_id      TEXT NOT NULL REFERENCES rooms (id),
+    sender_id    TEXT NOT NULL,
+    sender_type  TEXT NOT NULL CHECK (sender_type IN ('User', 'Agent')),
+    sender_name  TEXT NOT NULL,
+    message_type TEXT NOT NULL CHECK (message_type IN
+        ('text', 'tool_call', 'tool_result', 'thought', 'error', 'task', 'attention', 'system', 'action', 'guidelines')),
+    content      TEXT NOT NULL,
+    mentions     TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(mentions)),
+    metadata     TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+    inserted_at  INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX messages_room ON messages (room_id, seq);
+CREATE INDEX messages_sender ON messages (room_id, sender_id, seq);
+
+-- One row per agent a text message mentions: that agent's delivery state
+-- and its processing attempts (JSON, most recent last). The partial index
+-- makes "oldest message not processed yet" (/next) one index probe.
+CREATE TABLE deliveries (
+    agent_id        TEXT NOT NULL REFERENCES agents (id),
+    room_id         TEXT NOT NULL REFERENCES rooms (id),
+    message_seq     INTEGER NOT NULL REFERENCES messages (seq),
+    status          TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'processing', 'processed', 'failed')),
+    current_attempt INTEGER NOT NULL DEFAULT 0,
+    attempts        TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(attempts)),
+    processed_at    INTEGER,
+    updated_at      INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, room_id, message_seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX deliveries_open ON deliveries (agent_id, room_id, message_seq) WHERE status != 'processed';
+CREATE INDEX deliveries_message ON deliveries (message_seq);
+
+-- The room goal (board) and its append-only audit. Actors are JSON objects
+-- {id, name, type, handle} captured at write time.
+CREATE TABLE boards (
+    room_id      TEXT PRIMARY KEY REFERENCES rooms (id),
+    goal_title   TEXT,
+    goal_summary TEXT,
+    created_by   TEXT NOT NULL CHECK (json_valid(created_by)),
+    updated_by   TEXT NOT NULL CHECK (json_valid(updated_by)),
+    inserted_at  INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE board_events (
+    seq     INTEGER PRIMARY KEY,
+    room_id TEXT NOT NULL REFERENCES rooms (id),
+    actor   TEXT NOT NULL CHECK (json_valid(actor)),
+    event   TEXT NOT NULL CHECK (event IN ('goal_set', 'goal_edited')),
+    payload TEXT NOT NULL CHECK (json_valid(payload)),
+    at      INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX board_events_room ON board_events (room_id, seq);
+
 -- Server-wide secrets and settings (the token-signing secret lives here, so a
 -- backup of the file is a complete, self-contained copy of the server).
 CREATE TABLE settings (

@@ -193,7 +193,7 @@ func freeSlug(tx *Tx, ownerHandle, slug string, pick bool) (string, error) {
 
 // AgentByID returns a live agent.
 func (db *DB) AgentByID(ctx context.Context, id string) (*Agent, error) {
-	a, err := scanAgent(db.read.QueryRowContext(ctx, `SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ?`, id))
+	a, err := scanAgent(db.queryRow(ctx, `SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent")
 	}
@@ -250,39 +250,9 @@ func (db *DB) ListOwnedAgents(ctx context.Context, ownerID string, f AgentFilter
 		conds = append(conds, "a.listed_in_directory = ?")
 		args = append(args, boolInt(*f.ListedInDirectory))
 	}
-	sort := agentSort(f)
-	page := &Page[*Agent]{}
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		if pr.WithTotal {
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM agents a`+where(conds), args...).Scan(&page.Total); err != nil {
-				return err
-			}
-		}
-		pageConds, pageArgs := conds, args
-		if cond, cargs := sort.keysetWhere(pr.After); cond != "" {
-			pageConds = append(append([]string{}, conds...), cond)
-			pageArgs = append(append([]any{}, args...), cargs...)
-		}
-		q := `SELECT ` + agentColumns + ` FROM agents a` + where(pageConds) + sort.orderBy() + ` LIMIT ? OFFSET ?`
-		rows, err := tx.QueryContext(ctx, q, append(pageArgs, pr.Limit+1, pr.Offset)...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAgent(rows)
-			if err != nil {
-				return err
-			}
-			page.Items = append(page.Items, a)
-		}
-		return rows.Err()
-	})
+	page, err := listPage(ctx, db, `SELECT `+agentColumns+` FROM agents a`, conds, args, agentSort(f), pr, scanAgent)
 	if err != nil {
 		return nil, err
-	}
-	if len(page.Items) > pr.Limit {
-		page.Items, page.HasMore = page.Items[:pr.Limit], true
 	}
 	if n := len(page.Items); n > 0 {
 		page.Next = AgentKeyset(page.Items[n-1], f.Sort)
@@ -296,8 +266,13 @@ type DeletedAgent struct {
 	ExecutionsDeleted int
 }
 
-// DeleteAgent deletes an agent its caller owns: its keys are revoked at once
-// and its handle is freed; the row stays so that what it wrote keeps a sender.
+// DeleteAgent deletes an agent its caller owns. Its keys are revoked at once,
+// it leaves every room, and its handle is freed; the row stays so that what
+// it wrote keeps a sender. An agent that has processed messages (has
+// execution history) is only deleted with force, which also deletes that
+// history. Where the agent was a room's last owner, its owner takes over the
+// room, so no room is left without an owner.
+//
 // An agent the caller can see but does not own is forbidden; one the caller
 // cannot see is not found.
 func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, force bool) (*DeletedAgent, error) {
@@ -318,15 +293,99 @@ func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, for
 		if a.OwnerID != caller.ID {
 			return &Error{Code: CodeForbidden, Message: "only the owner of an agent may delete it"}
 		}
+		var executions int
+		if err := tx.QueryRow(`SELECT count(*) FROM deliveries WHERE agent_id = ? AND current_attempt > 0`, a.ID).Scan(&executions); err != nil {
+			return err
+		}
+		if executions > 0 && !force {
+			return &Error{Code: CodeExecutionHistoryExists,
+				Message: "the agent has processed messages; delete it with force=true to delete that history too",
+				Details: Problems{"/force": {"must be true to delete an agent with execution history"}}}
+		}
+		out = &DeletedAgent{Agent: a}
+		if force {
+			out.ExecutionsDeleted = executions
+			if _, err := tx.Exec(`DELETE FROM deliveries WHERE agent_id = ?`, a.ID); err != nil {
+				return err
+			}
+		}
+		if err := db.leaveAllRooms(tx, a, caller); err != nil {
+			return err
+		}
 		ts := tx.Now().UnixMicro()
 		if _, err := tx.Exec(`UPDATE agents SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts, ts, a.ID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
+		if _, err = tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
 			return err
 		}
-		out = &DeletedAgent{Agent: a}
+		tx.AfterCommit(db.creds.invalidate)
 		return nil
 	})
 	return out, err
+}
+
+// leaveAllRooms removes a deleted agent from its rooms; where it was the last
+// owner, its owner becomes an owner of the room.
+func (db *DB) leaveAllRooms(tx *Tx, a *Agent, owner *User) error {
+	rows, err := tx.Query(`SELECT `+roomColumns+` FROM rooms r JOIN participants p ON p.room_id = r.id
+		WHERE p.member_id = ? AND r.deleted_at IS NULL`, a.ID)
+	if err != nil {
+		return err
+	}
+	var rooms []*Room
+	for rows.Next() {
+		r, err := scanRoom(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		rooms = append(rooms, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, room := range rooms {
+		member, err := participant(tx, room.ID, a.ID)
+		if err != nil {
+			return err
+		}
+		if keepAnOwner(tx, member, "remove") != nil {
+			if err := db.promoteToOwner(tx, room, owner.ID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(`DELETE FROM participants WHERE room_id = ? AND member_id = ?`, room.ID, a.ID); err != nil {
+			return err
+		}
+		db.publish(tx, Change{Kind: ParticipantRemoved, Room: room, Member: member})
+		db.publish(tx, Change{Kind: RoomRemoved, Room: room, Member: member})
+	}
+	return nil
+}
+
+// promoteToOwner makes a user an active owner of a room, adding them if
+// they are not in it.
+func (db *DB) promoteToOwner(tx *Tx, room *Room, userID string) error {
+	existing, err := participant(tx, room.ID, userID)
+	switch {
+	case err == nil:
+		_, err = tx.Exec(`UPDATE participants SET role = 'owner', status = 'active', updated_at = ? WHERE room_id = ? AND member_id = ?`,
+			tx.Now().UnixMicro(), room.ID, userID)
+		if err == nil && existing.Status != "active" {
+			existing.Role, existing.Status = "owner", "active"
+			db.publish(tx, Change{Kind: RoomAdded, Room: room, Member: existing})
+		}
+		return err
+	case ErrorCode(err) != CodeNotFound:
+		return err
+	}
+	added, err := insertParticipant(tx, room.ID, userID, false, "owner")
+	if err != nil {
+		return err
+	}
+	db.publish(tx, Change{Kind: ParticipantAdded, Room: room, Member: added})
+	db.publish(tx, Change{Kind: RoomAdded, Room: room, Member: added})
+	return nil
 }

@@ -50,6 +50,10 @@ type Options struct {
 	CheckpointBytes int64
 	// Limits are the plan quotas; zero fields take DefaultLimits.
 	Limits Limits
+	// AttemptTimeout is how long a processing attempt stays live: a
+	// /processing call after it closes the attempt as failed (abandoned) and
+	// starts a new one. Default 10 minutes.
+	AttemptTimeout time.Duration
 	// Logger receives the store's warnings; default slog.Default().
 	Logger *slog.Logger
 }
@@ -62,6 +66,11 @@ type DB struct {
 	w      *writer
 	limits Limits
 	log    *slog.Logger
+
+	readStmts      *stmtCache
+	creds          credCache
+	publisher      publisherSlot
+	attemptTimeout time.Duration
 
 	migratedFrom, version int
 }
@@ -106,7 +115,10 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
 
-	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger}
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = 10 * time.Minute
+	}
+	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout}
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	writeDSN := base + "?" + common +
@@ -114,7 +126,11 @@ func Open(path string, opts Options) (*DB, error) {
 		"&_pragma=synchronous(" + strings.ToUpper(string(opts.Sync)) + ")" +
 		"&_pragma=journal_size_limit(67108864)" +
 		"&_pragma=wal_autocheckpoint(0)" + // the writer checkpoints, see writer.checkpoint
-		"&_txlock=immediate"
+		// Savepoint journals (one savepoint per job) stay in memory instead
+		// of spilling to a temp file, and a batch's pages stay in the cache.
+		"&_pragma=temp_store(MEMORY)" +
+		"&_pragma=cache_size(-65536)" +
+		"&_txlock=immediate" // for migrate; the writer issues BEGIN IMMEDIATE itself
 	if db.write, err = sql.Open("sqlite", writeDSN); err != nil {
 		return nil, err
 	}
@@ -137,10 +153,17 @@ func Open(path string, opts Options) (*DB, error) {
 		db.write.Close()
 		return nil, err
 	}
+	db.readStmts = &stmtCache{pool: db.read, m: map[string]*sql.Stmt{}}
 	db.read.SetMaxOpenConns(opts.ReadConns)
 	db.read.SetMaxIdleConns(opts.ReadConns)
 
-	db.w = newWriter(db.write, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.Logger)
+	conn, err := db.write.Conn(context.Background())
+	if err != nil {
+		db.read.Close()
+		db.write.Close()
+		return nil, err
+	}
+	db.w = newWriter(conn, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.Logger)
 	return db, nil
 }
 
@@ -148,6 +171,7 @@ func Open(path string, opts Options) (*DB, error) {
 // the WAL into the database file and closes all connections.
 func (db *DB) Close() error {
 	db.w.close()
+	db.readStmts.close()
 	rerr := db.read.Close()
 	werr := db.write.Close()
 	return errors.Join(rerr, werr)
@@ -170,7 +194,7 @@ func (db *DB) Limits() Limits { return db.limits }
 // can be committed, through the writer like any other write.
 func (db *DB) Ping(ctx context.Context) error {
 	var one int
-	if err := db.read.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+	if err := db.queryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		return err
 	}
 	return db.Write(ctx, func(*Tx) error { return nil })
@@ -178,13 +202,13 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // readTx runs fn in one read transaction, so that several queries (a page
 // and its total, say) see the same snapshot.
-func (db *DB) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (db *DB) readTx(ctx context.Context, fn func(readQ) error) error {
 	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	return fn(tx)
+	return fn(readQ{ctx: ctx, tx: tx, cache: db.readStmts})
 }
 
 func describeOpenError(path string, err error) error {

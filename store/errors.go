@@ -23,6 +23,24 @@ const (
 	CodeConflict     Code = "conflict"            // 409: the resource already exists or is in the way
 	CodeUnavailable  Code = "service_unavailable" // 503: the write queue is full or the server is stopping; retry
 	CodeInternal     Code = "internal_error"      // 500: a bug or an I/O failure; never carries internals
+
+	// 403 refinements.
+	CodeExecutionStopped      Code = "execution_stopped"        // the agent is blocked in the room
+	CodeCannotRemoveSoleOwner Code = "cannot_remove_sole_owner" // the room would be left without an owner
+
+	// 422 refinements of message creation (the spec's codes).
+	CodeMentionsRequired         Code = "mentions_required"
+	CodeCannotMentionSelf        Code = "cannot_mention_self"
+	CodeDuplicateMentions        Code = "duplicate_mentions"
+	CodeMentionNotInRoom         Code = "mentioned_participant_not_in_room"
+	CodeInvalidMentionKind       Code = "invalid_mention_kind"
+	CodeHandleNotFound           Code = "handle_not_found"
+	CodeMentionMissingIdentifier Code = "mention_missing_identifier"
+	CodeUnknownAttachment        Code = "unknown_attachment"
+
+	// Other 422 refinements.
+	CodeNoActiveAttempt        Code = "no_active_attempt"        // processed/failed without a processing attempt
+	CodeExecutionHistoryExists Code = "execution_history_exists" // deleting an agent that processed messages, without force
 )
 
 // Error is the one application error type. Everything the store refuses on

@@ -9,6 +9,8 @@ import (
 	"encoding/base32"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,13 +102,14 @@ func insertKey(tx *Tx, kind KeyKind, ownerID, key string) (string, error) {
 }
 
 // Principal is who a credential authenticates: a human (User set) or an
-// agent (Agent set; its owner is Agent.OwnerID).
+// agent (Agent set; its owner is Agent.OwnerID). Principals are shared
+// between requests through the credential cache: treat them as read-only.
 type Principal struct {
 	KeyID string // empty for bearer tokens
 	User  *User
 	Agent *Agent
 
-	lastUsed time.Time
+	lastUsed atomic.Int64 // unix microseconds of the last recorded use
 }
 
 // IsAgent reports whether the principal is an agent.
@@ -122,13 +125,19 @@ func (db *DB) Authenticate(ctx context.Context, key string) (*Principal, error) 
 		return nil, ErrBadCredentials
 	}
 	digest := keyDigest(key)
+	if p := db.creds.get(string(digest)); p != nil {
+		return p, nil
+	}
+	// Remember the cache's generation before reading, so that a principal
+	// read before an invalidation is not cached after it.
+	gen := db.creds.generation()
 	var (
 		p               Principal
 		stored          []byte
 		userID, agentID sql.NullString
 		lastUsed        sql.NullInt64
 	)
-	err := db.read.QueryRowContext(ctx,
+	err := db.queryRow(ctx,
 		`SELECT id, digest, user_id, agent_id, last_used_at FROM api_keys WHERE digest = ?`, digest).
 		Scan(&p.KeyID, &stored, &userID, &agentID, &lastUsed)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -141,7 +150,7 @@ func (db *DB) Authenticate(ctx context.Context, key string) (*Principal, error) 
 		return nil, ErrBadCredentials
 	}
 	if lastUsed.Valid {
-		p.lastUsed = time.UnixMicro(lastUsed.Int64)
+		p.lastUsed.Store(lastUsed.Int64)
 	}
 	switch {
 	case userID.Valid && kind == UserKey:
@@ -159,6 +168,7 @@ func (db *DB) Authenticate(ctx context.Context, key string) (*Principal, error) 
 	if err != nil {
 		return nil, err
 	}
+	db.creds.put(string(digest), &p, gen)
 	return &p, nil
 }
 
@@ -169,7 +179,8 @@ func (db *DB) TouchKey(p *Principal) {
 		return
 	}
 	t := now()
-	if t.Sub(p.lastUsed) < touchPeriod {
+	last := p.lastUsed.Load()
+	if t.Sub(time.UnixMicro(last)) < touchPeriod || !p.lastUsed.CompareAndSwap(last, t.UnixMicro()) {
 		return
 	}
 	id := p.KeyID
@@ -178,6 +189,64 @@ func (db *DB) TouchKey(p *Principal) {
 			t.UnixMicro(), id, t.Add(-touchPeriod).UnixMicro())
 		return err
 	})
+}
+
+// credCache remembers the principals of recently used API keys, so that a
+// request does not read the database just to learn who sent it. Entries
+// live credTTL at most; anything that changes or revokes a principal (an
+// agent deleted, a profile edited) clears the cache when it commits. Other
+// chatd processes (the CLI) only add users and agents, which a cache of
+// found keys cannot contradict.
+type credCache struct {
+	mu  sync.Mutex
+	m   map[string]credEntry
+	gen uint64
+}
+
+type credEntry struct {
+	p       *Principal
+	expires time.Time
+}
+
+const (
+	credTTL        = 30 * time.Second
+	maxCachedCreds = 10000
+)
+
+func (c *credCache) get(digest string) *Principal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[digest]
+	if !ok || time.Now().After(e.expires) {
+		return nil
+	}
+	return e.p
+}
+
+func (c *credCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+func (c *credCache) put(digest string, p *Principal, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return // invalidated while p was being read
+	}
+	if c.m == nil || len(c.m) >= maxCachedCreds {
+		c.m = map[string]credEntry{}
+	}
+	c.m[digest] = credEntry{p: p, expires: time.Now().Add(credTTL)}
+}
+
+// invalidate drops every cached principal.
+func (c *credCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m = nil
+	c.gen++
 }
 
 // KeyInfo describes a stored key without revealing it.
@@ -190,7 +259,7 @@ type KeyInfo struct {
 
 // AgentKeys lists the keys of an agent (for tests and operators).
 func (db *DB) AgentKeys(ctx context.Context, agentID string) ([]KeyInfo, error) {
-	rows, err := db.read.QueryContext(ctx,
+	rows, err := db.query(ctx,
 		`SELECT id, prefix, inserted_at, last_used_at FROM api_keys WHERE agent_id = ? ORDER BY id`, agentID)
 	if err != nil {
 		return nil, err

@@ -5,22 +5,32 @@ package store
 // Exceeding one answers 403 limit_reached naming the resource, the limit and
 // the current count.
 type Limits struct {
-	AgentsPerUser int // live agents one human may own
-	TagsPerAgent  int // tags on one agent
+	AgentsPerUser       int // live agents one human may own
+	TagsPerAgent        int // tags on one agent
+	ChatsPerUser        int // live rooms created by a human and the agents it owns
+	ParticipantsPerRoom int // participants of one room
+	MessagesPerRoom     int // messages and events in one room
 }
 
 // DefaultLimits are the quotas used for fields left zero.
 var DefaultLimits = Limits{
-	AgentsPerUser: 1000,
-	TagsPerAgent:  20,
+	AgentsPerUser:       1000,
+	TagsPerAgent:        20,
+	ChatsPerUser:        10000,
+	ParticipantsPerRoom: 5000,
+	MessagesPerRoom:     1000000,
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.AgentsPerUser <= 0 {
-		l.AgentsPerUser = DefaultLimits.AgentsPerUser
+	orDefault := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
-	if l.TagsPerAgent <= 0 {
-		l.TagsPerAgent = DefaultLimits.TagsPerAgent
-	}
+	orDefault(&l.AgentsPerUser, DefaultLimits.AgentsPerUser)
+	orDefault(&l.TagsPerAgent, DefaultLimits.TagsPerAgent)
+	orDefault(&l.ChatsPerUser, DefaultLimits.ChatsPerUser)
+	orDefault(&l.ParticipantsPerRoom, DefaultLimits.ParticipantsPerRoom)
+	orDefault(&l.MessagesPerRoom, DefaultLimits.MessagesPerRoom)
 	return l
 }

@@ -111,7 +111,7 @@ func ensureSecret(conn *sql.DB) error {
 // they stay valid across restarts and travel with a backup.
 func (db *DB) ServerSecret(ctx context.Context) ([]byte, error) {
 	var secret []byte
-	err := db.read.QueryRowContext(ctx, "SELECT value FROM settings WHERE name = ?", secretName).Scan(&secret)
+	err := db.queryRow(ctx, "SELECT value FROM settings WHERE name = ?", secretName).Scan(&secret)
 	if err != nil {
 		return nil, fmt.Errorf("read server secret: %w", err)
 	}

@@ -144,7 +144,7 @@ func ensureOrganization(tx *Tx, name string) (id string, created bool, err error
 
 // UserByID returns a user.
 func (db *DB) UserByID(ctx context.Context, id string) (*User, error) {
-	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, id))
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("user")
 	}
@@ -154,7 +154,7 @@ func (db *DB) UserByID(ctx context.Context, id string) (*User, error) {
 // UserByHandle returns a user by handle (case-insensitive; a leading "@" is ignored).
 func (db *DB) UserByHandle(ctx context.Context, handle string) (*User, error) {
 	handle = strings.TrimPrefix(strings.TrimSpace(handle), "@")
-	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE handle = ?`, handle))
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE handle = ?`, handle))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("user " + handle)
 	}
@@ -164,13 +164,13 @@ func (db *DB) UserByHandle(ctx context.Context, handle string) (*User, error) {
 // CountUsers returns how many humans exist.
 func (db *DB) CountUsers(ctx context.Context) (int, error) {
 	var n int
-	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM users`).Scan(&n)
+	err := db.queryRow(ctx, `SELECT count(*) FROM users`).Scan(&n)
 	return n, err
 }
 
 // OnlyUser returns the single human when exactly one exists.
 func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+userColumns+` FROM users LIMIT 2`)
+	rows, err := db.query(ctx, `SELECT `+userColumns+` FROM users LIMIT 2`)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +240,7 @@ func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate
 			u.UpdatedAt = tx.Now()
 			_, err = tx.Exec(`UPDATE users SET first_name = ?, last_name = ?, updated_at = ? WHERE id = ?`,
 				u.FirstName, u.LastName, u.UpdatedAt.UnixMicro(), u.ID)
+			tx.AfterCommit(db.creds.invalidate)
 		}
 		user = u
 		return err

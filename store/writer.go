@@ -18,7 +18,7 @@ const maxBatch = 256
 
 // Tx is the handle a write job receives. It is valid only during the job.
 type Tx struct {
-	tx          *sql.Tx
+	w           *writer
 	ctx         context.Context
 	now         time.Time
 	afterCommit []func()
@@ -26,17 +26,30 @@ type Tx struct {
 
 // Exec runs a statement inside the job's savepoint.
 func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(t.ctx, query, args...)
+	st, err := t.w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(t.ctx, args...)
 }
 
 // QueryRow runs a query that returns at most one row.
 func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.ctx, query, args...)
+	st, err := t.w.stmt(query)
+	if err != nil {
+		// A broken query: let the row report it through Scan.
+		return t.w.conn.QueryRowContext(t.ctx, query, args...)
+	}
+	return st.QueryRowContext(t.ctx, args...)
 }
 
 // Query runs a query inside the job's savepoint.
 func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(t.ctx, query, args...)
+	st, err := t.w.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(t.ctx, args...)
 }
 
 // Now is the job's timestamp: one value for everything a job writes.
@@ -70,7 +83,8 @@ type WriterStats struct {
 }
 
 type writer struct {
-	conn     *sql.DB // exactly one open connection
+	conn     *sql.Conn // the only write connection
+	stmts    map[string]*sql.Stmt
 	queue    chan *job
 	log      *slog.Logger
 	walPath  string
@@ -85,9 +99,10 @@ type writer struct {
 	jobs, failed, commits, refused, checkpoints atomic.Int64
 }
 
-func newWriter(conn *sql.DB, queueSize int, walPath string, idle time.Duration, walLimit int64, log *slog.Logger) *writer {
+func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration, walLimit int64, log *slog.Logger) *writer {
 	w := &writer{
 		conn:     conn,
+		stmts:    map[string]*sql.Stmt{},
 		queue:    make(chan *job, queueSize),
 		log:      log,
 		walPath:  walPath,
@@ -200,6 +215,10 @@ func (w *writer) run() {
 				w.commit(batch)
 			}
 			w.checkpoint()
+			for _, st := range w.stmts {
+				st.Close()
+			}
+			w.conn.Close()
 			return
 		}
 	}
@@ -244,16 +263,18 @@ func (w *writer) commit(batch []*job) {
 }
 
 // runBatch returns a non-nil error only when the transaction as a whole
-// failed (every job in it fails); per-job errors are left in job.err.
+// failed (every job in it fails); per-job errors are left in job.err. It
+// drives the transaction with plain BEGIN/SAVEPOINT/COMMIT statements on the
+// writer's own connection, so that its prepared statements serve every
+// transaction.
 func (w *writer) runBatch(batch []*job) (err error) {
 	ctx := context.Background()
-	tx, err := w.conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the DSN sets _txlock
-	if err != nil {
+	if err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return w.batchError("begin", err)
 	}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback()
+			_ = w.exec(ctx, "ROLLBACK")
 		}
 	}()
 	for _, j := range batch {
@@ -262,28 +283,57 @@ func (w *writer) runBatch(batch []*job) (err error) {
 			j.err = cerr
 			continue
 		}
-		if _, err = tx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
+		if err = w.exec(ctx, "SAVEPOINT job"); err != nil {
 			return w.batchError("savepoint", err)
 		}
-		t := &Tx{tx: tx, ctx: ctx, now: now()}
+		t := &Tx{w: w, ctx: ctx, now: now()}
 		j.err = runJob(j.fn, t)
 		if j.err != nil {
 			w.failed.Add(1)
-			if _, err = tx.ExecContext(ctx, "ROLLBACK TO job"); err != nil {
+			if err = w.exec(ctx, "ROLLBACK TO job"); err != nil {
 				return w.batchError("rollback to savepoint", err)
 			}
 		} else {
 			j.afterCommit = t.afterCommit
 		}
-		if _, err = tx.ExecContext(ctx, "RELEASE job"); err != nil {
+		if err = w.exec(ctx, "RELEASE job"); err != nil {
 			return w.batchError("release savepoint", err)
 		}
 	}
-	if err = tx.Commit(); err != nil {
+	if err = w.exec(ctx, "COMMIT"); err != nil {
 		return w.batchError("commit", err)
 	}
 	w.commits.Add(1)
 	return nil
+}
+
+// maxWriterStmts bounds the writer's prepared statements; queries beyond it
+// (there are no such in chatd's fixed set) run unprepared.
+const maxWriterStmts = 1024
+
+// stmt returns the prepared statement for query, preparing it once. Only
+// the writer goroutine calls it.
+func (w *writer) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := w.conn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil, err
+	}
+	if len(w.stmts) < maxWriterStmts {
+		w.stmts[query] = st
+	}
+	return st, nil
+}
+
+func (w *writer) exec(ctx context.Context, query string) error {
+	st, err := w.stmt(query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx)
+	return err
 }
 
 // runJob runs fn, turning a panic into an internal error so that one broken
@@ -319,17 +369,12 @@ func (w *writer) safely(f func()) {
 // writer; it reports whether the WAL was fully reset.
 func (w *writer) checkpoint() bool {
 	ctx := context.Background()
-	conn, err := w.conn.Conn(ctx)
-	if err != nil {
+	if _, err := w.conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return false
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
-		return false
-	}
-	defer conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	defer w.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
 	var busy, logFrames, checkpointed int
-	err = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &checkpointed)
+	err := w.conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &checkpointed)
 	if err != nil {
 		if !isBusy(err) {
 			w.log.Warn("checkpoint failed", "err", err)

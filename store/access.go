@@ -1,0 +1,154 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+)
+
+// Actor is who performs an action on a room: a human or an agent, with what
+// the permission rules and the audit trail need.
+type Actor struct {
+	ID             string
+	Type           string // "User" or "Agent"
+	Name           string
+	Handle         string
+	OwnerID        string // for an agent, its owner; for a human, the human
+	OrganizationID string
+}
+
+// IsAgent reports whether the actor is an agent.
+func (a Actor) IsAgent() bool { return a.Type == "Agent" }
+
+// UserActor is a human as an actor.
+func UserActor(u *User) Actor {
+	return Actor{ID: u.ID, Type: "User", Name: u.Name(), Handle: u.Handle, OwnerID: u.ID, OrganizationID: u.OrganizationID}
+}
+
+// AgentActor is an agent as an actor.
+func AgentActor(a *Agent) Actor {
+	return Actor{ID: a.ID, Type: "Agent", Name: a.Name, Handle: a.Handle, OwnerID: a.OwnerID, OrganizationID: a.OrganizationID}
+}
+
+// Actor returns the principal as an actor.
+func (p *Principal) Actor() Actor {
+	if p.Agent != nil {
+		return AgentActor(p.Agent)
+	}
+	return UserActor(p.User)
+}
+
+// The permission rules, all decided here:
+//
+//   - Read a room (its details, history, participants, board): an agent needs
+//     an active participant row; a human needs a participant row that is not
+//     blocked, or an owned agent with an active row. A soft-deleted room reads
+//     as missing. Anything unreadable is ErrNotFound, whether or not it exists.
+//   - Post (messages, events, board): the actor's own active row. A blocked
+//     agent gets 403 execution_stopped; a human who reads the room only
+//     through an agent gets 403 forbidden.
+//   - Manage the room (rename, delete): its owner, that is an actor whose own
+//     row has role owner, or a human who owns an agent whose row has role
+//     owner (a person stands behind the rooms their agents created).
+//   - Add a participant: any actor with its own active row (or owner
+//     standing), adding one of its peers (see ListPeers). Granting admin takes
+//     an owner or admin; granting owner takes an owner.
+//   - Remove a participant, or change a role or status: an owner or admin;
+//     anyone may remove themselves (leave). The last owner can be neither
+//     removed nor demoted nor blocked (403 cannot_remove_sole_owner).
+
+// roomAccess is what an actor may do in one room.
+type roomAccess struct {
+	room *Room
+	// role and status of the actor's own row ("" when it has none).
+	role, status string
+	// ownerByAgent: a human whose agent owns the room.
+	ownerByAgent bool
+	// readByAgent: a human who reads the room through an owned agent.
+	readByAgent bool
+}
+
+func (a *roomAccess) canRead() bool {
+	return a.status == "active" || a.readByAgent
+}
+
+// effectiveRole is the actor's standing for managing the room.
+func (a *roomAccess) effectiveRole() string {
+	if a.ownerByAgent {
+		return "owner"
+	}
+	if a.status == "active" {
+		return a.role
+	}
+	return ""
+}
+
+func (a *roomAccess) isOwner() bool { return a.effectiveRole() == "owner" }
+
+func (a *roomAccess) isManager() bool {
+	r := a.effectiveRole()
+	return r == "owner" || r == "admin"
+}
+
+// mayPost returns nil when the actor may post to the room.
+func (a *roomAccess) mayPost(actor Actor) error {
+	switch {
+	case a.status == "active":
+		return nil
+	case actor.IsAgent() && a.status == "blocked":
+		return &Error{Code: CodeExecutionStopped, Message: "execution stopped: this agent is blocked in the room"}
+	}
+	return &Error{Code: CodeForbidden, Message: "only participants of the room may post in it"}
+}
+
+// queryer is what both the writer's *Tx and a read transaction offer.
+type queryer interface {
+	QueryRow(query string, args ...any) *sql.Row
+	Query(query string, args ...any) (*sql.Rows, error)
+}
+
+// loadAccess returns the actor's access to a live room, or ErrNotFound when
+// the actor may not read it (or it does not exist, or roomID is no UUID).
+func loadAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) {
+	if !ValidID(roomID) {
+		return nil, notFound("chat room")
+	}
+	room, err := scanRoom(q.QueryRow(`SELECT `+roomColumns+` FROM rooms r WHERE r.id = ? AND r.deleted_at IS NULL`, roomID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("chat room")
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := &roomAccess{room: room}
+	err = q.QueryRow(`SELECT role, status FROM participants WHERE room_id = ? AND member_id = ?`, roomID, actor.ID).Scan(&a.role, &a.status)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	if !actor.IsAgent() {
+		var read, owner int
+		err = q.QueryRow(`SELECT count(*), coalesce(max(p.role = 'owner'), 0) FROM participants p JOIN agents a ON a.id = p.agent_id
+			WHERE p.room_id = ? AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL`, roomID, actor.ID).Scan(&read, &owner)
+		if err != nil {
+			return nil, err
+		}
+		a.readByAgent, a.ownerByAgent = read > 0, owner == 1
+	}
+	if !a.canRead() {
+		return nil, notFound("chat room")
+	}
+	return a, nil
+}
+
+// readableRooms is the condition "room r is readable by the actor", for
+// listings; its arguments follow.
+func readableRooms(actor Actor, includeAgentRooms bool) (string, []any) {
+	if actor.IsAgent() {
+		return `EXISTS (SELECT 1 FROM participants p WHERE p.room_id = r.id AND p.member_id = ? AND p.status = 'active')`, []any{actor.ID}
+	}
+	own := `EXISTS (SELECT 1 FROM participants p WHERE p.room_id = r.id AND p.member_id = ? AND p.status = 'active')`
+	if !includeAgentRooms {
+		return own, []any{actor.ID}
+	}
+	return `(` + own + ` OR EXISTS (SELECT 1 FROM participants p JOIN agents a ON a.id = p.agent_id
+		WHERE p.room_id = r.id AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL))`, []any{actor.ID, actor.ID}
+}

@@ -1,0 +1,231 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ActorRef names who did something, captured when it was done.
+type ActorRef struct {
+	ID     string  `json:"id"`
+	Name   string  `json:"name"`
+	Type   string  `json:"type"`
+	Handle *string `json:"handle"`
+}
+
+// Ref captures the actor for an audit trail.
+func (a Actor) Ref() ActorRef {
+	h := a.Handle
+	return ActorRef{ID: a.ID, Name: a.Name, Type: a.Type, Handle: &h}
+}
+
+// Board is a room's goal (its mission) and, on request, its audit trail.
+type Board struct {
+	RoomID           string
+	GoalTitle        *string
+	GoalSummary      *string
+	CreatedBy        *ActorRef
+	UpdatedBy        *ActorRef
+	InsertedAt       *time.Time
+	UpdatedAt        *time.Time
+	History          []BoardEvent // with history only: the most recent events, oldest first
+	HistoryTruncated bool         // with history only: older events exist
+}
+
+// BoardEvent is one entry of the goal's append-only audit.
+type BoardEvent struct {
+	Actor   ActorRef          `json:"actor"`
+	At      string            `json:"at"`
+	Event   string            `json:"event"` // goal_set (the first write), goal_edited
+	Payload map[string]FromTo `json:"payload"`
+}
+
+// FromTo is one field's change.
+type FromTo struct {
+	From *string `json:"from"`
+	To   *string `json:"to"`
+}
+
+const (
+	maxGoalTitleLen   = 200
+	maxGoalSummaryLen = 4000
+	// BoardHistoryLen is how many audit events a board read embeds.
+	BoardHistoryLen = 100
+)
+
+func readBoard(q queryer, roomID string) (*Board, error) {
+	b := &Board{RoomID: roomID}
+	var title, summary sql.NullString
+	var created, updated string
+	var ins, upd int64
+	err := q.QueryRow(`SELECT goal_title, goal_summary, created_by, updated_by, inserted_at, updated_at FROM boards WHERE room_id = ?`, roomID).
+		Scan(&title, &summary, &created, &updated, &ins, &upd)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, nil // a room without a goal reads as the empty default
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.GoalTitle, b.GoalSummary = nullString(title), nullString(summary)
+	b.CreatedBy, b.UpdatedBy = &ActorRef{}, &ActorRef{}
+	if err := json.Unmarshal([]byte(created), b.CreatedBy); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(updated), b.UpdatedBy); err != nil {
+		return nil, err
+	}
+	i, u := fromMicros(ins), fromMicros(upd)
+	b.InsertedAt, b.UpdatedAt = &i, &u
+	return b, nil
+}
+
+func readBoardHistory(q queryer, b *Board) error {
+	rows, err := q.Query(`SELECT actor, event, payload, at FROM board_events WHERE room_id = ? ORDER BY seq DESC LIMIT ?`,
+		b.RoomID, BoardHistoryLen+1)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	b.History = []BoardEvent{}
+	for rows.Next() {
+		var e BoardEvent
+		var actor, payload string
+		var at int64
+		if err := rows.Scan(&actor, &e.Event, &payload, &at); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(actor), &e.Actor); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(payload), &e.Payload); err != nil {
+			return err
+		}
+		e.At = FormatTime(fromMicros(at))
+		b.History = append(b.History, e)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(b.History) > BoardHistoryLen {
+		b.History, b.HistoryTruncated = b.History[:BoardHistoryLen], true
+	}
+	for i, j := 0, len(b.History)-1; i < j; i, j = i+1, j-1 {
+		b.History[i], b.History[j] = b.History[j], b.History[i]
+	}
+	return nil
+}
+
+// Board returns a room's goal, with its audit trail when withHistory.
+func (db *DB) Board(ctx context.Context, actor Actor, roomID string, withHistory bool) (*Board, error) {
+	var b *Board
+	err := db.readTx(ctx, func(q readQ) error {
+		if _, err := loadAccess(q, actor, roomID); err != nil {
+			return err
+		}
+		var err error
+		if b, err = readBoard(q, roomID); err != nil {
+			return err
+		}
+		if withHistory {
+			return readBoardHistory(q, b)
+		}
+		return nil
+	})
+	return b, err
+}
+
+// BoardUpdate holds the goal fields to set; nil leaves a field as it is and
+// an empty string clears it.
+type BoardUpdate struct {
+	GoalTitle   *string
+	GoalSummary *string
+}
+
+// UpdateBoard sets the fields sent. Any participant may; a write that
+// changes something appends goal_set (the first) or goal_edited to the audit
+// with each changed field's from and to.
+func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up BoardUpdate) (*Board, error) {
+	p := Problems{}
+	var title, summary *string
+	if up.GoalTitle != nil {
+		t, msg := cleanText(*up.GoalTitle, 0, maxGoalTitleLen)
+		if msg != "" {
+			p.Add("/goal_title", "%s", msg)
+		}
+		title = &t
+	}
+	if up.GoalSummary != nil {
+		s, msg := cleanMultiline(*up.GoalSummary, maxGoalSummaryLen)
+		if msg != "" {
+			p.Add("/goal_summary", "%s", msg)
+		}
+		summary = &s
+	}
+	if err := p.Err(CodeValidation); err != nil {
+		return nil, err
+	}
+	var out *Board
+	err := db.Write(ctx, func(tx *Tx) error {
+		a, err := loadAccess(tx, actor, roomID)
+		if err != nil {
+			return err
+		}
+		if err := a.mayPost(actor); err != nil {
+			return err
+		}
+		b, err := readBoard(tx, roomID)
+		if err != nil {
+			return err
+		}
+		payload := map[string]FromTo{}
+		change := func(field string, cur **string, next *string) {
+			if next == nil {
+				return
+			}
+			var to *string
+			if *next != "" {
+				to = next
+			}
+			if (*cur == nil) != (to == nil) || (*cur != nil && to != nil && **cur != *to) {
+				payload[field] = FromTo{From: *cur, To: to}
+				*cur = to
+			}
+		}
+		change("goal_title", &b.GoalTitle, title)
+		change("goal_summary", &b.GoalSummary, summary)
+		if len(payload) == 0 {
+			out = b
+			return nil
+		}
+		now, ref := tx.Now(), actor.Ref()
+		refJSON, _ := json.Marshal(ref)
+		payloadJSON, _ := json.Marshal(payload)
+		event := "goal_edited"
+		if b.InsertedAt == nil {
+			event = "goal_set"
+			b.CreatedBy, b.InsertedAt = &ref, &now
+		}
+		b.UpdatedBy, b.UpdatedAt = &ref, &now
+		createdJSON, _ := json.Marshal(b.CreatedBy)
+		_, err = tx.Exec(`INSERT INTO boards (room_id, goal_title, goal_summary, created_by, updated_by, inserted_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (room_id) DO UPDATE SET goal_title = excluded.goal_title, goal_summary = excluded.goal_summary,
+				updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
+			roomID, toNullString(b.GoalTitle), toNullString(b.GoalSummary), string(createdJSON), string(refJSON),
+			b.InsertedAt.UnixMicro(), now.UnixMicro())
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO board_events (room_id, actor, event, payload, at) VALUES (?, ?, ?, ?, ?)`,
+			roomID, string(refJSON), event, string(payloadJSON), now.UnixMicro()); err != nil {
+			return err
+		}
+		out = b
+		db.publish(tx, Change{Kind: BoardUpdated, Room: a.room, Board: b})
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,59 @@
+package store
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// ChangeKind names something that happened to a room, as the realtime
+// channels announce it.
+type ChangeKind string
+
+const (
+	RoomAdded          ChangeKind = "room_added"          // Member joined Room (its creator too)
+	RoomRemoved        ChangeKind = "room_removed"        // Member left Room, was removed, or Room was deleted
+	RoomUpdated        ChangeKind = "room_updated"        // Room's title changed
+	RoomDeleted        ChangeKind = "room_deleted"        // Room was soft-deleted; Members were in it
+	ParticipantAdded   ChangeKind = "participant_added"   // Member joined Room
+	ParticipantRemoved ChangeKind = "participant_removed" // Member left Room or was removed
+	MessageCreated     ChangeKind = "message_created"     // Message was posted in Room
+	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
+	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
+)
+
+// Change is one committed change, published after its transaction
+// committed (never for a write that was rolled back).
+type Change struct {
+	Kind    ChangeKind
+	At      time.Time
+	Room    *Room
+	Member  *Participant   // the participant concerned (room_added/removed, participant_*)
+	Members []*Participant // everyone in the room (room_deleted)
+	Message *Message       // message_created, message_updated (Deliveries: the changed one)
+	Board   *Board
+}
+
+// Publisher receives committed changes. It runs on the writer goroutine, so
+// it must not block.
+type Publisher func(Change)
+
+type publisherSlot struct{ p atomic.Pointer[Publisher] }
+
+// SetPublisher installs the receiver of committed changes (nil for none).
+func (db *DB) SetPublisher(p Publisher) {
+	if p == nil {
+		db.publisher.p.Store(nil)
+		return
+	}
+	db.publisher.p.Store(&p)
+}
+
+// publish arranges for c to be published if and when tx commits.
+func (db *DB) publish(tx *Tx, c Change) {
+	c.At = tx.Now()
+	tx.AfterCommit(func() {
+		if p := db.publisher.p.Load(); p != nil {
+			(*p)(c)
+		}
+	})
+}

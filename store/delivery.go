@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Delivery is one agent's processing state of one text message that
+// mentions it. Delivery is at least once: an agent drains what it has not
+// processed with NextMessage and reports each message's outcome; a message
+// left in processing (a crashed worker) is served again.
+//
+// The state machine, per agent and message:
+//
+//	pending | delivered  --processing-->  processing (attempt n+1 starts)
+//	processing           --processing-->  processing (no-op while the attempt is live;
+//	                                      a stale attempt is closed as failed and n+1 starts)
+//	processing           --processed--->  processed  (attempt completes)
+//	processing           --failed------>  failed     (attempt completes with the error)
+//	failed | processed   --processing-->  processing (attempt n+1; a processed message reopens)
+//	anything else        --processed/failed--> unchanged, 422 no_active_attempt
+type Delivery struct {
+	AgentID        string
+	Status         string // pending, delivered, processing, processed, failed
+	CurrentAttempt int
+	Attempts       []Attempt // the most recent maxAttemptsKept, oldest first
+	ProcessedAt    *time.Time
+	UpdatedAt      time.Time
+}
+
+// Attempt is one processing attempt, stored and served as is.
+type Attempt struct {
+	AttemptNumber int     `json:"attempt_number"`
+	Status        string  `json:"status"` // processing, processed, failed
+	StartedAt     string  `json:"started_at"`
+	CompletedAt   *string `json:"completed_at"`
+	Error         *string `json:"error"`
+}
+
+const (
+	// maxAttemptsKept bounds the attempt history of one delivery; numbering
+	// goes on past it.
+	maxAttemptsKept = 50
+	// MaxErrorLen bounds the error an agent reports with /failed.
+	MaxErrorLen = 4000
+	// abandonedError is recorded on an attempt that outlived the attempt
+	// timeout when the agent starts a new one.
+	abandonedError = "abandoned: no outcome was reported before the attempt timed out"
+)
+
+// FormatTime renders a time as the API does: RFC 3339, UTC, microseconds.
+func FormatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+const deliveryColumns = `agent_id, status, current_attempt, attempts, processed_at, updated_at`
+
+// scanDelivery scans message_seq followed by deliveryColumns.
+func scanDelivery(row interface{ Scan(...any) error }, seq *int64) (*Delivery, error) {
+	var d Delivery
+	var attempts string
+	var processed sql.NullInt64
+	var upd int64
+	if err := row.Scan(seq, &d.AgentID, &d.Status, &d.CurrentAttempt, &attempts, &processed, &upd); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(attempts), &d.Attempts); err != nil {
+		return nil, err
+	}
+	if processed.Valid {
+		t := fromMicros(processed.Int64)
+		d.ProcessedAt = &t
+	}
+	d.UpdatedAt = fromMicros(upd)
+	return &d, nil
+}
+
+// NextMessage returns the oldest text message mentioning the agent in the
+// room that it has not processed (new, delivered, stuck in processing or
+// failed), or nil when there is none.
+func (db *DB) NextMessage(ctx context.Context, agent Actor, roomID string) (*Message, error) {
+	var msg *Message
+	err := db.readTx(ctx, func(q readQ) error {
+		if _, err := loadAccess(q, agent, roomID); err != nil {
+			return err
+		}
+		var seq int64
+		err := q.QueryRow(`SELECT message_seq FROM deliveries
+			WHERE agent_id = ? AND room_id = ? AND status != 'processed' ORDER BY message_seq LIMIT 1`, agent.ID, roomID).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if msg, err = messageBySeq(q, seq); err != nil {
+			return err
+		}
+		return attachDeliveries(q, []*Message{msg}, agent.ID)
+	})
+	return msg, err
+}
+
+// DeliveryOutcome is the state a transition left a delivery in.
+type DeliveryOutcome struct {
+	MessageID     string
+	Status        string
+	AttemptNumber int
+}
+
+// MarkProcessing records that the agent started working on a message.
+func (db *DB) MarkProcessing(ctx context.Context, agent Actor, roomID, messageID string) (*DeliveryOutcome, error) {
+	return db.transition(ctx, agent, roomID, messageID, func(d *Delivery, now time.Time) (bool, error) {
+		if d.Status == "processing" {
+			last := &d.Attempts[len(d.Attempts)-1]
+			started, _ := time.Parse(time.RFC3339Nano, last.StartedAt)
+			if now.Sub(started) < db.attemptTimeout {
+				return false, nil // the attempt is live: nothing to do
+			}
+			completeAttempt(last, "failed", now, abandonedError)
+		}
+		d.CurrentAttempt++
+		d.Attempts = append(d.Attempts, Attempt{AttemptNumber: d.CurrentAttempt, Status: "processing", StartedAt: FormatTime(now)})
+		if len(d.Attempts) > maxAttemptsKept {
+			d.Attempts = d.Attempts[len(d.Attempts)-maxAttemptsKept:]
+		}
+		d.Status, d.ProcessedAt = "processing", nil
+		return true, nil
+	})
+}
+
+// MarkProcessed records that the agent's current attempt succeeded: the
+// message leaves the default listing and NextMessage.
+func (db *DB) MarkProcessed(ctx context.Context, agent Actor, roomID, messageID string) (*DeliveryOutcome, error) {
+	return db.transition(ctx, agent, roomID, messageID, func(d *Delivery, now time.Time) (bool, error) {
+		if err := requireActiveAttempt(d); err != nil {
+			return false, err
+		}
+		completeAttempt(&d.Attempts[len(d.Attempts)-1], "processed", now, "")
+		d.Status, d.ProcessedAt = "processed", &now
+		return true, nil
+	})
+}
+
+// MarkFailed records that the agent's current attempt failed with reason;
+// the message stays available for a retry.
+func (db *DB) MarkFailed(ctx context.Context, agent Actor, roomID, messageID, reason string) (*DeliveryOutcome, error) {
+	reason = strings.TrimSpace(reason)
+	switch {
+	case reason == "":
+		return nil, Problems{"/error": {"can't be blank"}}.Err(CodeValidation)
+	case !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxErrorLen:
+		return nil, Problems{"/error": {"must be valid UTF-8 of at most 4000 characters"}}.Err(CodeValidation)
+	}
+	return db.transition(ctx, agent, roomID, messageID, func(d *Delivery, now time.Time) (bool, error) {
+		if err := requireActiveAttempt(d); err != nil {
+			return false, err
+		}
+		completeAttempt(&d.Attempts[len(d.Attempts)-1], "failed", now, reason)
+		d.Status = "failed"
+		return true, nil
+	})
+}
+
+func requireActiveAttempt(d *Delivery) error {
+	if d.Status != "processing" || len(d.Attempts) == 0 {
+		return &Error{Code: CodeNoActiveAttempt,
+			Message: "no active processing attempt: call /processing first (the message is " + d.Status + ")",
+			Details: Problems{"": {"no active processing attempt"}}}
+	}
+	return nil
+}
+
+func completeAttempt(a *Attempt, status string, now time.Time, reason string) {
+	done := FormatTime(now)
+	a.Status, a.CompletedAt = status, &done
+	if reason != "" {
+		a.Error = &reason
+	}
+}
+
+// transition applies a change to the agent's delivery of a message in the
+// room. A message the agent cannot see there (unknown, of another room, not
+// mentioning it) is not found. apply reports whether it changed anything.
+func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID string,
+	apply func(*Delivery, time.Time) (bool, error)) (*DeliveryOutcome, error) {
+	if !ValidID(messageID) {
+		return nil, notFound("message")
+	}
+	var out *DeliveryOutcome
+	err := db.Write(ctx, func(tx *Tx) error {
+		a, err := loadAccess(tx, agent, roomID)
+		if err != nil {
+			return err
+		}
+		var seq int64
+		d, err := scanDelivery(tx.QueryRow(`SELECT d.message_seq, `+prefixed("d.", deliveryColumns)+`
+			FROM deliveries d JOIN messages m ON m.seq = d.message_seq
+			WHERE m.id = ? AND d.room_id = ? AND d.agent_id = ?`, strings.ToLower(messageID), roomID, agent.ID), &seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("message")
+		}
+		if err != nil {
+			return err
+		}
+		changed, err := apply(d, tx.Now())
+		if err != nil {
+			return err
+		}
+		out = &DeliveryOutcome{MessageID: strings.ToLower(messageID), Status: d.Status, AttemptNumber: d.CurrentAttempt}
+		if !changed {
+			return nil
+		}
+		attempts, err := json.Marshal(d.Attempts)
+		if err != nil {
+			return err
+		}
+		d.UpdatedAt = tx.Now()
+		var processed any
+		if d.ProcessedAt != nil {
+			processed = d.ProcessedAt.UnixMicro()
+		}
+		if _, err := tx.Exec(`UPDATE deliveries SET status = ?, current_attempt = ?, attempts = ?, processed_at = ?, updated_at = ?
+			WHERE agent_id = ? AND room_id = ? AND message_seq = ?`,
+			d.Status, d.CurrentAttempt, string(attempts), processed, d.UpdatedAt.UnixMicro(), agent.ID, roomID, seq); err != nil {
+			return err
+		}
+		msg, err := messageBySeq(tx, seq)
+		if err != nil {
+			return err
+		}
+		msg.Deliveries = []*Delivery{d}
+		db.publish(tx, Change{Kind: MessageUpdated, Room: a.room, Message: msg})
+		return nil
+	})
+	return out, err
+}
+
+// prefixed qualifies each column of a comma-separated list.
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// SQLite spends a large share of a short query parsing and planning it, so
+// every query is prepared once and reused: the writer keeps its own
+// statements (see writer.stmt), and the read pool shares this cache, where
+// database/sql prepares each statement once per pooled connection.
+
+// maxReadStmts bounds the cache; listings build a bounded set of query texts
+// (one per combination of filters), far below it.
+const maxReadStmts = 2048
+
+type stmtCache struct {
+	pool *sql.DB
+	mu   sync.Mutex
+	m    map[string]*sql.Stmt
+}
+
+// get returns the prepared statement for query, or nil when it cannot be
+// prepared or cached (the caller then runs the query unprepared, so that a
+// broken query reports its error where it is run).
+func (c *stmtCache) get(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[query]; ok {
+		return st
+	}
+	if len(c.m) >= maxReadStmts {
+		return nil
+	}
+	st, err := c.pool.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil
+	}
+	c.m[query] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// readQ runs queries in one read transaction with the cached statements.
+type readQ struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	cache *stmtCache
+}
+
+func (r readQ) QueryRow(query string, args ...any) *sql.Row {
+	if st := r.cache.get(query); st != nil {
+		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
+	}
+	return r.tx.QueryRowContext(r.ctx, query, args...)
+}
+
+func (r readQ) Query(query string, args ...any) (*sql.Rows, error) {
+	if st := r.cache.get(query); st != nil {
+		return r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
+	}
+	return r.tx.QueryContext(r.ctx, query, args...)
+}
+
+// queryRow runs a one-row query on the read pool, outside a transaction.
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := db.readStmts.get(query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return db.read.QueryRowContext(ctx, query, args...)
+}
+
+// query runs a query on the read pool, outside a transaction.
+func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := db.readStmts.get(query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return db.read.QueryContext(ctx, query, args...)
+}
