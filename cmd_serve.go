@@ -41,12 +41,18 @@ database and exits 0.`,
 	f.Int64("max-body", 1<<20, "largest JSON request body in bytes")
 	f.Int("max-agents-per-user", store.DefaultLimits.AgentsPerUser, "quota: agents one person may own")
 	f.Int("max-tags-per-agent", store.DefaultLimits.TagsPerAgent, "quota: tags on one agent")
+	f.Int("max-chats-per-user", store.DefaultLimits.ChatsPerUser, "quota: rooms created by one person and the agents they own")
+	f.Int("max-participants-per-room", store.DefaultLimits.ParticipantsPerRoom, "quota: participants in one room")
+	f.Int("max-messages-per-room", store.DefaultLimits.MessagesPerRoom, "quota: messages and events in one room")
+	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
 	f.String("log-format", "text", `log format: "text" or "json"`)
 	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	f.Duration("shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
 	for flag, env := range map[string]string{
 		"addr": "CHATD_ADDR", "write-queue": "CHATD_WRITE_QUEUE", "sync": "CHATD_SYNC", "max-body": "CHATD_MAX_BODY",
 		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
+		"max-chats-per-user": "CHATD_MAX_CHATS_PER_USER", "max-participants-per-room": "CHATD_MAX_PARTICIPANTS_PER_ROOM",
+		"max-messages-per-room": "CHATD_MAX_MESSAGES_PER_ROOM", "attempt-timeout": "CHATD_ATTEMPT_TIMEOUT",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
 		envFlag(f, flag, env)
@@ -60,8 +66,13 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	queue, _ := f.GetInt("write-queue")
 	syncMode, _ := f.GetString("sync")
 	maxBody, _ := f.GetInt64("max-body")
-	maxAgents, _ := f.GetInt("max-agents-per-user")
-	maxTags, _ := f.GetInt("max-tags-per-agent")
+	limits := store.Limits{}
+	limits.AgentsPerUser, _ = f.GetInt("max-agents-per-user")
+	limits.TagsPerAgent, _ = f.GetInt("max-tags-per-agent")
+	limits.ChatsPerUser, _ = f.GetInt("max-chats-per-user")
+	limits.ParticipantsPerRoom, _ = f.GetInt("max-participants-per-room")
+	limits.MessagesPerRoom, _ = f.GetInt("max-messages-per-room")
+	attemptTimeout, _ := f.GetDuration("attempt-timeout")
 	grace, _ := f.GetDuration("shutdown-grace")
 	switch {
 	case queue < 1 || queue > 1_000_000:
@@ -70,8 +81,10 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf(`--sync must be "full" or "normal", not %q`, syncMode)}
 	case maxBody < 1024:
 		return usageError{fmt.Errorf("--max-body must be at least 1024 bytes")}
-	case maxAgents < 1 || maxTags < 1:
+	case min(limits.AgentsPerUser, limits.TagsPerAgent, limits.ChatsPerUser, limits.ParticipantsPerRoom, limits.MessagesPerRoom) < 1:
 		return usageError{fmt.Errorf("quotas must be at least 1")}
+	case attemptTimeout <= 0:
+		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
 	case grace <= 0:
 		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
 	}
@@ -87,8 +100,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	db, err := openStore(cmd, store.Options{
-		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger,
-		Limits: store.Limits{AgentsPerUser: maxAgents, TagsPerAgent: maxTags},
+		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger, Limits: limits, AttemptTimeout: attemptTimeout,
 	})
 	if err != nil {
 		ln.Close()

@@ -17,12 +17,66 @@ var authedRoutes = []struct {
 	aud          audience
 }{
 	{"GET", "/api/v1/agent/me", agentsOnly},
+	{"GET", "/api/v1/agent/peers", agentsOnly},
+	{"GET", "/api/v1/agent/chats", agentsOnly},
+	{"POST", "/api/v1/agent/chats", agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID, agentsOnly},
+	{"PATCH", "/api/v1/agent/chats/" + nilID, agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/participants", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/participants", agentsOnly},
+	{"DELETE", "/api/v1/agent/chats/" + nilID + "/participants/" + nilID, agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/messages", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/messages", agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/messages/next", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/messages/" + nilID + "/processing", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/messages/" + nilID + "/processed", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/messages/" + nilID + "/failed", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/events", agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/context", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/activity", agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/board", agentsOnly},
+	{"PUT", "/api/v1/agent/chats/" + nilID + "/board", agentsOnly},
 	{"GET", "/api/v1/me", humansOnly},
 	{"GET", "/api/v1/me/profile", humansOnly},
 	{"PUT", "/api/v1/me/profile", humansOnly},
 	{"GET", "/api/v1/me/agents", humansOnly},
 	{"POST", "/api/v1/me/agents/register", humansOnly},
-	{"DELETE", "/api/v1/me/agents/00000000-0000-7000-8000-000000000000", humansOnly},
+	{"DELETE", "/api/v1/me/agents/" + nilID, humansOnly},
+	{"GET", "/api/v1/me/peers", humansOnly},
+	{"GET", "/api/v1/me/chats", humansOnly},
+	{"POST", "/api/v1/me/chats", humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID, humansOnly},
+	{"PATCH", "/api/v1/me/chats/" + nilID, humansOnly},
+	{"DELETE", "/api/v1/me/chats/" + nilID, humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID + "/participants", humansOnly},
+	{"POST", "/api/v1/me/chats/" + nilID + "/participants", humansOnly},
+	{"PATCH", "/api/v1/me/chats/" + nilID + "/participants/" + nilID, humansOnly},
+	{"DELETE", "/api/v1/me/chats/" + nilID + "/participants/" + nilID, humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
+	{"POST", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
+	{"PUT", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
+}
+
+// nilID is a well-formed id that names nothing.
+const nilID = "00000000-0000-7000-8000-000000000000"
+
+// Every route the router serves that takes credentials is in authedRoutes.
+func TestAuthTableCoversEveryRoute(t *testing.T) {
+	ts := newTestServer(t)
+	listed := map[string]bool{}
+	for _, rt := range authedRoutes {
+		listed[rt.method+" "+rt.path] = true
+	}
+	for _, rt := range registeredRoutes(ts.srv) {
+		if rt.aud == public {
+			continue
+		}
+		path := strings.NewReplacer(":chat_id", nilID, ":id", nilID).Replace(rt.path)
+		if !listed[rt.method+" "+path] {
+			t.Errorf("%s %s is not in authedRoutes", rt.method, rt.path)
+		}
+	}
 }
 
 func TestEveryRouteEnforcesItsAudience(t *testing.T) {
@@ -136,3 +190,5 @@ func TestAgentKeyStopsWorkingWhenTheAgentIsDeleted(t *testing.T) {
 	expect(t, ts.do(t, "DELETE", "/api/v1/me/agents/"+agent.ID, apiKey(humanKey), nil), 200, "")
 	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(agentKey), nil), 401, "unauthorized")
 }
+
+func registeredRoutes(s *Server) []registeredRoute { return s.registered }

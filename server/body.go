@@ -170,4 +170,4 @@ func jsonKind(t reflect.Type) string {
 }
 
 // timestamp renders a time as the API does: RFC 3339 in UTC with microseconds.
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+func timestamp(t time.Time) string { return store.FormatTime(t) }

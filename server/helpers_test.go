@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -269,11 +270,12 @@ func (ts *testServer) snapshot(t testing.TB) string {
 	rows.Close()
 	var out strings.Builder
 	for _, table := range tables {
-		rows, err := conn.Query(`SELECT * FROM "` + table + `" ORDER BY rowid`)
+		rows, err := conn.Query(`SELECT * FROM "` + table + `"`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cols, _ := rows.Columns()
+		var lines []string
 		for rows.Next() {
 			vals := make([]any, len(cols))
 			ptrs := make([]any, len(cols))
@@ -281,16 +283,21 @@ func (ts *testServer) snapshot(t testing.TB) string {
 				ptrs[i] = &vals[i]
 			}
 			rows.Scan(ptrs...)
-			fmt.Fprintf(&out, "%s:", table)
+			var line strings.Builder
+			fmt.Fprintf(&line, "%s:", table)
 			for i, c := range cols {
 				if table == "api_keys" && c == "last_used_at" {
 					continue
 				}
-				fmt.Fprintf(&out, " %s=%v", c, vals[i])
+				fmt.Fprintf(&line, " %s=%v", c, vals[i])
 			}
-			out.WriteByte('\n')
+			lines = append(lines, line.String())
 		}
 		rows.Close()
+		sort.Strings(lines)
+		for _, l := range lines {
+			out.WriteString(l + "\n")
+		}
 	}
 	return out.String()
 }

@@ -50,6 +50,14 @@ type Server struct {
 	cursorKey []byte
 	router    *httprouter.Router
 	handler   http.Handler
+	activity  *activityTracker
+	// registered lists the routes, for the tests that walk them all.
+	registered []registeredRoute
+}
+
+type registeredRoute struct {
+	method, path string
+	aud          audience
 }
 
 // New returns a Server for cfg.DB.
@@ -57,7 +65,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("server: no database")
 	}
-	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, version: cfg.Version}
+	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, version: cfg.Version,
+		activity: newActivityTracker()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -90,6 +99,25 @@ func (s *Server) routes() {
 	s.handle("GET", "/readyz", public, s.readyz)
 
 	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
+	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
+	s.handle("GET", "/api/v1/agent/chats", agentsOnly, s.listAgentRooms)
+	s.handle("POST", "/api/v1/agent/chats", agentsOnly, s.createRoom)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id", agentsOnly, s.getRoom)
+	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, s.renameRoom)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.listParticipants)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.addParticipant)
+	s.handle("DELETE", "/api/v1/agent/chats/:chat_id/participants/:id", agentsOnly, s.removeParticipant)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.listAgentMessages)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.sendMessage)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, s.markProcessing)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, s.markProcessed)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, s.markFailed)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, s.postEvent)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/context", agentsOnly, s.listContext)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, s.reportActivity)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.getBoard)
+	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.putBoard)
 
 	s.handle("GET", "/api/v1/me", humansOnly, s.getMe)
 	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
@@ -97,6 +125,20 @@ func (s *Server) routes() {
 	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
 	s.handle("POST", "/api/v1/me/agents/register", humansOnly, s.registerAgent)
 	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
+	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
+	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
+	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
+	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
+	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
+	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
+	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
+	s.handle("GET", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.listHistory)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
+	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
+	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
 }
 
 // handlerFunc is an endpoint: it writes a success response or returns the
@@ -104,6 +146,7 @@ func (s *Server) routes() {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
 
 func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
+	s.registered = append(s.registered, registeredRoute{method, path, aud})
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		if aud != public {
 			p, err := s.authenticate(r, aud)

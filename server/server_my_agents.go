@@ -82,7 +82,7 @@ func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request, _ httprout
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	scope := "me/agents:" + f.Sort + ":" + map[bool]string{true: "desc", false: "asc"}[f.Descending]
+	scope := "me/agents:" + f.Sort + ":" + orderName(f.Descending)
 	pq, err := s.parsePage(q, scope, agentListing)
 	if err != nil {
 		return err

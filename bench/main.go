@@ -1,0 +1,174 @@
+// Command bench drives a real chatd server over loopback and prints
+// throughput and latency for the workloads that matter most:
+//
+//   - post:    agents posting text messages that mention another agent
+//   - work:    agents draining their messages: /next → /processing → /processed
+//   - history: people reading room history, newest first
+//
+// For each --sync mode it starts its own `chatd serve` on a fresh database
+// in a temp directory (so both modes are measured in one run, on the same
+// machine, with the load generator running beside the server), sets up a
+// person, agents and rooms through the API, and runs each workload for
+// --duration at each client count.
+//
+//	go run ./bench                          # builds chatd from this repository
+//	go run ./bench -clients 16,64 -duration 10s -sync normal,full
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	chatdPath := flag.String("chatd", "", "chatd binary to run (default: build this repository)")
+	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
+	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
+	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads to run")
+	flag.Parse()
+
+	clients, err := parseInts(*clientList)
+	if err != nil {
+		fail(err)
+	}
+	bin := *chatdPath
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "chatd-bench-bin-")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "chatd")
+		build := exec.Command("go", "build", "-o", bin, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fail(fmt.Errorf("building chatd: %v\n%s", err, out))
+		}
+	}
+
+	fmt.Printf("%-8s %-8s %7s %10s %9s %9s %8s\n", "sync", "workload", "clients", "req/s", "p50", "p99", "errors")
+	for _, mode := range strings.Split(*syncList, ",") {
+		for _, n := range clients {
+			if err := runMode(bin, mode, n, *duration, strings.Split(*workloads, ",")); err != nil {
+				fail(err)
+			}
+		}
+	}
+}
+
+// runMode starts a server in the given sync mode, sets up n clients and runs
+// each workload.
+func runMode(bin, mode string, n int, d time.Duration, workloads []string) error {
+	dir, err := os.MkdirTemp("", "chatd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	db := filepath.Join(dir, "chatd.db")
+	out, err := exec.Command(bin, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json").Output()
+	if err != nil {
+		return fmt.Errorf("create-user: %w", err)
+	}
+	var person struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.Unmarshal(out, &person); err != nil {
+		return err
+	}
+	srv, url, err := startServer(bin, db, mode)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = srv.Process.Signal(os.Interrupt)
+		_ = srv.Wait()
+	}()
+
+	c := newClient(url, n)
+	setup, err := c.setup(person.APIKey, n)
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	for _, w := range workloads {
+		var res result
+		switch w {
+		case "post":
+			res = c.run(n, d, setup.post)
+		case "work":
+			res = c.run(n, d, setup.work)
+		case "history":
+			res = c.run(n, d, setup.history)
+		default:
+			return fmt.Errorf("unknown workload %q", w)
+		}
+		fmt.Printf("%-8s %-8s %7d %10.0f %9s %9s %8d\n", mode, w, n, res.rate(), ms(res.p(0.50)), ms(res.p(0.99)), res.errors)
+		if res.firstErr != nil {
+			fmt.Printf("         first error: %v\n", res.firstErr)
+		}
+	}
+	return nil
+}
+
+var listening = regexp.MustCompile(`listening on (http://\S+)`)
+
+func startServer(bin, db, mode string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0", "--sync", mode, "--log-level", "warn",
+		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case url := <-found:
+		return cmd, url, nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return nil, "", errors.New("chatd serve did not start")
+	}
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad client count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// What a room is working towards and who is working in it right now: the
+// goal (board) with its audit trail, and the agents' activity reports.
+
+type activityRequest struct {
+	Working *bool `json:"working"`
+}
+
+// reportActivity is POST /agent/chats/{id}/activity: the agent says it is
+// working (re-sent every few seconds; it lapses after activityTTL) or done.
+// Room readers see it as "working" on the agent's participant entry.
+func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req activityRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Working == nil {
+		return store.Problems{"/working": {"is required"}}.Err(store.CodeValidation)
+	}
+	agent := callerAgent(r)
+	roomID := ps.ByName("chat_id")
+	if _, err := s.db.Room(r.Context(), store.AgentActor(agent), roomID); err != nil {
+		return err
+	}
+	s.activity.set(roomID, agent.ID, *req.Working)
+	writeJSON(w, http.StatusOK, data(map[string]bool{"working": *req.Working}))
+	return nil
+}
+
+// boardView is Board.
+type boardView struct {
+	ChatRoomID       string             `json:"chat_room_id"`
+	GoalTitle        *string            `json:"goal_title"`
+	GoalSummary      *string            `json:"goal_summary"`
+	CreatedBy        *store.ActorRef    `json:"created_by"`
+	UpdatedBy        *store.ActorRef    `json:"updated_by"`
+	InsertedAt       *string            `json:"inserted_at"`
+	UpdatedAt        *string            `json:"updated_at"`
+	History          []store.BoardEvent `json:"history,omitempty"`
+	HistoryTruncated *bool              `json:"history_truncated,omitempty"`
+}
+
+func newBoardView(b *store.Board, withHistory bool) boardView {
+	v := boardView{ChatRoomID: b.RoomID, GoalTitle: b.GoalTitle, GoalSummary: b.GoalSummary, CreatedBy: b.CreatedBy, UpdatedBy: b.UpdatedBy}
+	if b.InsertedAt != nil {
+		t, u := timestamp(*b.InsertedAt), timestamp(*b.UpdatedAt)
+		v.InsertedAt, v.UpdatedAt = &t, &u
+	}
+	if withHistory {
+		v.History, v.HistoryTruncated = b.History, &b.HistoryTruncated
+		if v.History == nil {
+			v.History = []store.BoardEvent{}
+		}
+	}
+	return v
+}
+
+// getBoard is GET .../chats/{id}/board[?include=history].
+func (s *Server) getBoard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p := store.Problems{}
+	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	b, err := s.db.Board(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), withHistory)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(newBoardView(b, withHistory)))
+	return nil
+}
+
+type putBoardRequest struct {
+	GoalTitle   *string `json:"goal_title"`
+	GoalSummary *string `json:"goal_summary"`
+}
+
+// putBoard is PUT .../chats/{id}/board: only the fields sent change.
+func (s *Server) putBoard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req putBoardRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	b, err := s.db.UpdateBoard(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+		store.BoardUpdate{GoalTitle: req.GoalTitle, GoalSummary: req.GoalSummary})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(newBoardView(b, false)))
+	return nil
+}

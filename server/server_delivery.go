@@ -1,0 +1,85 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// The agent's delivery workflow: drain GET .../messages/next until 204, and
+// report each message's progress with /processing, then /processed or
+// /failed. Delivery is at least once (see store.Delivery).
+
+// nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
+// processed yet, or 204 with no body.
+func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	agent := callerAgent(r)
+	msg, err := s.db.NextMessage(r.Context(), store.AgentActor(agent), ps.ByName("chat_id"))
+	if err != nil {
+		return err
+	}
+	if msg == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, data(newMessageView(msg, agent.ID)))
+	return nil
+}
+
+func (s *Server) writeOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) {
+	writeJSON(w, http.StatusOK, data(map[string]any{
+		"id": o.MessageID, "status": o.Status, "attempt_number": o.AttemptNumber, "success": true,
+	}))
+}
+
+// emptyBody is the body of /processing and /processed: nothing, or {}.
+type emptyBody struct{}
+
+// markProcessing is POST .../messages/{id}/processing.
+func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
+		return err
+	}
+	o, err := s.db.MarkProcessing(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+	if err != nil {
+		return err
+	}
+	s.writeOutcome(w, o)
+	return nil
+}
+
+// markProcessed is POST .../messages/{id}/processed.
+func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
+		return err
+	}
+	o, err := s.db.MarkProcessed(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+	if err != nil {
+		return err
+	}
+	s.writeOutcome(w, o)
+	return nil
+}
+
+type failedRequest struct {
+	Error *string `json:"error"`
+}
+
+// markFailed is POST .../messages/{id}/failed with {"error": "..."}.
+func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req failedRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Error == nil {
+		return store.Problems{"/error": {"is required"}}.Err(store.CodeValidation)
+	}
+	o, err := s.db.MarkFailed(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), *req.Error)
+	if err != nil {
+		return err
+	}
+	s.writeOutcome(w, o)
+	return nil
+}

@@ -1,0 +1,219 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Messages: sending text (both APIs), posting events (agents), and reading
+// history (humans: every message, newest first) and work (agents: the text
+// messages that mention them, oldest first, by delivery status).
+
+type mentionRequest struct {
+	ID     *string         `json:"id"`
+	Handle *string         `json:"handle"`
+	Name   *string         `json:"name"`
+	Kind   json.RawMessage `json:"kind"` // raw, to tell an explicit null from an absent field
+}
+
+type sendMessageRequest struct {
+	Message *struct {
+		Content       *string           `json:"content"`
+		Mentions      *[]mentionRequest `json:"mentions"`
+		AttachmentIDs []string          `json:"attachment_ids"`
+	} `json:"message"`
+}
+
+// sendMessage is POST /agent/chats/{id}/messages and POST
+// /me/chats/{id}/messages: a text message with at least one mention.
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req sendMessageRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Message == nil {
+		return store.Problems{"/message": {"is required"}}.Err(store.CodeValidation)
+	}
+	in := store.TextInput{AttachmentIDs: req.Message.AttachmentIDs}
+	if req.Message.Content != nil {
+		in.Content = *req.Message.Content
+	}
+	if req.Message.Mentions != nil {
+		in.Mentions = make([]store.MentionInput, len(*req.Message.Mentions))
+		for i, m := range *req.Message.Mentions {
+			mi := store.MentionInput{ID: m.ID, Handle: m.Handle, Name: m.Name}
+			if raw := bytes.TrimSpace(m.Kind); len(raw) > 0 {
+				var kind string
+				switch {
+				case bytes.Equal(raw, []byte("null")):
+					mi.KindNull = true
+				case json.Unmarshal(raw, &kind) == nil:
+					mi.Kind = &kind
+				default:
+					invalid := "(not a string)"
+					mi.Kind = &invalid
+				}
+			}
+			in.Mentions[i] = mi
+		}
+	}
+	msg, err := s.db.SendText(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), in)
+	if err != nil {
+		return err
+	}
+	type recipient struct {
+		ID     string `json:"id"`
+		Handle string `json:"handle"`
+		Name   string `json:"name"`
+	}
+	recipients := []recipient{}
+	for _, m := range msg.Mentions {
+		if m.Kind == "mention" {
+			recipients = append(recipients, recipient{ID: m.ID, Handle: m.Handle, Name: m.Name})
+		}
+	}
+	writeJSON(w, http.StatusCreated, data(map[string]any{"id": msg.ID, "success": true, "recipients": recipients}))
+	return nil
+}
+
+type postEventRequest struct {
+	Event *struct {
+		Content     *string         `json:"content"`
+		MessageType *string         `json:"message_type"`
+		Metadata    json.RawMessage `json:"metadata"`
+	} `json:"event"`
+}
+
+// postEvent is POST /agent/chats/{id}/events: a tool call, result, thought,
+// error, task or attention record. No mentions; delivered to no agent.
+func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req postEventRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	p := store.Problems{}
+	if req.Event == nil {
+		p.Add("/event", "is required")
+	} else {
+		if req.Event.Content == nil {
+			p.Add("/event/content", "is required")
+		}
+		if req.Event.MessageType == nil {
+			p.Add("/event/message_type", "is required")
+		}
+	}
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	msg, err := s.db.PostEvent(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), store.EventInput{
+		Content: *req.Event.Content, Type: *req.Event.MessageType, Metadata: req.Event.Metadata,
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, data(map[string]any{"id": msg.ID, "message_type": msg.Type, "success": true}))
+	return nil
+}
+
+var (
+	messageListing = listing{defaultLimit: 20, maxLimit: 100}
+	contextListing = listing{defaultLimit: 50, maxLimit: 100}
+)
+
+// messagesMeta is the agent message listing's metadata: the paging fields
+// and the status filter applied (null when none was given).
+type messagesMeta struct {
+	pageMeta
+	StatusFilter *string `json:"status_filter"`
+}
+
+// listAgentMessages is GET /agent/chats/{id}/messages: the text messages
+// that mention the agent, by delivery status, oldest first by default.
+func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	q := r.URL.Query()
+	p := store.Problems{}
+	status := enumParam(q, "status", "", store.DeliveryStatuses, p)
+	desc := enumParam(q, "sort_order", "asc", []string{"asc", "desc"}, p) == "desc"
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	roomID := ps.ByName("chat_id")
+	scope := "agent/messages:" + roomID + ":" + orderName(desc)
+	pq, err := s.parsePage(q, scope, messageListing)
+	if err != nil {
+		return err
+	}
+	agent := callerAgent(r)
+	page, err := s.db.ListDeliveries(r.Context(), store.AgentActor(agent), roomID, status, desc, pq.PageRequest)
+	if err != nil {
+		return err
+	}
+	meta := messagesMeta{pageMeta: s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)}
+	if _, given := q["status"]; given {
+		meta.StatusFilter = &status
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agent.ID), "metadata": meta})
+	return nil
+}
+
+// listContext is GET /agent/chats/{id}/context: what the agent sent and the
+// text messages that mention it, oldest first. The metadata is also under
+// the deprecated key meta.
+func (s *Server) listContext(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	roomID := ps.ByName("chat_id")
+	scope := "agent/context:" + roomID
+	pq, err := s.parsePage(r.URL.Query(), scope, contextListing)
+	if err != nil {
+		return err
+	}
+	agent := callerAgent(r)
+	page, err := s.db.ListContext(r.Context(), store.AgentActor(agent), roomID, pq.PageRequest)
+	if err != nil {
+		return err
+	}
+	meta := s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)
+	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agent.ID), "metadata": meta, "meta": meta})
+	return nil
+}
+
+// listHistory is GET /me/chats/{id}/messages: every message of a readable
+// room, newest first, optionally of one type or after a time.
+func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	q := r.URL.Query()
+	p := store.Problems{}
+	f := store.HistoryFilter{Type: enumParam(q, "message_type", "", store.MessageTypes, p)}
+	if v, ok := q["since"]; ok {
+		t, err := time.Parse(time.RFC3339Nano, v[0])
+		if err != nil {
+			p.Add("/since", "must be an RFC 3339 date-time, such as 2026-01-15T10:30:00Z")
+		}
+		f.Since = &t
+		if _, withCursor := q["cursor"]; withCursor {
+			p.Add("/since", "cannot be combined with cursor")
+		}
+	}
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	roomID := ps.ByName("chat_id")
+	scope := "me/messages:" + roomID + ":" + f.Type
+	pq, err := s.parsePage(q, scope, messageListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListHistory(r.Context(), principal(r).Actor(), roomID, f, pq.PageRequest)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"data":     messageViews(page.Items, ""),
+		"metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total),
+	})
+	return nil
+}

@@ -1,0 +1,151 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Participants of a room, for both APIs. Who may add, remove or change whom
+// is decided in the store (see store/access.go).
+
+// listParticipants is GET /agent/chats/{id}/participants (every participant,
+// no paging, as the OpenAPI document defines it) and GET
+// /me/chats/{id}/participants (participant_type filter, cursor or page
+// paging).
+func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p := principal(r)
+	roomID := ps.ByName("chat_id")
+	if p.IsAgent() {
+		page, err := s.db.ListParticipants(r.Context(), p.Actor(), roomID, "",
+			store.PageRequest{Limit: s.db.Limits().ParticipantsPerRoom})
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, data(s.participantViews(page.Items)))
+		return nil
+	}
+	q := r.URL.Query()
+	problems := store.Problems{}
+	typ := enumParam(q, "participant_type", "", []string{"User", "Agent"}, problems)
+	if err := problems.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	scope := "participants:" + roomID + ":" + typ
+	pq, err := s.parsePage(q, scope, roomListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListParticipants(r.Context(), p.Actor(), roomID, typ, pq.PageRequest)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"data":     s.participantViews(page.Items),
+		"metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total),
+	})
+	return nil
+}
+
+func (s *Server) participantViews(ps []*store.Participant) []participantView {
+	out := make([]participantView, len(ps))
+	for i, p := range ps {
+		out[i] = s.newParticipantView(p)
+	}
+	return out
+}
+
+type addParticipantRequest struct {
+	Participant *struct {
+		ParticipantID *string `json:"participant_id"`
+		Role          string  `json:"role"`
+	} `json:"participant"`
+}
+
+// addParticipant is POST .../participants: add one of the caller's peers.
+func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req addParticipantRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Participant == nil || req.Participant.ParticipantID == nil {
+		return store.Problems{"/participant/participant_id": {"is required"}}.Err(store.CodeValidation)
+	}
+	added, err := s.db.AddParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+		*req.Participant.ParticipantID, req.Participant.Role)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, data(s.newParticipantView(added)))
+	return nil
+}
+
+// removeParticipant is DELETE .../participants/{id}.
+func (s *Server) removeParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	removed, err := s.db.RemoveParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(s.newParticipantView(removed)))
+	return nil
+}
+
+type updateParticipantRequest struct {
+	Participant *struct {
+		Role   *string `json:"role"`
+		Status *string `json:"status"`
+	} `json:"participant"`
+}
+
+// updateParticipant is PATCH /me/chats/{id}/participants/{id}: change a
+// participant's role, or block and unblock it (a blocked participant reads
+// nothing, and a blocked agent's execution in the room is stopped).
+func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req updateParticipantRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Participant == nil || (req.Participant.Role == nil && req.Participant.Status == nil) {
+		return store.Problems{"/participant": {"needs a role or a status"}}.Err(store.CodeValidation)
+	}
+	updated, err := s.db.UpdateParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"),
+		store.ParticipantUpdate{Role: req.Participant.Role, Status: req.Participant.Status})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(s.newParticipantView(updated)))
+	return nil
+}
+
+// listPeers is GET /agent/peers and GET /me/peers.
+func (s *Server) listPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	q := r.URL.Query()
+	p := principal(r)
+	problems := store.Problems{}
+	f := store.PeerFilter{NotInChat: q.Get("not_in_chat")}
+	if f.NotInChat != "" && !store.ValidID(f.NotInChat) {
+		problems.Add("/not_in_chat", "must be a chat room id (UUID)")
+	}
+	if !p.IsAgent() {
+		f.Type = enumParam(q, "type", "", []string{"User", "Agent"}, problems)
+	}
+	if err := problems.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	op, err := parseOffsetPage(q, offsetListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListPeers(r.Context(), p.Actor(), f, op.request())
+	if err != nil {
+		return err
+	}
+	items := make([]peerView, len(page.Items))
+	for i, peer := range page.Items {
+		items[i] = newPeerView(peer)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
+	return nil
+}

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Rooms, for agents (/api/v1/agent/chats) and humans (/api/v1/me/chats). The
+// two APIs share the store; they differ in the room shape (agents get the
+// terse ChatRoom) and in paging (the agent listing pages by page/page_size
+// only, as the OpenAPI document defines it).
+
+type createRoomRequest struct {
+	Chat *struct {
+		Title  *string `json:"title"`
+		TaskID *string `json:"task_id"`
+	} `json:"chat"`
+}
+
+// createRoom is POST /agent/chats and POST /me/chats. {} and {"chat":{}}
+// are both accepted.
+func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req createRoomRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	var nr store.NewRoom
+	if req.Chat != nil {
+		nr.Title, nr.TaskID = req.Chat.Title, req.Chat.TaskID
+	}
+	p := principal(r)
+	room, err := s.db.CreateRoom(r.Context(), p.Actor(), nr)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, data(s.roomView(p, room)))
+	return nil
+}
+
+// roomView renders a room in the caller's API's shape.
+func (s *Server) roomView(p *store.Principal, room *store.Room) any {
+	if p.IsAgent() {
+		return newChatRoomView(room)
+	}
+	return newMeChatRoomView(room)
+}
+
+// getRoom is GET /agent/chats/{id} and GET /me/chats/{id}.
+func (s *Server) getRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	p := principal(r)
+	room, err := s.db.Room(r.Context(), p.Actor(), ps.ByName("chat_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(s.roomView(p, room)))
+	return nil
+}
+
+type renameRoomRequest struct {
+	Chat *struct {
+		Title *string `json:"title"`
+	} `json:"chat"`
+}
+
+// renameRoom is PATCH /agent/chats/{id} and PATCH /me/chats/{id}.
+func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req renameRoomRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Chat == nil || req.Chat.Title == nil {
+		return store.Problems{"/chat/title": {"is required"}}.Err(store.CodeValidation)
+	}
+	p := principal(r)
+	room, err := s.db.RenameRoom(r.Context(), p.Actor(), ps.ByName("chat_id"), *req.Chat.Title)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(s.roomView(p, room)))
+	return nil
+}
+
+// deleteRoom is DELETE /me/chats/{id}: a soft delete, answered 204.
+func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), ps.ByName("chat_id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+var offsetListing = listing{defaultLimit: 20, maxLimit: 100}
+
+// listAgentRooms is GET /agent/chats: the rooms the agent is in, newest
+// first, paged by page/page_size.
+func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	op, err := parseOffsetPage(r.URL.Query(), offsetListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListRooms(r.Context(), principal(r).Actor(), store.RoomFilter{Descending: true}, op.request())
+	if err != nil {
+		return err
+	}
+	items := make([]chatRoomView, len(page.Items))
+	for i, room := range page.Items {
+		items[i] = newChatRoomView(room)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
+	return nil
+}
+
+var roomListing = listing{defaultLimit: 20, maxLimit: 100}
+
+// listMyRooms is GET /me/chats: the rooms the human is in (and, with
+// include=agent_rooms, the rooms its agents are in), with status and type
+// filters, sort_by and order, cursor or page paging.
+func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	q := r.URL.Query()
+	p := store.Problems{}
+	f := store.RoomFilter{
+		Status:     enumParam(q, "status", "", []string{"active", "archived", "closed"}, p),
+		Type:       enumParam(q, "type", "", []string{"direct", "group", "task"}, p),
+		Sort:       enumParam(q, "sort_by", "inserted_at", store.RoomSorts, p),
+		Descending: enumParam(q, "order", "desc", []string{"asc", "desc"}, p) == "desc",
+	}
+	switch include := q.Get("include"); include {
+	case "":
+	case "agent_rooms":
+		f.IncludeAgentRooms = true
+	default:
+		p.Add("/include", "must be agent_rooms")
+	}
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	scope := "me/chats:" + f.Sort + ":" + orderName(f.Descending) + ":" + q.Get("include") + ":" + f.Status + ":" + f.Type
+	pq, err := s.parsePage(q, scope, roomListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListRooms(r.Context(), principal(r).Actor(), f, pq.PageRequest)
+	if err != nil {
+		return err
+	}
+	items := make([]meChatRoomView, len(page.Items))
+	for i, room := range page.Items {
+		items[i] = newMeChatRoomView(room)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)})
+	return nil
+}
+
+func orderName(desc bool) string {
+	if desc {
+		return "desc"
+	}
+	return "asc"
+}
+
+// offsetPage is a page of a listing that pages only by page/page_size (the
+// OpenAPI document gives those listings no cursor), so using them is not
+// deprecated there.
+type offsetPage struct{ page, pageSize int }
+
+func parseOffsetPage(q url.Values, l listing) (offsetPage, error) {
+	p := store.Problems{}
+	op := offsetPage{
+		page:     intParam(q, "page", 1, 1, 1<<30, p),
+		pageSize: intParam(q, "page_size", l.defaultLimit, 1, l.maxLimit, p),
+	}
+	return op, p.Err(store.CodeValidation)
+}
+
+func (op offsetPage) request() store.PageRequest {
+	return store.PageRequest{Limit: op.pageSize, Offset: (op.page - 1) * op.pageSize, WithTotal: true}
+}
+
+type offsetMeta struct {
+	Page       int `json:"page"`
+	PageSize   int `json:"page_size"`
+	TotalCount int `json:"total_count"`
+	TotalPages int `json:"total_pages"`
+}
+
+func (op offsetPage) meta(total int) offsetMeta {
+	return offsetMeta{Page: op.page, PageSize: op.pageSize, TotalCount: total, TotalPages: (total + op.pageSize - 1) / op.pageSize}
+}
