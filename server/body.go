@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,31 +60,42 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	if _, err := dec.Token(); err != io.EOF {
 		return errorf(codeInvalidJSON, "request body must hold exactly one JSON value")
 	}
-	if p := unknownFields(generic, reflect.TypeOf(dst), "", store.Problems{}); len(p) > 0 {
-		e := p.Err(codeUnknownField).(*store.Error)
+	unknown, wrongType := store.Problems{}, store.Problems{}
+	checkShape(generic, reflect.TypeOf(dst), "", unknown, wrongType)
+	if len(unknown) > 0 {
+		e := unknown.Err(codeUnknownField).(*store.Error)
 		e.Message = "request body has an unknown field: " + e.Message
 		return e
 	}
+	if len(wrongType) > 0 {
+		return wrongType.Err(store.CodeValidation)
+	}
 	if err := json.Unmarshal(raw, dst); err != nil {
+		// checkShape catches what encoding/json would refuse; this is a
+		// safety net with a less precise pointer.
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			ptr := "/" + strings.ReplaceAll(typeErr.Field, ".", "/")
-			if typeErr.Field == "" {
-				ptr = ""
-			}
-			return store.Problems{ptr: {"must be " + jsonKind(typeErr.Type)}}.Err(store.CodeValidation)
+			return store.Problems{"/" + strings.ReplaceAll(typeErr.Field, ".", "/"): {"must be " + jsonKind(typeErr.Type)}}.Err(store.CodeValidation)
 		}
 		return errorf(codeInvalidJSON, "request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
 }
 
-// unknownFields records, under their JSON Pointers, the object keys in v that
-// type t does not declare, descending into nested structs, slices and maps.
-func unknownFields(v any, t reflect.Type, at string, p store.Problems) store.Problems {
+var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
+
+// checkShape walks a decoded JSON value beside the Go type it will be
+// decoded into, recording under their JSON Pointers the object keys the type
+// does not declare (unknown) and the values of the wrong JSON type
+// (wrongType). JSON null is accepted anywhere, as encoding/json accepts it.
+func checkShape(v any, t reflect.Type, at string, unknown, wrongType store.Problems) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if v == nil || t == rawMessageType || t.Kind() == reflect.Interface {
+		return
+	}
+	mismatch := func() { wrongType.Add(at, "must be %s", jsonKind(t)) }
 	switch val := v.(type) {
 	case map[string]any:
 		switch t.Kind() {
@@ -92,24 +104,49 @@ func unknownFields(v any, t reflect.Type, at string, p store.Problems) store.Pro
 			for k, sub := range val {
 				ft, ok := fields[k]
 				if !ok {
-					p.Add(at+store.Pointer(k), "is not a recognised field")
+					unknown.Add(at+store.Pointer(k), "is not a recognised field")
 					continue
 				}
-				unknownFields(sub, ft, at+store.Pointer(k), p)
+				checkShape(sub, ft, at+store.Pointer(k), unknown, wrongType)
 			}
 		case reflect.Map:
 			for k, sub := range val {
-				unknownFields(sub, t.Elem(), at+store.Pointer(k), p)
+				checkShape(sub, t.Elem(), at+store.Pointer(k), unknown, wrongType)
 			}
+		default:
+			mismatch()
 		}
 	case []any:
-		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
-			for i, sub := range val {
-				unknownFields(sub, t.Elem(), at+store.Pointer(i), p)
+		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			mismatch()
+			return
+		}
+		for i, sub := range val {
+			checkShape(sub, t.Elem(), at+store.Pointer(i), unknown, wrongType)
+		}
+	case string:
+		if t.Kind() != reflect.String {
+			mismatch()
+		}
+	case bool:
+		if t.Kind() != reflect.Bool {
+			mismatch()
+		}
+	case json.Number:
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if _, err := strconv.ParseInt(string(val), 10, t.Bits()); err != nil {
+				mismatch()
 			}
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if _, err := strconv.ParseUint(string(val), 10, t.Bits()); err != nil {
+				mismatch()
+			}
+		case reflect.Float32, reflect.Float64:
+		default:
+			mismatch()
 		}
 	}
-	return p
 }
 
 // jsonFields maps the JSON names of a struct's fields to their types,

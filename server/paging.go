@@ -33,6 +33,10 @@ const (
 	sunsetHeader      = "Thu, 01 Oct 2026 00:00:00 GMT"
 )
 
+// cursorEncoding is strict, so that a cursor has exactly one spelling:
+// changing any character of it changes what it decodes to.
+var cursorEncoding = base64.RawURLEncoding.Strict()
+
 type cursorPayload struct {
 	Scope string       `json:"c"`
 	Pos   store.Keyset `json:"p"`
@@ -45,7 +49,7 @@ func (s *Server) encodeCursor(scope string, pos *store.Keyset) *string {
 	body, _ := json.Marshal(cursorPayload{Scope: scope, Pos: *pos})
 	m := hmac.New(sha256.New, s.cursorKey)
 	m.Write(body)
-	c := base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	c := cursorEncoding.EncodeToString(body) + "." + cursorEncoding.EncodeToString(m.Sum(nil)[:16])
 	return &c
 }
 
@@ -57,8 +61,8 @@ func (s *Server) decodeCursor(scope, c string) (*store.Keyset, bool) {
 	if !ok {
 		return nil, false
 	}
-	body, err1 := base64.RawURLEncoding.DecodeString(b64body)
-	mac, err2 := base64.RawURLEncoding.DecodeString(b64mac)
+	body, err1 := cursorEncoding.DecodeString(b64body)
+	mac, err2 := cursorEncoding.DecodeString(b64mac)
 	if err1 != nil || err2 != nil {
 		return nil, false
 	}

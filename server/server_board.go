@@ -38,15 +38,15 @@ func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, ps httpr
 
 // boardView is Board.
 type boardView struct {
-	ChatRoomID       string             `json:"chat_room_id"`
-	GoalTitle        *string            `json:"goal_title"`
-	GoalSummary      *string            `json:"goal_summary"`
-	CreatedBy        *store.ActorRef    `json:"created_by"`
-	UpdatedBy        *store.ActorRef    `json:"updated_by"`
-	InsertedAt       *string            `json:"inserted_at"`
-	UpdatedAt        *string            `json:"updated_at"`
-	History          []store.BoardEvent `json:"history,omitempty"`
-	HistoryTruncated *bool              `json:"history_truncated,omitempty"`
+	ChatRoomID       string              `json:"chat_room_id"`
+	GoalTitle        *string             `json:"goal_title"`
+	GoalSummary      *string             `json:"goal_summary"`
+	CreatedBy        *store.ActorRef     `json:"created_by"`
+	UpdatedBy        *store.ActorRef     `json:"updated_by"`
+	InsertedAt       *string             `json:"inserted_at"`
+	UpdatedAt        *string             `json:"updated_at"`
+	History          *[]store.BoardEvent `json:"history,omitempty"` // a pointer: with include=history, [] is shown
+	HistoryTruncated *bool               `json:"history_truncated,omitempty"`
 }
 
 func newBoardView(b *store.Board, withHistory bool) boardView {
@@ -56,10 +56,11 @@ func newBoardView(b *store.Board, withHistory bool) boardView {
 		v.InsertedAt, v.UpdatedAt = &t, &u
 	}
 	if withHistory {
-		v.History, v.HistoryTruncated = b.History, &b.HistoryTruncated
-		if v.History == nil {
-			v.History = []store.BoardEvent{}
+		history := b.History
+		if history == nil {
+			history = []store.BoardEvent{}
 		}
+		v.History, v.HistoryTruncated = &history, &b.HistoryTruncated
 	}
 	return v
 }

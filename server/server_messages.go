@@ -20,6 +20,9 @@ type mentionRequest struct {
 	Handle *string         `json:"handle"`
 	Name   *string         `json:"name"`
 	Kind   json.RawMessage `json:"kind"` // raw, to tell an explicit null from an absent field
+	// Username is not in the OpenAPI schema, but the TypeScript SDK passes it
+	// through from its model's tool calls; it stands in for a missing handle.
+	Username *string `json:"username"`
 }
 
 type sendMessageRequest struct {
@@ -27,6 +30,10 @@ type sendMessageRequest struct {
 		Content       *string           `json:"content"`
 		Mentions      *[]mentionRequest `json:"mentions"`
 		AttachmentIDs []string          `json:"attachment_ids"`
+		// Not in the OpenAPI schema, but sent by the TypeScript SDK: its A2A
+		// gateway attaches metadata, and its events fallback names the type.
+		Metadata    json.RawMessage `json:"metadata"`
+		MessageType *string         `json:"message_type"`
 	} `json:"message"`
 }
 
@@ -40,7 +47,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprout
 	if req.Message == nil {
 		return store.Problems{"/message": {"is required"}}.Err(store.CodeValidation)
 	}
-	in := store.TextInput{AttachmentIDs: req.Message.AttachmentIDs}
+	if mt := req.Message.MessageType; mt != nil && *mt != "text" {
+		return store.Problems{"/message/message_type": {"must be text: post other types to /events"}}.Err(store.CodeValidation)
+	}
+	in := store.TextInput{AttachmentIDs: req.Message.AttachmentIDs, Metadata: req.Message.Metadata}
 	if req.Message.Content != nil {
 		in.Content = *req.Message.Content
 	}
@@ -48,6 +58,9 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprout
 		in.Mentions = make([]store.MentionInput, len(*req.Message.Mentions))
 		for i, m := range *req.Message.Mentions {
 			mi := store.MentionInput{ID: m.ID, Handle: m.Handle, Name: m.Name}
+			if mi.Handle == nil {
+				mi.Handle = m.Username
+			}
 			if raw := bytes.TrimSpace(m.Kind); len(raw) > 0 {
 				var kind string
 				switch {

@@ -109,11 +109,11 @@ type deliveryView struct {
 	ProcessedAt    *string         `json:"processed_at"`
 }
 
-// newMessageView renders a message. For a text message, metadata holds the
-// resolved mentions and delivery_status (per agent: status, current_attempt,
-// attempts); with forAgent set (an agent reading), also that agent's own
-// status and attempts at the top level. An event's metadata is the object
-// its sender posted.
+// newMessageView renders a message. For a text message, metadata holds what
+// its sender attached, then the resolved mentions and delivery_status (per
+// agent: status, current_attempt, attempts); with forAgent set (an agent
+// reading), also that agent's own status and attempts at the top level. An
+// event's metadata is the object its sender posted.
 func newMessageView(m *store.Message, forAgent string) messageView {
 	v := messageView{
 		ID: m.ID, ChatRoomID: m.RoomID, Content: m.Content, MessageType: m.Type, SenderID: m.SenderID,
@@ -126,7 +126,14 @@ func newMessageView(m *store.Message, forAgent string) messageView {
 	if m.Type != "text" {
 		return v
 	}
-	meta := map[string]any{"mentions": m.Mentions}
+	meta := map[string]any{}
+	if len(m.Metadata) > 2 { // more than "{}"
+		var attached map[string]any
+		if json.Unmarshal(m.Metadata, &attached) == nil {
+			meta = attached
+		}
+	}
+	meta["mentions"] = m.Mentions
 	statuses := map[string]deliveryView{}
 	for _, d := range m.Deliveries {
 		dv := deliveryView{Status: d.Status, CurrentAttempt: d.CurrentAttempt, Attempts: d.Attempts}

@@ -52,9 +52,11 @@ func (p *Principal) Actor() Actor {
 //   - Add a participant: any actor with its own active row (or owner
 //     standing), adding one of its peers (see ListPeers). Granting admin takes
 //     an owner or admin; granting owner takes an owner.
-//   - Remove a participant, or change a role or status: an owner or admin;
-//     anyone may remove themselves (leave). The last owner can be neither
-//     removed nor demoted nor blocked (403 cannot_remove_sole_owner).
+//   - Remove a participant, or change a role or status: an owner or admin,
+//     and only an owner when the participant is an owner; anyone may remove
+//     themselves (leave), and a person the agents it owns. The last owner can
+//     be neither removed nor demoted nor blocked (403
+//     cannot_remove_sole_owner).
 
 // roomAccess is what an actor may do in one room.
 type roomAccess struct {
@@ -89,6 +91,18 @@ func (a *roomAccess) isManager() bool {
 	return r == "owner" || r == "admin"
 }
 
+// mayManage returns nil when the actor may remove or change target: an owner
+// or admin may, but only an owner may touch an owner.
+func (a *roomAccess) mayManage(target *Participant) error {
+	switch {
+	case !a.isManager():
+		return &Error{Code: CodeForbidden, Message: "only an owner or admin of the room may remove or change others"}
+	case target.Role == "owner" && !a.isOwner():
+		return &Error{Code: CodeForbidden, Message: "only an owner of the room may remove or change an owner"}
+	}
+	return nil
+}
+
 // mayPost returns nil when the actor may post to the room.
 func (a *roomAccess) mayPost(actor Actor) error {
 	switch {
@@ -109,6 +123,37 @@ type queryer interface {
 // loadAccess returns the actor's access to a live room, or ErrNotFound when
 // the actor may not read it (or it does not exist, or roomID is no UUID).
 func loadAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) {
+	a, err := accessTo(q, actor, roomID)
+	if err != nil {
+		return nil, err
+	}
+	if !a.canRead() {
+		return nil, notFound("chat room")
+	}
+	return a, nil
+}
+
+// loadPostAccess returns the actor's access to a live room it may post in.
+// An agent blocked in the room learns that its execution there is stopped
+// (403) rather than that the room is missing: it was let in once, and the
+// block is what it needs to know about.
+func loadPostAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) {
+	a, err := accessTo(q, actor, roomID)
+	if err != nil {
+		return nil, err
+	}
+	if actor.IsAgent() && a.status == "blocked" {
+		return nil, a.mayPost(actor)
+	}
+	if !a.canRead() {
+		return nil, notFound("chat room")
+	}
+	return a, a.mayPost(actor)
+}
+
+// accessTo reads the actor's standing in a live room without deciding
+// anything; ErrNotFound only when there is no such live room.
+func accessTo(q queryer, actor Actor, roomID string) (*roomAccess, error) {
 	if !ValidID(roomID) {
 		return nil, notFound("chat room")
 	}
@@ -120,21 +165,18 @@ func loadAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) {
 		return nil, err
 	}
 	a := &roomAccess{room: room}
-	err = q.QueryRow(`SELECT role, status FROM participants WHERE room_id = ? AND member_id = ?`, roomID, actor.ID).Scan(&a.role, &a.status)
+	err = q.QueryRow(`SELECT role, status FROM participants WHERE room_id = ? AND member_id = ?`, room.ID, actor.ID).Scan(&a.role, &a.status)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
 	if !actor.IsAgent() {
 		var read, owner int
 		err = q.QueryRow(`SELECT count(*), coalesce(max(p.role = 'owner'), 0) FROM participants p JOIN agents a ON a.id = p.agent_id
-			WHERE p.room_id = ? AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL`, roomID, actor.ID).Scan(&read, &owner)
+			WHERE p.room_id = ? AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL`, room.ID, actor.ID).Scan(&read, &owner)
 		if err != nil {
 			return nil, err
 		}
 		a.readByAgent, a.ownerByAgent = read > 0, owner == 1
-	}
-	if !a.canRead() {
-		return nil, notFound("chat room")
 	}
 	return a, nil
 }

@@ -169,11 +169,8 @@ func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up Bo
 	}
 	var out *Board
 	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
+		a, err := loadPostAccess(tx, actor, roomID)
 		if err != nil {
-			return err
-		}
-		if err := a.mayPost(actor); err != nil {
 			return err
 		}
 		b, err := readBoard(tx, roomID)

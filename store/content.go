@@ -33,8 +33,8 @@ func CleanTitle(s string) (string, string) {
 	if !utf8.ValidString(t) {
 		return t, "must be valid UTF-8"
 	}
-	if t == "" {
-		return t, "can't be blank"
+	if IsBlank(t) {
+		return t, "can't be blank or only invisible characters"
 	}
 	if strings.ContainsAny(t, "\n\r\x00") {
 		return t, "must not contain line breaks, carriage returns or NUL characters"

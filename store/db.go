@@ -153,7 +153,7 @@ func Open(path string, opts Options) (*DB, error) {
 		db.write.Close()
 		return nil, err
 	}
-	db.readStmts = &stmtCache{pool: db.read, m: map[string]*sql.Stmt{}}
+	db.readStmts = &stmtCache{pool: db.read, m: map[string]*sql.Stmt{}, pending: map[string]bool{}}
 	db.read.SetMaxOpenConns(opts.ReadConns)
 	db.read.SetMaxIdleConns(opts.ReadConns)
 

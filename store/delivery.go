@@ -199,7 +199,7 @@ func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID str
 		var seq int64
 		d, err := scanDelivery(tx.QueryRow(`SELECT d.message_seq, `+prefixed("d.", deliveryColumns)+`
 			FROM deliveries d JOIN messages m ON m.seq = d.message_seq
-			WHERE m.id = ? AND d.room_id = ? AND d.agent_id = ?`, strings.ToLower(messageID), roomID, agent.ID), &seq)
+			WHERE m.id = ? AND d.room_id = ? AND d.agent_id = ?`, messageID, roomID, agent.ID), &seq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("message")
 		}
@@ -210,7 +210,7 @@ func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID str
 		if err != nil {
 			return err
 		}
-		out = &DeliveryOutcome{MessageID: strings.ToLower(messageID), Status: d.Status, AttemptNumber: d.CurrentAttempt}
+		out = &DeliveryOutcome{MessageID: messageID, Status: d.Status, AttemptNumber: d.CurrentAttempt}
 		if !changed {
 			return nil
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,10 +12,11 @@ import (
 // B-tree and id order is creation order (used as the tie-breaker in paging).
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
-// ValidID reports whether s is a UUID in canonical form. Ids that are not are
-// answered as not found (the spec's rule for malformed ids).
+// ValidID reports whether s is a UUID in the canonical form chatd issues
+// (lower case, hyphenated). Ids that are not are answered as not found (the
+// spec's rule for malformed ids); clients only ever send back ids they got.
 func ValidID(s string) bool {
-	if len(s) != 36 {
+	if len(s) != 36 || strings.ToLower(s) != s {
 		return false
 	}
 	_, err := uuid.Parse(s)

@@ -101,11 +101,15 @@ type TextInput struct {
 	Content       string
 	Mentions      []MentionInput // nil: the field was missing
 	AttachmentIDs []string
+	// Metadata is an optional object the client attaches (null or absent for
+	// none); it is kept beside the mentions and delivery states chatd adds.
+	Metadata json.RawMessage
 }
 
 // codedProblems collects validation problems; the error's code is the code
-// of the first problem found (checks run in a fixed order), and its details
-// hold every problem.
+// of the first problem found (checks run in a fixed order: the body's own
+// checks, then those against the room), and its details hold every problem
+// of the stage that found one.
 type codedProblems struct {
 	code Code
 	p    Problems
@@ -141,12 +145,6 @@ func checkText(in TextInput) *codedProblems {
 	case utf8.RuneCountInString(in.Content) > MaxTextLen:
 		c.add(CodeValidation, "/message/content", "must be at most 32768 characters long")
 	}
-	hasMention := false
-	for _, m := range in.Mentions {
-		if !m.KindNull && (m.Kind == nil || *m.Kind == "mention") {
-			hasMention = true
-		}
-	}
 	switch {
 	case in.Mentions == nil:
 		c.add(CodeMentionsRequired, "/message/mentions", "is required: mention at least one participant")
@@ -154,24 +152,66 @@ func checkText(in TextInput) *codedProblems {
 		c.add(CodeMentionsRequired, "/message/mentions", "can't be empty: mention at least one participant")
 	case len(in.Mentions) > maxMentions:
 		c.add(CodeValidation, "/message/mentions", "must have at most 50 entries")
-	case !hasMention:
-		c.add(CodeMentionsRequired, "/message/mentions", "must hold at least one entry of kind mention")
 	}
+	hasMention, badKind := false, false
 	for i, m := range in.Mentions {
 		switch {
 		case m.KindNull:
+			badKind = true
 			c.add(CodeInvalidMentionKind, Pointer("message", "mentions", i, "kind"), "must be mention or reference (omit it rather than send null)")
 		case m.Kind != nil && *m.Kind != "mention" && *m.Kind != "reference":
+			badKind = true
 			c.add(CodeInvalidMentionKind, Pointer("message", "mentions", i, "kind"), "must be mention or reference")
+		case m.Kind == nil || *m.Kind == "mention":
+			hasMention = true
 		}
 		if (m.ID == nil || *m.ID == "") && (m.Handle == nil || strings.TrimPrefix(strings.TrimSpace(*m.Handle), "@") == "") {
 			c.add(CodeMentionMissingIdentifier, Pointer("message", "mentions", i), "needs an id or a handle")
 		}
 	}
+	// Only references (no entry that mentions) is mentions_required; when a
+	// kind is invalid, that is the more useful thing to say.
+	if len(in.Mentions) > 0 && !hasMention && !badKind {
+		c.add(CodeMentionsRequired, "/message/mentions", "must hold at least one entry of kind mention")
+	}
 	if len(in.AttachmentIDs) > maxAttachments {
 		c.add(CodeValidation, "/message/attachment_ids", "must have at most 20 entries")
 	}
+	if meta, msg := metadataObject(in.Metadata); msg != "" {
+		c.add(CodeValidation, "/message/metadata", msg)
+	} else {
+		var obj map[string]json.RawMessage
+		_ = json.Unmarshal(meta, &obj)
+		for _, k := range reservedMetadataKeys {
+			if _, ok := obj[k]; ok {
+				c.add(CodeValidation, Pointer("message", "metadata", k), "is reserved: chatd sets it")
+			}
+		}
+	}
 	return c
+}
+
+// reservedMetadataKeys are the keys of a text message's metadata that chatd
+// fills in itself (mentions and delivery state); a sender cannot set them.
+var reservedMetadataKeys = []string{"mentions", "delivery_status", "status", "attempts", "current_attempt"}
+
+// metadataObject checks optional client metadata: an object of at most
+// MaxEventMetadataLen bytes serialized (null or absent read as {}). It
+// returns the object compacted, or what is wrong with it.
+func metadataObject(raw json.RawMessage) (json.RawMessage, string) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return json.RawMessage("{}"), ""
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err != nil || obj == nil {
+		return nil, "must be an object"
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil || buf.Len() > MaxEventMetadataLen {
+		return nil, "must be at most 65536 bytes when serialized"
+	}
+	return json.RawMessage(buf.Bytes()), ""
 }
 
 // resolveMentions resolves mentions against the room's participants (by id,
@@ -192,7 +232,7 @@ func resolveMentions(c *codedProblems, in []MentionInput, members []*Participant
 		var p *Participant
 		switch {
 		case m.ID != nil && *m.ID != "":
-			if p = byID[strings.ToLower(*m.ID)]; p == nil {
+			if p = byID[*m.ID]; p == nil {
 				c.add(CodeMentionNotInRoom, Pointer("message", "mentions", i, "id"), "is not a participant of this room")
 				continue
 			}
@@ -247,14 +287,11 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 	}
 	var msg *Message
 	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, sender, roomID)
+		a, err := loadPostAccess(tx, sender, roomID)
 		if err != nil {
 			return err
 		}
-		if err := a.mayPost(sender); err != nil {
-			return err
-		}
-		members, err := roomParticipants(tx, roomID, "")
+		members, err := roomParticipants(tx, a.room.ID, "")
 		if err != nil {
 			return err
 		}
@@ -268,7 +305,8 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 			return err
 		}
 		content := withMentionsPrepended(in.Content, mentions)
-		msg, err = insertMessage(tx, db.limits, a.room, sender, "text", content, mentions, json.RawMessage("{}"))
+		meta, _ := metadataObject(in.Metadata) // checked above
+		msg, err = insertMessage(tx, db.limits, a.room, sender, "text", content, mentions, meta)
 		if err != nil {
 			return err
 		}
@@ -368,22 +406,14 @@ func checkEvent(in EventInput) (json.RawMessage, error) {
 	} else if utf8.RuneCountInString(in.Content) > MaxEventContentLen {
 		p.Add("/event/content", "must be at most 16384 characters long")
 	}
-	meta := json.RawMessage("{}")
-	if trimmed := bytes.TrimSpace(in.Metadata); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+	meta, msg := metadataObject(in.Metadata)
+	if msg != "" {
+		p.Add("/event/metadata", "%s", msg)
+	}
+	if in.Type == "attention" {
 		var obj map[string]json.RawMessage
-		var buf bytes.Buffer
-		if err := json.Unmarshal(trimmed, &obj); err != nil || obj == nil {
-			p.Add("/event/metadata", "must be an object")
-		} else if err := json.Compact(&buf, trimmed); err != nil || buf.Len() > MaxEventMetadataLen {
-			p.Add("/event/metadata", "must be at most 65536 bytes when serialized")
-		} else {
-			meta = json.RawMessage(buf.Bytes())
-			if in.Type == "attention" {
-				checkAttention(obj, p)
-			}
-		}
-	} else if in.Type == "attention" {
-		p.Add("/event/metadata/kind", "is required for attention events: question, assumption, failure or review")
+		_ = json.Unmarshal(meta, &obj)
+		checkAttention(obj, p)
 	}
 	return meta, p.Err(CodeValidation)
 }
@@ -415,11 +445,8 @@ func (db *DB) PostEvent(ctx context.Context, sender Actor, roomID string, in Eve
 	}
 	var msg *Message
 	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, sender, roomID)
+		a, err := loadPostAccess(tx, sender, roomID)
 		if err != nil {
-			return err
-		}
-		if err := a.mayPost(sender); err != nil {
 			return err
 		}
 		if msg, err = insertMessage(tx, db.limits, a.room, sender, in.Type, in.Content, nil, meta); err != nil {
@@ -468,18 +495,22 @@ func attachDeliveries(q queryer, msgs []*Message, agentID string) error {
 // MessageKeyset is the paging position just after m.
 func MessageKeyset(m *Message) *Keyset { return &Keyset{Int: m.Seq, ID: m.ID} }
 
-// readMessages runs a message listing in one read transaction and attaches
+// readMessages runs a message listing in one read transaction (the access
+// check, the page and its deliveries see one snapshot) and attaches
 // deliveries (all, or only agentID's).
 func (db *DB) readMessages(ctx context.Context, actor Actor, roomID, agentID string, base string, conds []string, args []any,
 	sort sortSpec, pr PageRequest) (*Page[*Message], error) {
-	if _, err := db.Room(ctx, actor, roomID); err != nil {
-		return nil, err
-	}
-	page, err := listPage(ctx, db, base, conds, args, sort, pr, scanMessage)
-	if err != nil {
-		return nil, err
-	}
-	err = db.readTx(ctx, func(q readQ) error { return attachDeliveries(q, page.Items, agentID) })
+	var page *Page[*Message]
+	err := db.readTx(ctx, func(q readQ) error {
+		if _, err := loadAccess(q, actor, roomID); err != nil {
+			return err
+		}
+		var err error
+		if page, err = listPageIn(q, base, conds, args, sort, pr, scanMessage); err != nil {
+			return err
+		}
+		return attachDeliveries(q, page.Items, agentID)
+	})
 	if err != nil {
 		return nil, err
 	}

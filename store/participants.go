@@ -108,9 +108,6 @@ func ParticipantKeyset(p *Participant) *Keyset {
 // ListParticipants lists the participants of a room the actor may read,
 // oldest first, optionally only of one type ("User" or "Agent").
 func (db *DB) ListParticipants(ctx context.Context, actor Actor, roomID, typ string, pr PageRequest) (*Page[*Participant], error) {
-	if _, err := db.Room(ctx, actor, roomID); err != nil {
-		return nil, err
-	}
 	conds, args := []string{"p.room_id = ?"}, []any{roomID}
 	switch typ {
 	case "User":
@@ -118,8 +115,15 @@ func (db *DB) ListParticipants(ctx context.Context, actor Actor, roomID, typ str
 	case "Agent":
 		conds = append(conds, "p.agent_id IS NOT NULL")
 	}
-	page, err := listPage(ctx, db, participantSelect, conds, args,
-		sortSpec{column: "p.inserted_at", idCol: "p.member_id"}, pr, scanParticipant)
+	var page *Page[*Participant]
+	err := db.readTx(ctx, func(q readQ) error {
+		if _, err := loadAccess(q, actor, roomID); err != nil {
+			return err
+		}
+		var err error
+		page, err = listPageIn(q, participantSelect, conds, args, sortSpec{column: "p.inserted_at", idCol: "p.member_id"}, pr, scanParticipant)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -163,13 +167,13 @@ func (db *DB) AddParticipant(ctx context.Context, actor Actor, roomID, memberID,
 		case role == "admin" && standing == "member":
 			return &Error{Code: CodeForbidden, Message: "only an owner or admin of the room may add an admin"}
 		}
-		peerType, err := peerTypeOf(tx, actor, memberID)
-		if err != nil {
-			return err
-		}
-		if _, err := participant(tx, roomID, memberID); err == nil {
+		if _, err := participant(tx, a.room.ID, memberID); err == nil {
 			return Problems{"/participant/participant_id": {"is already a participant of this room"}}.Err(CodeValidation)
 		} else if ErrorCode(err) != CodeNotFound {
+			return err
+		}
+		peerType, err := peerTypeOf(tx, actor, memberID)
+		if err != nil {
 			return err
 		}
 		var count int
@@ -204,8 +208,10 @@ func (db *DB) RemoveParticipant(ctx context.Context, actor Actor, roomID, member
 			return err
 		}
 		self := target.ID == actor.ID || (!actor.IsAgent() && target.Type == "Agent" && target.OwnerID == actor.ID)
-		if !self && !a.isManager() {
-			return &Error{Code: CodeForbidden, Message: "only an owner or admin of the room may remove others"}
+		if !self {
+			if err := a.mayManage(target); err != nil {
+				return err
+			}
 		}
 		if err := keepAnOwner(tx, target, "remove"); err != nil {
 			return err
@@ -267,8 +273,8 @@ func (db *DB) UpdateParticipant(ctx context.Context, actor Actor, roomID, member
 		if err != nil {
 			return err
 		}
-		if !a.isManager() {
-			return &Error{Code: CodeForbidden, Message: "only an owner or admin of the room may change participants"}
+		if err := a.mayManage(target); err != nil {
+			return err
 		}
 		role, status := target.Role, target.Status
 		if up.Role != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 )
 
@@ -55,10 +56,10 @@ type NewRoom struct {
 // not blank locks the title; without one, the first message titles the room.
 func (db *DB) CreateRoom(ctx context.Context, actor Actor, nr NewRoom) (*Room, error) {
 	p := Problems{}
-	// A blank title (empty, spaces, or nothing visible) means no title: the
-	// first message will provide one.
+	// No title, an empty one or spaces only means no title: the first
+	// message will provide one. Anything else must be a valid title.
 	var title *string
-	if nr.Title != nil && !IsBlank(*nr.Title) {
+	if nr.Title != nil && strings.TrimSpace(*nr.Title) != "" {
 		t, msg := CleanTitle(*nr.Title)
 		if msg != "" {
 			p.Add("/chat/title", "%s", msg)
@@ -224,38 +225,47 @@ func (db *DB) DeleteRoom(ctx context.Context, actor Actor, roomID string) error 
 	})
 }
 
-// listPage runs a keyset- or offset-paged listing: base is the SELECT
-// without conditions, conds/args its filters, sort its order.
+// listPage runs a keyset- or offset-paged listing in its own read
+// transaction: base is the SELECT without conditions, conds/args its
+// filters, sort its order.
 func listPage[T any](ctx context.Context, db *DB, base string, conds []string, args []any, sort sortSpec, pr PageRequest,
 	scan func(interface{ Scan(...any) error }) (T, error)) (*Page[T], error) {
-	page := &Page[T]{}
+	var page *Page[T]
 	err := db.readTx(ctx, func(q readQ) error {
-		if pr.WithTotal {
-			countQ := `SELECT count(*) FROM (` + base + where(conds) + `)`
-			if err := q.QueryRow(countQ, args...).Scan(&page.Total); err != nil {
-				return err
-			}
-		}
-		pageConds, pageArgs := conds, args
-		if cond, cargs := sort.keysetWhere(pr.After); cond != "" {
-			pageConds = append(append([]string{}, conds...), cond)
-			pageArgs = append(append([]any{}, args...), cargs...)
-		}
-		rows, err := q.Query(base+where(pageConds)+sort.orderBy()+` LIMIT ? OFFSET ?`, append(pageArgs, pr.Limit+1, pr.Offset)...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			item, err := scan(rows)
-			if err != nil {
-				return err
-			}
-			page.Items = append(page.Items, item)
-		}
-		return rows.Err()
+		var err error
+		page, err = listPageIn(q, base, conds, args, sort, pr, scan)
+		return err
 	})
+	return page, err
+}
+
+// listPageIn is listPage inside the caller's read transaction.
+func listPageIn[T any](q readQ, base string, conds []string, args []any, sort sortSpec, pr PageRequest,
+	scan func(interface{ Scan(...any) error }) (T, error)) (*Page[T], error) {
+	page := &Page[T]{}
+	if pr.WithTotal {
+		if err := q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`)`, args...).Scan(&page.Total); err != nil {
+			return nil, err
+		}
+	}
+	pageConds, pageArgs := conds, args
+	if cond, cargs := sort.keysetWhere(pr.After); cond != "" {
+		pageConds = append(append([]string{}, conds...), cond)
+		pageArgs = append(append([]any{}, args...), cargs...)
+	}
+	rows, err := q.Query(base+where(pageConds)+sort.orderBy()+` LIMIT ? OFFSET ?`, append(pageArgs, pr.Limit+1, pr.Offset)...)
 	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		page.Items = append(page.Items, item)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	if len(page.Items) > pr.Limit {

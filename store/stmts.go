@@ -16,29 +16,46 @@ import (
 const maxReadStmts = 2048
 
 type stmtCache struct {
-	pool *sql.DB
-	mu   sync.Mutex
-	m    map[string]*sql.Stmt
+	pool    *sql.DB
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool
+	closed  bool
 }
 
-// get returns the prepared statement for query, or nil when it cannot be
-// prepared or cached (the caller then runs the query unprepared, so that a
-// broken query reports its error where it is run).
+// get returns the prepared statement for query, or nil when it is not
+// prepared yet: the caller then runs the query unprepared this once.
+// Preparing goes through the pool, which needs a free connection; a caller
+// inside a read transaction already holds one, so preparing synchronously
+// could wait forever for a connection that every other holder is waiting
+// for too. So a miss prepares in the background.
 func (c *stmtCache) get(query string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[query]; ok {
 		return st
 	}
-	if len(c.m) >= maxReadStmts {
+	if c.closed || c.pending[query] || len(c.m)+len(c.pending) >= maxReadStmts {
 		return nil
 	}
+	c.pending[query] = true
+	go c.prepare(query)
+	return nil
+}
+
+func (c *stmtCache) prepare(query string) {
 	st, err := c.pool.PrepareContext(context.Background(), query)
-	if err != nil {
-		return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, query)
+	switch {
+	case err != nil:
+		// A query that does not prepare reports its error where it runs.
+	case c.closed:
+		st.Close()
+	default:
+		c.m[query] = st
 	}
-	c.m[query] = st
-	return st
 }
 
 func (c *stmtCache) close() {
@@ -47,7 +64,7 @@ func (c *stmtCache) close() {
 	for _, st := range c.m {
 		st.Close()
 	}
-	c.m = nil
+	c.m, c.closed = nil, true
 }
 
 // readQ runs queries in one read transaction with the cached statements.

@@ -96,6 +96,9 @@ type writer struct {
 	stopped chan struct{} // closed when the writer goroutine exits
 	stop    chan struct{}
 
+	lastBatch   int         // size of the previous batch
+	lingerTimer *time.Timer // reused by linger
+
 	jobs, failed, commits, refused, checkpoints atomic.Int64
 }
 
@@ -190,6 +193,10 @@ func (w *writer) run() {
 		select {
 		case j := <-w.queue:
 			batch = w.collect(append(batch[:0], j))
+			if len(batch) < maxBatch && w.lastBatch > 1 {
+				batch = w.linger(batch)
+			}
+			w.lastBatch = len(batch)
 			w.commit(batch)
 			dirty = true
 			if w.walLimit > 0 && fileSize(w.walPath) > w.walLimit {
@@ -222,6 +229,42 @@ func (w *writer) run() {
 			return
 		}
 	}
+}
+
+// When the previous batch showed that jobs arrive concurrently, the writer
+// lingers before committing: under load, clients whose writes just committed
+// send their next ones within a fraction of a millisecond, and one commit
+// (one write of each touched page) can serve them all. It waits while jobs
+// keep coming, at most lingerGap after the last one and lingerMax in all, so
+// when every client is already in the batch it gives up after one gap. A lone
+// writer never waits: its previous batch held one job.
+const (
+	lingerGap = 50 * time.Microsecond
+	lingerMax = 500 * time.Microsecond
+)
+
+// linger adds jobs that keep arriving to batch, up to maxBatch.
+func (w *writer) linger(batch []*job) []*job {
+	deadline := time.Now().Add(lingerMax)
+	for len(batch) < maxBatch {
+		wait := min(lingerGap, time.Until(deadline))
+		if wait <= 0 {
+			return batch
+		}
+		if w.lingerTimer == nil {
+			w.lingerTimer = time.NewTimer(wait)
+		} else {
+			w.lingerTimer.Reset(wait)
+		}
+		select {
+		case j := <-w.queue:
+			batch = w.collect(append(batch, j))
+		case <-w.lingerTimer.C:
+			return batch
+		}
+	}
+	w.lingerTimer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
+	return batch
 }
 
 // collect appends queued jobs to batch without waiting, up to maxBatch.
