@@ -42,3 +42,74 @@ func BenchmarkHTTP503WhenQueueFull(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds()), "p99-µs")
 }
+
+// benchRoom sets up a room where a poster agent mentions a worker agent.
+func benchRoom(b *testing.B, ts *testServer) (ownerKey, posterKey, workerID, roomID string) {
+	owner, ownerKey := ts.user("owner")
+	_, posterKey = ts.agent(owner, "Poster")
+	worker, _ := ts.agent(owner, "Worker")
+	r := ts.do(b, "POST", "/api/v1/agent/chats", apiKey(posterKey), map[string]any{})
+	roomID = r.data(b)["id"].(string)
+	ts.do(b, "POST", "/api/v1/agent/chats/"+roomID+"/participants", apiKey(posterKey),
+		map[string]any{"participant": map[string]any{"participant_id": worker.ID}})
+	return ownerKey, posterKey, worker.ID, roomID
+}
+
+// BenchmarkPostMessage measures posting a mention message over HTTP with
+// parallel clients (ns/op is the inverse of the throughput).
+func BenchmarkPostMessage(b *testing.B) {
+	ts := newTestServer(b, func(o *store.Options) { o.Sync = store.SyncNormal; o.Limits.MessagesPerRoom = 1 << 30 })
+	_, posterKey, workerID, roomID := benchRoom(b, ts)
+	body := []byte(`{"message":{"content":"please look at this","mentions":[{"id":"` + workerID + `"}]}}`)
+	client := ts.http.Client()
+	b.SetParallelism(8)
+	before := ts.db.WriterStats()
+	defer func() {
+		after := ts.db.WriterStats()
+		b.ReportMetric(float64(after.Jobs-before.Jobs)/float64(max(1, after.Commits-before.Commits)), "jobs/commit")
+	}()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", ts.http.URL+"/api/v1/agent/chats/"+roomID+"/messages", bytes.NewReader(body))
+			req.Header.Set("X-API-Key", posterKey)
+			res, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 201 {
+				b.Fatalf("status %d", res.StatusCode)
+			}
+		}
+	})
+}
+
+// BenchmarkHistoryRead measures a person reading a page of 50 messages.
+func BenchmarkHistoryRead(b *testing.B) {
+	ts := newTestServer(b, func(o *store.Options) { o.Sync = store.SyncNormal })
+	ownerKey, posterKey, workerID, roomID := benchRoom(b, ts)
+	for i := 0; i < 200; i++ {
+		ts.do(b, "POST", "/api/v1/agent/chats/"+roomID+"/messages", apiKey(posterKey),
+			map[string]any{"message": map[string]any{"content": "message body of a typical length, say a sentence or two", "mentions": []map[string]string{{"id": workerID}}}})
+	}
+	client := ts.http.Client()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("GET", ts.http.URL+"/api/v1/me/chats/"+roomID+"/messages?limit=50", nil)
+			req.Header.Set("X-API-Key", ownerKey)
+			res, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				b.Fatalf("status %d", res.StatusCode)
+			}
+		}
+	})
+}

@@ -255,7 +255,7 @@ func TestListMyAgents(t *testing.T) {
 	// A cursor is valid only for the listing and sort it came from.
 	byName := ts.do(t, "GET", "/api/v1/me/agents?sort=name&limit=1", apiKey(key), nil).json(t)["metadata"].(map[string]any)["next_cursor"].(string)
 	cursor := url.QueryEscape(byName)
-	tampered := url.QueryEscape(byName[:len(byName)-2] + "AA")
+	tampered := url.QueryEscape(flipChar(byName, len(byName)-5))
 	for _, tc := range []struct {
 		name, query, code string
 	}{

@@ -1,0 +1,1441 @@
+package server
+
+import (
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Scenario tests of the rooms, participants and peers endpoints, for both
+// APIs. The permission rules under test are the ones documented in
+// store/access.go; the peer network is the one documented in store/peers.go.
+
+const (
+	roomsAgentAPI = "/api/v1/agent/chats"
+	roomsHumanAPI = "/api/v1/me/chats"
+)
+
+// roomsActor is a human or an agent, with the room API it calls.
+type roomsActor struct {
+	name string
+	id   string
+	cred cred
+	base string      // roomsAgentAPI or roomsHumanAPI
+	user *store.User // nil for agents
+}
+
+// room is the path of a room (and of what is under it) in the actor's API.
+func (a roomsActor) room(id string, under ...string) string {
+	return strings.Join(append([]string{a.base, id}, under...), "/")
+}
+
+// roomsKit drives one test server and remembers the test's name of every
+// id it made, so that listings compare as readable names.
+type roomsKit struct {
+	ts    *testServer
+	names map[string]string
+}
+
+func newRoomsKit(t *testing.T, opts ...func(*store.Options)) *roomsKit {
+	return &roomsKit{ts: newTestServer(t, opts...), names: map[string]string{}}
+}
+
+func (k *roomsKit) human(handle string, org ...string) roomsActor {
+	u, key := k.ts.user(handle, org...)
+	k.names[u.ID] = handle
+	return roomsActor{name: handle, id: u.ID, cred: apiKey(key), base: roomsHumanAPI, user: u}
+}
+
+// bot registers an agent; its name in listings is name, lower-cased and
+// without spaces.
+func (k *roomsKit) bot(owner roomsActor, name string) roomsActor {
+	a, key := k.ts.agent(owner.user, name)
+	label := strings.ToLower(strings.ReplaceAll(name, " ", ""))
+	k.names[a.ID] = label
+	return roomsActor{name: label, id: a.ID, cred: apiKey(key), base: roomsAgentAPI}
+}
+
+// exec runs one SQL statement through the writer, to set up what the API
+// cannot (global and organization-shared agents, room status and type).
+func (k *roomsKit) exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	if err := k.ts.db.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(query, args...)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRoom creates a room as a (chat is the body's chat object, nil for
+// none) and returns its id.
+func (k *roomsKit) newRoom(t testing.TB, a roomsActor, name string, chat map[string]any) string {
+	t.Helper()
+	if chat == nil {
+		chat = map[string]any{}
+	}
+	r := k.ts.do(t, "POST", a.base, a.cred, map[string]any{"chat": chat})
+	expect(t, r, 201, "")
+	id := r.data(t)["id"].(string)
+	k.names[id] = name
+	return id
+}
+
+// add adds member to a room as a, with role ("" for the default).
+func (k *roomsKit) add(t testing.TB, a roomsActor, room string, member roomsActor, role string) {
+	t.Helper()
+	expect(t, k.ts.do(t, "POST", a.room(room, "participants"), a.cred, roomsParticipant(member.id, role)), 201, "")
+}
+
+func roomsParticipant(id, role string) map[string]any {
+	p := map[string]any{"participant_id": id}
+	if role != "" {
+		p["role"] = role
+	}
+	return map[string]any{"participant": p}
+}
+
+// patch changes a participant through the human API.
+func (k *roomsKit) patch(t testing.TB, a roomsActor, room, member string, fields map[string]any) *response {
+	t.Helper()
+	return k.ts.do(t, "PATCH", a.room(room, "participants", member), a.cred, map[string]any{"participant": fields})
+}
+
+// send posts a text message that mentions mention.
+func (k *roomsKit) send(t testing.TB, a roomsActor, room, content string, mention roomsActor) *response {
+	t.Helper()
+	return k.ts.do(t, "POST", a.room(room, "messages"), a.cred, map[string]any{"message": map[string]any{
+		"content": content, "mentions": []any{map[string]any{"id": mention.id}},
+	}})
+}
+
+// get reads a room as a, expecting 200.
+func (k *roomsKit) get(t testing.TB, a roomsActor, room string) map[string]any {
+	t.Helper()
+	r := k.ts.do(t, "GET", a.room(room), a.cred, nil)
+	expect(t, r, 200, "")
+	return r.data(t)
+}
+
+// listed returns the test's names of the items of a listing, in order.
+func (k *roomsKit) listed(t testing.TB, r *response) string {
+	t.Helper()
+	var out []string
+	for _, it := range r.list(t) {
+		id := it.(map[string]any)["id"].(string)
+		name, ok := k.names[id]
+		if !ok {
+			name = "?" + id
+		}
+		out = append(out, name)
+	}
+	return strings.Join(out, ",")
+}
+
+// walk pages through a cursor listing (query holds limit and the filters)
+// and returns its pages, "|" between them.
+func (k *roomsKit) walk(t testing.TB, a roomsActor, path, query string) string {
+	t.Helper()
+	var pages []string
+	q := query
+	for i := 0; ; i++ {
+		if i > 20 {
+			t.Fatalf("%s?%s: cursor paging does not end", path, query)
+		}
+		r := k.ts.do(t, "GET", path+"?"+q, a.cred, nil)
+		expect(t, r, 200, "")
+		pages = append(pages, k.listed(t, r))
+		m := roomsMeta(t, r)
+		if m["has_more"] != true {
+			if m["next_cursor"] != nil {
+				t.Fatalf("last page has a next_cursor: %v", m)
+			}
+			return strings.Join(pages, "|")
+		}
+		q = query + "&cursor=" + url.QueryEscape(m["next_cursor"].(string))
+	}
+}
+
+func roomsMeta(t testing.TB, r *response) map[string]any {
+	t.Helper()
+	m, ok := r.json(t)["metadata"].(map[string]any)
+	if !ok {
+		t.Fatalf("no metadata object in %s", r.body)
+	}
+	return m
+}
+
+// roomsOffsetMeta is the metadata of a page/page_size listing.
+func roomsOffsetMeta(page, size, total, pages int) map[string]any {
+	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
+}
+
+// roomsDetails returns the error envelope's details.
+func roomsDetails(t testing.TB, r *response) map[string]any {
+	t.Helper()
+	d, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	return d
+}
+
+// roomsRefusal is one request that must be refused and change nothing.
+type roomsRefusal struct {
+	name         string
+	as           roomsActor
+	method, path string
+	body         any
+	status       int
+	code         string
+	pointer      string // a details key the refusal must carry, if any
+}
+
+func (k *roomsKit) refuse(t *testing.T, cases []roomsRefusal) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := k.ts.snapshot(t)
+			r := k.ts.do(t, tc.method, tc.path, tc.as.cred, tc.body)
+			expect(t, r, tc.status, tc.code)
+			if tc.pointer != "" {
+				if _, ok := roomsDetails(t, r)[tc.pointer]; !ok {
+					t.Errorf("details %v lack %s", roomsDetails(t, r), tc.pointer)
+				}
+			}
+			k.ts.unchanged(t, before)
+		})
+	}
+}
+
+func TestRoomsCreate(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	const task = "0190a000-0000-7000-8000-00000000abcd"
+	long := strings.Repeat("é", 120)
+	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
+
+	for _, caller := range []roomsActor{helper, alice} {
+		for _, tc := range []struct {
+			name  string
+			body  any
+			title any // the room's title, nil for none (a title locks the room's title)
+			task  any
+		}{
+			{"no body", nil, nil, nil},
+			{"empty object", map[string]any{}, nil, nil},
+			{"empty chat", chat(map[string]any{}), nil, nil},
+			{"null chat", `{"chat":null}`, nil, nil},
+			{"null title and task", chat(map[string]any{"title": nil, "task_id": nil}), nil, nil},
+			{"blank title", chat(map[string]any{"title": " \t "}), nil, nil},
+			{"title", chat(map[string]any{"title": "  Launch plan  "}), "Launch plan", nil},
+			{"title of 120 characters after trimming", chat(map[string]any{"title": "  " + long + "  "}), long, nil},
+			{"task id", chat(map[string]any{"task_id": task}), nil, task},
+			{"title and task id", chat(map[string]any{"title": "Task room", "task_id": task}), "Task room", task},
+		} {
+			t.Run(caller.name+"/"+tc.name, func(t *testing.T) {
+				r := k.ts.do(t, "POST", caller.base, caller.cred, tc.body)
+				expect(t, r, 201, "")
+				room := r.data(t)
+				if room["title"] != tc.title || room["title_locked"] != (tc.title != nil) || room["task_id"] != tc.task {
+					t.Fatalf("room = %v, want title %v (locked %v), task %v", room, tc.title, tc.title != nil, tc.task)
+				}
+				if room["inserted_at"] != room["updated_at"] {
+					t.Errorf("a new room's updated_at %v differs from inserted_at %v", room["updated_at"], room["inserted_at"])
+				}
+				if caller.user != nil {
+					if lm, ok := room["last_message_at"]; !ok || lm != nil || room["type"] != "direct" || room["status"] != "active" {
+						t.Errorf("MeChatRoom = %v, want type direct, status active, last_message_at null", room)
+					}
+				} else if _, ok := room["type"]; ok {
+					t.Errorf("agents get the terse ChatRoom, got %v", room)
+				}
+				id := room["id"].(string)
+				if got := k.get(t, caller, id); !reflect.DeepEqual(got, room) {
+					t.Errorf("GET = %v, want the created room %v", got, room)
+				}
+				parts := k.ts.do(t, "GET", caller.room(id, "participants"), caller.cred, nil).list(t)
+				if len(parts) != 1 {
+					t.Fatalf("participants = %v, want only the creator", parts)
+				}
+				if p := parts[0].(map[string]any); p["id"] != caller.id || p["role"] != "owner" || p["status"] != "active" {
+					t.Fatalf("creator = %v, want the caller as active owner", p)
+				}
+			})
+		}
+	}
+}
+
+func TestRoomsCreateRefusals(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
+	var cases []roomsRefusal
+	for _, caller := range []roomsActor{helper, alice} {
+		for _, tc := range []roomsRefusal{
+			{name: "title with a newline", body: chat(map[string]any{"title": "Line one\nline two"}), pointer: "/chat/title"},
+			{name: "title with a carriage return", body: chat(map[string]any{"title": "Line one\rline two"}), pointer: "/chat/title"},
+			{name: "title with NUL", body: chat(map[string]any{"title": "Null\x00byte"}), pointer: "/chat/title"},
+			{name: "title of 121 characters", body: chat(map[string]any{"title": strings.Repeat("t", 121)}), pointer: "/chat/title"},
+			{name: "title of invisible characters only", body: chat(map[string]any{"title": "\u200b\u2060"}), pointer: "/chat/title"},
+			{name: "title of a NUL only", body: chat(map[string]any{"title": "\x00"}), pointer: "/chat/title"},
+			{name: "title of the wrong type", body: chat(map[string]any{"title": 42}), pointer: "/chat/title"},
+			{name: "task id not a uuid", body: chat(map[string]any{"task_id": "task-1"}), pointer: "/chat/task_id"},
+			{name: "task id of the wrong type", body: chat(map[string]any{"task_id": 7}), pointer: "/chat/task_id"},
+			{name: "chat of the wrong type", body: map[string]any{"chat": "room"}, pointer: "/chat"},
+			{name: "unknown field", body: chat(map[string]any{"name": "x"}), status: 400, code: "unknown_field", pointer: "/chat/name"},
+			{name: "not JSON", body: `{"chat":`, status: 400, code: "invalid_json"},
+		} {
+			tc.name, tc.as, tc.method, tc.path = caller.name+"/"+tc.name, caller, "POST", caller.base
+			if tc.status == 0 {
+				tc.status, tc.code = 422, "validation_error"
+			}
+			cases = append(cases, tc)
+		}
+	}
+	k.refuse(t, cases)
+
+	// Both problems of one body are reported together.
+	r := k.ts.do(t, "POST", roomsHumanAPI, alice.cred, chat(map[string]any{"title": "a\nb", "task_id": "x"}))
+	expect(t, r, 422, "validation_error")
+	if d := roomsDetails(t, r); d["/chat/title"] == nil || d["/chat/task_id"] == nil {
+		t.Fatalf("details = %v, want both pointers", d)
+	}
+}
+
+// A person and the agents it owns share one chats quota.
+func TestRoomsCreateQuota(t *testing.T) {
+	k := newRoomsKit(t, func(o *store.Options) { o.Limits = store.Limits{ChatsPerUser: 2} })
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	bob := k.human("bob")
+	mine := k.newRoom(t, alice, "mine", nil)
+	k.newRoom(t, helper, "helper's", nil)
+
+	var cases []roomsRefusal
+	for _, caller := range []roomsActor{alice, helper} {
+		cases = append(cases, roomsRefusal{name: caller.name, as: caller, method: "POST", path: caller.base,
+			body: map[string]any{"chat": map[string]any{"title": "One too many"}}, status: 403, code: "limit_reached"})
+	}
+	k.refuse(t, cases)
+	r := k.ts.do(t, "POST", helper.base, helper.cred, nil)
+	want := map[string]any{"resource": "chats", "limit": float64(2), "current": float64(2)}
+	if d := roomsDetails(t, r); !reflect.DeepEqual(d, want) {
+		t.Fatalf("details = %v, want %v", d, want)
+	}
+
+	// Someone else's quota is their own; a deleted room frees its place.
+	k.newRoom(t, bob, "bob's", nil)
+	expect(t, k.ts.do(t, "DELETE", alice.room(mine), alice.cred, nil), 204, "")
+	k.newRoom(t, helper, "again", nil)
+}
+
+func TestRoomsAgentListing(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	for _, name := range []string{"r1", "r2", "r3", "r4"} {
+		k.newRoom(t, helper, name, nil)
+	}
+	r5 := k.newRoom(t, alice, "r5", nil)
+	k.add(t, alice, r5, helper, "")
+	k.newRoom(t, sibling, "elsewhere", nil)
+	gone := k.newRoom(t, helper, "gone", nil)
+	expect(t, k.ts.do(t, "DELETE", alice.room(gone), alice.cred, nil), 204, "")
+
+	for _, tc := range []struct {
+		query, rooms string
+		meta         map[string]any
+	}{
+		{"", "r5,r4,r3,r2,r1", roomsOffsetMeta(1, 20, 5, 1)},
+		{"page=2&page_size=2", "r3,r2", roomsOffsetMeta(2, 2, 5, 3)},
+		{"page=3&page_size=2", "r1", roomsOffsetMeta(3, 2, 5, 3)},
+		{"page=4&page_size=2", "", roomsOffsetMeta(4, 2, 5, 3)},
+		{"page_size=100", "r5,r4,r3,r2,r1", roomsOffsetMeta(1, 100, 5, 1)},
+		{"page_size=1", "r5", roomsOffsetMeta(1, 1, 5, 5)},
+	} {
+		t.Run("?"+tc.query, func(t *testing.T) {
+			r := k.ts.do(t, "GET", roomsAgentAPI+"?"+tc.query, helper.cred, nil)
+			expect(t, r, 200, "")
+			if got := k.listed(t, r); got != tc.rooms {
+				t.Errorf("rooms = %s, want %s", got, tc.rooms)
+			}
+			if m := roomsMeta(t, r); !reflect.DeepEqual(m, tc.meta) {
+				t.Errorf("metadata = %v, want %v", m, tc.meta)
+			}
+			// page/page_size is this listing's only paging, so not deprecated here.
+			if r.header.Get("Deprecation") != "" {
+				t.Error("the agent room listing answers Deprecation")
+			}
+			for _, it := range r.list(t) {
+				if _, ok := it.(map[string]any)["type"]; ok {
+					t.Fatalf("agents get the terse ChatRoom, got %v", it)
+				}
+			}
+		})
+	}
+
+	var cases []roomsRefusal
+	for _, q := range []struct{ query, pointer string }{
+		{"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=ten", "/page_size"},
+		{"page=0", "/page"}, {"page=-1", "/page"}, {"page=first", "/page"},
+	} {
+		cases = append(cases, roomsRefusal{name: q.query, as: helper, method: "GET", path: roomsAgentAPI + "?" + q.query,
+			status: 422, code: "validation_error", pointer: q.pointer})
+	}
+	k.refuse(t, cases)
+}
+
+func TestRoomsHumanListing(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	helper := k.bot(alice, "Helper")
+	ids := map[string]string{}
+	for _, name := range []string{"m1", "m2", "m3", "m4", "m5"} {
+		ids[name] = k.newRoom(t, alice, name, nil)
+	}
+	k.newRoom(t, helper, "a1", nil) // alice reads it only through her agent
+	b1 := k.newRoom(t, bob, "b1", nil)
+	k.add(t, bob, b1, alice, "")
+	k.newRoom(t, bob, "b2", nil)
+	gone := k.newRoom(t, alice, "gone", nil)
+	expect(t, k.ts.do(t, "DELETE", alice.room(gone), alice.cred, nil), 204, "")
+
+	r := k.ts.do(t, "GET", roomsHumanAPI, alice.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != "b1,m5,m4,m3,m2,m1" {
+		t.Fatalf("default listing (newest first) = %s", got)
+	}
+	want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
+	if m := roomsMeta(t, r); !reflect.DeepEqual(m, want) {
+		t.Fatalf("cursor-mode metadata = %v, want %v", m, want)
+	}
+	for _, it := range r.list(t) {
+		room := it.(map[string]any)
+		if _, ok := room["last_message_at"]; !ok || room["type"] == nil || room["status"] == nil {
+			t.Fatalf("not a MeChatRoom: %v", room)
+		}
+	}
+
+	for _, w := range []struct{ name, query, pages string }{
+		{"newest first", "limit=2", "b1,m5|m4,m3|m2,m1"},
+		{"oldest first", "limit=4&order=asc", "m1,m2,m3,m4|m5,b1"},
+		{"with agent rooms", "limit=3&include=agent_rooms", "b1,a1,m5|m4,m3,m2|m1"},
+		{"an empty include is no include", "limit=10&include=", "b1,m5,m4,m3,m2,m1"},
+	} {
+		if got := k.walk(t, alice, roomsHumanAPI, w.query); got != w.pages {
+			t.Errorf("%s: walk = %s, want %s", w.name, got, w.pages)
+		}
+	}
+
+	// A rename moves updated_at, and with it the room's place in that order.
+	expect(t, k.ts.do(t, "PATCH", alice.room(ids["m1"]), alice.cred, map[string]any{"chat": map[string]any{"title": "Renamed"}}), 200, "")
+	if got := k.walk(t, alice, roomsHumanAPI, "limit=2&sort_by=updated_at"); got != "m1,b1|m5,m4|m3,m2" {
+		t.Errorf("walk by updated_at = %s", got)
+	}
+	if got := k.walk(t, alice, roomsHumanAPI, "limit=5&sort_by=updated_at&order=asc"); got != "m2,m3,m4,m5,b1|m1" {
+		t.Errorf("walk by updated_at ascending = %s", got)
+	}
+
+	// status and type filters.
+	k.exec(t, `UPDATE rooms SET status = 'archived' WHERE id = ?`, ids["m2"])
+	k.exec(t, `UPDATE rooms SET type = 'group' WHERE id = ?`, ids["m3"])
+	for _, f := range []struct{ query, rooms string }{
+		{"status=archived", "m2"},
+		{"status=active", "b1,m5,m4,m3,m1"},
+		{"status=closed", ""},
+		{"type=group", "m3"},
+		{"type=direct&status=active", "b1,m5,m4,m1"},
+		{"type=task", ""},
+		{"type=direct&include=agent_rooms", "b1,a1,m5,m4,m2,m1"},
+	} {
+		r := k.ts.do(t, "GET", roomsHumanAPI+"?"+f.query, alice.cred, nil)
+		expect(t, r, 200, "")
+		if got := k.listed(t, r); got != f.rooms {
+			t.Errorf("?%s = %s, want %s", f.query, got, f.rooms)
+		}
+	}
+	if got := k.walk(t, alice, roomsHumanAPI, "limit=1&status=active&type=direct"); got != "b1|m5|m4|m1" {
+		t.Errorf("filtered walk = %s", got)
+	}
+
+	// The deprecated page/page_size still work, with totals and headers.
+	r = k.ts.do(t, "GET", roomsHumanAPI+"?page=2&page_size=4", alice.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != "m2,m1" {
+		t.Errorf("page 2 = %s", got)
+	}
+	m := roomsMeta(t, r)
+	if m["page"] != float64(2) || m["page_size"] != float64(4) || m["total_count"] != float64(6) || m["total_pages"] != float64(2) || m["has_more"] != false {
+		t.Errorf("page metadata = %v", m)
+	}
+	if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
+		t.Error("page/page_size without Deprecation and Sunset headers")
+	}
+
+	byUpdated := roomsMeta(t, k.ts.do(t, "GET", roomsHumanAPI+"?limit=1&sort_by=updated_at", alice.cred, nil))["next_cursor"].(string)
+	byInserted := roomsMeta(t, k.ts.do(t, "GET", roomsHumanAPI+"?limit=1", alice.cred, nil))["next_cursor"].(string)
+	var cases []roomsRefusal
+	for _, q := range []struct{ query, code, pointer string }{
+		{"include=everything", "validation_error", "/include"},
+		{"status=open", "validation_error", "/status"},
+		{"type=dm", "validation_error", "/type"},
+		{"sort_by=title", "validation_error", "/sort_by"},
+		{"order=up", "validation_error", "/order"},
+		{"limit=0", "validation_error", "/limit"},
+		{"limit=101", "validation_error", "/limit"},
+		{"page=0", "validation_error", "/page"},
+		{"cursor=" + url.QueryEscape(byInserted) + "&page=1", "validation_error", ""},
+		{"cursor=garbage", "invalid_cursor", "/cursor"},
+		{"cursor=" + url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"},
+		{"sort_by=updated_at&order=asc&cursor=" + url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"},
+		{"status=active&cursor=" + url.QueryEscape(byInserted), "invalid_cursor", "/cursor"},
+		{"include=agent_rooms&cursor=" + url.QueryEscape(byInserted), "invalid_cursor", "/cursor"},
+	} {
+		cases = append(cases, roomsRefusal{name: q.query, as: alice, method: "GET", path: roomsHumanAPI + "?" + q.query,
+			status: 422, code: q.code, pointer: q.pointer})
+	}
+	k.refuse(t, cases)
+}
+
+func TestRoomsGet(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	carol := k.human("carol", "Other Org")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	carolBot := k.bot(carol, "Carol Bot")
+
+	room := k.newRoom(t, alice, "room", map[string]any{"title": "Shared"})
+	k.add(t, alice, room, helper, "")
+	k.add(t, alice, room, bob, "")
+	agentRoom := k.newRoom(t, helper, "agent room", nil)
+	blocking := k.newRoom(t, alice, "blocking", nil)
+	k.add(t, alice, blocking, helper, "")
+	k.add(t, alice, blocking, bob, "")
+	for _, who := range []roomsActor{helper, bob} {
+		expect(t, k.patch(t, alice, blocking, who.id, map[string]any{"status": "blocked"}), 200, "")
+	}
+	gone := k.newRoom(t, alice, "gone", nil)
+	k.add(t, alice, gone, helper, "")
+	expect(t, k.ts.do(t, "DELETE", alice.room(gone), alice.cred, nil), 204, "")
+
+	for _, tc := range []struct {
+		name string
+		as   roomsActor
+		room string
+	}{
+		{"owner", alice, room},
+		{"agent participant", helper, room},
+		{"human participant", bob, room},
+		{"agent creator", helper, agentRoom},
+		{"the owner of a participating agent", alice, agentRoom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := k.get(t, tc.as, tc.room)
+			if got["id"] != tc.room {
+				t.Fatalf("room = %v", got)
+			}
+			if tc.as.user == nil {
+				if _, ok := got["type"]; ok {
+					t.Fatalf("agents get the terse ChatRoom, got %v", got)
+				}
+			} else if _, ok := got["last_message_at"]; !ok {
+				t.Fatalf("humans get MeChatRoom, got %v", got)
+			}
+		})
+	}
+	// Whatever the reason, a room the caller cannot read answers the same 404.
+	var messages []string
+	for _, tc := range []struct {
+		name string
+		as   roomsActor
+		path string
+	}{
+		{"a person of the organization not in the room", dave, dave.room(room)},
+		{"a sibling agent not in the room", sibling, sibling.room(room)},
+		{"a person of another organization", carol, carol.room(room)},
+		{"an agent of another organization", carolBot, carolBot.room(room)},
+		{"a deleted room", alice, alice.room(gone)},
+		{"a deleted room, by its agent", helper, helper.room(gone)},
+		{"an agent blocked in the room", helper, helper.room(blocking)},
+		{"a person blocked in the room", bob, bob.room(blocking)},
+		{"an unknown id", alice, alice.room(nilID)},
+		{"a malformed id", alice, alice.room("not-a-uuid")},
+		{"an id in upper case", alice, alice.room(strings.ToUpper(room))},
+		{"a malformed id, agent API", helper, helper.room("42")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := k.ts.do(t, "GET", tc.path, tc.as.cred, nil)
+			expect(t, r, 404, "not_found")
+			messages = append(messages, r.json(t)["error"].(map[string]any)["message"].(string))
+		})
+	}
+	for _, m := range messages {
+		if m != messages[0] {
+			t.Fatalf("404 messages differ, which tells a hidden room from a missing one: %q", messages)
+		}
+	}
+}
+
+func TestRoomsRename(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	carol := k.human("carol", "Other Org")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	room := k.newRoom(t, alice, "room", nil)
+	k.add(t, alice, room, helper, "")
+	k.add(t, alice, room, bob, "")
+	agentRoom := k.newRoom(t, helper, "agent room", nil)
+	k.add(t, helper, agentRoom, sibling, "")
+	title := func(s any) map[string]any { return map[string]any{"chat": map[string]any{"title": s}} }
+
+	for _, tc := range []struct {
+		name  string
+		as    roomsActor
+		room  string
+		title string
+		want  string
+	}{
+		{"a person who owns the room", alice, room, "  Q3 planning\t", "Q3 planning"},
+		{"an agent that owns the room", helper, agentRoom, "Agent plans", "Agent plans"},
+		{"the owner of the agent that owns the room", alice, agentRoom, "Alice's plans", "Alice's plans"},
+		{"to 120 characters after trimming", alice, room, " " + strings.Repeat("x", 120) + " ", strings.Repeat("x", 120)},
+		{"back again", alice, room, "Q3 planning", "Q3 planning"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := k.get(t, tc.as, tc.room)
+			r := k.ts.do(t, "PATCH", tc.as.room(tc.room), tc.as.cred, title(tc.title))
+			expect(t, r, 200, "")
+			got := r.data(t)
+			if got["title"] != tc.want || got["title_locked"] != true || got["id"] != tc.room {
+				t.Fatalf("renamed = %v, want title %q, locked", got, tc.want)
+			}
+			if got["updated_at"].(string) <= before["updated_at"].(string) {
+				t.Errorf("updated_at %v did not move past %v", got["updated_at"], before["updated_at"])
+			}
+			if tc.as.user == nil {
+				if _, ok := got["type"]; ok {
+					t.Errorf("agents get the terse ChatRoom, got %v", got)
+				}
+			} else if got["last_message_at"] != nil || got["type"] != "direct" {
+				t.Errorf("MeChatRoom = %v", got)
+			}
+			if after := k.get(t, tc.as, tc.room); after["title"] != tc.want || after["updated_at"] != got["updated_at"] {
+				t.Errorf("GET after rename = %v", after)
+			}
+		})
+	}
+
+	t.Run("to the same locked title changes nothing", func(t *testing.T) {
+		for _, same := range []string{"Q3 planning", "  Q3 planning  "} {
+			before, snap := k.get(t, alice, room), k.ts.snapshot(t)
+			r := k.ts.do(t, "PATCH", alice.room(room), alice.cred, title(same))
+			expect(t, r, 200, "")
+			if got := r.data(t); got["updated_at"] != before["updated_at"] || got["title"] != "Q3 planning" || got["title_locked"] != true {
+				t.Fatalf("no-op rename = %v, before %v", got, before)
+			}
+			k.ts.unchanged(t, snap)
+		}
+	})
+
+	var cases []roomsRefusal
+	for _, tc := range []struct {
+		name string
+		as   roomsActor
+		room string
+		body any
+		st   int
+		code string
+		ptr  string
+	}{
+		{"a person member", bob, room, title("Mine now"), 403, "forbidden", ""},
+		{"an agent member", helper, room, title("Mine now"), 403, "forbidden", ""},
+		{"a sibling agent member", sibling, agentRoom, title("Mine now"), 403, "forbidden", ""},
+		{"a person not in the room", dave, room, title("Mine now"), 404, "not_found", ""},
+		{"a person of another organization", carol, room, title("Mine now"), 404, "not_found", ""},
+		{"an agent not in the room", sibling, room, title("Mine now"), 404, "not_found", ""},
+		{"a malformed id", alice, "nope", title("Mine now"), 404, "not_found", ""},
+		{"an unknown id", alice, nilID, title("Mine now"), 404, "not_found", ""},
+		{"empty", alice, room, title(""), 422, "validation_error", "/chat/title"},
+		{"blank", alice, room, title(" \t "), 422, "validation_error", "/chat/title"},
+		{"121 characters after trimming", alice, room, title(" " + strings.Repeat("y", 121) + " "), 422, "validation_error", "/chat/title"},
+		{"a newline", alice, room, title("Q3\nplanning"), 422, "validation_error", "/chat/title"},
+		{"a carriage return", alice, room, title("Q3\rplanning"), 422, "validation_error", "/chat/title"},
+		{"NUL", alice, room, title("Q3\x00planning"), 422, "validation_error", "/chat/title"},
+		{"null title", alice, room, title(nil), 422, "validation_error", "/chat/title"},
+		{"a number", alice, room, title(3), 422, "validation_error", "/chat/title"},
+		{"no title", alice, room, map[string]any{"chat": map[string]any{}}, 422, "validation_error", "/chat/title"},
+		{"no body", alice, room, nil, 422, "validation_error", "/chat/title"},
+		{"an unknown field", alice, room, map[string]any{"chat": map[string]any{"title": "x", "status": "closed"}}, 400, "unknown_field", "/chat/status"},
+		{"agent API, bad title", helper, agentRoom, title("a\nb"), 422, "validation_error", "/chat/title"},
+	} {
+		cases = append(cases, roomsRefusal{name: tc.name, as: tc.as, method: "PATCH", path: tc.as.room(tc.room),
+			body: tc.body, status: tc.st, code: tc.code, pointer: tc.ptr})
+	}
+	k.refuse(t, cases)
+}
+
+// Without a title, a room takes one from its first text message; a title
+// given at creation or by a rename locks it.
+func TestRoomsTitleFromFirstMessage(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	long := strings.Repeat("a", 119) + " " + strings.Repeat("b", 10) // the cut at 120 ends in a space
+	for _, tc := range []struct {
+		name    string
+		created map[string]any
+		first   string
+		want    any
+		locked  bool
+	}{
+		{"first visible line, trimmed", nil, "\n \t \n\u200b\u2060\n  Deploy  checklist\tfor Friday  \nsecond line", "Deploy  checklist for Friday", false},
+		{"cut at 120 characters", nil, long + "\nmore", strings.Repeat("a", 119), false},
+		{"wide characters count as one", nil, strings.Repeat("日", 130), strings.Repeat("日", 120), false},
+		{"locked at creation", map[string]any{"title": "Fixed"}, "Something else entirely", "Fixed", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			room := k.newRoom(t, alice, tc.name, tc.created)
+			k.add(t, alice, room, helper, "")
+			before := k.get(t, alice, room)
+			expect(t, k.send(t, alice, room, tc.first, helper), 201, "")
+			got := k.get(t, alice, room)
+			if got["title"] != tc.want || got["title_locked"] != tc.locked {
+				t.Fatalf("room = %v, want title %q (locked %v)", got, tc.want, tc.locked)
+			}
+			if got["last_message_at"] == nil {
+				t.Errorf("last_message_at not set by a message: %v", got)
+			}
+			if !tc.locked && got["updated_at"].(string) <= before["updated_at"].(string) {
+				t.Errorf("titling did not move updated_at: %v", got)
+			}
+			// Only the first message titles the room.
+			expect(t, k.send(t, alice, room, "A later topic", helper), 201, "")
+			if again := k.get(t, alice, room); again["title"] != tc.want {
+				t.Fatalf("a second message retitled the room: %v", again)
+			}
+		})
+	}
+
+	t.Run("agent message in an agent's room", func(t *testing.T) {
+		room := k.newRoom(t, helper, "agent room", nil)
+		k.add(t, helper, room, alice, "")
+		expect(t, k.send(t, helper, room, "Status report\nAll green", alice), 201, "")
+		if got := k.get(t, helper, room); got["title"] != "Status report" || got["title_locked"] != false {
+			t.Fatalf("room = %v", got)
+		}
+	})
+
+	t.Run("a rename locks a derived title", func(t *testing.T) {
+		room := k.newRoom(t, alice, "derived", nil)
+		k.add(t, alice, room, helper, "")
+		expect(t, k.send(t, alice, room, "Kickoff", helper), 201, "")
+		derived := k.get(t, alice, room)
+		// The same title as the derived one still locks it: the no-op is only
+		// for a title that is already locked.
+		r := k.ts.do(t, "PATCH", alice.room(room), alice.cred, map[string]any{"chat": map[string]any{"title": "Kickoff"}})
+		expect(t, r, 200, "")
+		got := r.data(t)
+		if got["title"] != "Kickoff" || got["title_locked"] != true || got["updated_at"] == derived["updated_at"] {
+			t.Fatalf("rename = %v, before %v", got, derived)
+		}
+		if got["last_message_at"] != derived["last_message_at"] {
+			t.Errorf("a rename moved last_message_at: %v -> %v", derived["last_message_at"], got["last_message_at"])
+		}
+	})
+}
+
+func TestRoomsDelete(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	carol := k.human("carol", "Other Org")
+	helper := k.bot(alice, "Helper")
+	room := k.newRoom(t, alice, "room", map[string]any{"title": "Doomed"})
+	k.add(t, alice, room, helper, "admin")
+	k.add(t, alice, room, bob, "")
+	expect(t, k.send(t, alice, room, "Hello @alice/helper", helper), 201, "")
+	kept := k.newRoom(t, alice, "kept", nil)
+	k.add(t, alice, kept, helper, "")
+
+	// Bob's room where alice's agent is only a member: its owner does not
+	// own the room.
+	bobs := k.newRoom(t, bob, "bob's", nil)
+	k.add(t, bob, bobs, alice, "")
+	k.add(t, alice, bobs, helper, "")
+
+	k.refuse(t, []roomsRefusal{
+		{name: "a person member", as: bob, method: "DELETE", path: bob.room(room), status: 403, code: "forbidden"},
+		{name: "a person not in the room", as: dave, method: "DELETE", path: dave.room(room), status: 404, code: "not_found"},
+		{name: "a person of another organization", as: carol, method: "DELETE", path: carol.room(room), status: 404, code: "not_found"},
+		{name: "the owner of a member agent", as: alice, method: "DELETE", path: alice.room(bobs), status: 403, code: "forbidden"},
+		{name: "an unknown id", as: alice, method: "DELETE", path: alice.room(nilID), status: 404, code: "not_found"},
+		{name: "a malformed id", as: alice, method: "DELETE", path: alice.room("room-1"), status: 404, code: "not_found"},
+	})
+
+	r := k.ts.do(t, "DELETE", alice.room(room), alice.cred, nil)
+	expect(t, r, 204, "")
+	if len(r.body) != 0 {
+		t.Fatalf("204 with a body: %q", r.body)
+	}
+
+	// The room is gone from every read and listing, for everyone in it.
+	for _, tc := range []struct {
+		as           roomsActor
+		method, path string
+		body         any
+	}{
+		{alice, "GET", alice.room(room), nil},
+		{alice, "GET", alice.room(room, "messages"), nil},
+		{alice, "GET", alice.room(room, "participants"), nil},
+		{alice, "PATCH", alice.room(room), map[string]any{"chat": map[string]any{"title": "Back"}}},
+		{alice, "DELETE", alice.room(room), nil},
+		{alice, "POST", alice.room(room, "participants"), roomsParticipant(dave.id, "")},
+		{bob, "GET", bob.room(room), nil},
+		{bob, "DELETE", bob.room(room, "participants", bob.id), nil},
+		{helper, "GET", helper.room(room), nil},
+		{helper, "GET", helper.room(room, "messages"), nil},
+		{helper, "GET", helper.room(room, "participants"), nil},
+		{helper, "POST", helper.room(room, "messages"), map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": alice.id}}}}},
+	} {
+		t.Run("after delete/"+tc.as.name+" "+tc.method+" "+strings.TrimPrefix(tc.path, tc.as.room(room)), func(t *testing.T) {
+			before := k.ts.snapshot(t)
+			expect(t, k.ts.do(t, tc.method, tc.path, tc.as.cred, tc.body), 404, "not_found")
+			k.ts.unchanged(t, before)
+		})
+	}
+	for _, tc := range []struct {
+		as          roomsActor
+		path, rooms string
+	}{
+		{alice, roomsHumanAPI, "bob's,kept"},
+		{alice, roomsHumanAPI + "?include=agent_rooms", "bob's,kept"},
+		{bob, roomsHumanAPI, "bob's"},
+		{helper, roomsAgentAPI, "bob's,kept"},
+	} {
+		r := k.ts.do(t, "GET", tc.path, tc.as.cred, nil)
+		expect(t, r, 200, "")
+		if got := k.listed(t, r); got != tc.rooms {
+			t.Errorf("%s %s = %s, want %s", tc.as.name, tc.path, got, tc.rooms)
+		}
+	}
+	if m := roomsMeta(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); m["total_count"] != float64(2) {
+		t.Errorf("agent listing counts the deleted room: %v", m)
+	}
+
+	t.Run("by the owner of the agent that owns the room", func(t *testing.T) {
+		agentRoom := k.newRoom(t, helper, "agent room", nil)
+		k.refuse(t, []roomsRefusal{{name: "not by someone outside it", as: bob, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
+		expect(t, k.ts.do(t, "DELETE", alice.room(agentRoom), alice.cred, nil), 204, "")
+		expect(t, k.ts.do(t, "GET", helper.room(agentRoom), helper.cred, nil), 404, "not_found")
+	})
+}
+
+func TestParticipantsList(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	carol := k.human("carol", "Other Org")
+	erin := k.human("erin", "Other Org")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	global := k.bot(carol, "Global")
+	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
+	room := k.newRoom(t, alice, "room", nil)
+	for _, p := range []roomsActor{helper, bob, sibling, global} {
+		k.add(t, alice, room, p, "")
+	}
+	const all = "alice,helper,bob,sibling,global" // oldest first
+
+	t.Run("agent API", func(t *testing.T) {
+		r := k.ts.do(t, "GET", helper.room(room, "participants"), helper.cred, nil)
+		expect(t, r, 200, "")
+		if got := k.listed(t, r); got != all {
+			t.Fatalf("participants = %s, want %s", got, all)
+		}
+		if _, ok := r.json(t)["metadata"]; ok {
+			t.Fatalf("the agent API's participant list has no metadata: %s", r.body)
+		}
+		for _, it := range r.list(t) {
+			p := it.(map[string]any)
+			wantType, wantRole := "Agent", "member"
+			if p["id"] == alice.id || p["id"] == bob.id {
+				wantType = "User"
+			}
+			if p["id"] == alice.id {
+				wantRole = "owner"
+			}
+			if p["type"] != wantType || p["role"] != wantRole || p["status"] != "active" || p["name"] == "" || p["handle"] == "" {
+				t.Errorf("participant = %v, want type %s role %s", p, wantType, wantRole)
+			}
+		}
+		// Agents read the same list through the agent API only.
+		expect(t, k.ts.do(t, "GET", sibling.room(room, "participants"), sibling.cred, nil), 200, "")
+	})
+
+	t.Run("human API", func(t *testing.T) {
+		r := k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil)
+		expect(t, r, 200, "")
+		if got := k.listed(t, r); got != all {
+			t.Fatalf("participants = %s", got)
+		}
+		want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
+		if m := roomsMeta(t, r); !reflect.DeepEqual(m, want) {
+			t.Fatalf("metadata = %v, want %v", m, want)
+		}
+		details := map[string]map[string]any{}
+		for _, it := range r.list(t) {
+			p := it.(map[string]any)
+			details[k.names[p["id"].(string)]] = p
+		}
+		if p := details["bob"]; p["name"] != "Bob Tester" || p["handle"] != "bob" || p["description"] != nil || p["is_external"] != nil {
+			t.Errorf("a person's details = %v", p)
+		}
+		if p := details["global"]; p["name"] != "Global" || p["handle"] != "carol/global" || p["description"] != "Global does things" || p["is_external"] != true {
+			t.Errorf("an agent's details = %v", p)
+		}
+		for query, pages := range map[string]string{
+			"limit=2":                         "alice,helper|bob,sibling|global",
+			"limit=2&participant_type=User":   "alice,bob",
+			"limit=2&participant_type=Agent":  "helper,sibling|global",
+			"limit=100&participant_type=User": "alice,bob",
+		} {
+			if got := k.walk(t, alice, alice.room(room, "participants"), query); got != pages {
+				t.Errorf("walk ?%s = %s, want %s", query, got, pages)
+			}
+		}
+		// Any reader may list, not only managers.
+		if got := k.walk(t, bob, bob.room(room, "participants"), "limit=5"); got != all {
+			t.Errorf("bob's walk = %s", got)
+		}
+		r = k.ts.do(t, "GET", alice.room(room, "participants")+"?page=2&page_size=2", alice.cred, nil)
+		expect(t, r, 200, "")
+		m := roomsMeta(t, r)
+		if got := k.listed(t, r); got != "bob,sibling" || m["total_count"] != float64(5) || m["total_pages"] != float64(3) {
+			t.Errorf("page 2 = %s, metadata %v", got, m)
+		}
+	})
+
+	// A person reads the rooms its agents are in (store/access.go), so the
+	// owner of a global agent reads this room from another organization.
+	if got := k.listed(t, k.ts.do(t, "GET", carol.room(room, "participants"), carol.cred, nil)); got != all {
+		t.Errorf("the global agent's owner reads %s", got)
+	}
+
+	agentsCursor := roomsMeta(t, k.ts.do(t, "GET", alice.room(room, "participants")+"?limit=1&participant_type=Agent", alice.cred, nil))["next_cursor"].(string)
+	other := k.newRoom(t, alice, "other", nil)
+	k.add(t, alice, other, helper, "")
+	k.add(t, alice, other, sibling, "")
+	k.refuse(t, []roomsRefusal{
+		{name: "bad participant_type", as: alice, method: "GET", path: alice.room(room, "participants") + "?participant_type=Bot", status: 422, code: "validation_error", pointer: "/participant_type"},
+		{name: "limit 0", as: alice, method: "GET", path: alice.room(room, "participants") + "?limit=0", status: 422, code: "validation_error", pointer: "/limit"},
+		{name: "cursor of another type", as: alice, method: "GET", path: alice.room(room, "participants") + "?participant_type=User&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
+		{name: "cursor of another room", as: alice, method: "GET", path: alice.room(other, "participants") + "?participant_type=Agent&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
+		{name: "a person not in the room", as: dave, method: "GET", path: dave.room(room, "participants"), status: 404, code: "not_found"},
+		{name: "a person of another organization", as: erin, method: "GET", path: erin.room(room, "participants"), status: 404, code: "not_found"},
+		{name: "a malformed room id", as: alice, method: "GET", path: alice.room("x", "participants"), status: 404, code: "not_found"},
+		{name: "agent API, an agent not in the room", as: k.bot(bob, "Outsider"), method: "GET", path: roomsAgentAPI + "/" + room + "/participants", status: 404, code: "not_found"},
+	})
+}
+
+func TestParticipantsAdd(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	carol := k.human("carol", "Other Org")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	second := k.bot(alice, "Second")
+	bobBot := k.bot(bob, "Bob Bot")
+	bobShared := k.bot(bob, "Bob Shared")
+	global := k.bot(carol, "Global")
+	carolBot := k.bot(carol, "Carol Bot")
+	k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, bobShared.id)
+	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
+
+	agentRoom := k.newRoom(t, helper, "agent room", nil)
+	humanRoom := k.newRoom(t, alice, "human room", nil)
+	for _, tc := range []struct {
+		name     string
+		as       roomsActor
+		room     string
+		member   roomsActor
+		role     string
+		wantRole string
+	}{
+		{"an agent adds a sibling agent", helper, agentRoom, sibling, "", "member"},
+		{"an agent adds its owner", helper, agentRoom, alice, "", "member"},
+		{"an agent adds a global agent of another organization", helper, agentRoom, global, "member", "member"},
+		{"an agent adds an agent shared with its organization", helper, agentRoom, bobShared, "", "member"},
+		{"an owner agent grants admin", helper, agentRoom, second, "admin", "admin"},
+		{"a person adds its agent", alice, humanRoom, helper, "", "member"},
+		{"a person adds a person of its organization", alice, humanRoom, bob, "admin", "admin"},
+		{"a person adds a global agent", alice, humanRoom, global, "", "member"},
+		{"an admin adds an admin", bob, humanRoom, dave, "admin", "admin"},
+		{"a member agent adds a member", helper, humanRoom, sibling, "", "member"},
+		{"an owner adds an owner", alice, humanRoom, second, "owner", "owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := k.ts.do(t, "POST", tc.as.room(tc.room, "participants"), tc.as.cred, roomsParticipant(tc.member.id, tc.role))
+			expect(t, r, 201, "")
+			p := r.data(t)
+			wantType := "Agent"
+			if tc.member.user != nil {
+				wantType = "User"
+			}
+			if p["id"] != tc.member.id || p["type"] != wantType || p["role"] != tc.wantRole || p["status"] != "active" {
+				t.Fatalf("added = %v, want %s as %s %s", p, tc.member.name, wantType, tc.wantRole)
+			}
+			// The new participant reads the room at once.
+			k.get(t, tc.member, tc.room)
+		})
+	}
+
+	plain := k.newRoom(t, alice, "plain", nil)
+	k.add(t, alice, plain, helper, "") // a member agent
+	k.add(t, alice, plain, bob, "")    // a member person
+	k.add(t, alice, plain, dave, "admin")
+	add := func(as roomsActor, room, id, role string) roomsRefusal {
+		return roomsRefusal{as: as, method: "POST", path: as.room(room, "participants"), body: roomsParticipant(id, role)}
+	}
+	var cases []roomsRefusal
+	for _, tc := range []struct {
+		name string
+		r    roomsRefusal
+		st   int
+		code string
+		ptr  string
+	}{
+		{"an agent adds a person who is not its owner", add(helper, agentRoom, bob.id, ""), 404, "not_found", ""},
+		{"an agent adds another person's private agent", add(helper, agentRoom, bobBot.id, ""), 404, "not_found", ""},
+		{"an agent adds a person of another organization", add(helper, agentRoom, carol.id, ""), 404, "not_found", ""},
+		{"an agent adds a private agent of another organization", add(helper, agentRoom, carolBot.id, ""), 404, "not_found", ""},
+		{"a person adds a person of another organization", add(alice, plain, carol.id, ""), 404, "not_found", ""},
+		{"a person adds another person's private agent", add(alice, plain, bobBot.id, ""), 404, "not_found", ""},
+		{"a person adds an agent of another organization", add(alice, plain, carolBot.id, ""), 404, "not_found", ""},
+		{"a non-existent id", add(alice, plain, nilID, ""), 404, "not_found", ""},
+		{"a malformed id", add(alice, plain, "someone", ""), 404, "not_found", ""},
+		{"an existing participant", add(alice, plain, helper.id, ""), 422, "validation_error", "/participant/participant_id"},
+		{"an existing participant, agent API", add(helper, agentRoom, sibling.id, "admin"), 422, "validation_error", "/participant/participant_id"},
+		{"a member grants admin", add(bob, plain, sibling.id, "admin"), 403, "forbidden", ""},
+		{"a member agent grants admin", add(helper, plain, sibling.id, "admin"), 403, "forbidden", ""},
+		{"a member grants owner", add(bob, plain, sibling.id, "owner"), 403, "forbidden", ""},
+		{"an admin grants owner", add(dave, plain, sibling.id, "owner"), 403, "forbidden", ""},
+		{"a caller not in the room", add(dave, agentRoom, alice.id, ""), 404, "not_found", ""},
+		{"an agent caller not in the room", add(sibling, plain, second.id, ""), 404, "not_found", ""},
+		{"a malformed room id", add(alice, "room", bob.id, ""), 404, "not_found", ""},
+		{"an unknown role", add(alice, plain, sibling.id, "boss"), 422, "validation_error", "/participant/role"},
+		{"no participant id", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"role": "member"}}}, 422, "validation_error", "/participant/participant_id"},
+		{"no body", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants")}, 422, "validation_error", "/participant/participant_id"},
+		{"a participant id of the wrong type", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"participant_id": 7}}}, 422, "validation_error", "/participant/participant_id"},
+		{"an unknown field", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"participant_id": sibling.id, "status": "blocked"}}}, 400, "unknown_field", "/participant/status"},
+	} {
+		r := tc.r
+		r.name, r.status, r.code, r.pointer = tc.name, tc.st, tc.code, tc.ptr
+		cases = append(cases, r)
+	}
+	k.refuse(t, cases)
+}
+
+func TestParticipantsQuota(t *testing.T) {
+	k := newRoomsKit(t, func(o *store.Options) { o.Limits = store.Limits{ParticipantsPerRoom: 2} })
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	room := k.newRoom(t, alice, "room", nil)
+	k.add(t, alice, room, helper, "")
+	k.refuse(t, []roomsRefusal{
+		{name: "human API", as: alice, method: "POST", path: alice.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
+		{name: "agent API", as: helper, method: "POST", path: helper.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
+	})
+	r := k.ts.do(t, "POST", alice.room(room, "participants"), alice.cred, roomsParticipant(sibling.id, ""))
+	want := map[string]any{"resource": "participants", "limit": float64(2), "current": float64(2)}
+	if d := roomsDetails(t, r); !reflect.DeepEqual(d, want) {
+		t.Fatalf("details = %v, want %v", d, want)
+	}
+	// Leaving frees a place.
+	expect(t, k.ts.do(t, "DELETE", helper.room(room, "participants", helper.id), helper.cred, nil), 200, "")
+	k.add(t, alice, room, sibling, "")
+}
+
+func TestParticipantsRemove(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	eve := k.human("eve")
+	frank := k.human("frank")
+	helper := k.bot(alice, "Helper")
+	sibling := k.bot(alice, "Sibling")
+	daveBot := k.bot(dave, "Dave Bot")
+	room := k.newRoom(t, alice, "room", nil)
+	k.add(t, alice, room, bob, "admin")
+	for _, p := range []roomsActor{dave, eve, helper, sibling} {
+		k.add(t, alice, room, p, "")
+	}
+	k.add(t, dave, room, daveBot, "") // a member adds its own agent
+
+	remove := func(as roomsActor, who string) (string, string) { return "DELETE", as.room(room, "participants", who) }
+	refusals := []struct {
+		name string
+		as   roomsActor
+		who  string
+		st   int
+		code string
+	}{
+		{"a member removes someone else", dave, eve.id, 403, "forbidden"},
+		{"a member agent removes someone else", helper, sibling.id, 403, "forbidden"},
+		{"a member removes another person's agent", eve, daveBot.id, 403, "forbidden"},
+		{"a member removes the owner", dave, alice.id, 403, "forbidden"},
+		{"the only owner leaves", alice, alice.id, 403, "cannot_remove_sole_owner"},
+		{"an admin removes the only owner", bob, alice.id, 403, "forbidden"},
+		{"someone not in the room", alice, frank.id, 404, "not_found"},
+		{"an unknown id", alice, nilID, 404, "not_found"},
+		{"a malformed id", alice, "eve", 404, "not_found"},
+		{"a caller not in the room", frank, eve.id, 404, "not_found"},
+	}
+	var cases []roomsRefusal
+	for _, tc := range refusals {
+		m, p := remove(tc.as, tc.who)
+		cases = append(cases, roomsRefusal{name: tc.name, as: tc.as, method: m, path: p, status: tc.st, code: tc.code})
+	}
+	k.refuse(t, cases)
+
+	// Each step removes one participant; the room's list shrinks accordingly.
+	for _, tc := range []struct {
+		name string
+		as   roomsActor
+		who  roomsActor
+		left string
+	}{
+		{"a person removes the agent it owns", dave, daveBot, "alice,bob,dave,eve,helper,sibling"},
+		{"an admin removes a member", bob, eve, "alice,bob,dave,helper,sibling"},
+		{"a member leaves", dave, dave, "alice,bob,helper,sibling"},
+		{"an agent leaves", helper, helper, "alice,bob,sibling"},
+		{"the owner removes an admin", alice, bob, "alice,sibling"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, p := remove(tc.as, tc.who.id)
+			r := k.ts.do(t, m, p, tc.as.cred, nil)
+			expect(t, r, 200, "")
+			if d := r.data(t); d["id"] != tc.who.id || d["role"] == nil || d["status"] != "active" {
+				t.Fatalf("removed = %v, want %s", d, tc.who.name)
+			}
+			if got := k.listed(t, k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil)); got != tc.left {
+				t.Fatalf("left = %s, want %s", got, tc.left)
+			}
+			if tc.who.id != tc.as.id {
+				return
+			}
+			// Who left reads the room no more.
+			expect(t, k.ts.do(t, "GET", tc.who.room(room), tc.who.cred, nil), 404, "not_found")
+		})
+	}
+
+	t.Run("with two owners, an owner may leave", func(t *testing.T) {
+		k.add(t, alice, room, frank, "owner")
+		m, p := remove(alice, alice.id)
+		expect(t, k.ts.do(t, m, p, alice.cred, nil), 200, "")
+		m, p = remove(frank, frank.id)
+		k.refuse(t, []roomsRefusal{{name: "then the last one may not", as: frank, method: m, path: p, status: 403, code: "cannot_remove_sole_owner"}})
+	})
+}
+
+func TestParticipantsBlock(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	dave := k.human("dave")
+	helper := k.bot(alice, "Helper")
+	room := k.newRoom(t, alice, "room", nil)
+	k.add(t, alice, room, helper, "")
+	k.add(t, alice, room, bob, "")
+	blocked := map[string]any{"status": "blocked"}
+	active := map[string]any{"status": "active"}
+
+	r := k.patch(t, alice, room, helper.id, blocked)
+	expect(t, r, 200, "")
+	if d := r.data(t); d["id"] != helper.id || d["status"] != "blocked" || d["role"] != "member" {
+		t.Fatalf("blocked = %v", d)
+	}
+	t.Run("blocking twice changes nothing", func(t *testing.T) {
+		before := k.ts.snapshot(t)
+		expect(t, k.patch(t, alice, room, helper.id, blocked), 200, "")
+		k.ts.unchanged(t, before)
+	})
+
+	t.Run("a blocked agent reads nothing", func(t *testing.T) {
+		k.refuse(t, []roomsRefusal{
+			{name: "room", as: helper, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
+			{name: "messages", as: helper, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
+			{name: "participants", as: helper, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
+		})
+		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "" {
+			t.Errorf("the blocked agent still lists %s", got)
+		}
+		// The others still see it in the room, as blocked.
+		for _, it := range k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil).list(t) {
+			if p := it.(map[string]any); p["id"] == helper.id && p["status"] != "blocked" {
+				t.Errorf("participant = %v", p)
+			}
+		}
+	})
+
+	// The spec: an agent whose execution in the room is stopped gets 403 on
+	// messages and events (not the 404 of a room it cannot see).
+	t.Run("a blocked agent's posts are refused as execution_stopped", func(t *testing.T) {
+		k.refuse(t, []roomsRefusal{
+			{name: "message", as: helper, method: "POST", path: helper.room(room, "messages"),
+				body:   map[string]any{"message": map[string]any{"content": "Still here", "mentions": []any{map[string]any{"id": alice.id}}}},
+				status: 403, code: "execution_stopped"},
+			{name: "event", as: helper, method: "POST", path: helper.room(room, "events"),
+				body:   map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}},
+				status: 403, code: "execution_stopped"},
+		})
+	})
+
+	t.Run("unblocking restores it", func(t *testing.T) {
+		r := k.patch(t, alice, room, helper.id, active)
+		expect(t, r, 200, "")
+		if d := r.data(t); d["status"] != "active" {
+			t.Fatalf("unblocked = %v", d)
+		}
+		k.get(t, helper, room)
+		expect(t, k.send(t, helper, room, "Back at work", alice), 201, "")
+		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "room" {
+			t.Errorf("agent listing = %s", got)
+		}
+	})
+
+	t.Run("a blocked person reads nothing", func(t *testing.T) {
+		expect(t, k.patch(t, alice, room, bob.id, blocked), 200, "")
+		expect(t, k.ts.do(t, "GET", bob.room(room), bob.cred, nil), 404, "not_found")
+		if got := k.listed(t, k.ts.do(t, "GET", roomsHumanAPI, bob.cred, nil)); got != "" {
+			t.Errorf("the blocked person still lists %s", got)
+		}
+		expect(t, k.patch(t, alice, room, bob.id, active), 200, "")
+		k.get(t, bob, room)
+	})
+
+	patch := func(name string, as roomsActor, who string, body any, st int, code, ptr string) roomsRefusal {
+		return roomsRefusal{name: name, as: as, method: "PATCH", path: as.room(room, "participants", who), body: body, status: st, code: code, pointer: ptr}
+	}
+	wrap := func(fields map[string]any) map[string]any { return map[string]any{"participant": fields} }
+	k.refuse(t, []roomsRefusal{
+		patch("the only owner blocks itself", alice, alice.id, wrap(blocked), 403, "cannot_remove_sole_owner", ""),
+		patch("the only owner demotes itself", alice, alice.id, wrap(map[string]any{"role": "admin"}), 403, "cannot_remove_sole_owner", ""),
+		patch("a member blocks someone", bob, helper.id, wrap(blocked), 403, "forbidden", ""),
+		patch("a member promotes itself", bob, bob.id, wrap(map[string]any{"role": "admin"}), 403, "forbidden", ""),
+		patch("a person not in the room", dave, helper.id, wrap(blocked), 404, "not_found", ""),
+		patch("someone not in the room", alice, dave.id, wrap(blocked), 404, "not_found", ""),
+		patch("a malformed participant id", alice, "helper", wrap(blocked), 404, "not_found", ""),
+		patch("an unknown status", alice, helper.id, wrap(map[string]any{"status": "paused"}), 422, "validation_error", "/participant/status"),
+		patch("an unknown role", alice, helper.id, wrap(map[string]any{"role": "boss"}), 422, "validation_error", "/participant/role"),
+		patch("nothing to change", alice, helper.id, wrap(map[string]any{}), 422, "validation_error", "/participant"),
+		patch("no body", alice, helper.id, nil, 422, "validation_error", "/participant"),
+	})
+
+	t.Run("owners and admins", func(t *testing.T) {
+		expect(t, k.patch(t, alice, room, bob.id, map[string]any{"role": "admin"}), 200, "")
+		k.refuse(t, []roomsRefusal{
+			patch("an admin makes an owner", bob, helper.id, wrap(map[string]any{"role": "owner"}), 403, "forbidden", ""),
+			patch("an admin blocks an owner", bob, alice.id, wrap(blocked), 403, "forbidden", ""),
+		})
+		// An admin blocks and unblocks a member.
+		expect(t, k.patch(t, bob, room, helper.id, blocked), 200, "")
+		expect(t, k.patch(t, bob, room, helper.id, active), 200, "")
+		// With a second owner, the first may step down.
+		r := k.patch(t, alice, room, bob.id, map[string]any{"role": "owner"})
+		expect(t, r, 200, "")
+		if d := r.data(t); d["role"] != "owner" {
+			t.Fatalf("promoted = %v", d)
+		}
+		expect(t, k.patch(t, alice, room, alice.id, map[string]any{"role": "member"}), 200, "")
+		k.refuse(t, []roomsRefusal{
+			patch("a former owner blocks someone", alice, bob.id, wrap(blocked), 403, "forbidden", ""),
+			patch("the new only owner blocks itself", bob, bob.id, wrap(blocked), 403, "cannot_remove_sole_owner", ""),
+		})
+	})
+}
+
+func TestPeersOfAnAgent(t *testing.T) {
+	k, w := newRoomsPeersWorld(t)
+	r := k.ts.do(t, "GET", "/api/v1/agent/peers", w.helper.cred, nil)
+	expect(t, r, 200, "")
+	// The owner, then agents by name: siblings, global agents (of any
+	// organization) and agents shared with the organization.
+	if got := k.listed(t, r); got != "alice,bobglobal,bobshared,carolglobal,sibling" {
+		t.Fatalf("peers = %s", got)
+	}
+	if m := roomsMeta(t, r); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 5, 1)) {
+		t.Fatalf("metadata = %v", m)
+	}
+	roomsCheckPeers(t, k, r)
+
+	room := k.newRoom(t, w.helper, "room", nil)
+	k.add(t, w.helper, room, w.sibling, "")
+	k.add(t, w.helper, room, w.alice, "")
+	elsewhere := k.newRoom(t, w.bob, "elsewhere", nil)
+	for _, tc := range []struct {
+		query, peers string
+		meta         map[string]any
+	}{
+		{"page=2&page_size=2", "bobshared,carolglobal", roomsOffsetMeta(2, 2, 5, 3)},
+		{"page=9&page_size=2", "", roomsOffsetMeta(9, 2, 5, 3)},
+		{"not_in_chat=" + room, "bobglobal,bobshared,carolglobal", roomsOffsetMeta(1, 20, 3, 1)},
+		{"not_in_chat=" + room + "&page_size=1&page=3", "carolglobal", roomsOffsetMeta(3, 1, 3, 3)},
+		// A room the agent cannot read leaves nobody out (and so reveals nothing).
+		{"not_in_chat=" + elsewhere, "alice,bobglobal,bobshared,carolglobal,sibling", roomsOffsetMeta(1, 20, 5, 1)},
+		{"not_in_chat=" + nilID, "alice,bobglobal,bobshared,carolglobal,sibling", roomsOffsetMeta(1, 20, 5, 1)},
+	} {
+		r := k.ts.do(t, "GET", "/api/v1/agent/peers?"+tc.query, w.helper.cred, nil)
+		expect(t, r, 200, "")
+		if got := k.listed(t, r); got != tc.peers {
+			t.Errorf("?%s = %s, want %s", tc.query, got, tc.peers)
+		}
+		if m := roomsMeta(t, r); !reflect.DeepEqual(m, tc.meta) {
+			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
+		}
+	}
+
+	// Carol's agent: her, her other agents, and the global ones, but not
+	// what is shared with alice's organization.
+	r = k.ts.do(t, "GET", "/api/v1/agent/peers", w.carolPrivate.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != "carol,bobglobal,carolglobal,carolshared" {
+		t.Errorf("carol's agent's peers = %s", got)
+	}
+	k.refuse(t, roomsPeerRefusals(w.helper, "/api/v1/agent/peers"))
+}
+
+func TestPeersOfAPerson(t *testing.T) {
+	k, w := newRoomsPeersWorld(t)
+	r := k.ts.do(t, "GET", "/api/v1/me/peers", w.alice.cred, nil)
+	expect(t, r, 200, "")
+	// The other people of the organization, then her agents and global ones.
+	if got := k.listed(t, r); got != "bob,dave,bobglobal,carolglobal,helper,sibling" {
+		t.Fatalf("peers = %s", got)
+	}
+	if m := roomsMeta(t, r); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 6, 1)) {
+		t.Fatalf("metadata = %v", m)
+	}
+	roomsCheckPeers(t, k, r)
+
+	room := k.newRoom(t, w.alice, "room", nil)
+	k.add(t, w.alice, room, w.bob, "")
+	k.add(t, w.alice, room, w.helper, "")
+	for _, tc := range []struct {
+		query, peers string
+		meta         map[string]any
+	}{
+		{"type=User", "bob,dave", roomsOffsetMeta(1, 20, 2, 1)},
+		{"type=Agent", "bobglobal,carolglobal,helper,sibling", roomsOffsetMeta(1, 20, 4, 1)},
+		{"type=Agent&page=2&page_size=3", "sibling", roomsOffsetMeta(2, 3, 4, 2)},
+		{"page=2&page_size=4", "helper,sibling", roomsOffsetMeta(2, 4, 6, 2)},
+		{"not_in_chat=" + room, "dave,bobglobal,carolglobal,sibling", roomsOffsetMeta(1, 20, 4, 1)},
+		{"not_in_chat=" + room + "&type=User", "dave", roomsOffsetMeta(1, 20, 1, 1)},
+	} {
+		r := k.ts.do(t, "GET", "/api/v1/me/peers?"+tc.query, w.alice.cred, nil)
+		expect(t, r, 200, "")
+		if got := k.listed(t, r); got != tc.peers {
+			t.Errorf("?%s = %s, want %s", tc.query, got, tc.peers)
+		}
+		if m := roomsMeta(t, r); !reflect.DeepEqual(m, tc.meta) {
+			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
+		}
+	}
+
+	// Carol is alone in her organization: her agents and the global ones,
+	// each once although one of hers is global.
+	r = k.ts.do(t, "GET", "/api/v1/me/peers", w.carol.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != "bobglobal,carolglobal,carolprivate,carolshared" {
+		t.Errorf("carol's peers = %s", got)
+	}
+	refusals := append(roomsPeerRefusals(w.alice, "/api/v1/me/peers"),
+		roomsRefusal{name: "bad type", as: w.alice, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointer: "/type"},
+		roomsRefusal{name: "type in lower case", as: w.alice, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointer: "/type"})
+	k.refuse(t, refusals)
+}
+
+// roomsPeersWorld is two organizations with people and agents of every kind.
+type roomsPeersWorld struct {
+	alice, bob, dave, carol                roomsActor
+	helper, sibling                        roomsActor // alice's
+	bobPrivate, bobShared, bobGlobal       roomsActor
+	carolPrivate, carolShared, carolGlobal roomsActor
+}
+
+func newRoomsPeersWorld(t *testing.T) (*roomsKit, *roomsPeersWorld) {
+	k := newRoomsKit(t)
+	w := &roomsPeersWorld{alice: k.human("alice"), bob: k.human("bob"), dave: k.human("dave"), carol: k.human("carol", "Other Org")}
+	w.helper, w.sibling = k.bot(w.alice, "Helper"), k.bot(w.alice, "Sibling")
+	w.bobPrivate, w.bobShared, w.bobGlobal = k.bot(w.bob, "Bob Private"), k.bot(w.bob, "Bob Shared"), k.bot(w.bob, "Bob Global")
+	w.carolPrivate, w.carolShared, w.carolGlobal = k.bot(w.carol, "Carol Private"), k.bot(w.carol, "Carol Shared"), k.bot(w.carol, "Carol Global")
+	for _, a := range []roomsActor{w.bobShared, w.carolShared} {
+		k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, a.id)
+	}
+	for _, a := range []roomsActor{w.bobGlobal, w.carolGlobal} {
+		k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, a.id)
+	}
+	// A deleted agent is nobody's peer.
+	gone := k.bot(w.alice, "Gone")
+	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+gone.id, w.alice.cred, nil), 200, "")
+	return k, w
+}
+
+// roomsCheckPeers checks the fields every peer has: registry peers that are no
+// contacts, in the Peer shape of their type.
+func roomsCheckPeers(t *testing.T, k *roomsKit, r *response) {
+	t.Helper()
+	for _, it := range r.list(t) {
+		p := it.(map[string]any)
+		name := k.names[p["id"].(string)]
+		if p["is_contact"] != false || p["source"] != "registry" || p["handle"] == "" || p["name"] == "" {
+			t.Errorf("%s: peer = %v", name, p)
+		}
+		switch p["type"] {
+		case "User":
+			if p["handle"] != name || p["is_external"] != nil || p["description"] != nil {
+				t.Errorf("%s: person peer = %v", name, p)
+			}
+		case "Agent":
+			if !strings.Contains(p["handle"].(string), "/") || p["is_external"] != true || p["description"] == nil {
+				t.Errorf("%s: agent peer = %v", name, p)
+			}
+			if _, ok := p["tags"].([]any); !ok {
+				t.Errorf("%s: agent tags = %v, want an array", name, p["tags"])
+			}
+		default:
+			t.Errorf("%s: peer type %v", name, p["type"])
+		}
+	}
+}
+
+func roomsPeerRefusals(as roomsActor, path string) []roomsRefusal {
+	var out []roomsRefusal
+	for _, q := range []struct{ query, pointer string }{
+		{"not_in_chat=room-1", "/not_in_chat"},
+		{"not_in_chat=" + strings.Repeat("0", 36), "/not_in_chat"},
+		{"page=0", "/page"},
+		{"page_size=0", "/page_size"},
+		{"page_size=101", "/page_size"},
+		{"page_size=all", "/page_size"},
+	} {
+		out = append(out, roomsRefusal{name: q.query, as: as, method: "GET", path: path + "?" + q.query, status: 422, code: "validation_error", pointer: q.pointer})
+	}
+	return out
+}
