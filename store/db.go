@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -46,7 +47,9 @@ type Options struct {
 	ReadConns int
 	// CheckpointIdle: checkpoint after this long without writes; default 1s.
 	CheckpointIdle time.Duration
-	// CheckpointBytes: checkpoint as soon as the WAL grows past this; default 32 MiB.
+	// CheckpointBytes: the writer checkpoints at once when the WAL grows past
+	// this, which routine background checkpoints normally prevent; default
+	// 256 MiB.
 	CheckpointBytes int64
 	// Limits are the plan quotas; zero fields take DefaultLimits.
 	Limits Limits
@@ -68,6 +71,10 @@ type DB struct {
 	log    *slog.Logger
 
 	readStmts      *stmtCache
+	ckpt           *checkpointer
+	ckptDB         *sql.DB
+	closeOnce      sync.Once
+	closeErr       error
 	creds          credCache
 	publisher      publisherSlot
 	attemptTimeout time.Duration
@@ -102,7 +109,7 @@ func Open(path string, opts Options) (*DB, error) {
 		opts.CheckpointIdle = time.Second
 	}
 	if opts.CheckpointBytes <= 0 {
-		opts.CheckpointBytes = 32 << 20
+		opts.CheckpointBytes = 256 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -164,17 +171,36 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.w = newWriter(conn, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.Logger)
+	// The checkpointer's connection comes from its own pool of one, opened
+	// like the writer's (a query_only connection may not checkpoint).
+	ckptDB, err := sql.Open("sqlite", writeDSN)
+	if err == nil {
+		var ckptConn *sql.Conn
+		if ckptConn, err = ckptDB.Conn(context.Background()); err == nil {
+			db.ckptDB = ckptDB
+			db.ckpt = newCheckpointer(ckptConn, &db.w.commits, opts.Logger)
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	return db, nil
 }
 
 // Close stops accepting writes, runs every write already queued, checkpoints
 // the WAL into the database file and closes all connections.
 func (db *DB) Close() error {
-	db.w.close()
-	db.readStmts.close()
-	rerr := db.read.Close()
-	werr := db.write.Close()
-	return errors.Join(rerr, werr)
+	db.closeOnce.Do(func() {
+		if db.ckpt != nil {
+			db.ckpt.close()
+			db.ckptDB.Close()
+		}
+		db.w.close()
+		db.readStmts.close()
+		db.closeErr = errors.Join(db.read.Close(), db.write.Close())
+	})
+	return db.closeErr
 }
 
 // Path is the absolute path of the database file.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,8 +79,10 @@ type WriterStats struct {
 	FailedJobs    int64 // jobs whose own work failed and was rolled back
 	Commits       int64 // transactions committed
 	Refused       int64 // jobs refused because the queue was full
-	Checkpoints   int64 // TRUNCATE checkpoints completed
-	WALBytes      int64 // current size of the -wal file
+	Checkpoints   int64 // TRUNCATE checkpoints completed by the writer
+	// BackgroundCheckpoints are the PASSIVE checkpoints of checkpoint.go.
+	BackgroundCheckpoints int64
+	WALBytes              int64 // current size of the -wal file
 }
 
 type writer struct {
@@ -89,15 +92,14 @@ type writer struct {
 	log      *slog.Logger
 	walPath  string
 	idle     time.Duration // checkpoint after this long without writes
-	walLimit int64         // checkpoint at once when the WAL grows past this
+	walLimit int64         // checkpoint at once when the WAL grows past this (a backstop; see checkpoint.go)
 
 	mu      sync.RWMutex // held for reading while enqueueing; for writing by close
 	closed  bool
 	stopped chan struct{} // closed when the writer goroutine exits
 	stop    chan struct{}
 
-	lastBatch   int         // size of the previous batch
-	lingerTimer *time.Timer // reused by linger
+	lastBatch int // size of the previous batch
 
 	jobs, failed, commits, refused, checkpoints atomic.Int64
 }
@@ -164,7 +166,13 @@ func (db *DB) WriterStats() WriterStats {
 		Commits:       w.commits.Load(),
 		Refused:       w.refused.Load(),
 		Checkpoints:   w.checkpoints.Load(),
-		WALBytes:      fileSize(w.walPath),
+		BackgroundCheckpoints: func() int64 {
+			if db.ckpt == nil {
+				return 0
+			}
+			return db.ckpt.done.Load()
+		}(),
+		WALBytes: fileSize(w.walPath),
 	}
 }
 
@@ -232,38 +240,26 @@ func (w *writer) run() {
 }
 
 // When the previous batch showed that jobs arrive concurrently, the writer
-// lingers before committing: under load, clients whose writes just committed
-// send their next ones within a fraction of a millisecond, and one commit
-// (one write of each touched page) can serve them all. It waits while jobs
-// keep coming, at most lingerGap after the last one and lingerMax in all, so
-// when every client is already in the batch it gives up after one gap. A lone
-// writer never waits: its previous batch held one job.
-const (
-	lingerGap = 50 * time.Microsecond
-	lingerMax = 500 * time.Microsecond
-)
+// lingers before committing: under load, the goroutines whose writes just
+// committed send their next ones within microseconds, and one commit (one
+// write of each touched page) can serve them all. It yields the processor
+// (rather than sleeping: Go rounds sub-millisecond sleeps up) while jobs keep
+// coming, and stops after lingerRounds yields bring nothing new. A lone writer
+// never waits: its previous batch held one job.
+const lingerRounds = 2
 
 // linger adds jobs that keep arriving to batch, up to maxBatch.
 func (w *writer) linger(batch []*job) []*job {
-	deadline := time.Now().Add(lingerMax)
-	for len(batch) < maxBatch {
-		wait := min(lingerGap, time.Until(deadline))
-		if wait <= 0 {
-			return batch
-		}
-		if w.lingerTimer == nil {
-			w.lingerTimer = time.NewTimer(wait)
+	for idle := 0; idle < lingerRounds && len(batch) < maxBatch; {
+		runtime.Gosched()
+		before := len(batch)
+		batch = w.collect(batch)
+		if len(batch) == before {
+			idle++
 		} else {
-			w.lingerTimer.Reset(wait)
-		}
-		select {
-		case j := <-w.queue:
-			batch = w.collect(append(batch, j))
-		case <-w.lingerTimer.C:
-			return batch
+			idle = 0
 		}
 	}
-	w.lingerTimer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
 	return batch
 }
 

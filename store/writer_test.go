@@ -296,3 +296,17 @@ func TestCheckpointWhenWALPassesItsBound(t *testing.T) {
 		t.Fatal("no checkpoint although the WAL passed its bound")
 	}
 }
+
+func TestBackgroundCheckpointsKeepUpWithWrites(t *testing.T) {
+	db := openTestDB(t, Options{CheckpointIdle: 1 << 40})
+	createTable(t, db)
+	for i := 0; i < 50; i++ {
+		if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "a background checkpoint", func() bool { return db.WriterStats().BackgroundCheckpoints > 0 })
+	if db.WriterStats().Checkpoints != 0 {
+		t.Fatal("the writer checkpointed although it was neither idle nor past its bound")
+	}
+}
