@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 
 	"github.com/chatd/chatd/store"
 )
@@ -101,19 +103,13 @@ type messageView struct {
 	UpdatedAt   string             `json:"updated_at"`
 }
 
-// deliveryView is one agent's entry of metadata.delivery_status.
-type deliveryView struct {
-	Status         string          `json:"status"`
-	CurrentAttempt int             `json:"current_attempt"`
-	Attempts       []store.Attempt `json:"attempts"`
-	ProcessedAt    *string         `json:"processed_at"`
-}
-
 // newMessageView renders a message. For a text message, metadata holds what
 // its sender attached, then the resolved mentions and delivery_status (per
-// agent: status, current_attempt, attempts); with forAgent set (an agent
-// reading), also that agent's own status and attempts at the top level. An
-// event's metadata is the object its sender posted.
+// agent: status, current_attempt, attempts, processed_at); with forAgent set
+// (an agent reading), also that agent's own status, current_attempt and
+// attempts at the top level. An event's metadata is the object its sender
+// posted. Mentions and attempts are passed through as stored, without a
+// round trip through Go values: history reads render thousands of them.
 func newMessageView(m *store.Message, forAgent string) messageView {
 	v := messageView{
 		ID: m.ID, ChatRoomID: m.RoomID, Content: m.Content, MessageType: m.Type, SenderID: m.SenderID,
@@ -123,35 +119,71 @@ func newMessageView(m *store.Message, forAgent string) messageView {
 	if v.Attachments == nil {
 		v.Attachments = []store.Attachment{}
 	}
-	if m.Type != "text" {
-		return v
+	if m.Type == "text" {
+		v.Metadata = textMetadata(m, forAgent)
 	}
-	meta := map[string]any{}
-	if len(m.Metadata) > 2 { // more than "{}"
-		var attached map[string]any
-		if json.Unmarshal(m.Metadata, &attached) == nil {
-			meta = attached
-		}
-	}
-	meta["mentions"] = m.Mentions
-	statuses := map[string]deliveryView{}
-	for _, d := range m.Deliveries {
-		dv := deliveryView{Status: d.Status, CurrentAttempt: d.CurrentAttempt, Attempts: d.Attempts}
-		if dv.Attempts == nil {
-			dv.Attempts = []store.Attempt{}
-		}
-		if d.ProcessedAt != nil {
-			t := timestamp(*d.ProcessedAt)
-			dv.ProcessedAt = &t
-		}
-		statuses[d.AgentID] = dv
-		if d.AgentID == forAgent {
-			meta["status"], meta["attempts"], meta["current_attempt"] = dv.Status, dv.Attempts, dv.CurrentAttempt
-		}
-	}
-	meta["delivery_status"] = statuses
-	v.Metadata, _ = json.Marshal(meta)
 	return v
+}
+
+// textMetadata writes a text message's metadata object. The keys a sender
+// attached cannot collide with chatd's (those are refused on input).
+func textMetadata(m *store.Message, forAgent string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	if attached := bytes.TrimSpace(m.Metadata); len(attached) > 2 {
+		b.Write(attached[1 : len(attached)-1]) // the fields, without their braces
+		b.WriteByte(',')
+	}
+	b.WriteString(`"mentions":`)
+	b.Write(orEmptyArray(m.MentionsJSON))
+	b.WriteString(`,"delivery_status":{`)
+	var own *store.Delivery
+	for i, d := range m.Deliveries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, d.AgentID)
+		b.WriteString(`:{"status":`)
+		writeString(&b, d.Status)
+		b.WriteString(`,"current_attempt":`)
+		b.WriteString(strconv.Itoa(d.CurrentAttempt))
+		b.WriteString(`,"attempts":`)
+		b.Write(orEmptyArray(d.AttemptsJSON))
+		b.WriteString(`,"processed_at":`)
+		if d.ProcessedAt != nil {
+			writeString(&b, timestamp(*d.ProcessedAt))
+		} else {
+			b.WriteString("null")
+		}
+		b.WriteByte('}')
+		if d.AgentID == forAgent {
+			own = d
+		}
+	}
+	b.WriteByte('}')
+	if own != nil {
+		b.WriteString(`,"status":`)
+		writeString(&b, own.Status)
+		b.WriteString(`,"current_attempt":`)
+		b.WriteString(strconv.Itoa(own.CurrentAttempt))
+		b.WriteString(`,"attempts":`)
+		b.Write(orEmptyArray(own.AttemptsJSON))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func orEmptyArray(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return []byte("[]")
+	}
+	return raw
+}
+
+// writeString writes s as a JSON string.
+func writeString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s)
+	b.Write(q)
 }
 
 func messageViews(ms []*store.Message, forAgent string) []messageView {

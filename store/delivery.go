@@ -28,7 +28,8 @@ type Delivery struct {
 	AgentID        string
 	Status         string // pending, delivered, processing, processed, failed
 	CurrentAttempt int
-	Attempts       []Attempt // the most recent maxAttemptsKept, oldest first
+	Attempts       []Attempt       // the most recent maxAttemptsKept, oldest first; parsed for a transition
+	AttemptsJSON   json.RawMessage // the attempts as stored (always set)
 	ProcessedAt    *time.Time
 	UpdatedAt      time.Time
 }
@@ -67,9 +68,7 @@ func scanDelivery(row interface{ Scan(...any) error }, seq *int64) (*Delivery, e
 	if err := row.Scan(seq, &d.AgentID, &d.Status, &d.CurrentAttempt, &attempts, &processed, &upd); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(attempts), &d.Attempts); err != nil {
-		return nil, err
-	}
+	d.AttemptsJSON = json.RawMessage(attempts)
 	if processed.Valid {
 		t := fromMicros(processed.Int64)
 		d.ProcessedAt = &t
@@ -206,6 +205,9 @@ func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID str
 		if err != nil {
 			return err
 		}
+		if err := json.Unmarshal(d.AttemptsJSON, &d.Attempts); err != nil {
+			return err
+		}
 		changed, err := apply(d, tx.Now())
 		if err != nil {
 			return err
@@ -218,6 +220,7 @@ func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID str
 		if err != nil {
 			return err
 		}
+		d.AttemptsJSON = attempts
 		d.UpdatedAt = tx.Now()
 		var processed any
 		if d.ProcessedAt != nil {

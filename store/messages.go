@@ -14,20 +14,21 @@ import (
 
 // Message is a text message or an event in a room.
 type Message struct {
-	Seq         int64
-	ID          string
-	RoomID      string
-	SenderID    string
-	SenderType  string // "User" or "Agent"
-	SenderName  string // captured when it was sent
-	Type        string // text or one of the event types
-	Content     string
-	Mentions    []Mention       // resolved; text messages only
-	Metadata    json.RawMessage // an event's metadata object; "{}" for text
-	Deliveries  []*Delivery     // per mentioned agent, as the reader may see them
-	InsertedAt  time.Time
-	UpdatedAt   time.Time
-	Attachments []Attachment
+	Seq          int64
+	ID           string
+	RoomID       string
+	SenderID     string
+	SenderType   string // "User" or "Agent"
+	SenderName   string // captured when it was sent
+	Type         string // text or one of the event types
+	Content      string
+	Mentions     []Mention       // resolved, text messages only; set when the message is written
+	MentionsJSON json.RawMessage // the resolved mentions as stored (always set)
+	Metadata     json.RawMessage // an event's metadata object; "{}" for text
+	Deliveries   []*Delivery     // per mentioned agent, as the reader may see them
+	InsertedAt   time.Time
+	UpdatedAt    time.Time
+	Attachments  []Attachment
 }
 
 // Mention is a resolved mention of a participant.
@@ -80,10 +81,7 @@ func scanMessage(row interface{ Scan(...any) error }) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(mentions), &m.Mentions); err != nil {
-		return nil, err
-	}
-	m.Metadata = json.RawMessage(metadata)
+	m.MentionsJSON, m.Metadata = json.RawMessage(mentions), json.RawMessage(metadata)
 	m.InsertedAt, m.UpdatedAt = fromMicros(ins), fromMicros(upd)
 	m.Attachments = []Attachment{}
 	return &m, nil
@@ -315,7 +313,7 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 				continue
 			}
 			if p := findParticipant(members, m.ID); p != nil && p.Type == "Agent" {
-				d := &Delivery{AgentID: m.ID, Status: "pending", Attempts: []Attempt{}, UpdatedAt: tx.Now()}
+				d := &Delivery{AgentID: m.ID, Status: "pending", Attempts: []Attempt{}, AttemptsJSON: json.RawMessage("[]"), UpdatedAt: tx.Now()}
 				if _, err := tx.Exec(`INSERT INTO deliveries (agent_id, room_id, message_seq, updated_at) VALUES (?, ?, ?, ?)`,
 					m.ID, roomID, msg.Seq, tx.Now().UnixMicro()); err != nil {
 					return err
@@ -363,7 +361,7 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 	now := tx.Now()
 	m := &Message{
 		ID: newID(), RoomID: room.ID, SenderID: sender.ID, SenderType: sender.Type, SenderName: sender.Name,
-		Type: typ, Content: content, Mentions: mentions, Metadata: metadata, InsertedAt: now, UpdatedAt: now,
+		Type: typ, Content: content, Mentions: mentions, MentionsJSON: mj, Metadata: metadata, InsertedAt: now, UpdatedAt: now,
 		Attachments: []Attachment{},
 	}
 	err = tx.QueryRow(`INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, mentions, metadata, inserted_at, updated_at)
