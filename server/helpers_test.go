@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -155,6 +156,41 @@ func (r *response) list(t testing.TB) []any {
 	return d
 }
 
+// meta returns the body's "metadata" object.
+func (r *response) meta(t testing.TB) map[string]any {
+	t.Helper()
+	m, ok := r.json(t)["metadata"].(map[string]any)
+	if !ok {
+		t.Fatalf("no metadata object in %s", r.body)
+	}
+	return m
+}
+
+// walkPages pages through a cursor listing (query holds limit and the
+// filters), renders each page with render, and returns the pages joined by
+// "|". It fails the test when a page is refused or paging does not end.
+func (ts *testServer) walkPages(t testing.TB, path, query string, c cred, render func(*response) string) string {
+	t.Helper()
+	var pages []string
+	q := query
+	for i := 0; ; i++ {
+		if i > 50 {
+			t.Fatalf("%s?%s: cursor paging does not end", path, query)
+		}
+		r := ts.do(t, "GET", path+"?"+q, c, nil)
+		expect(t, r, 200, "")
+		pages = append(pages, render(r))
+		m := r.meta(t)
+		if m["has_more"] != true {
+			if m["next_cursor"] != nil {
+				t.Fatalf("last page has a next_cursor: %v", m)
+			}
+			return strings.Join(pages, "|")
+		}
+		q = query + "&cursor=" + url.QueryEscape(m["next_cursor"].(string))
+	}
+}
+
 // errorCode returns the envelope's code ("" when the body is no envelope).
 func (r *response) errorCode(t testing.TB) string {
 	t.Helper()
@@ -245,6 +281,24 @@ func expect(t testing.TB, r *response, status int, code string) {
 			t.Fatalf("error code = %q, want %q; body %s", got, code, r.body)
 		}
 	}
+}
+
+// refused sends a request that must be refused with status and code, with a
+// problem at pointer in details (unless pointer is ""), and must leave the
+// database as it was.
+func (ts *testServer) refused(t testing.TB, method, path string, c cred, body any, status int, code, pointer string) *response {
+	t.Helper()
+	before := ts.snapshot(t)
+	r := ts.do(t, method, path, c, body)
+	expect(t, r, status, code)
+	if pointer != "" {
+		details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+		if _, ok := details[pointer]; !ok {
+			t.Fatalf("details %v lack %s", details, pointer)
+		}
+	}
+	ts.unchanged(t, before)
+	return r
 }
 
 // snapshot renders every row of every table (except the last-use time of

@@ -95,16 +95,7 @@ func TestUpdateProfile(t *testing.T) {
 		{"array body", `[]`, 422, "validation_error", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := ts.snapshot(t)
-			r := ts.do(t, "PUT", "/api/v1/me/profile", apiKey(key), tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.pointer != "" {
-				details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
-				if _, ok := details[tc.pointer]; !ok {
-					t.Fatalf("details %v lack %s", details, tc.pointer)
-				}
-			}
-			ts.unchanged(t, before)
+			ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(key), tc.body, tc.status, tc.code, tc.pointer)
 		})
 	}
 }

@@ -207,32 +207,7 @@ func (w *msgWorld) byLabel(t testing.TB, r *response, label string) map[string]a
 // returns its pages, "|" between them.
 func (w *msgWorld) walk(t testing.TB, p msgParty, path, query string) string {
 	t.Helper()
-	var pages []string
-	q := query
-	for i := 0; ; i++ {
-		if i > 10 {
-			t.Fatal("cursor paging does not end")
-		}
-		r := w.get(t, p, path+"?"+q)
-		pages = append(pages, w.names(t, r))
-		meta := msgMeta(t, r)
-		if meta["has_more"] != true {
-			if meta["next_cursor"] != nil {
-				t.Fatalf("last page has a next_cursor: %v", meta)
-			}
-			return strings.Join(pages, "|")
-		}
-		q = query + "&cursor=" + url.QueryEscape(meta["next_cursor"].(string))
-	}
-}
-
-func msgMeta(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	m, ok := r.json(t)["metadata"].(map[string]any)
-	if !ok {
-		t.Fatalf("no metadata in %s", r.body)
-	}
-	return m
+	return w.ts.walkPages(t, path, query, p.cred, func(r *response) string { return w.names(t, r) })
 }
 
 func msgDetails(t testing.TB, r *response) map[string]any {
@@ -630,7 +605,7 @@ func TestMessagesSend(t *testing.T) {
 				}
 				seen[p.label] = true
 			}
-			meta := msgMeta(t, r)
+			meta := r.meta(t)
 			if meta["has_more"] != true {
 				break
 			}
@@ -942,7 +917,7 @@ func TestAgentMessageListing(t *testing.T) {
 				if got := w.names(t, r); got != tc.want {
 					t.Fatalf("listed %s, want %s", got, tc.want)
 				}
-				meta := msgMeta(t, r)
+				meta := r.meta(t)
 				if sf, ok := meta["status_filter"]; !ok || sf != tc.filter {
 					t.Errorf("status_filter = %v (present %v), want %v", sf, ok, tc.filter)
 				}
@@ -1031,7 +1006,7 @@ func TestAgentMessageListing(t *testing.T) {
 			if got := w.names(t, r); got != tc.want {
 				t.Errorf("%s: listed %s, want %s", tc.query, got, tc.want)
 			}
-			meta := msgMeta(t, r)
+			meta := r.meta(t)
 			if meta["page"] != tc.page || meta["total_count"] != tc.total || meta["total_pages"] != tc.pages || meta["has_more"] != tc.more {
 				t.Errorf("%s: metadata = %v", tc.query, meta)
 			}
@@ -1042,12 +1017,12 @@ func TestAgentMessageListing(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
-		asc := msgMeta(t, w.get(t, w.helper, path+"?status=all&limit=1"))["next_cursor"].(string)
+		asc := w.get(t, w.helper, path+"?status=all&limit=1").meta(t)["next_cursor"].(string)
 		other := w.newRoom(t, w.alice, "other")
 		w.add(t, w.alice, other, w.helper)
 		w.mustSend(t, "o1", w.alice, other, "o1", byID(w.helper))
 		w.mustSend(t, "o2", w.alice, other, "o2", byID(w.helper))
-		fromOther := msgMeta(t, w.get(t, w.helper, w.helper.at(other, "messages")+"?limit=1"))["next_cursor"].(string)
+		fromOther := w.get(t, w.helper, w.helper.at(other, "messages")+"?limit=1").meta(t)["next_cursor"].(string)
 		get := func(name, query string, status int, code string, pointers ...string) msgRefusal {
 			return msgRefusal{name: name, as: w.helper, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
@@ -1113,7 +1088,7 @@ func TestHumanMessageHistory(t *testing.T) {
 			if got := w.names(t, r); got != tc.want {
 				t.Errorf("%s %s: listed %s, want %s", tc.as.label, tc.query, got, tc.want)
 			}
-			meta := msgMeta(t, r)
+			meta := r.meta(t)
 			if meta["has_more"] != false || meta["next_cursor"] != nil || meta["limit"] != float64(20) {
 				t.Errorf("%s: metadata = %v", tc.query, meta)
 			}
@@ -1168,7 +1143,7 @@ func TestHumanMessageHistory(t *testing.T) {
 		if got := w.names(t, r); got != "t2,e1" {
 			t.Errorf("page 2 = %s", got)
 		}
-		meta := msgMeta(t, r)
+		meta := r.meta(t)
 		if meta["page"] != float64(2) || meta["page_size"] != float64(2) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["has_more"] != true {
 			t.Errorf("metadata = %v", meta)
 		}
@@ -1190,7 +1165,7 @@ func TestHumanMessageHistory(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
-		textCursor := msgMeta(t, w.get(t, w.alice, path+"?limit=1&message_type=text"))["next_cursor"].(string)
+		textCursor := w.get(t, w.alice, path+"?limit=1&message_type=text").meta(t)["next_cursor"].(string)
 		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) msgRefusal {
 			return msgRefusal{name: name, as: as, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
@@ -1287,7 +1262,7 @@ func TestAgentContext(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
-		fromMessages := msgMeta(t, w.get(t, w.helper, w.helper.at(room, "messages")+"?status=all&limit=1"))["next_cursor"].(string)
+		fromMessages := w.get(t, w.helper, w.helper.at(room, "messages")+"?status=all&limit=1").meta(t)["next_cursor"].(string)
 		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) msgRefusal {
 			return msgRefusal{name: name, as: as, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}

@@ -67,16 +67,7 @@ func TestRegisterAgentRefusals(t *testing.T) {
 		{"blank tag", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"ok", " "}}), 422, "validation_error", "/agent/tags/1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := ts.snapshot(t)
-			r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key), tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.pointer != "" {
-				details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
-				if _, ok := details[tc.pointer]; !ok {
-					t.Fatalf("details %v lack %s", details, tc.pointer)
-				}
-			}
-			ts.unchanged(t, before)
+			ts.refused(t, "POST", "/api/v1/me/agents/register", apiKey(key), tc.body, tc.status, tc.code, tc.pointer)
 		})
 	}
 
@@ -193,7 +184,7 @@ func TestListMyAgents(t *testing.T) {
 	if got := names(r); got != "Echo,delta,Bravo,alpha,Charlie" {
 		t.Fatalf("default order (newest first) = %s", got)
 	}
-	meta := r.json(t)["metadata"].(map[string]any)
+	meta := r.meta(t)
 	if meta["has_more"] != false || meta["limit"] != float64(20) || meta["next_cursor"] != nil {
 		t.Fatalf("metadata = %v", meta)
 	}
@@ -208,25 +199,7 @@ func TestListMyAgents(t *testing.T) {
 	}
 
 	// Walk by name with a cursor, two at a time.
-	var walked []string
-	q := "sort=name&order=asc&limit=2"
-	for page := 0; ; page++ {
-		if page > 5 {
-			t.Fatal("cursor paging does not end")
-		}
-		r := ts.do(t, "GET", "/api/v1/me/agents?"+q, apiKey(key), nil)
-		expect(t, r, 200, "")
-		walked = append(walked, names(r))
-		meta := r.json(t)["metadata"].(map[string]any)
-		if meta["has_more"] == false {
-			if meta["next_cursor"] != nil {
-				t.Fatal("last page has a next_cursor")
-			}
-			break
-		}
-		q = "sort=name&order=asc&limit=2&cursor=" + url.QueryEscape(meta["next_cursor"].(string))
-	}
-	if got := strings.Join(walked, "|"); got != "alpha,Bravo|Charlie,delta|Echo" {
+	if got := ts.walkPages(t, "/api/v1/me/agents", "sort=name&order=asc&limit=2", apiKey(key), names); got != "alpha,Bravo|Charlie,delta|Echo" {
 		t.Fatalf("walk = %s", got)
 	}
 

@@ -139,33 +139,7 @@ func (k *roomsKit) listed(t testing.TB, r *response) string {
 // and returns its pages, "|" between them.
 func (k *roomsKit) walk(t testing.TB, a roomsActor, path, query string) string {
 	t.Helper()
-	var pages []string
-	q := query
-	for i := 0; ; i++ {
-		if i > 20 {
-			t.Fatalf("%s?%s: cursor paging does not end", path, query)
-		}
-		r := k.ts.do(t, "GET", path+"?"+q, a.cred, nil)
-		expect(t, r, 200, "")
-		pages = append(pages, k.listed(t, r))
-		m := roomsMeta(t, r)
-		if m["has_more"] != true {
-			if m["next_cursor"] != nil {
-				t.Fatalf("last page has a next_cursor: %v", m)
-			}
-			return strings.Join(pages, "|")
-		}
-		q = query + "&cursor=" + url.QueryEscape(m["next_cursor"].(string))
-	}
-}
-
-func roomsMeta(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	m, ok := r.json(t)["metadata"].(map[string]any)
-	if !ok {
-		t.Fatalf("no metadata object in %s", r.body)
-	}
-	return m
+	return k.ts.walkPages(t, path, query, a.cred, func(r *response) string { return k.listed(t, r) })
 }
 
 // roomsOffsetMeta is the metadata of a page/page_size listing.
@@ -363,7 +337,7 @@ func TestRoomsAgentListing(t *testing.T) {
 			if got := k.listed(t, r); got != tc.rooms {
 				t.Errorf("rooms = %s, want %s", got, tc.rooms)
 			}
-			if m := roomsMeta(t, r); !reflect.DeepEqual(m, tc.meta) {
+			if m := r.meta(t); !reflect.DeepEqual(m, tc.meta) {
 				t.Errorf("metadata = %v, want %v", m, tc.meta)
 			}
 			// page/page_size is this listing's only paging, so not deprecated here.
@@ -411,7 +385,7 @@ func TestRoomsHumanListing(t *testing.T) {
 		t.Fatalf("default listing (newest first) = %s", got)
 	}
 	want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
-	if m := roomsMeta(t, r); !reflect.DeepEqual(m, want) {
+	if m := r.meta(t); !reflect.DeepEqual(m, want) {
 		t.Fatalf("cursor-mode metadata = %v, want %v", m, want)
 	}
 	for _, it := range r.list(t) {
@@ -469,7 +443,7 @@ func TestRoomsHumanListing(t *testing.T) {
 	if got := k.listed(t, r); got != "m2,m1" {
 		t.Errorf("page 2 = %s", got)
 	}
-	m := roomsMeta(t, r)
+	m := r.meta(t)
 	if m["page"] != float64(2) || m["page_size"] != float64(4) || m["total_count"] != float64(6) || m["total_pages"] != float64(2) || m["has_more"] != false {
 		t.Errorf("page metadata = %v", m)
 	}
@@ -477,8 +451,8 @@ func TestRoomsHumanListing(t *testing.T) {
 		t.Error("page/page_size without Deprecation and Sunset headers")
 	}
 
-	byUpdated := roomsMeta(t, k.ts.do(t, "GET", roomsHumanAPI+"?limit=1&sort_by=updated_at", alice.cred, nil))["next_cursor"].(string)
-	byInserted := roomsMeta(t, k.ts.do(t, "GET", roomsHumanAPI+"?limit=1", alice.cred, nil))["next_cursor"].(string)
+	byUpdated := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
+	byInserted := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
 	var cases []roomsRefusal
 	for _, q := range []struct{ query, code, pointer string }{
 		{"include=everything", "validation_error", "/include"},
@@ -830,7 +804,7 @@ func TestRoomsDelete(t *testing.T) {
 			t.Errorf("%s %s = %s, want %s", tc.as.name, tc.path, got, tc.rooms)
 		}
 	}
-	if m := roomsMeta(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); m["total_count"] != float64(2) {
+	if m := k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil).meta(t); m["total_count"] != float64(2) {
 		t.Errorf("agent listing counts the deleted room: %v", m)
 	}
 
@@ -892,7 +866,7 @@ func TestParticipantsList(t *testing.T) {
 			t.Fatalf("participants = %s", got)
 		}
 		want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
-		if m := roomsMeta(t, r); !reflect.DeepEqual(m, want) {
+		if m := r.meta(t); !reflect.DeepEqual(m, want) {
 			t.Fatalf("metadata = %v, want %v", m, want)
 		}
 		details := map[string]map[string]any{}
@@ -922,7 +896,7 @@ func TestParticipantsList(t *testing.T) {
 		}
 		r = k.ts.do(t, "GET", alice.room(room, "participants")+"?page=2&page_size=2", alice.cred, nil)
 		expect(t, r, 200, "")
-		m := roomsMeta(t, r)
+		m := r.meta(t)
 		if got := k.listed(t, r); got != "bob,sibling" || m["total_count"] != float64(5) || m["total_pages"] != float64(3) {
 			t.Errorf("page 2 = %s, metadata %v", got, m)
 		}
@@ -934,7 +908,7 @@ func TestParticipantsList(t *testing.T) {
 		t.Errorf("the global agent's owner reads %s", got)
 	}
 
-	agentsCursor := roomsMeta(t, k.ts.do(t, "GET", alice.room(room, "participants")+"?limit=1&participant_type=Agent", alice.cred, nil))["next_cursor"].(string)
+	agentsCursor := k.ts.do(t, "GET", alice.room(room, "participants")+"?limit=1&participant_type=Agent", alice.cred, nil).meta(t)["next_cursor"].(string)
 	other := k.newRoom(t, alice, "other", nil)
 	k.add(t, alice, other, helper, "")
 	k.add(t, alice, other, sibling, "")
@@ -1280,7 +1254,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if got := k.listed(t, r); got != "alice,bobglobal,bobshared,carolglobal,sibling" {
 		t.Fatalf("peers = %s", got)
 	}
-	if m := roomsMeta(t, r); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 5, 1)) {
+	if m := r.meta(t); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 5, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
 	roomsCheckPeers(t, k, r)
@@ -1306,7 +1280,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 		if got := k.listed(t, r); got != tc.peers {
 			t.Errorf("?%s = %s, want %s", tc.query, got, tc.peers)
 		}
-		if m := roomsMeta(t, r); !reflect.DeepEqual(m, tc.meta) {
+		if m := r.meta(t); !reflect.DeepEqual(m, tc.meta) {
 			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
 		}
 	}
@@ -1329,7 +1303,7 @@ func TestPeersOfAPerson(t *testing.T) {
 	if got := k.listed(t, r); got != "bob,dave,bobglobal,carolglobal,helper,sibling" {
 		t.Fatalf("peers = %s", got)
 	}
-	if m := roomsMeta(t, r); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 6, 1)) {
+	if m := r.meta(t); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 6, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
 	roomsCheckPeers(t, k, r)
@@ -1353,7 +1327,7 @@ func TestPeersOfAPerson(t *testing.T) {
 		if got := k.listed(t, r); got != tc.peers {
 			t.Errorf("?%s = %s, want %s", tc.query, got, tc.peers)
 		}
-		if m := roomsMeta(t, r); !reflect.DeepEqual(m, tc.meta) {
+		if m := r.meta(t); !reflect.DeepEqual(m, tc.meta) {
 			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
 		}
 	}

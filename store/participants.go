@@ -199,11 +199,7 @@ func (db *DB) AddParticipant(ctx context.Context, actor Actor, roomID, memberID,
 func (db *DB) RemoveParticipant(ctx context.Context, actor Actor, roomID, memberID string) (*Participant, error) {
 	var removed *Participant
 	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
-		target, err := participant(tx, roomID, memberID)
+		a, target, err := loadTarget(tx, actor, roomID, memberID)
 		if err != nil {
 			return err
 		}
@@ -225,6 +221,20 @@ func (db *DB) RemoveParticipant(ctx context.Context, actor Actor, roomID, member
 		return nil
 	})
 	return removed, err
+}
+
+// loadTarget reads the actor's access to a room and the participant it
+// acts on; either missing is not found.
+func loadTarget(tx *Tx, actor Actor, roomID, memberID string) (*roomAccess, *Participant, error) {
+	a, err := loadAccess(tx, actor, roomID)
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err := participant(tx, roomID, memberID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, target, nil
 }
 
 // keepAnOwner refuses to take the owner role from the last owner of a room.
@@ -265,11 +275,7 @@ func (db *DB) UpdateParticipant(ctx context.Context, actor Actor, roomID, member
 	}
 	var out *Participant
 	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
-		target, err := participant(tx, roomID, memberID)
+		a, target, err := loadTarget(tx, actor, roomID, memberID)
 		if err != nil {
 			return err
 		}
