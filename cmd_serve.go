@@ -44,6 +44,8 @@ database and exits 0.`,
 	f.Int("max-chats-per-user", store.DefaultLimits.ChatsPerUser, "quota: rooms created by one person and the agents they own")
 	f.Int("max-participants-per-room", store.DefaultLimits.ParticipantsPerRoom, "quota: participants in one room")
 	f.Int("max-messages-per-room", store.DefaultLimits.MessagesPerRoom, "quota: messages and events in one room")
+	f.Int("ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
+	f.Int("ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
 	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
 	f.String("log-format", "text", `log format: "text" or "json"`)
 	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
@@ -53,6 +55,7 @@ database and exits 0.`,
 		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
 		"max-chats-per-user": "CHATD_MAX_CHATS_PER_USER", "max-participants-per-room": "CHATD_MAX_PARTICIPANTS_PER_ROOM",
 		"max-messages-per-room": "CHATD_MAX_MESSAGES_PER_ROOM", "attempt-timeout": "CHATD_ATTEMPT_TIMEOUT",
+		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
 		envFlag(f, flag, env)
@@ -73,6 +76,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	limits.ParticipantsPerRoom, _ = f.GetInt("max-participants-per-room")
 	limits.MessagesPerRoom, _ = f.GetInt("max-messages-per-room")
 	attemptTimeout, _ := f.GetDuration("attempt-timeout")
+	maxSockets, _ := f.GetInt("ws-max-conns")
+	maxSocketsPerKey, _ := f.GetInt("ws-max-per-key")
 	grace, _ := f.GetDuration("shutdown-grace")
 	switch {
 	case queue < 1 || queue > 1_000_000:
@@ -85,6 +90,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf("quotas must be at least 1")}
 	case attemptTimeout <= 0:
 		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
+	case maxSockets < 1 || maxSocketsPerKey < 1:
+		return usageError{fmt.Errorf("--ws-max-conns and --ws-max-per-key must be at least 1")}
 	case grace <= 0:
 		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
 	}
@@ -114,7 +121,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if db.MigratedFrom() != db.SchemaVersion() {
 		logger.Info("database schema ready", "from_version", db.MigratedFrom(), "to_version", db.SchemaVersion())
 	}
-	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, Version: version})
+	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, Version: version,
+		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey})
 	if err != nil {
 		ln.Close()
 		closeDB()

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/chatd/chatd/store"
 )
@@ -17,6 +18,9 @@ const (
 	codeMethodNotAllowed       store.Code = "method_not_allowed"
 	codePayloadTooLarge        store.Code = "payload_too_large"
 	codeInvalidCursor          store.Code = "invalid_cursor"
+	codeInvalidOnConflict      store.Code = "invalid_on_conflict" // socket: on_conflict is not supersede or reject
+	codeConnectionConflict     store.Code = "connection_conflict" // socket: the agent is connected and on_conflict=reject
+	codeTooManyRequests        store.Code = "too_many_requests"   // socket: over the connection limits
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -26,6 +30,9 @@ var statusOf = map[store.Code]int{
 	codeInvalidJSON:                    http.StatusBadRequest,
 	codeUnknownField:                   http.StatusBadRequest,
 	codeConflictingCredentials:         http.StatusBadRequest,
+	codeInvalidOnConflict:              http.StatusBadRequest,
+	codeConnectionConflict:             http.StatusConflict,
+	codeTooManyRequests:                http.StatusTooManyRequests,
 	store.CodeUnauthorized:             http.StatusUnauthorized,
 	store.CodeForbidden:                http.StatusForbidden,
 	store.CodeLimitReached:             http.StatusForbidden,
@@ -53,13 +60,16 @@ var statusOf = map[store.Code]int{
 
 // retryAfterSeconds is what a 503 tells clients to wait: the write queue
 // drains in milliseconds, so one second is plenty.
-const retryAfterSeconds = "1"
+const retryAfterSeconds = 1
 
 type errorBody struct {
 	Code      store.Code `json:"code"`
 	Message   string     `json:"message"`
 	RequestID string     `json:"request_id"`
 	Details   any        `json:"details,omitempty"`
+	// RetryAfter repeats the Retry-After header of a 429 or 503 in seconds
+	// (the SDKs read it from the body of a refused socket upgrade).
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // writeError answers err in the error envelope. Errors that are not
@@ -81,8 +91,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// empty pointer names the whole request.
 		body.Details = store.Problems{"": {e.Message}}
 	}
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", retryAfterSeconds)
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		body.RetryAfter = retryAfterSeconds
 	}
 	writeJSON(w, status, map[string]any{"error": body})
 }

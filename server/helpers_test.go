@@ -63,6 +63,7 @@ func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
 	}
 	ts := &testServer{t: t, db: db, srv: srv, http: hs, oas: oas}
 	t.Cleanup(func() {
+		srv.Close()
 		hs.Close()
 		db.Close()
 	})

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobwas/ws"
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
@@ -37,6 +38,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// Version is reported by /healthz.
 	Version string
+	// MaxSockets bounds open real-time connections; default 20000.
+	MaxSockets int
+	// MaxSocketsPerKey bounds the connections of one credential; default 100.
+	MaxSocketsPerKey int
 }
 
 // Server serves the chatd HTTP API.
@@ -51,6 +56,10 @@ type Server struct {
 	router    *httprouter.Router
 	handler   http.Handler
 	activity  *activityTracker
+	rt        *realtime
+	upgrader  ws.HTTPUpgrader
+
+	maxSockets, maxSocketsPerKey int
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
 }
@@ -66,7 +75,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no database")
 	}
 	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, version: cfg.Version,
-		activity: newActivityTracker()}
+		activity: newActivityTracker(), maxSockets: cfg.MaxSockets, maxSocketsPerKey: cfg.MaxSocketsPerKey,
+		upgrader: ws.HTTPUpgrader{Timeout: 10 * time.Second}}
+	if s.maxSockets <= 0 {
+		s.maxSockets = 20000
+	}
+	if s.maxSocketsPerKey <= 0 {
+		s.maxSocketsPerKey = 100
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -89,7 +105,16 @@ func New(cfg Config) (*Server, error) {
 	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
 	s.routes()
 	s.handler = s.withRequestScope(s.router)
+	s.rt = newRealtime(s)
+	cfg.DB.SetPublisher(s.rt.publish)
 	return s, nil
+}
+
+// Close closes the real-time connections (telling clients the server
+// restarts) and stops publishing changes.
+func (s *Server) Close() {
+	s.db.SetPublisher(nil)
+	s.rt.close()
 }
 
 // routes registers every endpoint. The chat id segment is named :chat_id on
@@ -97,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) routes() {
 	s.handle("GET", "/healthz", public, s.healthz)
 	s.handle("GET", "/readyz", public, s.readyz)
+	s.handle("GET", "/api/v1/socket/websocket", public, s.socket)
 
 	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
 	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
@@ -199,6 +225,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		return err
 	case <-ctx.Done():
 	}
+	// Sockets first, so that clients start reconnecting (to the next server)
+	// while requests in flight finish.
+	s.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(sctx)

@@ -320,6 +320,7 @@ func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, for
 			return err
 		}
 		tx.AfterCommit(db.creds.invalidate)
+		db.publish(tx, Change{Kind: AgentDeleted, Agent: a})
 		return nil
 	})
 	return out, err

@@ -12,13 +12,14 @@ type ChangeKind string
 const (
 	RoomAdded          ChangeKind = "room_added"          // Member joined Room (its creator too)
 	RoomRemoved        ChangeKind = "room_removed"        // Member left Room, was removed, or Room was deleted
-	RoomUpdated        ChangeKind = "room_updated"        // Room's title changed
+	RoomUpdated        ChangeKind = "room_updated"        // Room's title changed; Members are in it
 	RoomDeleted        ChangeKind = "room_deleted"        // Room was soft-deleted; Members were in it
 	ParticipantAdded   ChangeKind = "participant_added"   // Member joined Room
 	ParticipantRemoved ChangeKind = "participant_removed" // Member left Room or was removed
 	MessageCreated     ChangeKind = "message_created"     // Message was posted in Room
 	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
 	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
+	AgentDeleted       ChangeKind = "agent_deleted"       // Agent was deleted: its keys no longer work
 )
 
 // Change is one committed change, published after its transaction
@@ -28,9 +29,10 @@ type Change struct {
 	At      time.Time
 	Room    *Room
 	Member  *Participant   // the participant concerned (room_added/removed, participant_*)
-	Members []*Participant // everyone in the room (room_deleted)
+	Members []*Participant // everyone in the room (room_deleted, room_updated)
 	Message *Message       // message_created, message_updated (Deliveries: the changed one)
 	Board   *Board
+	Agent   *Agent // agent_deleted
 }
 
 // Publisher receives committed changes. It runs on the writer goroutine, so

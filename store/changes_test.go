@@ -133,7 +133,7 @@ func TestDeletingAnAgentHandsItsRoomsToItsOwner(t *testing.T) {
 	}
 	got := rec.kinds()
 	sort.Strings(got)
-	if strings.Join(got, " ") != "participant_added:alice participant_removed:alice/helper room_added:alice room_removed:alice/helper" {
+	if strings.Join(got, " ") != "agent_deleted participant_added:alice participant_removed:alice/helper room_added:alice room_removed:alice/helper" {
 		t.Fatalf("published %v", got)
 	}
 	p, err := db.ListParticipants(ctx, UserActor(alice), room.ID, "", PageRequest{Limit: 10})

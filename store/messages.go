@@ -327,7 +327,7 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 					return err
 				}
 				a.room.Title, a.room.UpdatedAt = &t, tx.Now()
-				db.publish(tx, Change{Kind: RoomUpdated, Room: a.room})
+				db.publish(tx, Change{Kind: RoomUpdated, Room: a.room, Members: members})
 			}
 		}
 		db.publish(tx, Change{Kind: MessageCreated, Room: a.room, Message: msg})

@@ -190,7 +190,11 @@ func (db *DB) RenameRoom(ctx context.Context, actor Actor, roomID, title string)
 		if _, err := tx.Exec(`UPDATE rooms SET title = ?, title_locked = 1, updated_at = ? WHERE id = ?`, t, room.UpdatedAt.UnixMicro(), room.ID); err != nil {
 			return err
 		}
-		db.publish(tx, Change{Kind: RoomUpdated, Room: room})
+		members, err := roomParticipants(tx, room.ID, "")
+		if err != nil {
+			return err
+		}
+		db.publish(tx, Change{Kind: RoomUpdated, Room: room, Members: members})
 		return nil
 	})
 	return room, err

@@ -1,0 +1,159 @@
+package phx
+
+import (
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// Close codes, as the clients read them: 1000/1001 normal (no reconnect),
+// 1008 policy (terminal: superseded or revoked), 1011 server error, 1012
+// service restart (reconnect soon), 1013 try again later (a slow consumer).
+const (
+	CloseNormal      = ws.StatusNormalClosure
+	ClosePolicy      = ws.StatusPolicyViolation
+	CloseServerError = ws.StatusInternalServerError
+	CloseRestart     = ws.StatusCode(1012)
+	CloseTryLater    = ws.StatusCode(1013)
+	closeTooBig      = ws.StatusMessageTooBig
+	closeProtocol    = ws.StatusProtocolError
+	closeUnsupported = ws.StatusUnsupportedData
+)
+
+// writeTimeout bounds one write to a client; a client that cannot take a
+// frame in this long is cut off.
+const writeTimeout = 10 * time.Second
+
+// Conn is one client connection. Pushes go through a bounded queue that a
+// writer goroutine drains; the goroutine exists only while there is
+// something to send, so an idle connection costs one blocked reader.
+type Conn struct {
+	hub *Hub
+	nc  net.Conn
+	rd  io.Reader // nc, or bytes that arrived with the upgrade followed by nc
+
+	// Value is the server's own state for the connection (who it is).
+	Value any
+
+	mu      sync.Mutex
+	queue   [][]byte
+	writing bool
+	closing bool // no more pushes; the queue ends with a close frame
+	closed  bool // the network connection is closed
+
+	// joins maps joined topics to their join_ref; guarded by hub.mu.
+	joins map[string]string
+}
+
+// push queues one already-framed message. A full queue means the client
+// cannot keep up: it is disconnected rather than allowed to hold memory or
+// slow anyone else, and it can reconnect and catch up over REST.
+func (c *Conn) push(frame []byte) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	if len(c.queue) >= c.hub.opts.SendQueue {
+		c.mu.Unlock()
+		c.hub.slowConsumers.Add(1)
+		c.Close(CloseTryLater, "too slow: reconnect and catch up")
+		// A write blocked on this client gets a second to finish (and the
+		// close frame to follow it), no more.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		return false
+	}
+	c.queue = append(c.queue, frame)
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+	return true
+}
+
+// Push sends a message on topic with the given join_ref.
+func (c *Conn) Push(joinRef, topic, event string, payload []byte) bool {
+	return c.push(ws.MustCompileFrame(ws.NewTextFrame(Encode(joinRef, "", topic, event, payload))))
+}
+
+func (c *Conn) writeLoop() {
+	for {
+		c.mu.Lock()
+		frames := c.queue
+		c.queue = nil
+		if len(frames) == 0 {
+			c.writing = false
+			closing := c.closing
+			c.mu.Unlock()
+			if closing {
+				c.shutdown()
+			}
+			return
+		}
+		c.mu.Unlock()
+		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		bufs := net.Buffers(frames)
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			c.mu.Lock()
+			c.closing, c.queue, c.writing = true, nil, false
+			c.mu.Unlock()
+			c.shutdown()
+			return
+		}
+	}
+}
+
+// Close sends a close frame with code and reason after what is queued, then
+// closes the connection. It is safe to call more than once.
+func (c *Conn) Close(code ws.StatusCode, reason string) {
+	frame := ws.MustCompileFrame(ws.NewCloseFrame(ws.NewCloseFrameBody(code, reason)))
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	if code == CloseTryLater {
+		c.queue = nil // a slow consumer's backlog is dropped, not delivered
+	}
+	c.queue = append(c.queue, frame)
+	start := !c.writing
+	c.writing = true
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// abort stops pushes and closes the connection at once, sending nothing more.
+func (c *Conn) abort() {
+	c.mu.Lock()
+	c.closing, c.queue = true, nil
+	writing := c.writing
+	c.mu.Unlock()
+	if !writing {
+		c.shutdown()
+		return
+	}
+	// The writer closes the connection when it finishes; make it finish now.
+	_ = c.nc.SetWriteDeadline(time.Now())
+}
+
+// shutdown closes the network connection once.
+func (c *Conn) shutdown() {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if !already {
+		c.nc.Close()
+	}
+}
+
+// RemoteAddr is the client's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }

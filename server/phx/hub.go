@@ -1,0 +1,316 @@
+package phx
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// Handler is the server's side of the protocol.
+type Handler interface {
+	// Authorize decides whether c may join topic; it returns "" to allow, or
+	// the reason given to the client ("unauthorized"). It runs before the
+	// subscription is made and again right after, so that a right revoked
+	// while the join was being decided does not leave a subscription behind.
+	Authorize(c *Conn, topic string) (refusal string)
+	// Joined is called after c joined topic.
+	Joined(c *Conn, topic string)
+	// Closed is called once when c is gone.
+	Closed(c *Conn)
+}
+
+// Options bound what one connection may cost.
+type Options struct {
+	SendQueue   int           // frames queued per connection before it counts as too slow; default 256
+	IdleTimeout time.Duration // a connection silent this long is closed; default 60s
+	MaxMessage  int64         // largest message a client may send; default 64 KiB
+}
+
+// Hub holds the open connections and who joined which topic.
+type Hub struct {
+	handler Handler
+	opts    Options
+
+	mu     sync.RWMutex
+	topics map[string]map[*Conn]string // topic -> connection -> join_ref
+	conns  map[*Conn]struct{}
+	closed bool
+
+	slowConsumers atomic.Int64
+}
+
+// NewHub returns an empty hub.
+func NewHub(h Handler, opts Options) *Hub {
+	if opts.SendQueue <= 0 {
+		opts.SendQueue = 256
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 60 * time.Second
+	}
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = 64 << 10
+	}
+	return &Hub{handler: h, opts: opts, topics: map[string]map[*Conn]string{}, conns: map[*Conn]struct{}{}}
+}
+
+// Stats are the hub's counters.
+type Stats struct {
+	Connections   int
+	Subscriptions int
+	SlowConsumers int64 // connections cut off for not keeping up
+}
+
+// Stats returns the hub's counters.
+func (h *Hub) Stats() Stats {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	s := Stats{Connections: len(h.conns), SlowConsumers: h.slowConsumers.Load()}
+	for _, subs := range h.topics {
+		s.Subscriptions += len(subs)
+	}
+	return s
+}
+
+// Serve takes over an upgraded connection. buffered holds bytes the client
+// sent along with the upgrade request, if any. It returns at once: the
+// connection is read by a goroutine of its own. With ok false the hub is
+// closing and nc was closed.
+func (h *Hub) Serve(nc net.Conn, buffered *bufio.Reader, value any) (c *Conn, ok bool) {
+	c = &Conn{hub: h, nc: nc, rd: nc, Value: value}
+	if buffered != nil && buffered.Buffered() > 0 {
+		// Keep only what arrived with the upgrade, not the reader and its
+		// buffer: an idle connection should hold as little as possible.
+		early, _ := buffered.Peek(buffered.Buffered())
+		c.rd = io.MultiReader(bytes.NewReader(append([]byte(nil), early...)), nc)
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		nc.Close()
+		return nil, false
+	}
+	h.conns[c] = struct{}{}
+	h.mu.Unlock()
+	go c.readLoop()
+	return c, true
+}
+
+// Close closes every connection with code (1012: the server is restarting,
+// so clients reconnect) and refuses new ones.
+func (h *Hub) Close(code ws.StatusCode, reason string) {
+	h.mu.Lock()
+	h.closed = true
+	conns := make([]*Conn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.Close(code, reason)
+	}
+}
+
+// Each calls f for every subscriber of topic with its join_ref. f must not
+// block; pushing is fine.
+func (h *Hub) Each(topic string, f func(c *Conn, joinRef string)) {
+	h.mu.RLock()
+	subs := h.topics[topic]
+	list := make([]subscriber, 0, len(subs))
+	for c, jr := range subs {
+		list = append(list, subscriber{c, jr})
+	}
+	h.mu.RUnlock()
+	for _, s := range list {
+		f(s.c, s.joinRef)
+	}
+}
+
+type subscriber struct {
+	c       *Conn
+	joinRef string
+}
+
+// Broadcast pushes the same payload to every subscriber of topic for which
+// only returns true (nil: all). Subscribers that joined with the same
+// join_ref share one encoded frame.
+func (h *Hub) Broadcast(topic, event string, payload []byte, only func(*Conn) bool) int {
+	frames := map[string][]byte{}
+	sent := 0
+	h.Each(topic, func(c *Conn, joinRef string) {
+		if only != nil && !only(c) {
+			return
+		}
+		f, ok := frames[joinRef]
+		if !ok {
+			f = ws.MustCompileFrame(ws.NewTextFrame(Encode(joinRef, "", topic, event, payload)))
+			frames[joinRef] = f
+		}
+		if c.push(f) {
+			sent++
+		}
+	})
+	return sent
+}
+
+// Leave ends c's subscription to topic on the server's initiative (the
+// client lost access): the client gets phx_close for that join.
+func (h *Hub) Leave(c *Conn, topic string) {
+	h.mu.Lock()
+	joinRef, ok := c.joins[topic]
+	if ok {
+		h.unsubscribeLocked(c, topic)
+	}
+	h.mu.Unlock()
+	if ok {
+		c.Push(joinRef, topic, "phx_close", []byte("{}"))
+	}
+}
+
+// JoinRef returns the join_ref with which c joined topic, if it did.
+func (h *Hub) JoinRef(c *Conn, topic string) (string, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	jr, ok := c.joins[topic]
+	return jr, ok
+}
+
+func (h *Hub) subscribe(c *Conn, topic, joinRef string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, open := h.conns[c]; !open {
+		return
+	}
+	subs := h.topics[topic]
+	if subs == nil {
+		subs = map[*Conn]string{}
+		h.topics[topic] = subs
+	}
+	subs[c] = joinRef
+	if c.joins == nil {
+		c.joins = map[string]string{}
+	}
+	c.joins[topic] = joinRef
+}
+
+func (h *Hub) unsubscribeLocked(c *Conn, topic string) {
+	if subs := h.topics[topic]; subs != nil {
+		delete(subs, c)
+		if len(subs) == 0 {
+			delete(h.topics, topic)
+		}
+	}
+	delete(c.joins, topic)
+}
+
+func (h *Hub) remove(c *Conn) {
+	h.mu.Lock()
+	_, open := h.conns[c]
+	delete(h.conns, c)
+	for topic := range c.joins {
+		h.unsubscribeLocked(c, topic)
+	}
+	h.mu.Unlock()
+	if open {
+		h.handler.Closed(c)
+	}
+}
+
+// readLoop reads the client's frames until the connection ends. A client
+// that went silent past the idle timeout, or whose connection broke, is
+// dropped without a close frame: a close code would tell a live client not
+// to reconnect.
+func (c *Conn) readLoop() {
+	defer func() {
+		c.abort()
+		c.hub.remove(c)
+	}()
+	var message []byte // a text message being assembled from fragments
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.hub.opts.IdleTimeout))
+		hdr, err := ws.ReadHeader(c.rd)
+		if err != nil {
+			return
+		}
+		if !hdr.Masked {
+			c.Close(closeProtocol, "client frames must be masked")
+			return
+		}
+		if hdr.Length > c.hub.opts.MaxMessage || int64(len(message))+hdr.Length > c.hub.opts.MaxMessage {
+			c.Close(closeTooBig, "message too large")
+			return
+		}
+		payload := make([]byte, hdr.Length)
+		if _, err := io.ReadFull(c.rd, payload); err != nil {
+			return
+		}
+		ws.Cipher(payload, hdr.Mask, 0)
+		switch hdr.OpCode {
+		case ws.OpClose:
+			c.Close(CloseNormal, "")
+			return
+		case ws.OpPing:
+			c.push(ws.MustCompileFrame(ws.NewPongFrame(payload)))
+			continue
+		case ws.OpPong:
+			continue
+		case ws.OpBinary:
+			c.Close(closeUnsupported, "this socket speaks JSON text frames")
+			return
+		case ws.OpText:
+			message = payload
+		case ws.OpContinuation:
+			message = append(message, payload...)
+		}
+		if !hdr.Fin {
+			continue
+		}
+		c.handle(message)
+		message = nil
+	}
+}
+
+// handle answers one client message.
+func (c *Conn) handle(raw []byte) {
+	m, err := Decode(raw)
+	if err != nil {
+		return // nothing to reply to: no ref
+	}
+	h := c.hub
+	switch {
+	case m.Topic == "phoenix" && m.Event == "heartbeat":
+		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "ok", struct{}{}))))
+	case m.Event == "phx_join":
+		if m.JoinRef == "" {
+			m.JoinRef = m.Ref // the join's own ref is its join_ref
+		}
+		if reason := h.handler.Authorize(c, m.Topic); reason != "" {
+			c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "error", map[string]string{"reason": reason}))))
+			return
+		}
+		h.subscribe(c, m.Topic, m.JoinRef)
+		if reason := h.handler.Authorize(c, m.Topic); reason != "" {
+			h.mu.Lock()
+			h.unsubscribeLocked(c, m.Topic)
+			h.mu.Unlock()
+			c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "error", map[string]string{"reason": reason}))))
+			return
+		}
+		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "ok", struct{}{}))))
+		h.handler.Joined(c, m.Topic)
+	case m.Event == "phx_leave":
+		h.mu.Lock()
+		h.unsubscribeLocked(c, m.Topic)
+		h.mu.Unlock()
+		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "ok", struct{}{}))))
+		c.push(ws.MustCompileFrame(ws.NewTextFrame(Encode(m.JoinRef, m.JoinRef, m.Topic, "phx_close", []byte("{}")))))
+	default:
+		// Every channel is read-only for clients.
+		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "error", map[string]string{"reason": "unsupported event " + m.Event}))))
+	}
+}

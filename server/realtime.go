@@ -1,0 +1,335 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/chatd/chatd/server/phx"
+	"github.com/chatd/chatd/store"
+)
+
+// realtime turns committed changes into pushes. The store publishes each
+// change after its commit from the writer goroutine; publish only queues it
+// (never blocking the writer), and one goroutine routes the queue in commit
+// order, so every connection sees changes in the order they happened.
+//
+// Topics and what they carry (payloads are the REST shapes):
+//
+//	chat_room:{room}          message_created (agents: text that mentions them;
+//	                          people: every message), message_updated and
+//	                          event_created (people)
+//	room_participants:{room}  participant_added, participant_removed, room_deleted
+//	room_tasks:{room}         board_updated
+//	agent_rooms:{agent}       room_added, room_removed, room_updated
+//	user_rooms:{user}         room_added, room_removed, room_updated
+//	agent_control:{agent}     supersede
+//	agent_contacts:{agent}, user_contacts:{user}: joinable; contacts are not
+//	                          served yet, so nothing is pushed on them
+type realtime struct {
+	s       *Server
+	hub     *phx.Hub
+	log     *slog.Logger
+	changes chan store.Change
+	stop    chan struct{}
+	done    chan struct{}
+	dropped atomic.Int64
+	limits  socketLimits
+}
+
+// changeQueue bounds the changes waiting to be routed. Pushes are a
+// courtesy on top of REST (clients catch up with /next and listings), so if
+// routing ever falls this far behind, changes are dropped and counted rather
+// than allowed to stall the writer.
+const changeQueue = 1 << 16
+
+func newRealtime(s *Server) *realtime {
+	rt := &realtime{
+		s: s, log: s.log,
+		changes: make(chan store.Change, changeQueue),
+		stop:    make(chan struct{}), done: make(chan struct{}),
+		limits: socketLimits{perKey: map[string]int{}, agents: map[string]map[*phx.Conn]struct{}{},
+			byID: map[string]map[*phx.Conn]struct{}{}},
+	}
+	rt.hub = phx.NewHub(rt, phx.Options{})
+	go rt.run()
+	return rt
+}
+
+func (rt *realtime) publish(c store.Change) {
+	select {
+	case rt.changes <- c:
+	default:
+		if rt.dropped.Add(1)%1000 == 1 {
+			rt.log.Warn("realtime is falling behind: changes dropped", "dropped", rt.dropped.Load())
+		}
+	}
+}
+
+func (rt *realtime) run() {
+	defer close(rt.done)
+	for {
+		select {
+		case c := <-rt.changes:
+			rt.route(c)
+		case <-rt.stop:
+			return
+		}
+	}
+}
+
+// close closes every connection (1012: clients reconnect to the restarted
+// server) and stops routing.
+func (rt *realtime) close() {
+	rt.hub.Close(phx.CloseRestart, "server restarting")
+	select {
+	case <-rt.stop:
+	default:
+		close(rt.stop)
+	}
+	<-rt.done
+}
+
+// register records a new connection; for an agent it supersedes the
+// agent's older connections (last connection wins).
+func (rt *realtime) register(c *phx.Conn, sc *socketConn) {
+	lim := &rt.limits
+	lim.mu.Lock()
+	var older []*phx.Conn
+	if sc.agent != nil {
+		for o := range lim.agents[sc.agent.ID] {
+			older = append(older, o)
+		}
+		addConn(lim.agents, sc.agent.ID, c)
+	}
+	addConn(lim.byID, sc.id(), c)
+	lim.mu.Unlock()
+	for _, o := range older {
+		// Tell the older connection why it goes (the SDKs then stop
+		// reconnecting), on its control channel if it joined it.
+		topic := "agent_control:" + sc.agent.ID
+		if joinRef, ok := rt.hub.JoinRef(o, topic); ok {
+			o.Push(joinRef, topic, "supersede", payloadJSON(map[string]any{
+				"reason": "superseded", "retryable": false,
+				"message": "another connection for this agent was opened; this one is closed",
+			}))
+		}
+		o.Close(phx.ClosePolicy, "superseded by a newer connection")
+	}
+}
+
+func addConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
+	if m[key] == nil {
+		m[key] = map[*phx.Conn]struct{}{}
+	}
+	m[key][c] = struct{}{}
+}
+
+func dropConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
+	delete(m[key], c)
+	if len(m[key]) == 0 {
+		delete(m, key)
+	}
+}
+
+// release gives back the limits a connection held.
+func (rt *realtime) release(sc *socketConn) {
+	lim := &rt.limits
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	lim.total--
+	if lim.perKey[sc.limitKey]--; lim.perKey[sc.limitKey] <= 0 {
+		delete(lim.perKey, sc.limitKey)
+	}
+}
+
+// Closed is phx.Handler: a connection is gone.
+func (rt *realtime) Closed(c *phx.Conn) {
+	sc := c.Value.(*socketConn)
+	rt.release(sc)
+	lim := &rt.limits
+	lim.mu.Lock()
+	if sc.agent != nil {
+		dropConn(lim.agents, sc.agent.ID, c)
+	}
+	dropConn(lim.byID, sc.id(), c)
+	lim.mu.Unlock()
+}
+
+// Joined is phx.Handler.
+func (rt *realtime) Joined(*phx.Conn, string) {}
+
+// Authorize is phx.Handler: who may join what.
+func (rt *realtime) Authorize(c *phx.Conn, topic string) string {
+	sc := c.Value.(*socketConn)
+	kind, id, _ := strings.Cut(topic, ":")
+	switch kind {
+	case "agent_control", "agent_rooms", "agent_contacts":
+		if sc.agent != nil && id == sc.agent.ID {
+			return ""
+		}
+	case "user_rooms", "user_contacts":
+		if sc.agent == nil && id == sc.user.ID {
+			return ""
+		}
+	case "chat_room", "room_participants", "room_tasks":
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := rt.s.db.Room(ctx, sc.actor(), id); err == nil {
+			return ""
+		}
+	}
+	return "unauthorized"
+}
+
+func isPerson(c *phx.Conn) bool { return c.Value.(*socketConn).agent == nil }
+
+// roomsTopic is a member's own topic for its rooms.
+func roomsTopic(p *store.Participant) string {
+	if p.Type == "Agent" {
+		return "agent_rooms:" + p.ID
+	}
+	return "user_rooms:" + p.ID
+}
+
+var roomTopics = []string{"chat_room:", "room_participants:", "room_tasks:"}
+
+func (rt *realtime) route(c store.Change) {
+	room := c.Room
+	switch c.Kind {
+	case store.MessageCreated:
+		rt.messageCreated(c)
+	case store.MessageUpdated:
+		rt.hub.Broadcast("chat_room:"+room.ID, "message_updated", payloadJSON(newMessageView(c.Message, "")), isPerson)
+	case store.RoomAdded:
+		rt.hub.Broadcast(roomsTopic(c.Member), "room_added", payloadJSON(roomEvent(room, c.Member, nil)), nil)
+	case store.RoomUpdated:
+		for _, m := range c.Members {
+			rt.hub.Broadcast(roomsTopic(m), "room_updated", payloadJSON(roomEvent(room, m, nil)), nil)
+		}
+	case store.RoomRemoved:
+		at := c.At
+		rt.hub.Broadcast(roomsTopic(c.Member), "room_removed", payloadJSON(roomEvent(room, c.Member, &at)), nil)
+		rt.recheckAccess(room, c.Member)
+	case store.RoomDeleted:
+		rt.hub.Broadcast("room_participants:"+room.ID, "room_deleted", payloadJSON(map[string]string{"id": room.ID}), nil)
+		for _, prefix := range roomTopics {
+			topic := prefix + room.ID
+			rt.hub.Each(topic, func(sub *phx.Conn, _ string) { rt.hub.Leave(sub, topic) })
+		}
+	case store.ParticipantAdded:
+		rt.hub.Broadcast("room_participants:"+room.ID, "participant_added", payloadJSON(participantEvent(c.Member)), nil)
+	case store.ParticipantRemoved:
+		rt.hub.Broadcast("room_participants:"+room.ID, "participant_removed",
+			payloadJSON(map[string]string{"id": c.Member.ID, "type": c.Member.Type}), nil)
+	case store.BoardUpdated:
+		rt.hub.Broadcast("room_tasks:"+room.ID, "board_updated", payloadJSON(newBoardView(c.Board, false)), nil)
+	case store.AgentDeleted:
+		rt.limits.mu.Lock()
+		conns := make([]*phx.Conn, 0, len(rt.limits.agents[c.Agent.ID]))
+		for conn := range rt.limits.agents[c.Agent.ID] {
+			conns = append(conns, conn)
+		}
+		rt.limits.mu.Unlock()
+		for _, conn := range conns {
+			conn.Close(phx.ClosePolicy, "the agent was deleted")
+		}
+	}
+}
+
+// messageCreated pushes a new message: to people reading the room, every
+// message (and, for events, event_created too); to agents, only a text
+// message that mentions them, with their own delivery state.
+func (rt *realtime) messageCreated(c store.Change) {
+	topic := "chat_room:" + c.Room.ID
+	forPeople := payloadJSON(newMessageView(c.Message, ""))
+	rt.hub.Broadcast(topic, "message_created", forPeople, isPerson)
+	if c.Message.Type != "text" {
+		rt.hub.Broadcast(topic, "event_created", forPeople, isPerson)
+		return
+	}
+	mentioned := map[string][]byte{}
+	for _, d := range c.Message.Deliveries {
+		mentioned[d.AgentID] = nil
+	}
+	if len(mentioned) == 0 {
+		return
+	}
+	rt.hub.Each(topic, func(sub *phx.Conn, joinRef string) {
+		agent := sub.Value.(*socketConn).agent
+		if agent == nil {
+			return
+		}
+		payload, ok := mentioned[agent.ID]
+		if !ok {
+			return
+		}
+		if payload == nil {
+			payload = payloadJSON(newMessageView(c.Message, agent.ID))
+			mentioned[agent.ID] = payload
+		}
+		sub.Push(joinRef, topic, "message_created", payload)
+	})
+}
+
+// recheckAccess ends the room subscriptions of connections that lost read
+// access when member left the room: the member's own, and, for an agent, its
+// owner's (who may have read the room only through it).
+func (rt *realtime) recheckAccess(room *store.Room, member *store.Participant) {
+	ctx := context.Background()
+	for _, prefix := range roomTopics {
+		topic := prefix + room.ID
+		rt.hub.Each(topic, func(sub *phx.Conn, _ string) {
+			sc := sub.Value.(*socketConn)
+			affected := sc.id() == member.ID || (member.Type == "Agent" && sc.agent == nil && sc.user.ID == member.OwnerID)
+			if !affected {
+				return
+			}
+			if _, err := rt.s.db.Room(ctx, sc.actor(), room.ID); err != nil {
+				rt.hub.Leave(sub, topic)
+			}
+		})
+	}
+}
+
+// roomEvent is the payload of room_added, room_updated and room_removed:
+// the room, with title, status and type always strings (the TypeScript SDK
+// drops events where they are not) and, for a removal, removed_at.
+func roomEvent(r *store.Room, member *store.Participant, removedAt *time.Time) map[string]any {
+	title := ""
+	if r.Title != nil {
+		title = *r.Title
+	}
+	ev := map[string]any{
+		"id": r.ID, "title": title, "task_id": r.TaskID, "type": r.Type, "status": r.Status,
+		"inserted_at": timestamp(r.InsertedAt), "updated_at": timestamp(r.UpdatedAt),
+	}
+	if member != nil {
+		ev["participant_role"] = member.Role
+	}
+	if removedAt != nil {
+		ev["removed_at"] = timestamp(*removedAt)
+	}
+	return ev
+}
+
+// participantEvent is participant_added: the participant, with agents'
+// description and is_external, and no null role or status.
+func participantEvent(p *store.Participant) map[string]any {
+	ev := map[string]any{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle, "role": p.Role, "status": p.Status}
+	if p.Type == "Agent" {
+		ev["description"], ev["is_external"] = p.Description, p.IsExternal != nil && *p.IsExternal
+	}
+	return ev
+}
+
+func payloadJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("realtime payload: " + err.Error())
+	}
+	return b
+}

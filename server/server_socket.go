@@ -1,0 +1,157 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/server/phx"
+	"github.com/chatd/chatd/store"
+)
+
+// The real-time socket: GET /api/v1/socket/websocket, Phoenix Channels
+// (serializer V2). Credentials come with the upgrade request, as the Band
+// SDKs send them: an x-api-key header (which wins), an api_key query
+// parameter, or a token (bearer JWT) query parameter. agent_id makes the
+// connection act as that agent (with its key, or its owner's key);
+// on_conflict says what happens when the agent already has a connection:
+// supersede (the default: the old one is told and closed) or reject (409).
+// A refused upgrade is an ordinary HTTP error in the envelope.
+
+// socketConn is what the server knows about one connection.
+type socketConn struct {
+	agent    *store.Agent // the agent the connection acts as, or nil
+	user     *store.User  // the human, for a human connection
+	limitKey string       // what the per-credential connection limit counts
+}
+
+func (sc *socketConn) actor() store.Actor {
+	if sc.agent != nil {
+		return store.AgentActor(sc.agent)
+	}
+	return store.UserActor(sc.user)
+}
+
+func (sc *socketConn) id() string { return sc.actor().ID }
+
+// socketLimits counts connections against the global and per-credential
+// bounds, and knows each agent's connections (one agent, one connection).
+type socketLimits struct {
+	mu     sync.Mutex
+	total  int
+	perKey map[string]int
+	agents map[string]map[*phx.Conn]struct{}
+	byID   map[string]map[*phx.Conn]struct{} // agent or user id -> connections
+}
+
+var (
+	errBadOnConflict = &store.Error{Code: codeInvalidOnConflict,
+		Message: `on_conflict must be "supersede" or "reject"`}
+	errConnectionConflict = &store.Error{Code: codeConnectionConflict,
+		Message: "this agent already has a connection (on_conflict=reject)"}
+	errTooManySockets = &store.Error{Code: codeTooManyRequests,
+		Message: "too many open connections; close some or retry later"}
+)
+
+// socket is GET /api/v1/socket/websocket.
+func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	q := r.URL.Query()
+	onConflict := q.Get("on_conflict")
+	if onConflict == "" {
+		onConflict = "supersede"
+	}
+	if onConflict != "supersede" && onConflict != "reject" {
+		return errBadOnConflict
+	}
+	sc, err := s.socketPrincipal(r)
+	if err != nil {
+		return err
+	}
+	lim := &s.rt.limits
+	lim.mu.Lock()
+	switch {
+	case lim.total >= s.maxSockets || lim.perKey[sc.limitKey] >= s.maxSocketsPerKey:
+		lim.mu.Unlock()
+		return errTooManySockets
+	case sc.agent != nil && onConflict == "reject" && len(lim.agents[sc.agent.ID]) > 0:
+		lim.mu.Unlock()
+		return errConnectionConflict
+	}
+	lim.total++
+	lim.perKey[sc.limitKey]++
+	lim.mu.Unlock()
+
+	// Serializer V2 is the only one served: clients that do not ask for it
+	// are closed after the upgrade with 1011, as the hosted API does.
+	vsn := q.Get("vsn")
+	nc, rw, _, err := s.upgrader.Upgrade(r, w)
+	if err != nil {
+		s.rt.release(sc)
+		return nil // gobwas answered the client already
+	}
+	if rec, ok := w.(*statusRecorder); ok {
+		rec.status = http.StatusSwitchingProtocols
+	}
+	var buffered = rw.Reader
+	c, ok := s.rt.hub.Serve(nc, buffered, sc)
+	if !ok {
+		s.rt.release(sc)
+		return nil
+	}
+	if !strings.HasPrefix(vsn, "2.") {
+		c.Close(phx.CloseServerError, "unsupported serializer: connect with vsn=2.0.0")
+		return nil
+	}
+	s.rt.register(c, sc)
+	return nil
+}
+
+// socketPrincipal authenticates an upgrade request and resolves agent_id.
+func (s *Server) socketPrincipal(r *http.Request) (*socketConn, error) {
+	q := r.URL.Query()
+	var p *store.Principal
+	var err error
+	switch key, authz := r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"); {
+	case key != "":
+		p, err = s.db.Authenticate(r.Context(), strings.TrimSpace(key))
+	case authz != "":
+		scheme, token, _ := strings.Cut(strings.TrimSpace(authz), " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			return nil, &store.Error{Code: store.CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+		}
+		p, err = s.principalFromToken(r.Context(), strings.TrimSpace(token))
+	case q.Get("api_key") != "":
+		p, err = s.db.Authenticate(r.Context(), q.Get("api_key"))
+	case q.Get("token") != "":
+		p, err = s.principalFromToken(r.Context(), q.Get("token"))
+	default:
+		return nil, errNoCredentials
+	}
+	if err != nil {
+		return nil, err
+	}
+	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID}
+	if p.KeyID != "" {
+		sc.limitKey = "key:" + p.KeyID
+	}
+	agentID := q.Get("agent_id")
+	switch {
+	case agentID == "":
+	case p.IsAgent() && agentID != p.Agent.ID:
+		return nil, &store.Error{Code: store.CodeForbidden, Message: "agent_id does not name the agent this key belongs to"}
+	case !p.IsAgent():
+		// A person's credentials with agent_id connect as one of their agents.
+		a, err := s.db.AgentByID(r.Context(), agentID)
+		if store.ErrorCode(err) == store.CodeNotFound || (err == nil && a.OwnerID != p.User.ID) {
+			return nil, &store.Error{Code: store.CodeForbidden, Message: "agent_id does not name an agent you own"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		sc.agent, sc.user = a, nil
+	}
+	s.db.TouchKey(p)
+	return sc, nil
+}

@@ -1,0 +1,208 @@
+//go:build !race
+
+// The real nshafer/phx client (the Go Phoenix client the jam CLI uses) has
+// data races of its own: Push.Send writes a field that its reply goroutine
+// reads. Under the race detector every test using it would fail for that
+// alone, so these run without it (.ci/run runs them in a pass of their
+// own); every other socket test uses a raw client and runs with -race.
+
+package server
+
+import (
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nshafer/phx"
+)
+
+// phxClient is the real nshafer/phx client (the one the jam CLI uses),
+// connected with a key in the query, with every push recorded.
+type phxClient struct {
+	socket *phx.Socket
+	mu     sync.Mutex
+	events []phxEvent
+	closed chan struct{}
+}
+
+type phxEvent struct {
+	topic, event string
+	payload      map[string]any
+}
+
+// newPhxClient connects and joins topics (each with the events to record).
+// The library keeps unsynchronised maps that its connection goroutine reads,
+// so every channel is made before connecting, as it expects.
+func newPhxClient(t *testing.T, ts *testServer, key string, topics map[string][]string, options ...func(*phx.Socket)) *phxClient {
+	t.Helper()
+	u, _ := url.Parse(ts.http.URL)
+	// The library appends /websocket and vsn=2.0.0 itself.
+	u.Scheme, u.Path, u.RawQuery = "ws", "/api/v1/socket", url.Values{"api_key": {key}}.Encode()
+	c := &phxClient{socket: phx.NewSocket(u), closed: make(chan struct{})}
+	c.socket.ReconnectAfterFunc = func(int) time.Duration { return time.Hour } // a test sees every close
+	for _, o := range options {
+		o(c.socket)
+	}
+	joined := make(chan string, len(topics))
+	var channels []*phx.Channel
+	for topic, events := range topics {
+		ch := c.socket.Channel(topic, nil)
+		ch.OnJoin(func(any) { joined <- topic })
+		for _, ev := range events {
+			ch.On(ev, func(payload any) {
+				m, _ := payload.(map[string]any)
+				c.mu.Lock()
+				c.events = append(c.events, phxEvent{topic, ev, m})
+				c.mu.Unlock()
+			})
+		}
+		channels = append(channels, ch)
+	}
+	var once sync.Once
+	c.socket.OnClose(func() { once.Do(func() { close(c.closed) }) })
+	opened := make(chan struct{})
+	c.socket.OnOpen(func() { close(opened) })
+	if err := c.socket.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The library can deadlock disconnecting after it dropped a
+		// connection itself; do not let that hang the test run.
+		done := make(chan struct{})
+		go func() { c.socket.Disconnect(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+	})
+	select {
+	case <-opened:
+	case <-time.After(10 * time.Second):
+		t.Fatal("socket did not open")
+	}
+	for _, ch := range channels {
+		if _, err := ch.Join(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range channels {
+		select {
+		case <-joined:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a join was not accepted")
+		}
+	}
+	return c
+}
+
+// await waits for a push of event on topic that satisfies match.
+func (c *phxClient) await(t *testing.T, topic, event string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for _, e := range c.events {
+			if e.topic == topic && e.event == event && (match == nil || match(e.payload)) {
+				c.mu.Unlock()
+				return e.payload
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %s on %s", event, topic)
+	return nil
+}
+
+// count counts recorded pushes of event on topic.
+func (c *phxClient) count(topic, event string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, e := range c.events {
+		if e.topic == topic && e.event == event {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSocketWithThePhxGoClient(t *testing.T) {
+	w := newSocketWorld(t)
+	chat := "chat_room:" + w.room
+	agentEvents := []string{"message_created", "message_updated", "room_added", "room_updated", "participant_added", "board_updated"}
+	worker := newPhxClient(t, w.ts, w.workerKey, map[string][]string{
+		"agent_control:" + w.workerID: agentEvents, "agent_rooms:" + w.workerID: agentEvents, "agent_contacts:" + w.workerID: agentEvents,
+		chat: agentEvents, "room_participants:" + w.room: agentEvents, "room_tasks:" + w.room: agentEvents,
+	})
+	personEvents := []string{"message_created", "message_updated", "event_created", "room_updated", "participant_added"}
+	alice := newPhxClient(t, w.ts, w.aliceKey, map[string][]string{
+		"user_rooms:" + w.aliceID: personEvents, chat: personEvents, "room_participants:" + w.room: personEvents,
+	})
+
+	// A text message mentioning the worker reaches it, with its own
+	// delivery state; alice reads it too.
+	mentioning := w.post(t, "please check the build", w.workerID)
+	got := worker.await(t, chat, "message_created", func(p map[string]any) bool { return p["id"] == mentioning })
+	meta := got["metadata"].(map[string]any)
+	if got["content"] != "@alice/worker please check the build" || meta["status"] != "pending" || got["sender_type"] != "Agent" {
+		t.Fatalf("pushed message = %v", got)
+	}
+	alice.await(t, chat, "message_created", func(p map[string]any) bool { return p["id"] == mentioning })
+
+	// A message that does not mention the worker reaches alice only.
+	other := w.post(t, "alice, a word", w.aliceID)
+	alice.await(t, chat, "message_created", func(p map[string]any) bool { return p["id"] == other })
+
+	// Events reach people (as message_created and event_created), never agents.
+	r := w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/events", apiKey(w.posterKey),
+		map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}})
+	expect(t, r, 201, "")
+	event := r.data(t)["id"].(string)
+	alice.await(t, chat, "event_created", func(p map[string]any) bool { return p["id"] == event })
+
+	// Delivery progress reaches people as message_updated.
+	expect(t, w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/messages/"+mentioning+"/processing", apiKey(w.workerKey), nil), 200, "")
+	upd := alice.await(t, chat, "message_updated", func(p map[string]any) bool { return p["id"] == mentioning })
+	if ds := upd["metadata"].(map[string]any)["delivery_status"].(map[string]any)[w.workerID].(map[string]any); ds["status"] != "processing" {
+		t.Fatalf("message_updated delivery_status = %v", ds)
+	}
+
+	// Renames and the goal reach members' topics.
+	expect(t, w.ts.do(t, "PATCH", "/api/v1/agent/chats/"+w.room, apiKey(w.posterKey), map[string]any{"chat": map[string]any{"title": "Build room"}}), 200, "")
+	worker.await(t, "agent_rooms:"+w.workerID, "room_updated", func(p map[string]any) bool { return p["title"] == "Build room" })
+	alice.await(t, "user_rooms:"+w.aliceID, "room_updated", func(p map[string]any) bool { return p["title"] == "Build room" })
+	expect(t, w.ts.do(t, "PUT", "/api/v1/agent/chats/"+w.room+"/board", apiKey(w.posterKey), map[string]any{"goal_title": "Green CI"}), 200, "")
+	worker.await(t, "room_tasks:"+w.room, "board_updated", func(p map[string]any) bool { return p["goal_title"] == "Green CI" })
+
+	// Waiting for a pushed copy of the other message proves the agent was
+	// not sent it: pushes arrive in commit order.
+	time.Sleep(50 * time.Millisecond)
+	if n := worker.count(chat, "message_created"); n != 1 {
+		t.Fatalf("the worker got %d message_created, want only the one that mentions it", n)
+	}
+	if n := worker.count(chat, "message_updated"); n != 0 {
+		t.Fatalf("agents get no message_updated, got %d", n)
+	}
+
+	// Heartbeats are answered: with a short interval, the client keeps its
+	// connection for several of them.
+	select {
+	case <-worker.closed:
+		t.Fatal("the socket closed")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestSocketHeartbeatsAreAnswered(t *testing.T) {
+	w := newSocketWorld(t)
+	// The client drops its connection when a heartbeat goes unanswered for
+	// an interval (and, in these tests, does not come back); at 50 ms it
+	// would be gone well within 400 ms.
+	c := newPhxClient(t, w.ts, w.workerKey, nil, func(s *phx.Socket) { s.HeartbeatInterval = 50 * time.Millisecond })
+	time.Sleep(400 * time.Millisecond)
+	if !c.socket.IsConnected() {
+		t.Fatal("a heartbeating client lost its connection")
+	}
+}

@@ -1,0 +1,585 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+
+	chatdphx "github.com/chatd/chatd/server/phx"
+	"github.com/chatd/chatd/store"
+)
+
+type phxConn = chatdphx.Conn
+
+// socketURL is the socket endpoint with query parameters.
+func (ts *testServer) socketURL(params url.Values) string {
+	u, _ := url.Parse(ts.http.URL)
+	u.Scheme, u.Path, u.RawQuery = "ws", "/api/v1/socket/websocket", params.Encode()
+	return u.String()
+}
+
+// socketWorld: alice owns a poster and a worker agent; the poster's room has
+// the worker, alice and bob in it.
+type socketWorld struct {
+	ts                             *testServer
+	aliceKey, bobKey, carolKey     string
+	posterKey, workerKey, workerID string
+	aliceID, bobID                 string
+	room                           string
+}
+
+func newSocketWorld(t *testing.T) *socketWorld {
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	bob, bobKey := ts.user("bob")
+	_, carolKey := ts.user("carol", "Elsewhere")
+	_, posterKey := ts.agent(alice, "Poster")
+	worker, workerKey := ts.agent(alice, "Worker")
+	w := &socketWorld{ts: ts, aliceKey: aliceKey, bobKey: bobKey, carolKey: carolKey, posterKey: posterKey,
+		workerKey: workerKey, workerID: worker.ID, aliceID: alice.ID, bobID: bob.ID}
+	w.room = ts.do(t, "POST", "/api/v1/agent/chats", apiKey(posterKey), map[string]any{}).data(t)["id"].(string)
+	for _, id := range []string{worker.ID, alice.ID} {
+		expect(t, ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/participants", apiKey(posterKey),
+			map[string]any{"participant": map[string]any{"participant_id": id}}), 201, "")
+	}
+	expect(t, ts.do(t, "POST", "/api/v1/me/chats/"+w.room+"/participants", apiKey(aliceKey),
+		map[string]any{"participant": map[string]any{"participant_id": bob.ID}}), 201, "")
+	return w
+}
+
+// listener is a raw client that joins topics and records every push.
+type listener struct {
+	raw    *rawSocket
+	mu     sync.Mutex
+	events []phxEventRecord
+	closed chan struct{}
+	code   int // the close code, once closed with one
+}
+
+type phxEventRecord struct {
+	topic, event string
+	payload      map[string]any
+}
+
+// newListener connects with key (in the query), joins topics and records
+// what arrives from then on.
+func newListener(t *testing.T, ts *testServer, key string, topics ...string) *listener {
+	t.Helper()
+	raw, err := dialRaw(t, ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {key}}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, topic := range topics {
+		ref := fmt.Sprint(i + 1)
+		raw.send(t, `["`+ref+`","`+ref+`","`+topic+`","phx_join",{}]`)
+		if m := raw.next(t); m[1] != ref || m[4].(map[string]any)["status"] != "ok" {
+			t.Fatalf("joining %s: %v", topic, m)
+		}
+	}
+	l := &listener{raw: raw, closed: make(chan struct{})}
+	go l.read()
+	return l
+}
+
+func (l *listener) read() {
+	defer close(l.closed)
+	rd := l.raw.reader()
+	for {
+		_ = l.raw.conn.SetReadDeadline(time.Now().Add(time.Minute))
+		b, err := wsutil.ReadServerText(rd)
+		if err != nil {
+			var closed wsutil.ClosedError
+			if errors.As(err, &closed) {
+				l.mu.Lock()
+				l.code = int(closed.Code)
+				l.mu.Unlock()
+			}
+			return
+		}
+		var m []any
+		if json.Unmarshal(b, &m) != nil || len(m) != 5 {
+			continue
+		}
+		topic, _ := m[2].(string)
+		event, _ := m[3].(string)
+		payload, _ := m[4].(map[string]any)
+		l.mu.Lock()
+		l.events = append(l.events, phxEventRecord{topic, event, payload})
+		l.mu.Unlock()
+	}
+}
+
+// await waits for a push of event on topic that satisfies match.
+func (l *listener) await(t *testing.T, topic, event string, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		for _, e := range l.events {
+			if e.topic == topic && e.event == event && (match == nil || match(e.payload)) {
+				l.mu.Unlock()
+				return e.payload
+			}
+		}
+		l.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %s on %s", event, topic)
+	return nil
+}
+
+// count counts recorded pushes of event on topic.
+func (l *listener) count(topic, event string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.topic == topic && e.event == event {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *socketWorld) post(t *testing.T, content string, mention string) string {
+	t.Helper()
+	r := w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/messages", apiKey(w.posterKey),
+		map[string]any{"message": map[string]any{"content": content, "mentions": []map[string]string{{"id": mention}}}})
+	expect(t, r, 201, "")
+	return r.data(t)["id"].(string)
+}
+
+func TestSocketJoinsAreAuthorized(t *testing.T) {
+	w := newSocketWorld(t)
+	dial := func(key string) *rawSocket {
+		s, err := dialRaw(t, w.ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {key}}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	worker, carol, alice := dial(w.workerKey), dial(w.carolKey), dial(w.aliceKey)
+	for i, tc := range []struct {
+		c     *rawSocket
+		topic string
+	}{
+		{worker, "agent_rooms:" + w.aliceID}, // not itself
+		{worker, "agent_control:00000000-0000-7000-8000-000000000000"},
+		{worker, "user_rooms:" + w.aliceID},  // agents have no user topics
+		{alice, "agent_rooms:" + w.workerID}, // people have no agent topics
+		{alice, "user_rooms:" + w.bobID},     // someone else's
+		{carol, "chat_room:" + w.room},       // not in the room
+		{carol, "room_participants:" + w.room},
+		{carol, "room_tasks:" + w.room},
+		{worker, "chat_room:00000000-0000-7000-8000-000000000000"},
+		{worker, "tasks:" + w.aliceID}, // unknown kinds of topic
+		{worker, "phoenix"},
+	} {
+		ref := fmt.Sprint(i + 1)
+		tc.c.send(t, `["`+ref+`","`+ref+`","`+tc.topic+`","phx_join",{}]`)
+		m := tc.c.next(t)
+		reply := m[4].(map[string]any)
+		if m[1] != ref || reply["status"] != "error" || reply["response"].(map[string]any)["reason"] != "unauthorized" {
+			t.Errorf("joining %s: %v, want an unauthorized error", tc.topic, m)
+		}
+	}
+	// A refused join subscribes to nothing: the next frame carol gets is the
+	// reply to her heartbeat, not the message.
+	w.post(t, "hello", w.workerID)
+	carol.send(t, `["","99","phoenix","heartbeat",{}]`)
+	if m := carol.next(t); m[1] != "99" {
+		t.Fatalf("an unauthorized join received %v", m)
+	}
+}
+
+func TestSocketLosingAccessEndsTheSubscription(t *testing.T) {
+	w := newSocketWorld(t)
+	chat := "chat_room:" + w.room
+	bob := newListener(t, w.ts, w.bobKey, chat)
+	expect(t, w.ts.do(t, "DELETE", "/api/v1/agent/chats/"+w.room+"/participants/"+w.bobID, apiKey(w.posterKey), nil), 200, "")
+	time.Sleep(100 * time.Millisecond)
+	w.post(t, "after bob left", w.aliceID)
+	time.Sleep(100 * time.Millisecond)
+	if n := bob.count(chat, "message_created"); n != 0 {
+		t.Fatalf("bob still receives the room after leaving it: %d messages", n)
+	}
+	if s := w.ts.srv.rt.hub.Stats(); s.Subscriptions != 0 {
+		t.Fatalf("%d subscriptions remain", s.Subscriptions)
+	}
+}
+
+// rawSocket is a bare WebSocket client for what the libraries hide: refused
+// upgrades, exact frames, and a client that stops reading.
+type rawSocket struct {
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+func dialRaw(t *testing.T, target string, header http.Header) (*rawSocket, error) {
+	t.Helper()
+	d := ws.Dialer{Header: ws.HandshakeHeaderHTTP(header), Timeout: 10 * time.Second}
+	conn, br, _, err := d.Dial(context.Background(), target)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &rawSocket{conn: conn, br: br}, nil
+}
+
+func (r *rawSocket) send(t *testing.T, frame string) {
+	t.Helper()
+	if err := wsutil.WriteClientText(r.conn, []byte(frame)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rawSocket) reader() net.Conn {
+	if r.br != nil && r.br.Buffered() > 0 {
+		return &prefixedConn{Conn: r.conn, r: r.br}
+	}
+	return r.conn
+}
+
+type prefixedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *prefixedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// next reads one text message, decoded.
+func (r *rawSocket) next(t *testing.T) []any {
+	t.Helper()
+	_ = r.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := wsutil.ReadServerText(r.reader())
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var msg []any
+	if err := json.Unmarshal(b, &msg); err != nil || len(msg) != 5 {
+		t.Fatalf("not a V2 message: %s", b)
+	}
+	return msg
+}
+
+// upgrade sends an upgrade request over plain HTTP and returns the answer.
+func (ts *testServer) upgrade(t *testing.T, params url.Values, header http.Header) *response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", ts.http.URL+"/api/v1/socket/websocket?"+params.Encode(), nil)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	res, err := ts.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := &response{status: res.StatusCode, header: res.Header}
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		r.body, _ = io.ReadAll(res.Body)
+		ts.checkResponse(t, "GET", "/api/v1/socket/websocket", r)
+	}
+	return r
+}
+
+func TestSocketUpgradeRefusals(t *testing.T) {
+	w := newSocketWorld(t)
+	v := func(kv ...string) url.Values {
+		q := url.Values{"vsn": {"2.0.0"}}
+		for i := 0; i < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		return q
+	}
+	keyHeader := func(k string) http.Header { return http.Header{"X-Api-Key": {k}} }
+	for _, tc := range []struct {
+		name   string
+		params url.Values
+		header http.Header
+		status int
+		code   string
+	}{
+		{"no credentials", v(), nil, 401, "unauthorized"},
+		{"unknown key", v("api_key", "band_a_"+strings.Repeat("q", 52)), nil, 401, "unauthorized"},
+		{"bad token", v("token", "x.y.z"), nil, 401, "unauthorized"},
+		{"bad on_conflict", v("on_conflict", "evict"), keyHeader(w.workerKey), 400, "invalid_on_conflict"},
+		{"agent_id of another agent", v("agent_id", w.aliceID), keyHeader(w.workerKey), 403, "forbidden"},
+		{"a person's key with someone else's agent", v("agent_id", w.workerID), keyHeader(w.bobKey), 403, "forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := w.ts.upgrade(t, tc.params, tc.header)
+			expect(t, r, tc.status, tc.code)
+		})
+	}
+	// Credentials from the header win over the query, as the SDK comment says.
+	if r := w.ts.upgrade(t, v("api_key", "band_a_"+strings.Repeat("q", 52)), keyHeader(w.workerKey)); r.status != 101 {
+		t.Fatalf("header credentials refused: %d %s", r.status, r.body)
+	}
+}
+
+func TestSocketCredentialsAndIdentity(t *testing.T) {
+	w := newSocketWorld(t)
+	tok := w.ts.token(mustUserByHandle(t, w.ts, "alice"), time.Hour)
+	for _, tc := range []struct {
+		name   string
+		params url.Values
+		header http.Header
+		topic  string // a topic only the expected identity may join
+	}{
+		{"agent key in the header (TypeScript SDK)", url.Values{"agent_id": {w.workerID}}, http.Header{"X-Api-Key": {w.workerKey}}, "agent_rooms:" + w.workerID},
+		{"agent key in the query (jam)", url.Values{"api_key": {w.workerKey}}, nil, "agent_rooms:" + w.workerID},
+		{"person's key", url.Values{"api_key": {w.aliceKey}}, nil, "user_rooms:" + w.aliceID},
+		{"person's token", url.Values{"token": {tok}}, nil, "user_rooms:" + w.aliceID},
+		{"owner's key acting as its agent", url.Values{"api_key": {w.aliceKey}, "agent_id": {w.workerID}}, nil, "agent_rooms:" + w.workerID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.params.Set("vsn", "2.0.0")
+			s, err := dialRaw(t, w.ts.socketURL(tc.params), tc.header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.send(t, `["1","1","`+tc.topic+`","phx_join",{}]`)
+			reply := s.next(t)
+			if reply[0] != "1" || reply[1] != "1" || reply[3] != "phx_reply" || reply[4].(map[string]any)["status"] != "ok" {
+				t.Fatalf("join reply = %v", reply)
+			}
+		})
+	}
+}
+
+func TestSocketProtocolDetails(t *testing.T) {
+	w := newSocketWorld(t)
+	s, err := dialRaw(t, w.ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {w.workerKey}}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nshafer/phx: "" join_ref and null payload; refs echo back as strings.
+	s.send(t, `["","7","phoenix","heartbeat",null]`)
+	if m := s.next(t); m[0] != nil || m[1] != "7" || m[2] != "phoenix" || m[3] != "phx_reply" || m[4].(map[string]any)["status"] != "ok" {
+		t.Fatalf("heartbeat reply = %v", m)
+	}
+	// phoenix.js: a null join_ref on a join makes the join's ref its join_ref.
+	s.send(t, `[null,"8","chat_room:`+w.room+`","phx_join",{}]`)
+	if m := s.next(t); m[0] != "8" || m[1] != "8" {
+		t.Fatalf("join reply = %v", m)
+	}
+	id := w.post(t, "ping", w.workerID)
+	if m := s.next(t); m[0] != "8" || m[1] != nil || m[3] != "message_created" || m[4].(map[string]any)["id"] != id {
+		t.Fatalf("push = %v, want join_ref 8 and ref null", m)
+	}
+	// Channels are read-only for clients.
+	s.send(t, `["8","9","chat_room:`+w.room+`","shout",{}]`)
+	if m := s.next(t); m[1] != "9" || m[4].(map[string]any)["status"] != "error" {
+		t.Fatalf("reply to a client event = %v", m)
+	}
+	// Leaving is answered, then the channel closes, and pushes stop.
+	s.send(t, `["8","10","chat_room:`+w.room+`","phx_leave",{}]`)
+	if m := s.next(t); m[1] != "10" || m[3] != "phx_reply" {
+		t.Fatalf("leave reply = %v", m)
+	}
+	if m := s.next(t); m[3] != "phx_close" {
+		t.Fatalf("after the leave reply: %v", m)
+	}
+	w.post(t, "after leaving", w.workerID)
+	s.send(t, `["","11","phoenix","heartbeat",{}]`)
+	if m := s.next(t); m[1] != "11" {
+		t.Fatalf("a push arrived after leaving: %v", m)
+	}
+}
+
+func TestSocketSupersedeAndReject(t *testing.T) {
+	w := newSocketWorld(t)
+	params := url.Values{"vsn": {"2.0.0"}, "agent_id": {w.workerID}}
+	header := http.Header{"X-Api-Key": {w.workerKey}}
+	first, err := dialRaw(t, w.ts.socketURL(params), header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.send(t, `["1","1","agent_control:`+w.workerID+`","phx_join",{}]`)
+	first.next(t)
+
+	// on_conflict=reject refuses a second connection with 409.
+	rejectParams := url.Values{"vsn": {"2.0.0"}, "agent_id": {w.workerID}, "on_conflict": {"reject"}}
+	expect(t, w.ts.upgrade(t, rejectParams, header), 409, "connection_conflict")
+
+	// The default, supersede: the first connection is told, then closed.
+	second, err := dialRaw(t, w.ts.socketURL(params), header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := first.next(t)
+	if m[0] != "1" || m[2] != "agent_control:"+w.workerID || m[3] != "supersede" || m[4].(map[string]any)["reason"] != "superseded" {
+		t.Fatalf("superseded connection got %v", m)
+	}
+	_ = first.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = wsutil.ReadServerText(first.reader())
+	var closed wsutil.ClosedError
+	if !errors.As(err, &closed) || closed.Code != 1008 {
+		t.Fatalf("superseded connection: %v, want a 1008 close", err)
+	}
+	second.send(t, `["","2","phoenix","heartbeat",{}]`)
+	if m := second.next(t); m[1] != "2" {
+		t.Fatalf("the new connection: %v", m)
+	}
+}
+
+func TestSocketConnectionLimits(t *testing.T) {
+	w := newSocketWorld(t)
+	w.ts.srv.maxSocketsPerKey = 2
+	params := url.Values{"vsn": {"2.0.0"}, "api_key": {w.aliceKey}}
+	for i := 0; i < 2; i++ {
+		if _, err := dialRaw(t, w.ts.socketURL(params), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := w.ts.upgrade(t, params, nil)
+	expect(t, r, 429, "too_many_requests")
+	if r.header.Get("Retry-After") == "" || r.json(t)["error"].(map[string]any)["retry_after"] != float64(1) {
+		t.Fatalf("429 without retry_after: %v %s", r.header, r.body)
+	}
+	// Another credential is not affected, until the global bound.
+	if _, err := dialRaw(t, w.ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {w.bobKey}}), nil); err != nil {
+		t.Fatal(err)
+	}
+	w.ts.srv.maxSockets = 3
+	expect(t, w.ts.upgrade(t, url.Values{"vsn": {"2.0.0"}, "api_key": {w.workerKey}}, nil), 429, "too_many_requests")
+}
+
+func TestSocketSlowConsumerIsCutOffWhileOthersKeepReceiving(t *testing.T) {
+	w := newSocketWorld(t)
+	params := func(key string) string {
+		return w.ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {key}})
+	}
+	slow, err := dialRaw(t, params(w.bobKey), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.send(t, `["1","1","chat_room:`+w.room+`","phx_join",{}]`)
+	slow.next(t)
+	fast := newListener(t, w.ts, w.aliceKey, "chat_room:"+w.room)
+	// bob stops reading; big messages fill his socket buffers, then his
+	// queue, and the server lets him go.
+	big := strings.Repeat("x", 30000)
+	const n = 400
+	for i := 0; i < n; i++ {
+		w.post(t, fmt.Sprintf("%d %s", i, big), w.aliceID)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for w.ts.srv.rt.hub.Stats().SlowConsumers == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow consumer was never cut off")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for fast.count("chat_room:"+w.room, "message_created") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fast consumer got %d of %d messages", fast.count("chat_room:"+w.room, "message_created"), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSocketDeletedAgentIsDisconnected(t *testing.T) {
+	w := newSocketWorld(t)
+	c := newListener(t, w.ts, w.workerKey, "agent_rooms:"+w.workerID)
+	expect(t, w.ts.do(t, "DELETE", "/api/v1/me/agents/"+w.workerID, apiKey(w.aliceKey), nil), 200, "")
+	select {
+	case <-c.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deleted agent's connection stayed open")
+	}
+	if c.code != 1008 {
+		t.Fatalf("closed with %d, want 1008 (terminal: the key was revoked)", c.code)
+	}
+}
+
+func TestSocketRoomEvents(t *testing.T) {
+	w := newSocketWorld(t)
+	rooms := "agent_rooms:" + w.workerID
+	worker := newListener(t, w.ts, w.workerKey, rooms)
+	alice := newListener(t, w.ts, w.aliceKey, "room_participants:"+w.room)
+	// alice creates a room and adds the worker: room_added.
+	room := w.ts.do(t, "POST", "/api/v1/me/chats", apiKey(w.aliceKey), map[string]any{}).data(t)["id"].(string)
+	expect(t, w.ts.do(t, "POST", "/api/v1/me/chats/"+room+"/participants", apiKey(w.aliceKey),
+		map[string]any{"participant": map[string]any{"participant_id": w.workerID}}), 201, "")
+	added := worker.await(t, rooms, "room_added", func(p map[string]any) bool { return p["id"] == room })
+	for _, k := range []string{"title", "status", "type", "inserted_at", "updated_at"} {
+		if _, ok := added[k].(string); !ok {
+			t.Errorf("room_added.%s = %v, want a string", k, added[k])
+		}
+	}
+	// Removing it: room_removed with the strings the TypeScript SDK requires.
+	expect(t, w.ts.do(t, "DELETE", "/api/v1/me/chats/"+room+"/participants/"+w.workerID, apiKey(w.aliceKey), nil), 200, "")
+	removed := worker.await(t, rooms, "room_removed", func(p map[string]any) bool { return p["id"] == room })
+	for _, k := range []string{"title", "status", "type", "removed_at"} {
+		if _, ok := removed[k].(string); !ok {
+			t.Errorf("room_removed.%s = %v, want a string", k, removed[k])
+		}
+	}
+	// Participants of the main room.
+	dave, _ := w.ts.user("dave")
+	expect(t, w.ts.do(t, "POST", "/api/v1/me/chats/"+w.room+"/participants", apiKey(w.aliceKey),
+		map[string]any{"participant": map[string]any{"participant_id": dave.ID}}), 201, "")
+	p := alice.await(t, "room_participants:"+w.room, "participant_added", func(p map[string]any) bool { return p["id"] == dave.ID })
+	if p["type"] != "User" || p["name"] != "Dave Tester" || p["role"] != "member" {
+		t.Fatalf("participant_added = %v", p)
+	}
+	expect(t, w.ts.do(t, "DELETE", "/api/v1/me/chats/"+w.room+"/participants/"+dave.ID, apiKey(w.aliceKey), nil), 200, "")
+	alice.await(t, "room_participants:"+w.room, "participant_removed", func(p map[string]any) bool { return p["id"] == dave.ID })
+
+	// Deleting the room (alice stands behind the poster, its owner):
+	// room_deleted on the room's topic, room_removed to every member, and
+	// the room's subscriptions end.
+	posterID := mustAgentIDByKey(t, w.ts, w.posterKey)
+	poster := newListener(t, w.ts, w.posterKey, "agent_rooms:"+posterID)
+	expect(t, w.ts.do(t, "DELETE", "/api/v1/me/chats/"+w.room, apiKey(w.aliceKey), nil), 204, "")
+	alice.await(t, "room_participants:"+w.room, "room_deleted", func(p map[string]any) bool { return p["id"] == w.room })
+	poster.await(t, "agent_rooms:"+posterID, "room_removed", func(p map[string]any) bool { return p["id"] == w.room })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := 0
+		w.ts.srv.rt.hub.Each("room_participants:"+w.room, func(*phxConn, string) { left++ })
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions to the deleted room remain", left)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mustUserByHandle(t *testing.T, ts *testServer, handle string) *store.User {
+	t.Helper()
+	u, err := ts.db.UserByHandle(t.Context(), handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func mustAgentIDByKey(t *testing.T, ts *testServer, key string) string {
+	t.Helper()
+	p, err := ts.db.Authenticate(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Agent.ID
+}
