@@ -11,8 +11,17 @@
 // person, agents and rooms through the API, and runs each workload for
 // --duration at each client count.
 //
-//	go run ./bench                          # builds chatd from this repository
-//	go run ./bench -clients 16,64 -duration 10s -sync normal,full
+// and, over the real-time socket:
+//
+//   - idle:     many idle, joined connections: the server's memory per connection
+//
+//   - fanout:   one room with many subscribers while agents post
+//
+//   - targeted: agents spread over rooms, each message mentioning one of them
+//
+//     go run ./bench                          # builds chatd from this repository
+//     go run ./bench -clients 16,64 -duration 10s -sync normal,full
+//     go run ./bench -workloads idle,fanout,targeted
 package main
 
 import (
@@ -36,7 +45,13 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads to run")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket)")
+	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
+	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
+	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
+	rate := flag.Float64("rate", 0, "fanout: posts per second in all (0: as fast as they are acknowledged)")
+	agents := flag.Int("agents", 1000, "targeted: agents")
+	rooms := flag.Int("rooms", 100, "targeted: rooms")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -58,10 +73,32 @@ func main() {
 		}
 	}
 
+	var httpLoads []string
+	for _, w := range strings.Split(*workloads, ",") {
+		var err error
+		switch w {
+		case "post", "work", "history":
+			httpLoads = append(httpLoads, w)
+		case "idle":
+			err = idleSockets(bin, *idleConns)
+		case "fanout":
+			err = fanOut(bin, *subscribers, *posters, *rate, *duration)
+		case "targeted":
+			err = targeted(bin, *agents, *rooms, *posters, *duration)
+		default:
+			err = fmt.Errorf("unknown workload %q", w)
+		}
+		if err != nil {
+			fail(err)
+		}
+	}
+	if len(httpLoads) == 0 {
+		return
+	}
 	fmt.Printf("%-8s %-8s %7s %10s %9s %9s %8s\n", "sync", "workload", "clients", "req/s", "p50", "p99", "errors")
 	for _, mode := range strings.Split(*syncList, ",") {
 		for _, n := range clients {
-			if err := runMode(bin, mode, n, *duration, strings.Split(*workloads, ",")); err != nil {
+			if err := runMode(bin, mode, n, *duration, httpLoads); err != nil {
 				fail(err)
 			}
 		}
@@ -77,17 +114,14 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 	}
 	defer os.RemoveAll(dir)
 	db := filepath.Join(dir, "chatd.db")
-	out, err := exec.Command(bin, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json").Output()
-	if err != nil {
-		return fmt.Errorf("create-user: %w", err)
-	}
 	var person struct {
 		APIKey string `json:"api_key"`
 	}
-	if err := json.Unmarshal(out, &person); err != nil {
+	if err := runJSON(bin, &person, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json"); err != nil {
 		return err
 	}
-	srv, url, err := startServer(bin, db, mode)
+	srv, url, err := startServerArgs(bin, db, "--sync", mode,
+		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000")
 	if err != nil {
 		return err
 	}
@@ -123,9 +157,10 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
 
-func startServer(bin, db, mode string) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0", "--sync", mode, "--log-level", "warn",
-		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000")
+// startServerArgs starts chatd serve on a free port with extra flags and
+// returns it with its URL.
+func startServerArgs(bin, db string, extra ...string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "warn"}, extra...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -152,6 +187,15 @@ func startServer(bin, db, mode string) (*exec.Cmd, string, error) {
 		_ = cmd.Process.Kill()
 		return nil, "", errors.New("chatd serve did not start")
 	}
+}
+
+// runJSON runs a chatd command and decodes its --json output into v.
+func runJSON(bin string, v any, args ...string) error {
+	out, err := exec.Command(bin, args...).Output()
+	if err != nil {
+		return fmt.Errorf("chatd %s: %w", args[0], err)
+	}
+	return json.Unmarshal(out, v)
 }
 
 func parseInts(s string) ([]int, error) {

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 
 	"github.com/chatd/chatd/store"
 )
@@ -112,4 +117,64 @@ func BenchmarkHistoryRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkFanOut measures pushing each posted message to 1000 subscribers
+// of one room (each op is one message, so frames = ops × 1000).
+func BenchmarkFanOut(b *testing.B) {
+	ts := newTestServer(b, func(o *store.Options) { o.Sync = store.SyncNormal; o.Limits.MessagesPerRoom = 1 << 30 })
+	ownerKey, posterKey, workerID, roomID := benchRoom(b, ts)
+	_ = workerID
+	owner, err := ts.db.Authenticate(b.Context(), ownerKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts.do(b, "POST", "/api/v1/agent/chats/"+roomID+"/participants", apiKey(posterKey),
+		map[string]any{"participant": map[string]any{"participant_id": owner.User.ID}})
+	const subscribers = 1000
+	ts.srv.maxSocketsPerKey = subscribers
+	var received atomic.Int64
+	u := ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {ownerKey}})
+	for i := 0; i < subscribers; i++ {
+		conn, br, _, err := ws.Dial(b.Context(), u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		var rd io.Reader = conn
+		if br != nil {
+			rd = io.MultiReader(br, conn)
+		}
+		if err := wsutil.WriteClientText(conn, []byte(`["1","1","chat_room:`+roomID+`","phx_join",{}]`)); err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for {
+				hdr, err := ws.ReadHeader(rd)
+				if err != nil {
+					return
+				}
+				if _, err := io.CopyN(io.Discard, rd, hdr.Length); err != nil {
+					return
+				}
+				received.Add(1)
+			}
+		}()
+	}
+	for received.Load() < subscribers { // the join replies
+		time.Sleep(time.Millisecond)
+	}
+	poster, _ := ts.db.Authenticate(b.Context(), posterKey)
+	id := owner.User.ID
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ts.db.SendText(b.Context(), poster.Actor(), roomID, store.TextInput{Content: "hello", Mentions: []store.MentionInput{{ID: &id}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	want := int64(subscribers) * int64(b.N+1)
+	for received.Load() < want {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
 }
