@@ -62,7 +62,8 @@ func newPhxClient(t *testing.T, ts *testServer, key string, topics map[string][]
 	var once sync.Once
 	c.socket.OnClose(func() { once.Do(func() { close(c.closed) }) })
 	opened := make(chan struct{})
-	c.socket.OnOpen(func() { close(opened) })
+	var openOnce sync.Once
+	c.socket.OnOpen(func() { openOnce.Do(func() { close(opened) }) })
 	if err := c.socket.Connect(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func (c *phxClient) count(topic, event string) int {
 	return n
 }
 
-func TestSocketWithThePhxGoClient(t *testing.T) {
+func TestSocketPhxGoClient(t *testing.T) {
 	w := newSocketWorld(t)
 	chat := "chat_room:" + w.room
 	agentEvents := []string{"message_created", "message_updated", "room_added", "room_updated", "participant_added", "board_updated"}
@@ -195,14 +196,85 @@ func TestSocketWithThePhxGoClient(t *testing.T) {
 	}
 }
 
-func TestSocketHeartbeatsAreAnswered(t *testing.T) {
+func TestSocketPhxGoClientHeartbeats(t *testing.T) {
 	w := newSocketWorld(t)
 	// The client drops its connection when a heartbeat goes unanswered for
-	// an interval (and, in these tests, does not come back); at 50 ms it
-	// would be gone well within 400 ms.
-	c := newPhxClient(t, w.ts, w.workerKey, nil, func(s *phx.Socket) { s.HeartbeatInterval = 50 * time.Millisecond })
-	time.Sleep(400 * time.Millisecond)
+	// an interval (and, in these tests, does not come back); at 250 ms it
+	// would be gone within 1.5 s. The interval leaves a busy test machine
+	// ample time to answer each one.
+	c := newPhxClient(t, w.ts, w.workerKey, nil, func(s *phx.Socket) { s.HeartbeatInterval = 250 * time.Millisecond })
+	time.Sleep(1500 * time.Millisecond)
 	if !c.socket.IsConnected() {
 		t.Fatal("a heartbeating client lost its connection")
+	}
+}
+
+// The Go client sees an unauthorized join as an errored channel, and gets
+// nothing from the topic.
+func TestSocketPhxGoClientUnauthorizedJoin(t *testing.T) {
+	w := newSocketWorld(t)
+	u, _ := url.Parse(w.ts.http.URL)
+	u.Scheme, u.Path, u.RawQuery = "ws", "/api/v1/socket", url.Values{"api_key": {w.carolKey}}.Encode()
+	socket := phx.NewSocket(u)
+	socket.ReconnectAfterFunc = func(int) time.Duration { return time.Hour }
+	ch := socket.Channel("chat_room:"+w.room, nil)
+	var got sync.Mutex
+	received := 0
+	ch.On("message_created", func(any) { got.Lock(); received++; got.Unlock() })
+	opened := make(chan struct{})
+	socket.OnOpen(func() { close(opened) })
+	if err := socket.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer socket.Disconnect()
+	<-opened
+	if _, err := ch.Join(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !ch.IsErrored() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the channel is %v, want errored", ch.State())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w.post(t, "not for carol", w.aliceID)
+	time.Sleep(100 * time.Millisecond)
+	got.Lock()
+	defer got.Unlock()
+	if received != 0 {
+		t.Fatalf("an unauthorized channel received %d messages", received)
+	}
+}
+
+// Two Go clients for one agent: the newer supersedes the older, which is
+// told on agent_control; with on_conflict=reject the newer never connects.
+func TestSocketPhxGoClientSupersedeAndReject(t *testing.T) {
+	w := newSocketWorld(t)
+	control := "agent_control:" + w.workerID
+	first := newPhxClient(t, w.ts, w.workerKey, map[string][]string{control: {"supersede"}})
+
+	u, _ := url.Parse(w.ts.http.URL)
+	u.Scheme, u.Path, u.RawQuery = "ws", "/api/v1/socket", url.Values{"api_key": {w.workerKey}, "on_conflict": {"reject"}}.Encode()
+	rejected := phx.NewSocket(u)
+	rejected.ReconnectAfterFunc = func(int) time.Duration { return time.Hour }
+	if err := rejected.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if rejected.IsConnected() {
+		t.Fatal("on_conflict=reject connected although the agent is connected")
+	}
+	rejected.Disconnect()
+
+	newPhxClient(t, w.ts, w.workerKey, nil)
+	p := first.await(t, control, "supersede", nil)
+	if p["reason"] != "superseded" || p["retryable"] != false {
+		t.Fatalf("supersede = %v", p)
+	}
+	select {
+	case <-first.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the superseded connection stayed open")
 	}
 }
