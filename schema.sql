@@ -1,8 +1,9 @@
 -- chatd schema: the whole current schema of a fresh database.
 --
 -- `PRAGMA user_version` (set by the last line) is the schema version. A database
--- at an older version is upgraded step by step by store/migrate.go; a database at
--- a newer version is refused. Timestamps are integer microseconds since the Unix
+-- at an older version is upgraded step by step by store/migrate.go, which runs
+-- the "-- Version N" sections at the end of this file; a database at a newer
+-- version is refused. Timestamps are integer microseconds since the Unix
 -- epoch (UTC); ids are UUIDv7 strings, so primary-key order is creation order.
 
 CREATE TABLE organizations (
@@ -180,4 +181,136 @@ CREATE TABLE settings (
     value BLOB NOT NULL
 ) STRICT;
 
-PRAGMA user_version = 1;
+-- Version 2 ---------------------------------------------------------------
+-- Contacts, memories, room tasks and delegations. A version-1 database is
+-- upgraded by running this section as it stands (store/migrate.go cuts it out
+-- at the "-- Version N" lines), so each section holds only new objects.
+
+-- Contacts: one row per direction (the id is the owner's record of it), so
+-- "my contacts" is one index range. Requests go from a requester to a
+-- recipient; at most one pending request per direction.
+CREATE TABLE contacts (
+    id           TEXT PRIMARY KEY,
+    owner_id     TEXT NOT NULL,
+    owner_type   TEXT NOT NULL CHECK (owner_type IN ('User', 'Agent')),
+    contact_id   TEXT NOT NULL,
+    contact_type TEXT NOT NULL CHECK (contact_type IN ('User', 'Agent')),
+    inserted_at  INTEGER NOT NULL,
+    UNIQUE (owner_id, contact_id)
+) STRICT;
+
+CREATE TABLE contact_requests (
+    id             TEXT PRIMARY KEY,
+    requester_id   TEXT NOT NULL,
+    requester_type TEXT NOT NULL CHECK (requester_type IN ('User', 'Agent')),
+    recipient_id   TEXT NOT NULL,
+    recipient_type TEXT NOT NULL CHECK (recipient_type IN ('User', 'Agent')),
+    message        TEXT,
+    status         TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected', 'cancelled', 'expired')),
+    inserted_at    INTEGER NOT NULL,
+    responded_at   INTEGER
+) STRICT;
+
+CREATE UNIQUE INDEX contact_requests_pending ON contact_requests (requester_id, recipient_id) WHERE status = 'pending';
+CREATE INDEX contact_requests_recipient ON contact_requests (recipient_id, status, inserted_at);
+CREATE INDEX contact_requests_requester ON contact_requests (requester_id, status, inserted_at);
+
+-- Memories agents keep about subjects (people and agents) or for their
+-- whole organization; content is indexed for full-text search.
+CREATE TABLE memories (
+    id              TEXT PRIMARY KEY,
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    source_agent_id TEXT NOT NULL REFERENCES agents (id),
+    scope           TEXT NOT NULL CHECK (scope IN ('subject', 'organization')),
+    subject_id      TEXT,
+    chat_room_id    TEXT,
+    system          TEXT NOT NULL CHECK (system IN ('sensory', 'working', 'long_term')),
+    type            TEXT NOT NULL CHECK (type IN ('iconic', 'echoic', 'haptic', 'episodic', 'semantic', 'procedural')),
+    segment         TEXT NOT NULL CHECK (segment IN ('user', 'agent', 'tool', 'guideline')),
+    content         TEXT NOT NULL,
+    thought         TEXT,
+    metadata        TEXT CHECK (metadata IS NULL OR json_valid(metadata)),
+    status          TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'superseded', 'archived')),
+    superseded_by   TEXT,
+    inserted_at     INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    CHECK ((scope = 'subject') = (subject_id IS NOT NULL))
+) STRICT;
+
+CREATE INDEX memories_organization ON memories (organization_id, inserted_at);
+CREATE INDEX memories_subject ON memories (subject_id, inserted_at) WHERE subject_id IS NOT NULL;
+CREATE INDEX memories_source ON memories (source_agent_id, inserted_at);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5 (content, content = 'memories', content_rowid = 'rowid');
+
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memories_fts (rowid, content) VALUES (new.rowid, new.content);
+END;
+
+-- Tasks on a room's board, numbered per room (#1, #2, ... never reused),
+-- with each participant's own assignment and an append-only history.
+-- Actors are JSON objects {id, name, type, handle} captured at write time.
+CREATE TABLE tasks (
+    id               TEXT PRIMARY KEY,
+    room_id          TEXT NOT NULL REFERENCES rooms (id),
+    number           INTEGER NOT NULL,
+    subject          TEXT NOT NULL,
+    detail           TEXT NOT NULL DEFAULT '',
+    state            TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'cancelled', 'superseded', 'archived')),
+    superseded_by_id TEXT,
+    created_by       TEXT NOT NULL CHECK (json_valid(created_by)),
+    inserted_at      INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    UNIQUE (room_id, number)
+) STRICT;
+
+CREATE TABLE task_assignments (
+    task_id          TEXT NOT NULL REFERENCES tasks (id),
+    assignee_id      TEXT NOT NULL,
+    assignee         TEXT NOT NULL CHECK (json_valid(assignee)),
+    status           TEXT NOT NULL CHECK (status IN ('pending', 'in_progress', 'blocked', 'in_review', 'failed', 'completed')),
+    active_form      TEXT NOT NULL DEFAULT '',
+    linked_native_id TEXT NOT NULL DEFAULT '',
+    updated_at       INTEGER NOT NULL,
+    PRIMARY KEY (task_id, assignee_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE task_events (
+    seq     INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL REFERENCES tasks (id),
+    actor   TEXT NOT NULL CHECK (json_valid(actor)),
+    event   TEXT NOT NULL CHECK (event IN ('created', 'edited', 'status_changed', 'commented', 'dropped', 'cancelled',
+        'superseded', 'archived', 'unarchived')),
+    payload TEXT NOT NULL CHECK (json_valid(payload)),
+    at      INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX task_events_task ON task_events (task_id, seq);
+
+-- Delegations: a person lets one of their agents act on the Human API on
+-- their behalf. The grant is a one-time secret (stored as a digest) that the
+-- agent exchanges for a short-lived token; revoking ends both.
+CREATE TABLE delegations (
+    id               TEXT PRIMARY KEY,
+    user_id          TEXT NOT NULL REFERENCES users (id),
+    agent_id         TEXT NOT NULL REFERENCES agents (id),
+    scopes           TEXT NOT NULL CHECK (json_valid(scopes)),
+    grant_digest     BLOB NOT NULL UNIQUE,
+    grant_expires_at INTEGER NOT NULL,
+    token_ttl        INTEGER NOT NULL,
+    exchanged_at     INTEGER,
+    revoked_at       INTEGER,
+    last_used_at     INTEGER,
+    inserted_at      INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX delegations_agent ON delegations (agent_id, inserted_at);
+
+PRAGMA user_version = 2;

@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/chatd/chatd/store"
 )
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -15,7 +17,8 @@ func TestHealthAndReadiness(t *testing.T) {
 	r = ts.do(t, "GET", "/readyz", noCred, nil)
 	expect(t, r, 200, "")
 	j := r.json(t)
-	if j["status"] != "ready" || j["schema_version"] != float64(1) {
+	current, _ := store.SchemaVersionOf(testSchema)
+	if j["status"] != "ready" || j["schema_version"] != float64(current) {
 		t.Fatalf("readyz = %s", r.body)
 	}
 	if q := j["write_queue"].(map[string]any); q["capacity"] != float64(1024) {

@@ -10,13 +10,38 @@ import (
 	"strconv"
 )
 
-// upgrades[v] turns a database at schema version v-1 into version v. A new
-// database skips them all and runs schema.sql, which is always the whole
-// current schema; the two paths must end in the same schema (a test compares
-// them). Each step sets the version itself.
-var upgrades = map[int]string{}
+// A new database runs schema.sql whole: it is always the whole current
+// schema. An older database is upgraded from the same file: the objects added
+// in version N follow a line "-- Version N ..." near its end, so the text from
+// that line to the next such line (or to the final PRAGMA) upgrades version
+// N-1 to N. One text serves both paths, so they cannot drift apart (a test
+// compares their results).
+var versionLine = regexp.MustCompile(`(?m)^-- Version (\d+)\b.*$`)
+
+// upgradeSteps returns the step that upgrades to each version v > 1.
+func upgradeSteps(schema string) (map[int]string, error) {
+	steps := map[int]string{}
+	marks := versionLine.FindAllStringSubmatchIndex(schema, -1)
+	end := userVersionLine.FindAllStringIndex(schema, -1)
+	if len(end) == 0 {
+		return nil, errors.New("schema has no PRAGMA user_version line")
+	}
+	for i, m := range marks {
+		v, _ := strconv.Atoi(schema[m[2]:m[3]])
+		stop := end[len(end)-1][0]
+		if i+1 < len(marks) {
+			stop = marks[i+1][0]
+		}
+		steps[v] = schema[m[0]:stop] + fmt.Sprintf("\nPRAGMA user_version = %d;\n", v)
+	}
+	return steps, nil
+}
 
 var userVersionLine = regexp.MustCompile(`(?im)^\s*PRAGMA\s+user_version\s*=\s*(\d+)\s*;`)
+
+// SchemaVersionOf reads the version a schema text creates: its last
+// "PRAGMA user_version" line.
+func SchemaVersionOf(schema string) (int, error) { return schemaVersion(schema) }
 
 // schemaVersion reads the target version from the last "PRAGMA user_version"
 // line of schema.sql.
@@ -73,6 +98,10 @@ func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 			return 0, fmt.Errorf("create schema: %w", err)
 		}
 	default:
+		var upgrades map[int]string
+		if upgrades, err = upgradeSteps(schema); err != nil {
+			return from, err
+		}
 		for v := from + 1; v <= target; v++ {
 			step, ok := upgrades[v]
 			if !ok {

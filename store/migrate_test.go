@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +16,9 @@ func TestOpenCreatesSchemaOnceAndReopens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if db.MigratedFrom() != 0 || db.SchemaVersion() != 1 {
-		t.Fatalf("from %d to %d, want 0 to 1", db.MigratedFrom(), db.SchemaVersion())
+	current, _ := schemaVersion(testSchema)
+	if db.MigratedFrom() != 0 || db.SchemaVersion() != current {
+		t.Fatalf("from %d to %d, want 0 to %d", db.MigratedFrom(), db.SchemaVersion(), current)
 	}
 	secret, err := db.ServerSecret(t.Context())
 	if err != nil {
@@ -29,8 +31,8 @@ func TestOpenCreatesSchemaOnceAndReopens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if db.MigratedFrom() != 1 {
-		t.Fatalf("reopen migrated from %d, want 1 (nothing to do)", db.MigratedFrom())
+	if db.MigratedFrom() != current {
+		t.Fatalf("reopen migrated from %d, want %d (nothing to do)", db.MigratedFrom(), current)
 	}
 	again, _ := db.ServerSecret(t.Context())
 	if string(again) != string(secret) {
@@ -55,8 +57,9 @@ func TestOpenRefusesANewerSchemaAndLeavesItAlone(t *testing.T) {
 
 	_, err = Open(path, Options{Schema: testSchema})
 	var tooNew *ErrSchemaTooNew
-	if !errors.As(err, &tooNew) || tooNew.Found != 99 || tooNew.Supported != 1 {
-		t.Fatalf("err = %v, want ErrSchemaTooNew{99, 1}", err)
+	current, _ := schemaVersion(testSchema)
+	if !errors.As(err, &tooNew) || tooNew.Found != 99 || tooNew.Supported != current {
+		t.Fatalf("err = %v, want ErrSchemaTooNew{99, %d}", err, current)
 	}
 	if !strings.Contains(err.Error(), "upgrade chatd") {
 		t.Fatalf("message does not say what to do: %v", err)
@@ -102,6 +105,86 @@ func TestSchemaVersionIsReadFromTheSchema(t *testing.T) {
 		got, err := schemaVersion(tc.schema)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("schemaVersion(%q) = %d, %v; want %d, ok=%v", tc.schema, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// schemaAsOf is the schema as version v shipped it: schema.sql up to the
+// section that version v+1 added.
+func schemaAsOf(t *testing.T, v int) string {
+	t.Helper()
+	i := strings.Index(testSchema, fmt.Sprintf("\n-- Version %d ", v+1))
+	if i < 0 {
+		t.Fatalf("schema.sql has no section for version %d", v+1)
+	}
+	return testSchema[:i] + fmt.Sprintf("\nPRAGMA user_version = %d;\n", v)
+}
+
+// schemaObjects lists a database's schema objects with their SQL.
+func schemaObjects(t *testing.T, path string) string {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rows, err := raw.Query(`SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out strings.Builder
+	for rows.Next() {
+		var typ, name, table, text string
+		if err := rows.Scan(&typ, &name, &table, &text); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%s %s on %s: %s\n", typ, name, table, text)
+	}
+	return out.String()
+}
+
+// A database from every earlier version upgrades, keeping its rows, to
+// exactly the schema a fresh database gets.
+func TestUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
+	current, _ := schemaVersion(testSchema)
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "fresh.db")
+	db, err := Open(fresh, Options{Schema: testSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	want := schemaObjects(t, fresh)
+
+	for v := 1; v < current; v++ {
+		path := filepath.Join(dir, fmt.Sprintf("v%d.db", v))
+		raw, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Exec(schemaAsOf(t, v)); err != nil {
+			t.Fatalf("version %d schema: %v", v, err)
+		}
+		if _, err := raw.Exec(`INSERT INTO organizations (id, name, inserted_at) VALUES ('0190a0a0-0000-7000-8000-000000000001', 'Old', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		raw.Close()
+
+		db, err := Open(path, Options{Schema: testSchema})
+		if err != nil {
+			t.Fatalf("upgrade from %d: %v", v, err)
+		}
+		if db.MigratedFrom() != v || db.SchemaVersion() != current {
+			t.Errorf("upgrade from %d: from %d to %d", v, db.MigratedFrom(), db.SchemaVersion())
+		}
+		var name string
+		if err := db.read.QueryRow(`SELECT name FROM organizations`).Scan(&name); err != nil || name != "Old" {
+			t.Errorf("upgrade from %d lost rows: %q %v", v, name, err)
+		}
+		db.Close()
+		if got := schemaObjects(t, path); got != want {
+			t.Errorf("upgrade from %d ends in another schema:\n got %s\nwant %s", v, got, want)
 		}
 	}
 }
