@@ -44,6 +44,10 @@ database and exits 0.`,
 	f.Int("max-chats-per-user", store.DefaultLimits.ChatsPerUser, "quota: rooms created by one person and the agents they own")
 	f.Int("max-participants-per-room", store.DefaultLimits.ParticipantsPerRoom, "quota: participants in one room")
 	f.Int("max-messages-per-room", store.DefaultLimits.MessagesPerRoom, "quota: messages and events in one room")
+	f.Int("max-memories-per-agent", store.DefaultLimits.MemoriesPerAgent, "quota: memories one agent may store")
+	f.Int("max-tasks-per-room", store.DefaultLimits.TasksPerRoom, "quota: tasks on one room's board")
+	f.Bool("memories", true, "serve the memory routes (--memories=false makes them answer 403 feature_disabled)")
+	f.Bool("room-tasks", true, "serve the room task board (--room-tasks=false removes its routes and reports ff_room_tasks false)")
 	f.Int("ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
 	f.Int("ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
 	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
@@ -55,6 +59,8 @@ database and exits 0.`,
 		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
 		"max-chats-per-user": "CHATD_MAX_CHATS_PER_USER", "max-participants-per-room": "CHATD_MAX_PARTICIPANTS_PER_ROOM",
 		"max-messages-per-room": "CHATD_MAX_MESSAGES_PER_ROOM", "attempt-timeout": "CHATD_ATTEMPT_TIMEOUT",
+		"max-memories-per-agent": "CHATD_MAX_MEMORIES_PER_AGENT", "max-tasks-per-room": "CHATD_MAX_TASKS_PER_ROOM",
+		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS",
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
@@ -75,6 +81,10 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	limits.ChatsPerUser, _ = f.GetInt("max-chats-per-user")
 	limits.ParticipantsPerRoom, _ = f.GetInt("max-participants-per-room")
 	limits.MessagesPerRoom, _ = f.GetInt("max-messages-per-room")
+	limits.MemoriesPerAgent, _ = f.GetInt("max-memories-per-agent")
+	limits.TasksPerRoom, _ = f.GetInt("max-tasks-per-room")
+	memories, _ := f.GetBool("memories")
+	roomTasks, _ := f.GetBool("room-tasks")
 	attemptTimeout, _ := f.GetDuration("attempt-timeout")
 	maxSockets, _ := f.GetInt("ws-max-conns")
 	maxSocketsPerKey, _ := f.GetInt("ws-max-per-key")
@@ -86,7 +96,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf(`--sync must be "full" or "normal", not %q`, syncMode)}
 	case maxBody < 1024:
 		return usageError{fmt.Errorf("--max-body must be at least 1024 bytes")}
-	case min(limits.AgentsPerUser, limits.TagsPerAgent, limits.ChatsPerUser, limits.ParticipantsPerRoom, limits.MessagesPerRoom) < 1:
+	case min(limits.AgentsPerUser, limits.TagsPerAgent, limits.ChatsPerUser, limits.ParticipantsPerRoom, limits.MessagesPerRoom,
+		limits.MemoriesPerAgent, limits.TasksPerRoom) < 1:
 		return usageError{fmt.Errorf("quotas must be at least 1")}
 	case attemptTimeout <= 0:
 		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
@@ -122,7 +133,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		logger.Info("database schema ready", "from_version", db.MigratedFrom(), "to_version", db.SchemaVersion())
 	}
 	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, Version: version,
-		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey})
+		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks})
 	if err != nil {
 		ln.Close()
 		closeDB()

@@ -73,6 +73,11 @@ func (s *Server) authenticate(r *http.Request, aud audience) (*store.Principal, 
 	return p, nil
 }
 
+// errorsIsSignature reports a token signed with another key (or not at all).
+func errorsIsSignature(err error) bool {
+	return errors.Is(err, jwt.ErrTokenSignatureInvalid) || errors.Is(err, jwt.ErrSignatureInvalid)
+}
+
 func principal(r *http.Request) *store.Principal {
 	p, _ := r.Context().Value(principalKey).(*store.Principal)
 	return p
@@ -118,7 +123,8 @@ func IssueUserToken(serverSecret []byte, userID string, ttl time.Duration, now t
 }
 
 // principalFromToken verifies a bearer token: HS256 only, issuer chatd,
-// expiry required; its subject must be an existing user.
+// expiry required; its subject must be an existing user. A token signed with
+// the delegation key is an agent acting for its person (server_delegation.go).
 func (s *Server) principalFromToken(ctx context.Context, token string) (*store.Principal, error) {
 	if token == "" || len(token) > 4096 {
 		return nil, errBadToken
@@ -132,6 +138,14 @@ func (s *Server) principalFromToken(ctx context.Context, token string) (*store.P
 	)
 	var claims jwt.RegisteredClaims
 	_, err := parser.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.tokenKey, nil })
+	if errorsIsSignature(err) {
+		// Not a person's token; perhaps an agent's delegated one.
+		p, ok, err := s.principalFromDelegatedToken(ctx, token)
+		if !ok {
+			return nil, errBadToken
+		}
+		return p, err
+	}
 	if err != nil || !store.ValidID(claims.Subject) {
 		return nil, errBadToken
 	}

@@ -56,6 +56,44 @@ var authedRoutes = []struct {
 	{"POST", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
 	{"PUT", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
+
+	{"GET", "/api/v1/agent/contacts", agentsOnly},
+	{"POST", "/api/v1/agent/contacts/add", agentsOnly},
+	{"POST", "/api/v1/agent/contacts/remove", agentsOnly},
+	{"GET", "/api/v1/agent/contacts/requests", agentsOnly},
+	{"POST", "/api/v1/agent/contacts/requests/respond", agentsOnly},
+	{"GET", "/api/v1/me/contacts", humansOnly},
+	{"POST", "/api/v1/me/contacts/remove", humansOnly},
+	{"POST", "/api/v1/me/contacts/resolve", humansOnly},
+	{"GET", "/api/v1/me/contacts/requests", humansOnly},
+	{"POST", "/api/v1/me/contacts/requests", humansOnly},
+	{"GET", "/api/v1/me/contacts/requests/sent", humansOnly},
+	{"DELETE", "/api/v1/me/contacts/requests/" + nilID, humansOnly},
+	{"POST", "/api/v1/me/contacts/requests/" + nilID + "/approve", humansOnly},
+	{"POST", "/api/v1/me/contacts/requests/" + nilID + "/reject", humansOnly},
+
+	{"GET", "/api/v1/me/agents/" + nilID + "/delegations", humansOnly},
+	{"POST", "/api/v1/me/agents/" + nilID + "/delegations", humansOnly},
+	{"DELETE", "/api/v1/me/agents/" + nilID + "/delegations/" + nilID, humansOnly},
+	{"POST", "/api/v1/agent/delegation/token", agentsOnly},
+
+	{"GET", "/api/v1/agent/memories", agentsOnly},
+	{"POST", "/api/v1/agent/memories", agentsOnly},
+	{"GET", "/api/v1/agent/memories/" + nilID, agentsOnly},
+	{"POST", "/api/v1/agent/memories/" + nilID + "/archive", agentsOnly},
+	{"POST", "/api/v1/agent/memories/" + nilID + "/supersede", agentsOnly},
+	{"GET", "/api/v1/me/memories", humansOnly},
+	{"GET", "/api/v1/me/memories/" + nilID, humansOnly},
+	{"DELETE", "/api/v1/me/memories/" + nilID, humansOnly},
+	{"POST", "/api/v1/me/memories/" + nilID + "/archive", humansOnly},
+	{"POST", "/api/v1/me/memories/" + nilID + "/restore", humansOnly},
+	{"POST", "/api/v1/me/memories/" + nilID + "/supersede", humansOnly},
+
+	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks", agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/tasks", agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID, agentsOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID, agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID + "/history", agentsOnly},
 }
 
 // nilID is a well-formed id that names nothing.
@@ -72,7 +110,7 @@ func TestAuthTableCoversEveryRoute(t *testing.T) {
 		if rt.aud == public {
 			continue
 		}
-		path := strings.NewReplacer(":chat_id", nilID, ":id", nilID).Replace(rt.path)
+		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":id", nilID).Replace(rt.path)
 		if !listed[rt.method+" "+path] {
 			t.Errorf("%s %s is not in authedRoutes", rt.method, rt.path)
 		}

@@ -21,6 +21,7 @@ const (
 	codeInvalidOnConflict      store.Code = "invalid_on_conflict" // socket: on_conflict is not supersede or reject
 	codeConnectionConflict     store.Code = "connection_conflict" // socket: the agent is connected and on_conflict=reject
 	codeTooManyRequests        store.Code = "too_many_requests"   // socket: over the connection limits
+	codeFeatureDisabled        store.Code = "feature_disabled"    // the operator switched this feature off
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -35,6 +36,7 @@ var statusOf = map[store.Code]int{
 	codeTooManyRequests:                http.StatusTooManyRequests,
 	store.CodeUnauthorized:             http.StatusUnauthorized,
 	store.CodeForbidden:                http.StatusForbidden,
+	codeFeatureDisabled:                http.StatusForbidden,
 	store.CodeLimitReached:             http.StatusForbidden,
 	store.CodeNotFound:                 http.StatusNotFound,
 	codeMethodNotAllowed:               http.StatusMethodNotAllowed,

@@ -33,15 +33,22 @@ var testSchema = func() string {
 
 // testServer is a chatd server on a temp database, reached over real HTTP.
 type testServer struct {
-	t    testing.TB
-	db   *store.DB
-	srv  *Server
-	http *httptest.Server
-	oas  *apitest.Validator
+	t      testing.TB
+	db     *store.DB
+	srv    *Server
+	http   *httptest.Server
+	oas    *apitest.Validator
+	reader *sql.DB // snapshot's own read-only connection, opened on first use
 }
 
 // newTestServer starts a server; opts adjust the store options.
 func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
+	t.Helper()
+	return newTestServerWith(t, nil, opts...)
+}
+
+// newTestServerWith starts a server whose configuration configure adjusts.
+func newTestServerWith(t testing.TB, configure func(*Config), opts ...func(*store.Options)) *testServer {
 	t.Helper()
 	o := store.Options{Schema: testSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, f := range opts {
@@ -51,8 +58,12 @@ func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{DB: db, Logger: o.Logger, Version: "test",
-		Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>chatd</title>")}}})
+	cfg := Config{DB: db, Logger: o.Logger, Version: "test",
+		Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>chatd</title>")}}}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,15 +314,20 @@ func (ts *testServer) refused(t testing.TB, method, path string, c cred, body an
 }
 
 // snapshot renders every row of every table (except the last-use time of
-// keys, which authenticated requests update on their own), so a test can
-// show that a refused request changed nothing.
+// keys and delegations, which authenticated requests update on their own),
+// so a test can show that a refused request changed nothing.
 func (ts *testServer) snapshot(t testing.TB) string {
 	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
+	if ts.reader == nil {
+		conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetMaxOpenConns(1)
+		ts.t.Cleanup(func() { conn.Close() })
+		ts.reader = conn
 	}
-	defer conn.Close()
+	conn := ts.reader
 	rows, err := conn.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +357,7 @@ func (ts *testServer) snapshot(t testing.TB) string {
 			var line strings.Builder
 			fmt.Fprintf(&line, "%s:", table)
 			for i, c := range cols {
-				if table == "api_keys" && c == "last_used_at" {
+				if (table == "api_keys" || table == "delegations") && c == "last_used_at" {
 					continue
 				}
 				fmt.Fprintf(&line, " %s=%v", c, vals[i])

@@ -17,7 +17,36 @@ type ctxKey int
 const (
 	requestIDKey ctxKey = iota
 	principalKey
+	callerKey
 )
+
+// callerNote is who made a request, filled in once authentication has
+// decided it, for the request's log line.
+type callerNote struct {
+	id, kind      string // the person or agent; kind "user" or "agent"
+	actingAgent   string // a delegated token: the agent acting for id
+	delegationID  string
+	authenticated bool
+}
+
+// noteCaller records the caller of r for its log line. Every request an
+// agent makes with a delegated token is logged with that agent and the
+// delegation, so the person can tell its actions from their own.
+func noteCaller(r *http.Request, p *store.Principal) {
+	n, _ := r.Context().Value(callerKey).(*callerNote)
+	if n == nil {
+		return
+	}
+	n.authenticated = true
+	if p.Agent != nil {
+		n.id, n.kind = p.Agent.ID, "agent"
+		return
+	}
+	n.id, n.kind = p.User.ID, "user"
+	if d := p.Delegation; d != nil {
+		n.actingAgent, n.delegationID = d.Agent.ID, d.ID
+	}
+}
 
 var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
 
@@ -86,7 +115,8 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+		caller := &callerNote{}
+		r = r.WithContext(context.WithValue(context.WithValue(r.Context(), requestIDKey, id), callerKey, caller))
 		h := w.Header()
 		h.Set("X-Request-Id", id)
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -106,8 +136,15 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			s.log.Info("request", "request_id", id, "method", r.Method, "path", r.URL.Path, "status", status,
-				"bytes", rec.bytes, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", status,
+				"bytes", rec.bytes, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+			if caller.authenticated {
+				attrs = append(attrs, caller.kind, caller.id)
+				if caller.actingAgent != "" {
+					attrs = append(attrs, "acting_agent", caller.actingAgent, "delegation", caller.delegationID)
+				}
+			}
+			s.log.Info("request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})

@@ -23,12 +23,14 @@ import (
 //	                          people: every message), message_updated and
 //	                          event_created (people)
 //	room_participants:{room}  participant_added, participant_removed, room_deleted
-//	room_tasks:{room}         board_updated
+//	room_tasks:{room}         task_created, task_updated, board_updated
 //	agent_rooms:{agent}       room_added, room_removed, room_updated
 //	user_rooms:{user}         room_added, room_removed, room_updated
 //	agent_control:{agent}     supersede
-//	agent_contacts:{agent}, user_contacts:{user}: joinable; contacts are not
-//	                          served yet, so nothing is pushed on them
+//	agent_contacts:{agent}    contact_request_received, contact_request_updated,
+//	user_contacts:{user}      contact_added, contact_removed (agents get the
+//	                          flat payloads the SDKs model; people the REST
+//	                          shapes)
 type realtime struct {
 	s       *Server
 	hub     *phx.Hub
@@ -227,6 +229,10 @@ func (rt *realtime) route(c store.Change) {
 			payloadJSON(map[string]string{"id": c.Member.ID, "type": c.Member.Type}), nil)
 	case store.BoardUpdated:
 		rt.hub.Broadcast("room_tasks:"+room.ID, "board_updated", payloadJSON(newBoardView(c.Board, false)), nil)
+	case store.TaskCreated, store.TaskUpdated:
+		rt.hub.Broadcast("room_tasks:"+room.ID, string(c.Kind), payloadJSON(newTaskView(c.Task, false)), nil)
+	case store.ContactRequestReceived, store.ContactRequestUpdated, store.ContactAdded, store.ContactRemoved:
+		rt.contactChange(c)
 	case store.AgentDeleted:
 		rt.limits.mu.Lock()
 		conns := make([]*phx.Conn, 0, len(rt.limits.agents[c.Agent.ID]))

@@ -42,24 +42,32 @@ type Config struct {
 	MaxSockets int
 	// MaxSocketsPerKey bounds the connections of one credential; default 100.
 	MaxSocketsPerKey int
+	// DisableMemories switches the memory routes off: they answer 403
+	// feature_disabled, as the hosted API does where memories are gated.
+	DisableMemories bool
+	// DisableRoomTasks switches the room task board off: its routes are
+	// absent (404) and /agent/me reports ff_room_tasks false.
+	DisableRoomTasks bool
 }
 
 // Server serves the chatd HTTP API.
 type Server struct {
-	db        *store.DB
-	log       *slog.Logger
-	web       fs.FS
-	maxBody   int64
-	version   string
-	tokenKey  []byte
-	cursorKey []byte
-	router    *httprouter.Router
-	handler   http.Handler
-	activity  *activityTracker
-	rt        *realtime
-	upgrader  ws.HTTPUpgrader
+	db            *store.DB
+	log           *slog.Logger
+	web           fs.FS
+	maxBody       int64
+	version       string
+	tokenKey      []byte
+	cursorKey     []byte
+	delegationKey []byte
+	router        *httprouter.Router
+	handler       http.Handler
+	activity      *activityTracker
+	rt            *realtime
+	upgrader      ws.HTTPUpgrader
 
 	maxSockets, maxSocketsPerKey int
+	memories, roomTasks          bool
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
 }
@@ -76,7 +84,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, version: cfg.Version,
 		activity: newActivityTracker(), maxSockets: cfg.MaxSockets, maxSocketsPerKey: cfg.MaxSocketsPerKey,
-		upgrader: ws.HTTPUpgrader{Timeout: 10 * time.Second}}
+		upgrader: ws.HTTPUpgrader{Timeout: 10 * time.Second},
+		memories: !cfg.DisableMemories, roomTasks: !cfg.DisableRoomTasks}
 	if s.maxSockets <= 0 {
 		s.maxSockets = 20000
 	}
@@ -95,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.tokenKey = deriveKey(secret, "chatd/jwt/v1")
 	s.cursorKey = deriveKey(secret, "chatd/cursor/v1")
+	s.delegationKey = deriveKey(secret, "chatd/delegation/v1")
 
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
@@ -149,7 +159,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
 	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
 	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
-	s.handle("POST", "/api/v1/me/agents/register", humansOnly, s.registerAgent)
+	s.handleNamed("POST", "/api/v1/me/agents/:id", humansOnly, map[string]handlerFunc{"register": s.registerAgent})
 	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
 	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
 	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
@@ -165,6 +175,13 @@ func (s *Server) routes() {
 	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
 	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
 	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
+
+	s.contactRoutes()
+	s.memoryRoutes()
+	if s.roomTasks {
+		s.taskRoutes()
+	}
+	s.delegationRoutes()
 }
 
 // handlerFunc is an endpoint: it writes a success response or returns the
@@ -173,18 +190,63 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 
 func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 	s.registered = append(s.registered, registeredRoute{method, path, aud})
+	scope := delegationScope(method, path)
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if aud != public {
-			p, err := s.authenticate(r, aud)
-			if err != nil {
-				s.writeError(w, r, err)
+		s.serve(w, r, ps, aud, scope, h)
+	})
+}
+
+// serve authenticates the caller as aud requires (a delegated caller also
+// needs scope) and runs h.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
+	if aud != public {
+		p, err := s.authenticate(r, aud)
+		if err == nil {
+			err = allowedFor(p, scope)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		noteCaller(r, p)
+		r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+	}
+	if err := h(w, r, ps); err != nil {
+		s.writeError(w, r, err)
+	}
+}
+
+// handleNamed serves fixed names (POST /me/agents/register) at a path
+// position where the same method also takes an id (POST
+// /me/agents/:id/delegations): httprouter cannot hold both, so the names
+// are dispatched from the parameter. Any other value answers as the router
+// would for a path without the method: 405 with what the path does take.
+func (s *Server) handleNamed(method, path string, aud audience, names map[string]handlerFunc) {
+	param := path[strings.LastIndexByte(path, ':')+1:]
+	scopes := map[string]string{}
+	for name := range names {
+		named := strings.Replace(path, ":"+param, name, 1)
+		s.registered = append(s.registered, registeredRoute{method, named, aud})
+		scopes[name] = delegationScope(method, named)
+	}
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		h, ok := names[ps.ByName(param)]
+		if !ok {
+			var allowed []string
+			for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+				if h, _, _ := s.router.Lookup(m, r.URL.Path); h != nil && m != method {
+					allowed = append(allowed, m)
+				}
+			}
+			if len(allowed) == 0 {
+				s.notFound(w, r)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			s.methodNotAllowed(w, r)
+			return
 		}
-		if err := h(w, r, ps); err != nil {
-			s.writeError(w, r, err)
-		}
+		s.serve(w, r, ps, aud, scopes[ps.ByName(param)], h)
 	})
 }
 

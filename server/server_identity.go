@@ -10,11 +10,11 @@ import (
 
 // featureFlags are the capabilities the Band SDKs negotiate from /agent/me:
 // a flag that is absent or false makes the SDK leave the feature alone, so
-// each flag is true only once chatd serves the feature.
-func featureFlags() map[string]bool {
+// each flag is true only when chatd serves the feature.
+func (s *Server) featureFlags() map[string]bool {
 	return map[string]bool{
 		"ff_file_transfer": false,
-		"ff_room_tasks":    false,
+		"ff_room_tasks":    s.roomTasks,
 	}
 }
 
@@ -40,7 +40,7 @@ func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request, _ httprouter
 	writeJSON(w, http.StatusOK, data(agentMeView{
 		ID: a.ID, Name: a.Name, Handle: a.Handle, Description: a.Description, Bio: a.Bio,
 		OwnerUUID: a.OwnerID, IsExternal: a.IsExternal, ListedInDirectory: a.ListedInDirectory, Tags: a.Tags,
-		FeatureFlags: featureFlags(), InsertedAt: timestamp(a.InsertedAt), UpdatedAt: timestamp(a.UpdatedAt),
+		FeatureFlags: s.featureFlags(), InsertedAt: timestamp(a.InsertedAt), UpdatedAt: timestamp(a.UpdatedAt),
 	}))
 	return nil
 }

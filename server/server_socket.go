@@ -132,6 +132,9 @@ func (s *Server) socketPrincipal(r *http.Request) (*socketConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Delegation != nil {
+		return nil, errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
+	}
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID}
 	if p.KeyID != "" {
 		sc.limitKey = "key:" + p.KeyID

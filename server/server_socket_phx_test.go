@@ -132,7 +132,8 @@ func (c *phxClient) count(topic, event string) int {
 func TestSocketPhxGoClient(t *testing.T) {
 	w := newSocketWorld(t)
 	chat := "chat_room:" + w.room
-	agentEvents := []string{"message_created", "message_updated", "room_added", "room_updated", "participant_added", "board_updated"}
+	agentEvents := []string{"message_created", "message_updated", "room_added", "room_updated", "participant_added", "board_updated",
+		"task_created", "task_updated", "contact_request_received", "contact_added"}
 	worker := newPhxClient(t, w.ts, w.workerKey, map[string][]string{
 		"agent_control:" + w.workerID: agentEvents, "agent_rooms:" + w.workerID: agentEvents, "agent_contacts:" + w.workerID: agentEvents,
 		chat: agentEvents, "room_participants:" + w.room: agentEvents, "room_tasks:" + w.room: agentEvents,
@@ -176,6 +177,25 @@ func TestSocketPhxGoClient(t *testing.T) {
 	alice.await(t, "user_rooms:"+w.aliceID, "room_updated", func(p map[string]any) bool { return p["title"] == "Build room" })
 	expect(t, w.ts.do(t, "PUT", "/api/v1/agent/chats/"+w.room+"/board", apiKey(w.posterKey), map[string]any{"goal_title": "Green CI"}), 200, "")
 	worker.await(t, "room_tasks:"+w.room, "board_updated", func(p map[string]any) bool { return p["goal_title"] == "Green CI" })
+
+	// Tasks reach the room's task topic.
+	r = w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks", apiKey(w.posterKey), map[string]any{"subject": "Fix the flaky test"})
+	expect(t, r, 201, "")
+	task := r.data(t)["id"].(string)
+	worker.await(t, "room_tasks:"+w.room, "task_created", func(p map[string]any) bool { return p["id"] == task && p["number"] == float64(1) })
+	expect(t, w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks/1", apiKey(w.workerKey), map[string]any{"status": "in_progress"}), 200, "")
+	worker.await(t, "room_tasks:"+w.room, "task_updated", func(p map[string]any) bool {
+		return p["id"] == task && p["overall_status"] == "in_progress"
+	})
+
+	// Contact requests and contacts reach the agent's contacts topic.
+	contacts := "agent_contacts:" + w.workerID
+	expect(t, w.ts.do(t, "POST", "/api/v1/me/contacts/requests", apiKey(w.carolKey),
+		map[string]any{"contact_request": map[string]any{"recipient_handle": "alice/worker", "message": "hi"}}), 201, "")
+	worker.await(t, contacts, "contact_request_received", func(p map[string]any) bool { return p["from_handle"] == "carol" })
+	expect(t, w.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", apiKey(w.workerKey),
+		map[string]any{"action": "approve", "handle": "carol"}), 200, "")
+	worker.await(t, contacts, "contact_added", func(p map[string]any) bool { return p["handle"] == "carol" && p["type"] == "User" })
 
 	// Waiting for a pushed copy of the other message proves the agent was
 	// not sent it: pushes arrive in commit order.

@@ -281,17 +281,9 @@ func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, for
 	}
 	var out *DeletedAgent
 	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := scanAgent(tx.QueryRow(`SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ?
-			AND (a.owner_id = ? OR a.is_global = 1 OR (a.shared_with_organization = 1 AND a.organization_id = ?))`,
-			agentID, caller.ID, caller.OrganizationID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("agent")
-		}
+		a, err := ownedAgent(tx, caller, agentID, "delete it")
 		if err != nil {
 			return err
-		}
-		if a.OwnerID != caller.ID {
-			return &Error{Code: CodeForbidden, Message: "only the owner of an agent may delete it"}
 		}
 		var executions int
 		if err := tx.QueryRow(`SELECT count(*) FROM deliveries WHERE agent_id = ? AND current_attempt > 0`, a.ID).Scan(&executions); err != nil {
@@ -312,7 +304,18 @@ func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, for
 		if err := db.leaveAllRooms(tx, a, caller); err != nil {
 			return err
 		}
+		if err := db.dropContactsOf(tx, a.ID); err != nil {
+			return err
+		}
+		if err := deleteAgentMemories(tx, a.ID); err != nil {
+			return err
+		}
 		ts := tx.Now().UnixMicro()
+		// Its delegations end with it; their tokens were refused from here on
+		// anyway, and the listing should say so.
+		if _, err := tx.Exec(`UPDATE delegations SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL`, ts, a.ID); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(`UPDATE agents SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts, ts, a.ID); err != nil {
 			return err
 		}
@@ -324,6 +327,28 @@ func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, for
 		return nil
 	})
 	return out, err
+}
+
+// ownedAgent returns a live agent the caller owns. An agent the caller can
+// see but does not own (a global or shared one) is 403 ("only the owner may
+// <what>"); one it cannot see is 404.
+func ownedAgent(q queryer, caller *User, agentID, what string) (*Agent, error) {
+	if !ValidID(agentID) {
+		return nil, notFound("agent")
+	}
+	a, err := scanAgent(q.QueryRow(`SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ?
+		AND (a.owner_id = ? OR a.is_global = 1 OR (a.shared_with_organization = 1 AND a.organization_id = ?))`,
+		agentID, caller.ID, caller.OrganizationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("agent")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.OwnerID != caller.ID {
+		return nil, &Error{Code: CodeForbidden, Message: "only the owner of an agent may " + what}
+	}
+	return a, nil
 }
 
 // leaveAllRooms removes a deleted agent from its rooms; where it was the last

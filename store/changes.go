@@ -20,6 +20,14 @@ const (
 	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
 	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
 	AgentDeleted       ChangeKind = "agent_deleted"       // Agent was deleted: its keys no longer work
+
+	ContactRequestReceived ChangeKind = "contact_request_received" // ContactRequest was made
+	ContactRequestUpdated  ChangeKind = "contact_request_updated"  // ContactRequest was approved, rejected or cancelled
+	ContactAdded           ChangeKind = "contact_added"            // Contact was made (one change per direction)
+	ContactRemoved         ChangeKind = "contact_removed"          // Contact ended (one change per direction)
+
+	TaskCreated ChangeKind = "task_created" // Task was created on Room's board
+	TaskUpdated ChangeKind = "task_updated" // Task was edited, worked on, commented or changed state
 )
 
 // Change is one committed change, published after its transaction
@@ -33,6 +41,10 @@ type Change struct {
 	Message *Message       // message_created, message_updated (Deliveries: the changed one)
 	Board   *Board
 	Agent   *Agent // agent_deleted
+
+	ContactRequest *ContactRequest // contact_request_*
+	Contact        *Contact        // contact_added, contact_removed (Party is nil for a removal)
+	Task           *Task           // task_created, task_updated
 }
 
 // Publisher receives committed changes. It runs on the writer goroutine, so

@@ -108,6 +108,9 @@ type Principal struct {
 	KeyID string // empty for bearer tokens
 	User  *User
 	Agent *Agent
+	// Delegation is set when an agent acts for User through a delegated
+	// token: User is whom the request acts for, Delegation.Agent who acts.
+	Delegation *Delegation
 
 	lastUsed atomic.Int64 // unix microseconds of the last recorded use
 }

@@ -10,6 +10,8 @@ type Limits struct {
 	ChatsPerUser        int // live rooms created by a human and the agents it owns
 	ParticipantsPerRoom int // participants of one room
 	MessagesPerRoom     int // messages and events in one room
+	MemoriesPerAgent    int // memories one agent has stored (any status)
+	TasksPerRoom        int // tasks on one room's board (any state)
 }
 
 // DefaultLimits are the quotas used for fields left zero.
@@ -19,6 +21,8 @@ var DefaultLimits = Limits{
 	ChatsPerUser:        10000,
 	ParticipantsPerRoom: 5000,
 	MessagesPerRoom:     1000000,
+	MemoriesPerAgent:    100000,
+	TasksPerRoom:        10000,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -32,5 +36,7 @@ func (l Limits) withDefaults() Limits {
 	orDefault(&l.ChatsPerUser, DefaultLimits.ChatsPerUser)
 	orDefault(&l.ParticipantsPerRoom, DefaultLimits.ParticipantsPerRoom)
 	orDefault(&l.MessagesPerRoom, DefaultLimits.MessagesPerRoom)
+	orDefault(&l.MemoriesPerAgent, DefaultLimits.MemoriesPerAgent)
+	orDefault(&l.TasksPerRoom, DefaultLimits.TasksPerRoom)
 	return l
 }

@@ -389,8 +389,10 @@ type EventInput struct {
 
 var attentionKinds = map[string]bool{"question": true, "assumption": true, "failure": true, "review": true}
 
-// checkEvent validates an event and returns its metadata, compacted.
-func checkEvent(in EventInput) (json.RawMessage, error) {
+// checkEvent validates an event and returns its metadata, compacted, and
+// the task id an attention event names ("" for none), which only the write
+// transaction can check against the room's board.
+func checkEvent(in EventInput) (json.RawMessage, string, error) {
 	p := Problems{}
 	known := false
 	for _, t := range EventTypes {
@@ -408,15 +410,18 @@ func checkEvent(in EventInput) (json.RawMessage, error) {
 	if msg != "" {
 		p.Add("/event/metadata", "%s", msg)
 	}
+	var taskID string
 	if in.Type == "attention" {
 		var obj map[string]json.RawMessage
 		_ = json.Unmarshal(meta, &obj)
-		checkAttention(obj, p)
+		taskID = checkAttention(obj, p)
 	}
-	return meta, p.Err(CodeValidation)
+	return meta, taskID, p.Err(CodeValidation)
 }
 
-func checkAttention(meta map[string]json.RawMessage, p Problems) {
+// checkAttention checks an attention event's metadata and returns the task
+// id it names, if any.
+func checkAttention(meta map[string]json.RawMessage, p Problems) (taskID string) {
 	var kind string
 	if raw, ok := meta["kind"]; !ok || json.Unmarshal(raw, &kind) != nil || !attentionKinds[kind] {
 		p.Add("/event/metadata/kind", "is required for attention events: question, assumption, failure or review")
@@ -428,16 +433,18 @@ func checkAttention(meta map[string]json.RawMessage, p Problems) {
 		}
 	}
 	if raw, ok := meta["task_id"]; ok && string(raw) != "null" {
-		// Room tasks are not stored by this version of chatd, so no id can
-		// name a task of this room.
-		p.Add("/event/metadata/task_id", "is not a task of this room")
+		if json.Unmarshal(raw, &taskID) != nil || !ValidID(taskID) {
+			p.Add("/event/metadata/task_id", "is not a task of this room")
+			taskID = ""
+		}
 	}
+	return taskID
 }
 
 // PostEvent records an event (a tool call, a thought, ...) in a room. Events
 // need no mentions and are delivered to no agent.
 func (db *DB) PostEvent(ctx context.Context, sender Actor, roomID string, in EventInput) (*Message, error) {
-	meta, err := checkEvent(in)
+	meta, taskID, err := checkEvent(in)
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +453,15 @@ func (db *DB) PostEvent(ctx context.Context, sender Actor, roomID string, in Eve
 		a, err := loadPostAccess(tx, sender, roomID)
 		if err != nil {
 			return err
+		}
+		if taskID != "" {
+			ok, err := isTaskOfRoom(tx, roomID, taskID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return Problems{"/event/metadata/task_id": {"is not a task of this room"}}.Err(CodeValidation)
+			}
 		}
 		if msg, err = insertMessage(tx, db.limits, a.room, sender, in.Type, in.Content, nil, meta); err != nil {
 			return err

@@ -22,26 +22,41 @@ type Peer struct {
 }
 
 // peersOf returns the SQL of the actor's peers (columns: id, type, name,
-// handle, description, is_external, listed_in_directory, tags, source) and
+// handle, description, is_external, listed, tags, source, is_contact) and
 // its arguments. The peer network, exactly:
 //
 //   - of an agent: its owner, its sibling agents (same owner), global agents,
 //     and agents shared with its organization; never itself;
 //   - of a human: the other humans of its organization, the agents it owns,
-//     and global agents.
+//     and global agents;
+//   - of either: its contacts, whatever their organization.
+//
+// Someone both in the registry and a contact is listed once, as registry.
 func peersOf(actor Actor) (string, []any) {
 	const userCols = `u.id AS id, 'User' AS type, trim(u.first_name || ' ' || u.last_name) AS name, u.handle AS handle,
-		NULL AS description, NULL AS is_external, u.listed_in_directory AS listed, NULL AS tags, 'registry' AS source`
-	const agentCols = `a.id, 'Agent', a.name, a.handle, a.description, a.is_external, a.listed_in_directory, a.tags, 'registry'`
+		NULL AS description, NULL AS is_external, u.listed_in_directory AS listed, NULL AS tags`
+	const agentCols = `a.id, 'Agent', a.name, a.handle, a.description, a.is_external, a.listed_in_directory, a.tags`
+	var registry string
+	var args []any
 	if actor.IsAgent() {
-		return `SELECT ` + userCols + ` FROM users u WHERE u.id = ?
-			UNION SELECT ` + agentCols + ` FROM agents a WHERE a.deleted_at IS NULL AND a.id != ?
-				AND (a.owner_id = ? OR a.is_global = 1 OR (a.shared_with_organization = 1 AND a.organization_id = ?))`,
-			[]any{actor.OwnerID, actor.ID, actor.OwnerID, actor.OrganizationID}
+		registry = `SELECT ` + userCols + `, 'registry' AS source FROM users u WHERE u.id = ?
+			UNION ALL SELECT ` + agentCols + `, 'registry' FROM agents a WHERE a.deleted_at IS NULL AND a.id != ?
+				AND (a.owner_id = ? OR a.is_global = 1 OR (a.shared_with_organization = 1 AND a.organization_id = ?))`
+		args = []any{actor.OwnerID, actor.ID, actor.OwnerID, actor.OrganizationID}
+	} else {
+		registry = `SELECT ` + userCols + `, 'registry' AS source FROM users u WHERE u.organization_id = ? AND u.id != ?
+			UNION ALL SELECT ` + agentCols + `, 'registry' FROM agents a WHERE a.deleted_at IS NULL AND (a.owner_id = ? OR a.is_global = 1)`
+		args = []any{actor.OrganizationID, actor.ID, actor.ID}
 	}
-	return `SELECT ` + userCols + ` FROM users u WHERE u.organization_id = ? AND u.id != ?
-		UNION SELECT ` + agentCols + ` FROM agents a WHERE a.deleted_at IS NULL AND (a.owner_id = ? OR a.is_global = 1)`,
-		[]any{actor.OrganizationID, actor.ID, actor.ID}
+	contacts := `SELECT ` + userCols + `, 'contact' FROM contacts c JOIN users u ON u.id = c.contact_id WHERE c.owner_id = ?
+		UNION ALL SELECT ` + agentCols + `, 'contact' FROM contacts c JOIN agents a ON a.id = c.contact_id
+			WHERE c.owner_id = ? AND a.deleted_at IS NULL`
+	args = append(append([]any{actor.ID}, args...), actor.ID, actor.ID)
+	// max(source) keeps the registry row of someone listed both ways: SQLite
+	// takes the bare columns from the row that holds the maximum.
+	return `SELECT id, type, name, handle, description, is_external, listed, tags, max(source) AS source,
+			EXISTS (SELECT 1 FROM contacts k WHERE k.owner_id = ? AND k.contact_id = p.id) AS is_contact
+		FROM (` + registry + ` UNION ALL ` + contacts + `) p GROUP BY id`, args
 }
 
 // peerTypeOf returns "User" or "Agent" when memberID is a peer of the
@@ -66,10 +81,11 @@ type PeerFilter struct {
 	Type      string // "User", "Agent" or "" for both
 }
 
-// ListPeers lists the actor's peers: people first, then agents, each by name.
+// ListPeers lists the actor's peers: the registry before contacts, and in
+// each people first, then agents, each by name.
 func (db *DB) ListPeers(ctx context.Context, actor Actor, f PeerFilter, pr PageRequest) (*Page[*Peer], error) {
 	peers, args := peersOf(actor)
-	base := `SELECT id, type, name, handle, description, is_external, listed, tags, source FROM (` + peers + `)`
+	base := `SELECT id, type, name, handle, description, is_external, listed, tags, source, is_contact FROM (` + peers + `)`
 	var conds []string
 	if f.Type != "" {
 		conds = append(conds, "type = ?")
@@ -88,7 +104,7 @@ func (db *DB) ListPeers(ctx context.Context, actor Actor, f PeerFilter, pr PageR
 		if err := q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`)`, args...).Scan(&page.Total); err != nil {
 			return err
 		}
-		rows, err := q.Query(base+where(conds)+` ORDER BY type DESC, name COLLATE NOCASE, id LIMIT ? OFFSET ?`,
+		rows, err := q.Query(base+where(conds)+` ORDER BY source DESC, type DESC, name COLLATE NOCASE, id LIMIT ? OFFSET ?`,
 			append(args, pr.Limit+1, pr.Offset)...)
 		if err != nil {
 			return err
@@ -98,7 +114,7 @@ func (db *DB) ListPeers(ctx context.Context, actor Actor, f PeerFilter, pr PageR
 			var p Peer
 			var desc, tags sql.NullString
 			var ext sql.NullBool
-			if err := rows.Scan(&p.ID, &p.Type, &p.Name, &p.Handle, &desc, &ext, &p.ListedInDirectory, &tags, &p.Source); err != nil {
+			if err := rows.Scan(&p.ID, &p.Type, &p.Name, &p.Handle, &desc, &ext, &p.ListedInDirectory, &tags, &p.Source, &p.IsContact); err != nil {
 				return err
 			}
 			p.Description = nullString(desc)

@@ -1,0 +1,454 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Contacts and contact requests. Both APIs share the store's one model of
+// them; they differ in shapes: agents get the flat, handle-based views the
+// SDKs model (AgentContact, Received/SentContactRequest), people the REST
+// records (Contact, ContactRequest).
+
+func (s *Server) contactRoutes() {
+	s.handle("GET", "/api/v1/agent/contacts", agentsOnly, s.listContacts)
+	s.handle("POST", "/api/v1/agent/contacts/add", agentsOnly, s.addAgentContact)
+	s.handle("POST", "/api/v1/agent/contacts/remove", agentsOnly, s.removeContact)
+	s.handle("GET", "/api/v1/agent/contacts/requests", agentsOnly, s.listAgentContactRequests)
+	s.handle("POST", "/api/v1/agent/contacts/requests/respond", agentsOnly, s.respondAgentContactRequest)
+
+	s.handle("GET", "/api/v1/me/contacts", humansOnly, s.listContacts)
+	s.handle("POST", "/api/v1/me/contacts/remove", humansOnly, s.removeContact)
+	s.handle("POST", "/api/v1/me/contacts/resolve", humansOnly, s.resolveHandle)
+	s.handle("GET", "/api/v1/me/contacts/requests", humansOnly, s.listReceivedContactRequests)
+	s.handle("POST", "/api/v1/me/contacts/requests", humansOnly, s.createContactRequest)
+	s.handle("GET", "/api/v1/me/contacts/requests/sent", humansOnly, s.listSentContactRequests)
+	s.handle("DELETE", "/api/v1/me/contacts/requests/:id", humansOnly, s.answerContactRequest("cancel"))
+	s.handle("POST", "/api/v1/me/contacts/requests/:id/approve", humansOnly, s.answerContactRequest("approve"))
+	s.handle("POST", "/api/v1/me/contacts/requests/:id/reject", humansOnly, s.answerContactRequest("reject"))
+}
+
+// contactListing pages contacts and contact requests (page/page_size only).
+var contactListing = listing{defaultLimit: 20, maxLimit: 100}
+
+// agentContactView is AgentContact.
+type agentContactView struct {
+	ID                string   `json:"id"`
+	Handle            string   `json:"handle"`
+	Name              string   `json:"name"`
+	Type              string   `json:"type"`
+	Description       *string  `json:"description"`
+	IsExternal        *bool    `json:"is_external"`
+	ListedInDirectory bool     `json:"listed_in_directory"`
+	Tags              []string `json:"tags"`
+	InsertedAt        string   `json:"inserted_at"`
+}
+
+func newAgentContactView(c *store.Contact) agentContactView {
+	p := c.Party
+	return agentContactView{ID: c.ID, Handle: p.Handle, Name: p.Name, Type: p.Type, Description: p.Description,
+		IsExternal: p.IsExternal, ListedInDirectory: p.ListedInDirectory, Tags: p.Tags, InsertedAt: timestamp(c.InsertedAt)}
+}
+
+// contactView is Contact (the Human API's record).
+type contactView struct {
+	ID          string          `json:"id"`
+	ContactID   string          `json:"contact_id"`
+	ContactType string          `json:"contact_type"`
+	Status      string          `json:"status"`
+	Source      string          `json:"source"`
+	InsertedAt  string          `json:"inserted_at"`
+	User        contactUserView `json:"user"`
+}
+
+type contactUserView struct {
+	ID                string   `json:"id"`
+	Handle            string   `json:"handle"`
+	Name              string   `json:"name"`
+	Email             string   `json:"email,omitempty"` // contacts see each other's email; agents have none
+	ListedInDirectory bool     `json:"listed_in_directory"`
+	Tags              []string `json:"tags"`
+}
+
+func newContactView(c *store.Contact) contactView {
+	p := c.Party
+	return contactView{ID: c.ID, ContactID: p.ID, ContactType: p.Type, Status: "active", Source: "request",
+		InsertedAt: timestamp(c.InsertedAt),
+		User:       contactUserView{ID: p.ID, Handle: p.Handle, Name: p.Name, Email: p.Email, ListedInDirectory: p.ListedInDirectory, Tags: p.Tags}}
+}
+
+// partyRef is the {id, handle, name} of a request's requester or recipient.
+type partyRef struct {
+	ID     string `json:"id"`
+	Handle string `json:"handle"`
+	Name   string `json:"name"`
+}
+
+// contactRequestView is ContactRequest (the Human API's record).
+type contactRequestView struct {
+	ID            string   `json:"id"`
+	RequesterID   string   `json:"requester_id"`
+	RequesterType string   `json:"requester_type"`
+	Requester     partyRef `json:"requester"`
+	RecipientID   string   `json:"recipient_id"`
+	RecipientType string   `json:"recipient_type"`
+	Recipient     partyRef `json:"recipient"`
+	Message       *string  `json:"message"`
+	Status        string   `json:"status"`
+	InsertedAt    string   `json:"inserted_at"`
+	RespondedAt   *string  `json:"responded_at"`
+}
+
+func newContactRequestView(r *store.ContactRequest) contactRequestView {
+	v := contactRequestView{ID: r.ID,
+		RequesterID: r.Requester.ID, RequesterType: r.Requester.Type,
+		Requester:   partyRef{ID: r.Requester.ID, Handle: r.Requester.Handle, Name: r.Requester.Name},
+		RecipientID: r.Recipient.ID, RecipientType: r.Recipient.Type,
+		Recipient: partyRef{ID: r.Recipient.ID, Handle: r.Recipient.Handle, Name: r.Recipient.Name},
+		Message:   r.Message, Status: r.Status, InsertedAt: timestamp(r.InsertedAt)}
+	if r.RespondedAt != nil {
+		t := timestamp(*r.RespondedAt)
+		v.RespondedAt = &t
+	}
+	return v
+}
+
+// receivedRequestView is ReceivedContactRequest; from_name is always a
+// string (the SDKs' models require one).
+type receivedRequestView struct {
+	ID         string  `json:"id"`
+	FromHandle string  `json:"from_handle"`
+	FromName   string  `json:"from_name"`
+	Message    *string `json:"message"`
+	Status     string  `json:"status"`
+	InsertedAt string  `json:"inserted_at"`
+}
+
+// sentRequestView is SentContactRequest.
+type sentRequestView struct {
+	ID         string  `json:"id"`
+	ToHandle   string  `json:"to_handle"`
+	ToName     string  `json:"to_name"`
+	Message    *string `json:"message"`
+	Status     string  `json:"status"`
+	InsertedAt string  `json:"inserted_at"`
+}
+
+// requestStatusView is the answer to an action on a request.
+type requestStatusView struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// listContacts is GET /agent/contacts and GET /me/contacts.
+func (s *Server) listContacts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	op, err := parseOffsetPage(r.URL.Query(), contactListing)
+	if err != nil {
+		return err
+	}
+	p := principal(r)
+	page, err := s.db.ListContacts(r.Context(), p.Actor(), op.request())
+	if err != nil {
+		return err
+	}
+	var items any
+	if p.IsAgent() {
+		views := make([]agentContactView, len(page.Items))
+		for i, c := range page.Items {
+			views[i] = newAgentContactView(c)
+		}
+		items = views
+	} else {
+		views := make([]contactView, len(page.Items))
+		for i, c := range page.Items {
+			views[i] = newContactView(c)
+		}
+		items = views
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
+	return nil
+}
+
+type addContactRequest struct {
+	Handle  *string `json:"handle"`
+	Message *string `json:"message"`
+}
+
+// addAgentContact is POST /agent/contacts/add: 201 {id, status} where status
+// is approved when the other side had already asked.
+func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req addContactRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Handle == nil {
+		return errorf(store.CodeBadRequest, "handle is required")
+	}
+	cr, err := s.db.AddContact(r.Context(), principal(r).Actor(), *req.Handle, req.Message, "/message")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
+	return nil
+}
+
+type createContactRequestBody struct {
+	ContactRequest *struct {
+		RecipientHandle *string `json:"recipient_handle"`
+		Message         *string `json:"message"`
+	} `json:"contact_request"`
+}
+
+// createContactRequest is POST /me/contacts/requests: 201 ContactRequest.
+func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req createContactRequestBody
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.ContactRequest == nil || req.ContactRequest.RecipientHandle == nil {
+		return errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
+	}
+	cr, err := s.db.AddContact(r.Context(), principal(r).Actor(), *req.ContactRequest.RecipientHandle,
+		req.ContactRequest.Message, "/contact_request/message")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, data(newContactRequestView(cr)))
+	return nil
+}
+
+type removeContactRequest struct {
+	ContactID *string `json:"contact_id"`
+	Handle    *string `json:"handle"`
+}
+
+// removeContact is POST /agent/contacts/remove and /me/contacts/remove.
+func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req removeContactRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	var id, handle string
+	switch {
+	case req.ContactID != nil && *req.ContactID != "":
+		id = *req.ContactID
+	case req.Handle != nil && *req.Handle != "":
+		handle = *req.Handle
+	default:
+		return errorf(store.CodeBadRequest, "send contact_id or handle")
+	}
+	if err := s.db.RemoveContact(r.Context(), principal(r).Actor(), id, handle); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(map[string]string{"status": "removed"}))
+	return nil
+}
+
+// listAgentContactRequests is GET /agent/contacts/requests: the pending
+// requests received and the sent ones with sent_status, each direction paged
+// on its own by the same page and page_size.
+func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	q := r.URL.Query()
+	op, err := parseOffsetPage(q, contactListing)
+	if err != nil {
+		return err
+	}
+	p := store.Problems{}
+	sentStatus := enumParam(q, "sent_status", "pending", []string{"pending", "approved", "rejected", "cancelled", "all"}, p)
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	actor := principal(r).Actor()
+	received, err := s.db.ListContactRequests(r.Context(), actor, true, []string{"pending"}, op.request())
+	if err != nil {
+		return err
+	}
+	sent, err := s.db.ListContactRequests(r.Context(), actor, false, statusFilter(sentStatus), op.request())
+	if err != nil {
+		return err
+	}
+	rv := make([]receivedRequestView, len(received.Items))
+	for i, cr := range received.Items {
+		rv[i] = receivedRequestView{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
+			Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+	}
+	sv := make([]sentRequestView, len(sent.Items))
+	for i, cr := range sent.Items {
+		sv[i] = sentRequestView{ID: cr.ID, ToHandle: cr.Recipient.Handle, ToName: cr.Recipient.Name,
+			Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+	}
+	direction := func(total int) map[string]int {
+		return map[string]int{"total": total, "total_pages": op.meta(total).TotalPages}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"data": map[string]any{"received": rv, "sent": sv},
+		"metadata": map[string]any{"page": op.page, "page_size": op.pageSize,
+			"received": direction(received.Total), "sent": direction(sent.Total)},
+	})
+	return nil
+}
+
+// statusFilter turns a status query value into the store's filter.
+func statusFilter(status string) []string {
+	if status == "all" {
+		return nil
+	}
+	return []string{status}
+}
+
+type respondContactRequest struct {
+	Action    *string `json:"action"`
+	Handle    *string `json:"handle"`
+	RequestID *string `json:"request_id"`
+}
+
+// respondAgentContactRequest is POST /agent/contacts/requests/respond.
+func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req respondContactRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	var id, handle string
+	switch {
+	case req.RequestID != nil && *req.RequestID != "":
+		id = *req.RequestID
+	case req.Handle != nil && *req.Handle != "":
+		handle = *req.Handle
+	default:
+		return errorf(store.CodeBadRequest, "send request_id or handle")
+	}
+	action := ""
+	if req.Action != nil {
+		action = *req.Action
+	}
+	cr, err := s.db.RespondContactRequest(r.Context(), principal(r).Actor(), action, id, handle)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
+	return nil
+}
+
+// answerContactRequest is POST /me/contacts/requests/{id}/approve|reject and
+// DELETE /me/contacts/requests/{id} (cancel).
+func (s *Server) answerContactRequest(action string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+		if r.Method != http.MethodDelete {
+			var none struct{}
+			if err := s.decodeBody(w, r, &none); err != nil {
+				return err
+			}
+		}
+		cr, err := s.db.RespondContactRequest(r.Context(), principal(r).Actor(), action, ps.ByName("id"), "")
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
+		return nil
+	}
+}
+
+// listReceivedContactRequests is GET /me/contacts/requests: pending
+// requests made to the caller.
+func (s *Server) listReceivedContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	return s.listHumanContactRequests(w, r, true, "pending")
+}
+
+// listSentContactRequests is GET /me/contacts/requests/sent?status=.
+func (s *Server) listSentContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	p := store.Problems{}
+	status := enumParam(r.URL.Query(), "status", "all", []string{"all", "pending", "approved", "rejected", "cancelled"}, p)
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	return s.listHumanContactRequests(w, r, false, status)
+}
+
+func (s *Server) listHumanContactRequests(w http.ResponseWriter, r *http.Request, received bool, status string) error {
+	op, err := parseOffsetPage(r.URL.Query(), contactListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListContactRequests(r.Context(), principal(r).Actor(), received, statusFilter(status), op.request())
+	if err != nil {
+		return err
+	}
+	items := make([]contactRequestView, len(page.Items))
+	for i, cr := range page.Items {
+		items[i] = newContactRequestView(cr)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
+	return nil
+}
+
+type resolveHandleRequest struct {
+	Handle *string `json:"handle"`
+}
+
+// resolveHandle is POST /me/contacts/resolve: who a handle names, without
+// their id or email (those are for contacts).
+func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req resolveHandleRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Handle == nil {
+		return errorf(store.CodeBadRequest, "handle is required")
+	}
+	p, err := s.db.ResolveHandle(r.Context(), *req.Handle)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(map[string]string{"handle": p.Handle, "name": p.Name, "type": p.Type}))
+	return nil
+}
+
+// contactsTopic is a person's or agent's own contacts channel.
+func contactsTopic(id, typ string) string {
+	if typ == "Agent" {
+		return "agent_contacts:" + id
+	}
+	return "user_contacts:" + id
+}
+
+// contactChange pushes a contact change to the contacts channels of those
+// it concerns: agents get the flat payloads the SDKs model, people the REST
+// records.
+func (rt *realtime) contactChange(c store.Change) {
+	switch c.Kind {
+	case store.ContactRequestReceived:
+		cr, to := c.ContactRequest, c.ContactRequest.Recipient
+		var payload any = newContactRequestView(cr)
+		if to.Type == "Agent" {
+			ev := map[string]any{"id": cr.ID, "from_handle": cr.Requester.Handle, "from_name": cr.Requester.Name,
+				"status": cr.Status, "inserted_at": timestamp(cr.InsertedAt)}
+			if cr.Message != nil {
+				ev["message"] = *cr.Message
+			}
+			payload = ev
+		}
+		rt.hub.Broadcast(contactsTopic(to.ID, to.Type), string(c.Kind), payloadJSON(payload), nil)
+	case store.ContactRequestUpdated:
+		cr := c.ContactRequest
+		payload := payloadJSON(requestStatusView{ID: cr.ID, Status: cr.Status})
+		for _, p := range []*store.Party{cr.Requester, cr.Recipient} {
+			rt.hub.Broadcast(contactsTopic(p.ID, p.Type), string(c.Kind), payload, nil)
+		}
+	case store.ContactAdded:
+		ct, p := c.Contact, c.Contact.Party
+		ev := map[string]any{"id": ct.ID, "handle": p.Handle, "name": p.Name, "type": p.Type, "inserted_at": timestamp(ct.InsertedAt)}
+		if p.Type == "Agent" {
+			ev["listed_in_directory"], ev["tags"] = p.ListedInDirectory, p.Tags
+			if ct.OwnerType == "Agent" {
+				ev["description"], ev["is_external"] = p.Description, p.IsExternal
+			}
+		}
+		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
+	case store.ContactRemoved:
+		ct := c.Contact
+		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(map[string]string{"id": ct.ID}), nil)
+	}
+}

@@ -1,0 +1,462 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chatd/chatd/store"
+)
+
+// dgKit: alice owns helper and scout; bob owns rover. Requests are logged
+// into log, so tests can check that delegated calls are attributed.
+type dgKit struct {
+	ts                  *testServer
+	log                 *syncBuffer
+	alice, bob          *store.User
+	aliceKey, bobKey    string
+	helper, scout       *store.Agent
+	helperKey, scoutKey string
+	rover               *store.Agent
+	roverKey            string
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newDgKit(t *testing.T) *dgKit {
+	k := &dgKit{log: &syncBuffer{}}
+	k.ts = newTestServerWith(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(k.log, nil)) })
+	k.alice, k.aliceKey = k.ts.user("alice")
+	k.bob, k.bobKey = k.ts.user("bob", "Bobco")
+	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
+	k.scout, k.scoutKey = k.ts.agent(k.alice, "Scout")
+	k.rover, k.roverKey = k.ts.agent(k.bob, "Rover")
+	return k
+}
+
+func delegationsPath(agentID string) string { return "/api/v1/me/agents/" + agentID + "/delegations" }
+
+const exchangePath = "/api/v1/agent/delegation/token"
+
+// grant has alice delegate scopes to her helper and returns the delegation
+// id and its grant.
+func (k *dgKit) grant(t *testing.T, scopes ...string) (id, grant string) {
+	t.Helper()
+	r := k.ts.do(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey), map[string]any{"delegation": map[string]any{"scopes": scopes}})
+	expect(t, r, 201, "")
+	d := r.data(t)
+	return d["id"].(string), d["grant"].(string)
+}
+
+func exchangeBody(grant string, scope ...string) map[string]any {
+	b := map[string]any{"grant_type": tokenExchangeGrant, "subject_token": grant, "subject_token_type": delegationGrantType}
+	if len(scope) > 0 {
+		b["scope"] = strings.Join(scope, " ")
+	}
+	return b
+}
+
+// exchange redeems a grant with the helper's key and returns the token.
+func (k *dgKit) exchange(t *testing.T, grant string, scope ...string) string {
+	t.Helper()
+	r := k.ts.do(t, "POST", exchangePath, apiKey(k.helperKey), exchangeBody(grant, scope...))
+	expect(t, r, 200, "")
+	return r.data(t)["access_token"].(string)
+}
+
+// delegation returns alice's delegation id to the helper as she lists it.
+func (k *dgKit) delegation(t *testing.T, id string) map[string]any {
+	t.Helper()
+	r := k.ts.do(t, "GET", delegationsPath(k.helper.ID), apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	for _, d := range r.list(t) {
+		if d := d.(map[string]any); d["id"] == id {
+			return d
+		}
+	}
+	t.Fatalf("delegation %s is not listed: %s", id, r.body)
+	return nil
+}
+
+// sign makes a delegated token with the server's delegation key.
+func (k *dgKit) sign(t *testing.T, claims delegatedClaims) string {
+	t.Helper()
+	secret, err := k.ts.db.ServerSecret(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(deriveKey(secret, "chatd/delegation/v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestDelegationLifecycle(t *testing.T) {
+	k := newDgKit(t)
+	before := time.Now()
+	r := k.ts.do(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey),
+		map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read", "chats:write"}, "token_ttl_seconds": 600}})
+	expect(t, r, 201, "")
+	d := r.data(t)
+	id, grant := d["id"].(string), d["grant"].(string)
+	if !strings.HasPrefix(grant, "band_g_") || len(grant) != len("band_g_")+52 {
+		t.Fatalf("grant = %q", grant)
+	}
+	if d["status"] != "pending" || d["agent_id"] != k.helper.ID || d["agent_handle"] != "alice/helper" ||
+		d["token_ttl_seconds"] != float64(600) || d["exchanged_at"] != nil || d["token_expires_at"] != nil {
+		t.Errorf("created delegation = %v", d)
+	}
+	if exp, _ := time.Parse(time.RFC3339Nano, d["grant_expires_at"].(string)); exp.Sub(before) < 9*time.Minute || exp.Sub(before) > 11*time.Minute {
+		t.Errorf("grant_expires_at = %v, want about ten minutes from now", d["grant_expires_at"])
+	}
+	listed := k.delegation(t, id)
+	if _, shown := listed["grant"]; shown {
+		t.Errorf("the listing shows the grant again: %v", listed)
+	}
+	if strings.Contains(k.ts.snapshot(t), grant) {
+		t.Error("the grant is stored in the clear")
+	}
+
+	r = k.ts.do(t, "POST", exchangePath, apiKey(k.helperKey), exchangeBody(grant))
+	expect(t, r, 200, "")
+	x := r.data(t)
+	if x["token_type"] != "Bearer" || x["issued_token_type"] != issuedTokenTypeJWT || x["expires_in"] != float64(600) ||
+		x["scope"] != "chats:read chats:write" || x["delegation_id"] != id {
+		t.Errorf("exchange = %v", x)
+	}
+	tok := x["access_token"].(string)
+	var claims delegatedClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(tok, &claims); err != nil ||
+		claims.Subject != k.alice.ID || claims.Act.Sub != k.helper.ID || claims.ID != id || claims.Scope != "chats:read chats:write" {
+		t.Errorf("token claims = %+v (%v)", claims, err)
+	}
+	if got := k.delegation(t, id); got["status"] != "active" || got["exchanged_at"] == nil || got["token_expires_at"] == nil {
+		t.Errorf("after the exchange: %v", got)
+	}
+
+	// The token acts as alice, within its scopes.
+	expect(t, k.ts.do(t, "GET", "/api/v1/me/chats", bearer(tok), nil), 200, "")
+	r = k.ts.do(t, "POST", "/api/v1/me/chats", bearer(tok), map[string]any{"chat": map[string]any{"title": "Planning"}})
+	expect(t, r, 201, "")
+	room := r.data(t)["id"].(string)
+	r = k.ts.do(t, "GET", "/api/v1/me/chats/"+room+"/participants", apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	if ps := r.list(t); len(ps) != 1 || ps[0].(map[string]any)["id"] != k.alice.ID {
+		t.Errorf("the room made through the delegation has participants %s, want alice alone", r.body)
+	}
+	k.ts.refused(t, "GET", "/api/v1/me/contacts", bearer(tok), nil, 403, "forbidden", "")
+
+	// Every use names the acting agent and the delegation.
+	if !strings.Contains(k.log.String(), "path=/api/v1/me/chats status=201") ||
+		!strings.Contains(k.log.String(), "acting_agent="+k.helper.ID+" delegation="+id) {
+		t.Errorf("the request log does not attribute the delegated call:\n%s", k.log.String())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for k.delegation(t, id)["last_used_at"] == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("last_used_at was never recorded")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Revoking ends the token at once; revoking again changes nothing.
+	r = k.ts.do(t, "DELETE", delegationsPath(k.helper.ID)+"/"+id, apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	if got := r.data(t); got["status"] != "revoked" || got["revoked_at"] == nil {
+		t.Errorf("revoked = %v", got)
+	}
+	k.ts.refused(t, "GET", "/api/v1/me/chats", bearer(tok), nil, 401, "unauthorized", "")
+	before2 := k.ts.snapshot(t)
+	expect(t, k.ts.do(t, "DELETE", delegationsPath(k.helper.ID)+"/"+id, apiKey(k.aliceKey), nil), 200, "")
+	k.ts.unchanged(t, before2)
+}
+
+func TestDelegationListing(t *testing.T) {
+	k := newDgKit(t)
+	first, _ := k.grant(t, "profile:read")
+	second, _ := k.grant(t, "chats:read")
+	r := k.ts.do(t, "GET", delegationsPath(k.helper.ID), apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	list := r.list(t)
+	if len(list) != 2 || list[0].(map[string]any)["id"] != second || list[1].(map[string]any)["id"] != first {
+		t.Fatalf("listing = %s, want newest first", r.body)
+	}
+	r = k.ts.do(t, "GET", delegationsPath(k.scout.ID), apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	if len(r.list(t)) != 0 {
+		t.Errorf("scout's delegations = %s, want none", r.body)
+	}
+	for _, tc := range []struct {
+		name, path, key string
+		status          int
+		code            string
+	}{
+		{"someone else's agent", delegationsPath(k.rover.ID), k.aliceKey, 404, "not_found"},
+		{"an agent that does not exist", delegationsPath(nilID), k.aliceKey, 404, "not_found"},
+		{"not an id", delegationsPath("helper"), k.aliceKey, 404, "not_found"},
+		{"the agent itself", delegationsPath(k.helper.ID), k.helperKey, 403, "forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { k.ts.refused(t, "GET", tc.path, apiKey(tc.key), nil, tc.status, tc.code, "") })
+	}
+}
+
+func TestDelegationCreateRefusals(t *testing.T) {
+	k := newDgKit(t)
+	body := func(d map[string]any) map[string]any { return map[string]any{"delegation": d} }
+	for _, tc := range []struct {
+		name, agent   string
+		body          any
+		status        int
+		code, pointer string
+	}{
+		{"no body", k.helper.ID, nil, 422, "validation_error", "/delegation"},
+		{"no scopes", k.helper.ID, body(map[string]any{}), 422, "validation_error", "/delegation/scopes"},
+		{"empty scopes", k.helper.ID, body(map[string]any{"scopes": []string{}}), 422, "validation_error", "/delegation/scopes"},
+		{"unknown scope", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "admin"}}), 422, "validation_error", "/delegation/scopes/1"},
+		{"scope twice", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "chats:read"}}), 422, "validation_error", "/delegation/scopes/1"},
+		{"zero grant ttl", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 0}), 422, "validation_error", "/delegation/grant_ttl_seconds"},
+		{"grant ttl too short", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 5}), 422, "validation_error", "/delegation/grant_ttl_seconds"},
+		{"token ttl over a day", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": 86401}), 422, "validation_error", "/delegation/token_ttl_seconds"},
+		{"ttl not a number", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": "1h"}), 422, "", ""},
+		{"unknown field", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "forever": true}), 400, "unknown_field", ""},
+		{"someone else's agent", k.rover.ID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found", ""},
+		{"an agent that does not exist", nilID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k.ts.refused(t, "POST", delegationsPath(tc.agent), apiKey(k.aliceKey), tc.body, tc.status, tc.code, tc.pointer)
+		})
+	}
+
+	// A limit on live delegations per agent; revoked ones do not count.
+	var ids []string
+	for range store.MaxLiveDelegationsPerAgent {
+		id, _ := k.grant(t, "profile:read")
+		ids = append(ids, id)
+	}
+	k.ts.refused(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey), body(map[string]any{"scopes": []string{"profile:read"}}), 403, "limit_reached", "")
+	expect(t, k.ts.do(t, "DELETE", delegationsPath(k.helper.ID)+"/"+ids[0], apiKey(k.aliceKey), nil), 200, "")
+	k.grant(t, "profile:read")
+}
+
+func TestDelegationRevokeRefusals(t *testing.T) {
+	k := newDgKit(t)
+	id, _ := k.grant(t, "chats:read")
+	for _, tc := range []struct {
+		name, path, key string
+		status          int
+		code            string
+	}{
+		{"through another of her agents", delegationsPath(k.scout.ID) + "/" + id, k.aliceKey, 404, "not_found"},
+		{"by someone else", delegationsPath(k.helper.ID) + "/" + id, k.bobKey, 404, "not_found"},
+		{"unknown delegation", delegationsPath(k.helper.ID) + "/" + nilID, k.aliceKey, 404, "not_found"},
+		{"not an id", delegationsPath(k.helper.ID) + "/latest", k.aliceKey, 404, "not_found"},
+		{"by the agent", delegationsPath(k.helper.ID) + "/" + id, k.helperKey, 403, "forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { k.ts.refused(t, "DELETE", tc.path, apiKey(tc.key), nil, tc.status, tc.code, "") })
+	}
+	if got := k.delegation(t, id); got["status"] != "pending" {
+		t.Errorf("after the refusals: %v", got)
+	}
+}
+
+// Misusing a grant is refused, and (except where the refusal is the point)
+// leaves the grant spendable by the agent it was made for.
+func TestDelegationExchangeMisuse(t *testing.T) {
+	k := newDgKit(t)
+	forged := "band_g_" + strings.Repeat("a", 52)
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, id, grant string)
+		key    func(grant string) (string, any)
+		status int
+		code   string
+	}{
+		{"wrong grant_type", nil, func(g string) (string, any) {
+			b := exchangeBody(g)
+			b["grant_type"] = "client_credentials"
+			return k.helperKey, b
+		}, 422, "validation_error"},
+		{"no subject_token", nil, func(g string) (string, any) {
+			return k.helperKey, map[string]any{"grant_type": tokenExchangeGrant}
+		}, 422, "validation_error"},
+		{"wrong subject_token_type", nil, func(g string) (string, any) {
+			b := exchangeBody(g)
+			b["subject_token_type"] = "urn:ietf:params:oauth:token-type:access_token"
+			return k.helperKey, b
+		}, 422, "validation_error"},
+		{"malformed grant", nil, func(string) (string, any) { return k.helperKey, exchangeBody("band_g_short") }, 401, "unauthorized"},
+		{"unknown grant", nil, func(string) (string, any) { return k.helperKey, exchangeBody(forged) }, 401, "unauthorized"},
+		{"the person's own key in place of a grant", nil, func(string) (string, any) { return k.helperKey, exchangeBody(k.aliceKey) }, 401, "unauthorized"},
+		{"grant presented by another of her agents", nil, func(g string) (string, any) { return k.scoutKey, exchangeBody(g) }, 401, "unauthorized"},
+		{"grant presented by someone else's agent", nil, func(g string) (string, any) { return k.roverKey, exchangeBody(g) }, 401, "unauthorized"},
+		{"grant presented with the person's key", nil, func(g string) (string, any) { return k.aliceKey, exchangeBody(g) }, 403, "forbidden"},
+		{"more scope than granted", nil, func(g string) (string, any) { return k.helperKey, exchangeBody(g, "chats:read", "contacts:write") }, 403, "forbidden"},
+		{"a scope that does not exist", nil, func(g string) (string, any) { return k.helperKey, exchangeBody(g, "root") }, 403, "forbidden"},
+		{"expired grant", func(t *testing.T, id, _ string) {
+			k.rawExec(t, `UPDATE delegations SET grant_expires_at = ? WHERE id = ?`, time.Now().Add(-time.Second).UnixMicro(), id)
+		}, func(g string) (string, any) { return k.helperKey, exchangeBody(g) }, 401, "unauthorized"},
+		{"revoked grant", func(t *testing.T, id, _ string) {
+			expect(t, k.ts.do(t, "DELETE", delegationsPath(k.helper.ID)+"/"+id, apiKey(k.aliceKey), nil), 200, "")
+		}, func(g string) (string, any) { return k.helperKey, exchangeBody(g) }, 401, "unauthorized"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, grant := k.grant(t, "chats:read", "chats:write")
+			if tc.setup != nil {
+				tc.setup(t, id, grant)
+			}
+			key, body := tc.key(grant)
+			k.ts.refused(t, "POST", exchangePath, apiKey(key), body, tc.status, tc.code, "")
+			if tc.setup == nil { // the refusal spent nothing
+				k.exchange(t, grant)
+			}
+		})
+	}
+}
+
+// A grant works once: presenting it again is taken as a leak, so the
+// delegation is revoked and the token already issued stops working.
+func TestDelegationGrantReuseRevokes(t *testing.T) {
+	k := newDgKit(t)
+	id, grant := k.grant(t, "chats:read")
+	tok := k.exchange(t, grant)
+	expect(t, k.ts.do(t, "GET", "/api/v1/me/chats", bearer(tok), nil), 200, "")
+
+	r := k.ts.do(t, "POST", exchangePath, apiKey(k.helperKey), exchangeBody(grant))
+	expect(t, r, 401, "unauthorized")
+	if !strings.Contains(string(r.body), "revoked") {
+		t.Errorf("the refusal does not say the delegation was revoked: %s", r.body)
+	}
+	if got := k.delegation(t, id); got["status"] != "revoked" {
+		t.Errorf("after the reuse: %v", got)
+	}
+	k.ts.refused(t, "GET", "/api/v1/me/chats", bearer(tok), nil, 401, "unauthorized", "")
+}
+
+func TestDelegatedTokenMisuse(t *testing.T) {
+	k := newDgKit(t)
+	id, grant := k.grant(t, "chats:read", "chats:write", "contacts:read")
+	tok := k.exchange(t, grant, "chats:read")
+	now := time.Now()
+	valid := delegatedClaims{
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: "chatd", Subject: k.alice.ID, Audience: jwt.ClaimStrings{delegatedAudience},
+			ID: id, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Minute))},
+		Act: actorClaim{Sub: k.helper.ID}, Scope: "chats:read",
+	}
+	with := func(f func(*delegatedClaims)) string { c := valid; f(&c); return k.sign(t, c) }
+	expect(t, k.ts.do(t, "GET", "/api/v1/me/chats", bearer(k.sign(t, valid)), nil), 200, "") // the signing is right
+
+	bobsID, _ := func() (string, string) {
+		r := k.ts.do(t, "POST", delegationsPath(k.rover.ID), apiKey(k.bobKey), map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}})
+		expect(t, r, 201, "")
+		d := r.data(t)
+		k.ts.do(t, "POST", exchangePath, apiKey(k.roverKey), exchangeBody(d["grant"].(string)))
+		return d["id"].(string), ""
+	}()
+
+	for _, tc := range []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+		code                      string
+	}{
+		{"a scope the token was not given", "POST", "/api/v1/me/chats", tok, map[string]any{"chat": map[string]any{}}, 403, "forbidden"},
+		{"a scope the delegation holds but the token left out", "GET", "/api/v1/me/contacts", tok, nil, 403, "forbidden"},
+		{"a part no scope covers", "GET", "/api/v1/me/memories", tok, nil, 403, "forbidden"},
+		{"the delegations themselves", "GET", delegationsPath(k.helper.ID), tok, nil, 403, "forbidden"},
+		{"a new delegation", "POST", delegationsPath(k.scout.ID), tok, map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}, 403, "forbidden"},
+		{"the Agent API", "GET", "/api/v1/agent/me", tok, nil, 403, "forbidden"},
+		{"expired", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) {
+			c.IssuedAt, c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour)), jwt.NewNumericDate(now.Add(-30*time.Minute))
+		}), nil, 401, "unauthorized"},
+		{"no expiry", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ExpiresAt = nil }), nil, 401, "unauthorized"},
+		{"another audience", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Audience = jwt.ClaimStrings{"chatd:agent-api"} }), nil, 401, "unauthorized"},
+		{"another issuer", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Issuer = "elsewhere" }), nil, 401, "unauthorized"},
+		{"acting agent swapped", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = k.scout.ID }), nil, 401, "unauthorized"},
+		{"no acting agent", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = "" }), nil, 401, "unauthorized"},
+		{"someone else's delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = bobsID }), nil, 401, "unauthorized"},
+		{"another person as subject", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Subject = k.bob.ID }), nil, 401, "unauthorized"},
+		{"unknown delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = nilID }), nil, 401, "unauthorized"},
+		{"signed with another key", "GET", "/api/v1/me/chats", func() string {
+			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, valid).SignedString([]byte("a key chatd never had, long enough"))
+			return s
+		}(), nil, 401, "unauthorized"},
+		{"tampered scope", "GET", "/api/v1/me/contacts", func() string {
+			parts := strings.Split(tok, ".")
+			forged := strings.Split(with(func(c *delegatedClaims) { c.Scope = "chats:read contacts:read" }), ".")
+			return parts[0] + "." + forged[1] + "." + parts[2]
+		}(), nil, 401, "unauthorized"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k.ts.refused(t, tc.method, tc.path, bearer(tc.token), tc.body, tc.status, tc.code, "")
+		})
+	}
+
+	t.Run("on the socket", func(t *testing.T) {
+		r := k.ts.upgrade(t, url.Values{"vsn": {"2.0.0"}, "token": {tok}}, nil)
+		expect(t, r, 403, "forbidden")
+	})
+}
+
+// A delegation ends with its agent.
+func TestDelegationEndsWithTheAgent(t *testing.T) {
+	k := newDgKit(t)
+	id, grant := k.grant(t, "chats:read")
+	tok := k.exchange(t, grant)
+	pending, pendingGrant := k.grant(t, "chats:read")
+	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+k.helper.ID, apiKey(k.aliceKey), nil), 200, "")
+	k.ts.refused(t, "GET", "/api/v1/me/chats", bearer(tok), nil, 401, "unauthorized", "")
+	for _, d := range []string{id, pending} {
+		var revoked *int64
+		k.rawQuery(t, `SELECT revoked_at FROM delegations WHERE id = ?`, []any{d}, &revoked)
+		if revoked == nil {
+			t.Errorf("delegation %s outlived its agent", d)
+		}
+	}
+	// Its grants are refused too: no agent is left to present them, and a
+	// new agent under the same name is not the one they were made for.
+	_, newKey := k.ts.agent(k.alice, "Helper")
+	k.ts.refused(t, "POST", exchangePath, apiKey(newKey), exchangeBody(pendingGrant), 401, "unauthorized", "")
+}
+
+func (k *dgKit) rawQuery(t *testing.T, query string, args []any, dest ...any) {
+	t.Helper()
+	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
+		return tx.QueryRow(query, args...).Scan(dest...)
+	}); err != nil {
+		t.Fatal(fmt.Errorf("%s: %w", query, err))
+	}
+}
+
+func (k *dgKit) rawExec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := tx.Exec(query, args...)
+		return err
+	}); err != nil {
+		t.Fatal(fmt.Errorf("%s: %w", query, err))
+	}
+}

@@ -1,0 +1,851 @@
+package server
+
+import (
+	"database/sql"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Memories (spec "Memory"; wire contract §3.1 and §3.2 Memories, §4
+// Memory): storing, the visibility rule across two organizations, the
+// listings' filters and paging, the lifecycle through both APIs, and the
+// --memories switch.
+
+// memKit: organization A holds alice (agents a1 and a2) and bob (agent
+// b1); organization B holds carol (agent c1). Callers are named by those
+// names; ids maps them (and stored memories, by label) to ids.
+type memKit struct {
+	ts   *testServer
+	ids  map[string]string
+	keys map[string]string
+}
+
+func memIsHuman(who string) bool { return who == "alice" || who == "bob" || who == "carol" }
+
+func newMemKit(t *testing.T, opts ...func(*store.Options)) *memKit {
+	t.Helper()
+	k := &memKit{ts: newTestServer(t, opts...), ids: map[string]string{}, keys: map[string]string{}}
+	users := map[string]*store.User{}
+	for _, u := range []struct{ name, org string }{{"alice", store.DefaultOrganization}, {"bob", store.DefaultOrganization}, {"carol", "globex"}} {
+		user, key := k.ts.user(u.name, u.org)
+		users[u.name], k.ids[u.name], k.keys[u.name] = user, user.ID, key
+	}
+	for _, a := range []struct{ name, owner string }{{"a1", "alice"}, {"a2", "alice"}, {"b1", "bob"}, {"c1", "carol"}} {
+		agent, key := k.ts.agent(users[a.owner], "Agent "+a.name)
+		k.ids[a.name], k.keys[a.name] = agent.ID, key
+	}
+	return k
+}
+
+func (k *memKit) cred(who string) cred { return apiKey(k.keys[who]) }
+
+// path is a memory path in the API of who: rest is "", "/<id>" or
+// "/<id>/<action>".
+func (k *memKit) path(who, rest string) string {
+	if memIsHuman(who) {
+		return "/api/v1/me/memories" + rest
+	}
+	return "/api/v1/agent/memories" + rest
+}
+
+// memAbsent removes a field from memBody's defaults.
+var memAbsent = &struct{}{}
+
+// memBody is a valid create body with the fields of over set (or removed,
+// for memAbsent).
+func memBody(over map[string]any) map[string]any {
+	m := map[string]any{"content": "the user prefers tea", "system": "long_term", "type": "semantic", "segment": "user",
+		"thought": "worth remembering"}
+	for key, v := range over {
+		if v == memAbsent {
+			delete(m, key)
+		} else {
+			m[key] = v
+		}
+	}
+	return map[string]any{"memory": m}
+}
+
+// store stores a memory as agent who and returns it; label, when not "",
+// names it in k.ids.
+func (k *memKit) store(t testing.TB, who, label string, over map[string]any) map[string]any {
+	t.Helper()
+	r := k.ts.do(t, "POST", k.path(who, ""), k.cred(who), memBody(over))
+	expect(t, r, 201, "")
+	d := r.data(t)
+	if label != "" {
+		k.ids[label] = d["id"].(string)
+	}
+	return d
+}
+
+// about is the subject of a subject-scope memory.
+func (k *memKit) about(who string) map[string]any { return map[string]any{"subject_id": k.ids[who]} }
+
+// list returns the ids of a listing as who (query holds filters), after
+// checking that metadata and meta are the same object.
+func (k *memKit) list(t testing.TB, who, query string) []string {
+	t.Helper()
+	r := k.ts.do(t, "GET", k.path(who, "?"+query), k.cred(who), nil)
+	expect(t, r, 200, "")
+	body := r.json(t)
+	if !reflect.DeepEqual(body["metadata"], body["meta"]) {
+		t.Fatalf("metadata %v and meta %v differ", body["metadata"], body["meta"])
+	}
+	var ids []string
+	for _, m := range r.list(t) {
+		ids = append(ids, m.(map[string]any)["id"].(string))
+	}
+	return ids
+}
+
+// labels names the ids of a listing by their labels in k.ids, sorted.
+func (k *memKit) labels(ids []string) string {
+	names := map[string]string{}
+	for label, id := range k.ids {
+		names[id] = label
+	}
+	out := []string{}
+	for _, id := range ids {
+		if n, ok := names[id]; ok {
+			out = append(out, n)
+		} else {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// delete sends DELETE /me/memories/{id}. A 204 is checked here (no body, a
+// request id): the OpenAPI document gives the 204 a JSON body, which no
+// 204 has; anything else goes through ts.checkResponse.
+func (k *memKit) delete(t testing.TB, who, id string) *response {
+	t.Helper()
+	req, err := http.NewRequest("DELETE", k.ts.http.URL+k.path(who, "/"+id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.cred(who)(req.Header)
+	res, err := k.ts.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &response{status: res.StatusCode, header: res.Header, body: b}
+	if r.status == http.StatusNoContent {
+		if len(b) != 0 || r.header.Get("X-Request-Id") == "" {
+			t.Errorf("DELETE memory: 204 with a body %q or without a request id", b)
+		}
+		return r
+	}
+	k.ts.checkResponse(t, "DELETE", req.URL.Path, r)
+	return r
+}
+
+func TestMemoryCreate(t *testing.T) {
+	k := newMemKit(t)
+	room := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{})
+	expect(t, room, 201, "")
+	roomID := room.data(t)["id"].(string)
+	foreignRoom := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("b1"), map[string]any{})
+	expect(t, foreignRoom, 201, "")
+
+	t.Run("about a subject", func(t *testing.T) {
+		d := k.store(t, "a1", "", map[string]any{"content": "  likes green tea\nin the morning  ", "subject_id": k.ids["alice"]})
+		want := map[string]any{"content": "likes green tea\nin the morning", "system": "long_term", "type": "semantic", "segment": "user",
+			"scope": "subject", "status": "active", "thought": "worth remembering", "subject_id": k.ids["alice"],
+			"source_agent_id": k.ids["a1"], "chat_room_id": nil, "metadata": nil, "superseded_by": nil}
+		for key, v := range want {
+			if !reflect.DeepEqual(d[key], v) {
+				t.Errorf("%s = %#v, want %#v", key, d[key], v)
+			}
+		}
+		for _, key := range []string{"id", "organization_id", "inserted_at", "updated_at"} {
+			if s, _ := d[key].(string); s == "" {
+				t.Errorf("%s missing in %v", key, d)
+			}
+		}
+		// The same memory reads back through both APIs.
+		for _, who := range []string{"a1", "alice"} {
+			r := k.ts.do(t, "GET", k.path(who, "/"+d["id"].(string)), k.cred(who), nil)
+			expect(t, r, 200, "")
+			if !reflect.DeepEqual(r.data(t), d) {
+				t.Errorf("%s reads %v, want %v", who, r.data(t), d)
+			}
+		}
+	})
+	t.Run("organization-wide, with metadata and a room", func(t *testing.T) {
+		ref := k.store(t, "a1", "", k.about("alice"))["id"].(string)
+		d := k.store(t, "a1", "", map[string]any{"scope": "organization", "system": "sensory", "type": "echoic", "segment": "guideline",
+			"chat_room_id": roomID, "metadata": map[string]any{"tags": []any{" team ", "lunch"}, "references": []any{ref}}})
+		if d["scope"] != "organization" || d["subject_id"] != nil || d["chat_room_id"] != roomID {
+			t.Errorf("stored %v", d)
+		}
+		if got := string(mustJSON(t, d["metadata"])); got != `{"references":["`+ref+`"],"tags":["team","lunch"]}` {
+			t.Errorf("metadata = %s", got)
+		}
+	})
+	t.Run("about itself, and about an agent of another person of the organization", func(t *testing.T) {
+		k.store(t, "a1", "", k.about("a1"))
+		k.store(t, "a1", "", k.about("b1"))
+	})
+
+	tags := make([]any, 33)
+	for i := range tags {
+		tags[i] = "t"
+	}
+	refs := make([]any, 33)
+	for i := range refs {
+		refs[i] = nilID
+	}
+	for _, tc := range []struct {
+		name    string
+		body    any
+		pointer string
+	}{
+		{"no memory", map[string]any{}, "/memory"},
+		{"memory null", map[string]any{"memory": nil}, "/memory"},
+		{"no content", memBody(map[string]any{"content": memAbsent}), "/memory/content"},
+		{"blank content", memBody(map[string]any{"content": " \n\t "}), "/memory/content"},
+		{"content too long", memBody(map[string]any{"content": strings.Repeat("é", store.MaxMemoryContent+1)}), "/memory/content"},
+		{"content not a string", memBody(map[string]any{"content": 42}), "/memory/content"},
+		{"content with a NUL", memBody(map[string]any{"content": "a\x00b"}), "/memory/content"},
+		{"no system", memBody(map[string]any{"system": memAbsent}), "/memory/system"},
+		{"unknown system", memBody(map[string]any{"system": "short_term"}), "/memory/system"},
+		{"no type", memBody(map[string]any{"type": memAbsent}), "/memory/type"},
+		{"unknown type", memBody(map[string]any{"type": "vivid"}), "/memory/type"},
+		{"sensory with a semantic type", memBody(map[string]any{"system": "sensory", "type": "semantic"}), "/memory/type"},
+		{"working with a sensory type", memBody(map[string]any{"system": "working", "type": "iconic"}), "/memory/type"},
+		{"long_term with a sensory type", memBody(map[string]any{"type": "haptic"}), "/memory/type"},
+		{"no segment", memBody(map[string]any{"segment": memAbsent}), "/memory/segment"},
+		{"unknown segment", memBody(map[string]any{"segment": "system"}), "/memory/segment"},
+		{"no thought", memBody(map[string]any{"thought": memAbsent}), "/memory/thought"},
+		{"thought too long", memBody(map[string]any{"thought": strings.Repeat("x", store.MaxMemoryThought+1)}), "/memory/thought"},
+		{"unknown scope", memBody(map[string]any{"scope": "agent"}), "/memory/scope"},
+		{"subject scope without a subject", memBody(nil), "/memory/subject_id"},
+		{"subject id not a UUID", memBody(map[string]any{"subject_id": "alice"}), "/memory/subject_id"},
+		{"subject who does not exist", memBody(map[string]any{"subject_id": nilID}), "/memory/subject_id"},
+		{"subject of another organization", memBody(k.about("carol")), "/memory/subject_id"},
+		{"agent subject of another organization", memBody(k.about("c1")), "/memory/subject_id"},
+		{"organization scope with a subject", memBody(map[string]any{"scope": "organization", "subject_id": k.ids["alice"]}), "/memory/subject_id"},
+		{"room not readable", memBody(map[string]any{"scope": "organization", "chat_room_id": foreignRoom.data(t)["id"]}), "/memory/chat_room_id"},
+		{"room that does not exist", memBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
+		{"room id not a UUID", memBody(map[string]any{"scope": "organization", "chat_room_id": "lobby"}), "/memory/chat_room_id"},
+		{"metadata not an object", memBody(map[string]any{"scope": "organization", "metadata": []any{"x"}}), "/memory/metadata"},
+		{"metadata with another key", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"source": "chat"}}), "/memory/metadata/source"},
+		{"tags not strings", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{1}}}), "/memory/metadata/tags"},
+		{"too many tags", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": tags}}), "/memory/metadata/tags"},
+		{"blank tag", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{"ok", " "}}}), "/memory/metadata/tags/1"},
+		{"tag too long", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{strings.Repeat("t", 65)}}}), "/memory/metadata/tags/0"},
+		{"reference not a UUID", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": []any{"m1"}}}), "/memory/metadata/references/0"},
+		{"too many references", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": refs}}), "/memory/metadata/references"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), tc.body, 422, "validation_error", tc.pointer)
+		})
+	}
+	t.Run("unknown fields", func(t *testing.T) {
+		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(map[string]any{"scope": "organization", "importance": 3}),
+			400, "unknown_field", "/memory/importance")
+		body := memBody(map[string]any{"scope": "organization"})
+		body["agent_id"] = k.ids["a1"]
+		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), body, 400, "unknown_field", "/agent_id")
+		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), `{"memory":`, 400, "invalid_json", "")
+	})
+}
+
+func TestMemoryQuota(t *testing.T) {
+	k := newMemKit(t, func(o *store.Options) { o.Limits.MemoriesPerAgent = 2 })
+	first := k.store(t, "a1", "", k.about("alice"))["id"].(string)
+	k.store(t, "a1", "", k.about("alice"))
+	r := k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
+	details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	if details["resource"] != "memories" || details["limit"] != 2.0 || details["current"] != 2.0 {
+		t.Errorf("details = %v", details)
+	}
+	// A replacement counts too: superseding with one is refused whole.
+	k.ts.refused(t, "POST", k.path("a1", "/"+first+"/supersede"), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
+	// The quota is per agent, and counts what is stored, whatever its status.
+	k.store(t, "a2", "", k.about("alice"))
+	expect(t, k.ts.do(t, "POST", k.path("a1", "/"+first+"/archive"), k.cred("a1"), nil), 200, "")
+	k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
+	expect(t, k.delete(t, "alice", first), 204, "")
+	k.store(t, "a1", "", k.about("alice"))
+}
+
+// The visibility rule across two organizations: each caller lists exactly
+// the memories it sees and reads those (404 for the others).
+func TestMemoryVisibility(t *testing.T) {
+	k := newMemKit(t)
+	org := map[string]any{"scope": "organization"}
+	memories := []struct {
+		label, by string
+		over      map[string]any
+		seenBy    string
+	}{
+		{"orgA", "a1", org, "alice bob a1 a2 b1"},
+		{"a1-about-alice", "a1", k.about("alice"), "alice a1 a2"},
+		{"a1-about-b1", "a1", k.about("b1"), "alice bob a1 a2 b1"},
+		{"a2-about-a1", "a2", k.about("a1"), "alice a1 a2"},
+		{"b1-about-bob", "b1", k.about("bob"), "bob b1"},
+		{"b1-about-b1", "b1", k.about("b1"), "bob b1"},
+		{"b1-about-alice", "b1", k.about("alice"), "alice bob b1"},
+		{"b1-about-a2", "b1", k.about("a2"), "alice bob a2 b1"},
+		{"orgB", "c1", org, "carol c1"},
+		{"c1-about-carol", "c1", k.about("carol"), "carol c1"},
+		{"c1-about-c1", "c1", k.about("c1"), "carol c1"},
+	}
+	for _, m := range memories {
+		k.store(t, m.by, m.label, m.over)
+	}
+	for _, who := range []string{"alice", "bob", "carol", "a1", "a2", "b1", "c1"} {
+		t.Run(who, func(t *testing.T) {
+			listed := " " + k.labels(k.list(t, who, "status=all&limit=100")) + " "
+			for _, m := range memories {
+				sees := strings.Contains(" "+m.seenBy+" ", " "+who+" ")
+				if strings.Contains(listed, " "+m.label+" ") != sees {
+					t.Errorf("%s lists %s: %v, want %v", who, m.label, !sees, sees)
+				}
+				r := k.ts.do(t, "GET", k.path(who, "/"+k.ids[m.label]), k.cred(who), nil)
+				if sees {
+					expect(t, r, 200, "")
+				} else {
+					expect(t, r, 404, "not_found")
+				}
+			}
+		})
+	}
+	// Ids that are no memory at all read as missing, like invisible ones.
+	for _, id := range []string{nilID, "nope", strings.ToUpper(k.ids["orgA"])} {
+		expect(t, k.ts.do(t, "GET", k.path("a1", "/"+url.PathEscape(id)), k.cred("a1"), nil), 404, "not_found")
+		expect(t, k.ts.do(t, "GET", k.path("alice", "/"+url.PathEscape(id)), k.cred("alice"), nil), 404, "not_found")
+	}
+}
+
+func TestMemoryAgentFilters(t *testing.T) {
+	k := newMemKit(t)
+	k.store(t, "a1", "m1", map[string]any{"content": "alpha bravo", "system": "working", "type": "episodic", "subject_id": k.ids["alice"]})
+	k.store(t, "a1", "m2", map[string]any{"content": "Alpha charlie", "system": "sensory", "type": "iconic", "segment": "tool", "scope": "organization"})
+	k.store(t, "a1", "m3", map[string]any{"content": "delta", "type": "procedural", "segment": "guideline", "subject_id": k.ids["a2"]})
+	k.store(t, "a1", "m4", map[string]any{"content": "echo álpha", "segment": "agent", "subject_id": k.ids["alice"]})
+	k.store(t, "b1", "fox", map[string]any{"content": "foxtrot alpha", "scope": "organization"})
+	k.store(t, "b1", "hidden", map[string]any{"content": "alpha hidden", "subject_id": k.ids["bob"]})
+	k.store(t, "c1", "foreign", map[string]any{"content": "alpha foreign", "scope": "organization"})
+	expect(t, k.ts.do(t, "POST", k.path("a1", "/"+k.ids["m3"]+"/archive"), k.cred("a1"), nil), 200, "")
+	expect(t, k.ts.do(t, "POST", k.path("a1", "/"+k.ids["m4"]+"/supersede"), k.cred("a1"), nil), 200, "")
+
+	for _, tc := range []struct{ query, want string }{
+		{"", "fox m1 m2"},
+		{"status=active", "fox m1 m2"},
+		{"status=all", "fox m1 m2 m3 m4"},
+		{"status=archived", "m3"},
+		{"status=superseded", "m4"},
+		{"system=sensory", "m2"},
+		{"system=long_term&status=all", "fox m3 m4"},
+		{"type=episodic", "m1"},
+		{"segment=guideline&status=all", "m3"},
+		{"segment=tool&system=sensory&type=iconic", "m2"},
+		{"scope=organization", "fox m2"},
+		{"scope=all", "fox m1 m2"},
+		{"scope=subject&subject_id=" + k.ids["alice"], "m1"},
+		{"scope=subject&subject_id=" + k.ids["alice"] + "&status=all", "m1 m4"},
+		{"scope=subject&subject_id=" + strings.ToUpper(k.ids["alice"]), "m1"},
+		{"subject_id=" + k.ids["alice"], "fox m1 m2"},
+		{"scope=all&subject_id=" + k.ids["alice"], "fox m1 m2"},
+		{"subject_id=" + k.ids["a2"] + "&status=archived", "m3"},
+		{"scope=subject&subject_id=" + k.ids["bob"], ""},
+		{"scope=subject&subject_id=" + k.ids["carol"], ""},
+		{"subject_id=" + k.ids["carol"], "fox m2"},
+		{"content_query=alpha", "fox m1 m2"},
+		{"content_query=ALPHA&status=all", "fox m1 m2 m4"},
+		{"content_query=alpha+bravo", "m1"},
+		{"content_query=bravo+alpha", "m1"},
+		{"content_query=alp*", "fox m1 m2"},
+		{"content_query=alpha+OR+delta&status=all", ""},
+		{"content_query=delta&status=all&segment=guideline", "m3"},
+		{"content_query=foreign", ""},
+		{"content_query=hidden", ""},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			if got := k.labels(k.list(t, "a1", tc.query)); got != tc.want {
+				t.Errorf("a1 lists %q, want %q", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct{ query, pointer string }{
+		{"scope=agent", "/scope"},
+		{"scope=about_me", "/scope"},
+		{"scope=subject", "/subject_id"},
+		{"scope=subject&subject_id=", "/subject_id"},
+		{"subject_id=alice", "/subject_id"},
+		{"system=short_term", "/system"},
+		{"type=vivid", "/type"},
+		{"segment=system", "/segment"},
+		{"status=deleted", "/status"},
+		{"status=", "/status"},
+		{"content_query=", "/content_query"},
+		{"content_query=+%09+", "/content_query"},
+		{"content_query=%00", "/content_query"},
+		{"content_query=%ff", "/content_query"},
+		{"content_query=" + strings.Repeat("a", 1001), "/content_query"},
+		{"content_query=" + strings.Repeat("a+", 33), "/content_query"},
+		{"limit=0", "/limit"},
+		{"limit=101", "/limit"},
+		{"page_size=51", "/page_size"},
+		{"page=0", "/page"},
+	} {
+		t.Run("refused "+tc.query, func(t *testing.T) {
+			k.ts.refused(t, "GET", k.path("a1", "?"+tc.query), k.cred("a1"), nil, 422, "validation_error", tc.pointer)
+		})
+	}
+}
+
+// No content_query is an FTS syntax error: every input answers 200 or 422.
+func TestMemorySearchOddInputs(t *testing.T) {
+	k := newMemKit(t)
+	k.store(t, "a1", "plain", map[string]any{"content": `he said "NEAR(a b)" OR -not * col:x`, "scope": "organization"})
+	inputs := []string{`"`, `""`, `"""`, `*`, `**`, `"*`, `NEAR(`, `NEAR(a b, 2)`, `-`, `-a`, `a OR`, `OR`, `AND`, `NOT`, `a AND NOT b`,
+		`(`, `)`, `()`, `{content}: a`, `content:a`, `col:x`, `^a`, `a + b`, `'`, `\`, `%`, `_`, `a*b`, `*a`, `a"b`, `é`, `𝕏`, "\u200b",
+		`NEAR`, `said "near(a`, "a\u00a0b", `;DROP TABLE memories;--`, `'); SELECT 1; --`}
+	for _, in := range inputs {
+		for _, who := range []string{"a1", "alice"} {
+			r := k.ts.do(t, "GET", k.path(who, "?status=all&content_query="+url.QueryEscape(in)), k.cred(who), nil)
+			if r.status != 200 && r.status != 422 {
+				t.Errorf("%s content_query %q: %d %s", who, in, r.status, r.body)
+			}
+		}
+	}
+	// Operators are plain words: the memory holding them is found by them.
+	for _, in := range []string{`NEAR(a`, `OR`, `"near`, `col:x`, `-not`, `NEAR(a b)" or`} {
+		if got := k.labels(k.list(t, "a1", "content_query="+url.QueryEscape(in))); got != "plain" {
+			t.Errorf("content_query %q lists %q, want plain", in, got)
+		}
+	}
+}
+
+func TestMemoryPaging(t *testing.T) {
+	k := newMemKit(t)
+	var want []string // newest first
+	for i := 0; i < 25; i++ {
+		id := k.store(t, "a1", "", k.about("alice"))["id"].(string)
+		want = append([]string{id}, want...)
+	}
+	ids := func(r *response) string {
+		var out []string
+		for _, m := range r.list(t) {
+			out = append(out, m.(map[string]any)["id"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, who := range []string{"a1", "alice"} {
+		t.Run(who+" cursor", func(t *testing.T) {
+			got := k.ts.walkPages(t, k.path(who, ""), "limit=7", k.cred(who), func(r *response) string {
+				body := r.json(t)
+				if !reflect.DeepEqual(body["metadata"], body["meta"]) {
+					t.Errorf("metadata %v and meta %v differ", body["metadata"], body["meta"])
+				}
+				if r.header.Get("Deprecation") != "" {
+					t.Errorf("cursor paging is not deprecated")
+				}
+				return ids(r)
+			})
+			if pages := strings.Split(got, "|"); len(pages) != 4 || strings.Join(pages, ",") != strings.Join(want, ",") {
+				t.Errorf("pages %s\nwant %s", got, strings.Join(want, ","))
+			}
+			all := k.list(t, who, "limit=100")
+			if strings.Join(all, ",") != strings.Join(want, ",") {
+				t.Errorf("limit=100 lists %v", all)
+			}
+		})
+		t.Run(who+" legacy", func(t *testing.T) {
+			var got []string
+			for page := 1; page <= 4; page++ {
+				r := k.ts.do(t, "GET", k.path(who, "?page_size=10&page="+strconv.Itoa(page)), k.cred(who), nil)
+				expect(t, r, 200, "")
+				if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
+					t.Errorf("page %d: no Deprecation and Sunset headers", page)
+				}
+				body := r.json(t)
+				m := r.meta(t)
+				if !reflect.DeepEqual(m, body["meta"]) {
+					t.Errorf("metadata %v and meta %v differ", m, body["meta"])
+				}
+				if m["page"] != float64(page) || m["page_size"] != 10.0 || m["total_count"] != 25.0 || m["total_pages"] != 3.0 {
+					t.Errorf("page %d metadata %v", page, m)
+				}
+				if _, ok := m["has_more"]; !ok {
+					t.Errorf("page %d metadata lacks the cursor fields: %v", page, m)
+				}
+				if s := ids(r); s != "" {
+					got = append(got, s)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("pages %v\nwant %v", got, want)
+			}
+			r := k.ts.do(t, "GET", k.path(who, "?page_size=50"), k.cred(who), nil)
+			expect(t, r, 200, "")
+			if n := len(r.list(t)); n != 25 {
+				t.Errorf("page_size=50 lists %d", n)
+			}
+		})
+		t.Run(who+" refused", func(t *testing.T) {
+			first := k.ts.do(t, "GET", k.path(who, "?limit=5"), k.cred(who), nil)
+			cursor := first.meta(t)["next_cursor"].(string)
+			for _, tc := range []struct{ query, code, pointer string }{
+				{"page_size=51", "validation_error", "/page_size"},
+				{"page=1&limit=5", "validation_error", ""},
+				{"page_size=5&cursor=" + url.QueryEscape(cursor), "validation_error", ""},
+				{"cursor=nonsense", "invalid_cursor", "/cursor"},
+				{"cursor=" + url.QueryEscape(cursor[:len(cursor)-2]), "invalid_cursor", "/cursor"},
+			} {
+				k.ts.refused(t, "GET", k.path(who, "?"+tc.query), k.cred(who), nil, 422, tc.code, tc.pointer)
+			}
+		})
+	}
+	// A cursor belongs to its listing.
+	agentCursor := k.ts.do(t, "GET", k.path("a1", "?limit=5"), k.cred("a1"), nil).meta(t)["next_cursor"].(string)
+	k.ts.refused(t, "GET", k.path("alice", "?cursor="+url.QueryEscape(agentCursor)), k.cred("alice"), nil, 422, "invalid_cursor", "/cursor")
+}
+
+func TestMemoryHumanFilters(t *testing.T) {
+	k := newMemKit(t)
+	mine := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{}) // alice reads it through a1
+	expect(t, mine, 201, "")
+	theirs := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("b1"), map[string]any{})
+	expect(t, theirs, 201, "")
+	mineID, theirsID := mine.data(t)["id"].(string), theirs.data(t)["id"].(string)
+
+	k.store(t, "a1", "about-alice", map[string]any{"content": "tea", "subject_id": k.ids["alice"]})
+	k.store(t, "b1", "b1-about-alice", map[string]any{"content": "coffee", "system": "sensory", "type": "haptic", "subject_id": k.ids["alice"]})
+	k.store(t, "a1", "about-a1", map[string]any{"content": "tea", "subject_id": k.ids["a1"], "chat_room_id": mineID})
+	k.store(t, "b1", "orgA-in-their-room", map[string]any{"content": "water", "scope": "organization", "chat_room_id": theirsID})
+	k.store(t, "a2", "orgA", map[string]any{"content": "juice", "scope": "organization"})
+	k.store(t, "b1", "about-bob", map[string]any{"content": "tea", "subject_id": k.ids["bob"]})
+	k.store(t, "c1", "orgB", map[string]any{"content": "tea", "scope": "organization"})
+	expect(t, k.ts.do(t, "POST", k.path("alice", "/"+k.ids["about-alice"]+"/archive"), k.cred("alice"), nil), 200, "")
+
+	for _, tc := range []struct{ who, query, want string }{
+		{"alice", "", "about-a1 b1-about-alice orgA orgA-in-their-room"},
+		{"alice", "scope=all&status=all", "about-a1 about-alice b1-about-alice orgA orgA-in-their-room"},
+		{"alice", "scope=about_me&status=all", "about-alice b1-about-alice"},
+		{"alice", "scope=about_me", "b1-about-alice"},
+		{"alice", "scope=organization", "orgA orgA-in-their-room"},
+		{"alice", "scope=room", "about-a1"},
+		{"alice", "scope=room&chat_room_id=" + mineID, "about-a1"},
+		{"alice", "scope=room&chat_room_id=" + theirsID, ""},
+		{"alice", "chat_room_id=" + theirsID, "orgA-in-their-room"},
+		{"alice", "chat_room_id=" + nilID, ""},
+		{"alice", "system=sensory", "b1-about-alice"},
+		{"alice", "content_query=tea&status=all", "about-a1 about-alice"},
+		{"alice", "status=archived", "about-alice"},
+		{"bob", "", "about-bob b1-about-alice orgA orgA-in-their-room"},
+		{"bob", "scope=room", "orgA-in-their-room"},
+		{"bob", "scope=about_me", "about-bob"},
+		{"carol", "", "orgB"},
+		{"carol", "scope=about_me", ""},
+		{"carol", "chat_room_id=" + theirsID, ""},
+	} {
+		t.Run(tc.who+" "+tc.query, func(t *testing.T) {
+			if got := k.labels(k.list(t, tc.who, tc.query)); got != tc.want {
+				t.Errorf("%s lists %q, want %q", tc.who, got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct{ query, pointer string }{
+		{"scope=subject", "/scope"},
+		{"scope=mine", "/scope"},
+		{"chat_room_id=lobby", "/chat_room_id"},
+		{"status=gone", "/status"},
+		{"type=x", "/type"},
+		{"content_query=%20", "/content_query"},
+		{"limit=101", "/limit"},
+	} {
+		t.Run("refused "+tc.query, func(t *testing.T) {
+			k.ts.refused(t, "GET", k.path("alice", "?"+tc.query), k.cred("alice"), nil, 422, "validation_error", tc.pointer)
+		})
+	}
+}
+
+// ftsEntries counts the documents of the search index.
+func (k *memKit) ftsEntries(t testing.TB) int {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+k.ts.db.Path()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.QueryRow(`SELECT count(*) FROM memories_fts_docsize`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestMemoryAgentLifecycle(t *testing.T) {
+	k := newMemKit(t)
+	mem := k.store(t, "a1", "m", k.about("alice"))
+	id := mem["id"].(string)
+	act := func(who, action string, body any) *response {
+		return k.ts.do(t, "POST", k.path(who, "/"+id+"/"+action), k.cred(who), body)
+	}
+
+	// Only the source agent changes a memory: a2 sees it (403), b1 and c1
+	// do not (404).
+	for _, action := range []string{"archive", "supersede"} {
+		k.ts.refused(t, "POST", k.path("a2", "/"+id+"/"+action), k.cred("a2"), nil, 403, "forbidden", "")
+		k.ts.refused(t, "POST", k.path("b1", "/"+id+"/"+action), k.cred("b1"), nil, 404, "not_found", "")
+		k.ts.refused(t, "POST", k.path("c1", "/"+id+"/"+action), k.cred("c1"), nil, 404, "not_found", "")
+		k.ts.refused(t, "POST", k.path("a1", "/"+nilID+"/"+action), k.cred("a1"), nil, 404, "not_found", "")
+		k.ts.refused(t, "POST", k.path("a1", "/nope/"+action), k.cred("a1"), nil, 404, "not_found", "")
+		k.ts.refused(t, "POST", k.path("a1", "/"+id+"/"+action), k.cred("a1"), map[string]any{"reason": "old"}, 400, "unknown_field", "/reason")
+	}
+
+	time.Sleep(2 * time.Millisecond)
+	r := act("a1", "archive", nil)
+	expect(t, r, 200, "")
+	archived := r.data(t)
+	if archived["status"] != "archived" || !(archived["updated_at"].(string) > mem["updated_at"].(string)) {
+		t.Fatalf("archived: %v", archived)
+	}
+	// Archiving again changes nothing.
+	before := k.ts.snapshot(t)
+	r = act("a1", "archive", map[string]any{})
+	expect(t, r, 200, "")
+	if !reflect.DeepEqual(r.data(t), archived) {
+		t.Errorf("archived again: %v, want %v", r.data(t), archived)
+	}
+	k.ts.unchanged(t, before)
+
+	// An archived memory can be superseded; then it is final.
+	r = act("a1", "supersede", nil)
+	expect(t, r, 200, "")
+	if d := r.data(t); d["status"] != "superseded" || d["superseded_by"] != nil {
+		t.Fatalf("superseded: %v", d)
+	}
+	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), nil, 409, "conflict", "")
+	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), memBody(k.about("alice")), 409, "conflict", "")
+	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/archive"), k.cred("a1"), nil, 422, "validation_error", "")
+}
+
+func TestMemorySupersedeWithReplacement(t *testing.T) {
+	k := newMemKit(t)
+	old := k.store(t, "a1", "old", map[string]any{"content": "alice drinks coffee", "subject_id": k.ids["alice"]})["id"].(string)
+
+	// An invalid replacement leaves everything as it was.
+	for _, tc := range []struct {
+		name    string
+		body    any
+		pointer string
+	}{
+		{"bad pairing", memBody(map[string]any{"system": "sensory", "subject_id": k.ids["alice"]}), "/memory/type"},
+		{"no content", memBody(map[string]any{"content": memAbsent, "subject_id": k.ids["alice"]}), "/memory/content"},
+		{"foreign subject", memBody(k.about("carol")), "/memory/subject_id"},
+		{"unreadable room", memBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
+		{"bad metadata", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"x": 1}}), "/memory/metadata/x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k.ts.refused(t, "POST", k.path("a1", "/"+old+"/supersede"), k.cred("a1"), tc.body, 422, "validation_error", tc.pointer)
+		})
+	}
+	k.ts.refused(t, "POST", k.path("a2", "/"+old+"/supersede"), k.cred("a2"), memBody(k.about("alice")), 403, "forbidden", "")
+
+	r := k.ts.do(t, "POST", k.path("a1", "/"+old+"/supersede"), k.cred("a1"),
+		memBody(map[string]any{"content": "alice drinks tea now", "subject_id": k.ids["alice"], "metadata": map[string]any{"references": []any{old}}}))
+	expect(t, r, 200, "")
+	d := r.data(t)
+	next, _ := d["superseded_by"].(string)
+	if d["id"] != old || d["status"] != "superseded" || next == "" {
+		t.Fatalf("superseded: %v", d)
+	}
+	r = k.ts.do(t, "GET", k.path("alice", "/"+next), k.cred("alice"), nil)
+	expect(t, r, 200, "")
+	if n := r.data(t); n["content"] != "alice drinks tea now" || n["status"] != "active" || n["source_agent_id"] != k.ids["a1"] ||
+		n["updated_at"] != d["updated_at"] {
+		t.Errorf("replacement: %v", n)
+	}
+	k.ids["new"] = next
+	if got := k.labels(k.list(t, "a1", "subject_id="+k.ids["alice"])); got != "new" {
+		t.Errorf("active memories about alice: %q", got)
+	}
+	if got := k.labels(k.list(t, "alice", "content_query=drinks&status=all")); got != "new old" {
+		t.Errorf("search: %q", got)
+	}
+	// The human route takes no replacement.
+	k.ts.refused(t, "POST", k.path("alice", "/"+next+"/supersede"), k.cred("alice"), memBody(k.about("alice")), 400, "unknown_field", "/memory")
+}
+
+func TestMemoryHumanLifecycle(t *testing.T) {
+	k := newMemKit(t)
+	mine := k.store(t, "a1", "mine", map[string]any{"content": "zebra crossing", "subject_id": k.ids["alice"]})
+	k.store(t, "b1", "mine-by-b1", k.about("alice"))
+	k.store(t, "a1", "orgA", map[string]any{"scope": "organization"})
+	k.store(t, "a1", "about-a1", k.about("a1"))
+	k.store(t, "b1", "about-bob", k.about("bob"))
+	k.store(t, "c1", "orgB", map[string]any{"scope": "organization"})
+	id := k.ids["mine"]
+	act := func(who, label, action string) *response {
+		return k.ts.do(t, "POST", k.path(who, "/"+k.ids[label]+"/"+action), k.cred(who), nil)
+	}
+
+	// Only the person a memory is about changes it: what alice sees but is
+	// not about her is 403, what she does not see 404.
+	for _, action := range []string{"archive", "restore", "supersede"} {
+		for _, tc := range []struct {
+			who, label string
+			status     int
+			code       string
+		}{
+			{"alice", "orgA", 403, "forbidden"},
+			{"alice", "about-a1", 403, "forbidden"},
+			{"alice", "about-bob", 404, "not_found"},
+			{"alice", "orgB", 404, "not_found"},
+			{"bob", "mine-by-b1", 403, "forbidden"},
+			{"bob", "mine", 404, "not_found"},
+			{"carol", "mine", 404, "not_found"},
+		} {
+			k.ts.refused(t, "POST", k.path(tc.who, "/"+k.ids[tc.label]+"/"+action), k.cred(tc.who), nil, tc.status, tc.code, "")
+		}
+		k.ts.refused(t, "POST", k.path("alice", "/"+nilID+"/"+action), k.cred("alice"), nil, 404, "not_found", "")
+	}
+	for _, tc := range []struct {
+		who, label string
+		status     int
+		code       string
+	}{
+		{"alice", "orgA", 403, "forbidden"},
+		{"alice", "about-a1", 403, "forbidden"},
+		{"alice", "about-bob", 404, "not_found"},
+		{"bob", "mine-by-b1", 403, "forbidden"},
+		{"carol", "mine", 404, "not_found"},
+	} {
+		before := k.ts.snapshot(t)
+		expect(t, k.delete(t, tc.who, k.ids[tc.label]), tc.status, tc.code)
+		k.ts.unchanged(t, before)
+	}
+
+	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/restore"), k.cred("alice"), nil, 422, "validation_error", "")
+	time.Sleep(2 * time.Millisecond)
+	r := act("alice", "mine", "archive")
+	expect(t, r, 200, "")
+	if d := r.data(t); d["status"] != "archived" || !(d["updated_at"].(string) > mine["updated_at"].(string)) || d["chat_room_id"] != nil {
+		t.Fatalf("archived: %v", d)
+	}
+	expect(t, act("alice", "mine", "archive"), 200, "")
+	time.Sleep(2 * time.Millisecond)
+	r = act("alice", "mine", "restore")
+	expect(t, r, 200, "")
+	if d := r.data(t); d["status"] != "active" {
+		t.Fatalf("restored: %v", d)
+	}
+	r = act("alice", "mine", "supersede")
+	expect(t, r, 200, "")
+	if d := r.data(t); d["status"] != "superseded" || d["superseded_by"] != nil {
+		t.Fatalf("superseded: %v", d)
+	}
+	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/supersede"), k.cred("alice"), nil, 409, "conflict", "")
+	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/restore"), k.cred("alice"), nil, 422, "validation_error", "")
+	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/archive"), k.cred("alice"), nil, 422, "validation_error", "")
+	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/archive"), k.cred("alice"), `{"x":1}`, 400, "unknown_field", "/x")
+
+	// Deleting is for good, search entry included; a memory about alice
+	// stored by bob's agent is hers to delete too.
+	entries := k.ftsEntries(t)
+	expect(t, k.delete(t, "alice", id), 204, "")
+	if n := k.ftsEntries(t); n != entries-1 {
+		t.Errorf("search entries %d -> %d", entries, n)
+	}
+	expect(t, k.ts.do(t, "GET", k.path("alice", "/"+id), k.cred("alice"), nil), 404, "not_found")
+	expect(t, k.ts.do(t, "GET", k.path("a1", "/"+id), k.cred("a1"), nil), 404, "not_found")
+	if got := k.list(t, "alice", "status=all&content_query=zebra"); len(got) != 0 {
+		t.Errorf("the deleted memory is still found: %v", got)
+	}
+	expect(t, k.delete(t, "alice", id), 404, "not_found")
+	expect(t, k.delete(t, "alice", k.ids["mine-by-b1"]), 204, "")
+	expect(t, k.ts.do(t, "GET", k.path("bob", "/"+k.ids["mine-by-b1"]), k.cred("bob"), nil), 404, "not_found")
+}
+
+// memoryRoutes is every memory route, with an id where it takes one.
+func memoryRoutes(id string) []struct{ method, path string } {
+	return []struct{ method, path string }{
+		{"GET", "/api/v1/agent/memories"},
+		{"POST", "/api/v1/agent/memories"},
+		{"GET", "/api/v1/agent/memories/" + id},
+		{"POST", "/api/v1/agent/memories/" + id + "/archive"},
+		{"POST", "/api/v1/agent/memories/" + id + "/supersede"},
+		{"GET", "/api/v1/me/memories"},
+		{"GET", "/api/v1/me/memories/" + id},
+		{"DELETE", "/api/v1/me/memories/" + id},
+		{"POST", "/api/v1/me/memories/" + id + "/archive"},
+		{"POST", "/api/v1/me/memories/" + id + "/restore"},
+		{"POST", "/api/v1/me/memories/" + id + "/supersede"},
+	}
+}
+
+// Agent keys are refused on every /me/memories route and human credentials
+// on every /agent/memories route, before anything else.
+func TestMemoryRoutesAudience(t *testing.T) {
+	k := newMemKit(t)
+	id := k.store(t, "a1", "", k.about("alice"))["id"].(string)
+	tok := k.ts.token(mustUser(t, k, "alice"), time.Hour)
+	for _, rt := range memoryRoutes(id) {
+		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
+			if strings.HasPrefix(rt.path, "/api/v1/me/") {
+				k.ts.refused(t, rt.method, rt.path, k.cred("a1"), memBody(nil), 403, "forbidden", "")
+				return
+			}
+			k.ts.refused(t, rt.method, rt.path, k.cred("alice"), memBody(nil), 403, "forbidden", "")
+			k.ts.refused(t, rt.method, rt.path, bearer(tok), memBody(nil), 403, "forbidden", "")
+		})
+	}
+	// A bearer token works on the human routes.
+	r := k.ts.do(t, "GET", "/api/v1/me/memories/"+id, bearer(tok), nil)
+	expect(t, r, 200, "")
+}
+
+func mustUser(t testing.TB, k *memKit, who string) *store.User {
+	t.Helper()
+	u, err := k.ts.db.UserByID(t.Context(), k.ids[who])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// With --memories=false every memory route answers 403 feature_disabled,
+// after authentication: bad credentials are still 401 and the wrong kind
+// of key still 403 forbidden.
+func TestMemoriesSwitchedOff(t *testing.T) {
+	ts := newTestServerWith(t, func(c *Config) { c.DisableMemories = true })
+	alice, humanKey := ts.user("alice")
+	_, agentKey := ts.agent(alice, "Helper")
+	for _, rt := range memoryRoutes(nilID) {
+		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
+			right, wrong := agentKey, humanKey
+			if strings.HasPrefix(rt.path, "/api/v1/me/") {
+				right, wrong = humanKey, agentKey
+			}
+			r := ts.refused(t, rt.method, rt.path, apiKey(right), memBody(nil), 403, "feature_disabled", "")
+			if msg := r.json(t)["error"].(map[string]any)["message"]; msg != "memories are switched off on this server" {
+				t.Errorf("message %q", msg)
+			}
+			ts.refused(t, rt.method, rt.path, apiKey(wrong), nil, 403, "forbidden", "")
+			ts.refused(t, rt.method, rt.path, apiKey("band_a_"+strings.Repeat("z", 52)), nil, 401, "unauthorized", "")
+			ts.refused(t, rt.method, rt.path, noCred, nil, 401, "unauthorized", "")
+		})
+	}
+}
