@@ -208,3 +208,12 @@ func jsonKind(t reflect.Type) string {
 
 // timestamp renders a time as the API does: RFC 3339 in UTC with microseconds.
 func timestamp(t time.Time) string { return store.FormatTime(t) }
+
+// optionalTimestamp renders a time that may be unset as a string or null.
+func optionalTimestamp(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := timestamp(*t)
+	return &s
+}

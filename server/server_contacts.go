@@ -108,11 +108,7 @@ func newContactRequestView(r *store.ContactRequest) contactRequestView {
 		Requester:   partyRef{ID: r.Requester.ID, Handle: r.Requester.Handle, Name: r.Requester.Name},
 		RecipientID: r.Recipient.ID, RecipientType: r.Recipient.Type,
 		Recipient: partyRef{ID: r.Recipient.ID, Handle: r.Recipient.Handle, Name: r.Recipient.Name},
-		Message:   r.Message, Status: r.Status, InsertedAt: timestamp(r.InsertedAt)}
-	if r.RespondedAt != nil {
-		t := timestamp(*r.RespondedAt)
-		v.RespondedAt = &t
-	}
+		Message:   r.Message, Status: r.Status, InsertedAt: timestamp(r.InsertedAt), RespondedAt: optionalTimestamp(r.RespondedAt)}
 	return v
 }
 

@@ -162,13 +162,7 @@ type delegationView struct {
 }
 
 func newDelegationView(d *store.Delegation) delegationView {
-	opt := func(t *time.Time) *string {
-		if t == nil {
-			return nil
-		}
-		s := timestamp(*t)
-		return &s
-	}
+	opt := optionalTimestamp
 	return delegationView{ID: d.ID, AgentID: d.Agent.ID, AgentHandle: d.Agent.Handle, Scopes: d.Scopes,
 		Status: d.Status(time.Now()), GrantExpiresAt: timestamp(d.GrantExpiresAt), TokenTTLSeconds: int(d.TokenTTL.Seconds()),
 		ExchangedAt: opt(d.ExchangedAt), TokenExpiresAt: opt(d.TokenExpiresAt()), RevokedAt: opt(d.RevokedAt),

@@ -35,12 +35,7 @@ type meChatRoomView struct {
 }
 
 func newMeChatRoomView(r *store.Room) meChatRoomView {
-	v := meChatRoomView{chatRoomView: newChatRoomView(r), Type: r.Type, Status: r.Status}
-	if r.LastMessageAt != nil {
-		t := timestamp(*r.LastMessageAt)
-		v.LastMessageAt = &t
-	}
-	return v
+	return meChatRoomView{chatRoomView: newChatRoomView(r), Type: r.Type, Status: r.Status, LastMessageAt: optionalTimestamp(r.LastMessageAt)}
 }
 
 // participantView is ChatParticipant, with the details of
