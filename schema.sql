@@ -313,4 +313,70 @@ CREATE TABLE delegations (
 
 CREATE INDEX delegations_agent ON delegations (agent_id, inserted_at);
 
-PRAGMA user_version = 2;
+-- Version 3 ---------------------------------------------------------------
+
+-- Files uploaded to a room, stored in fixed-size chunks inside this database
+-- (one backup holds everything; a Range read touches only its chunks). A
+-- file is 'uploading' while its chunks arrive and 'ready' once its size and
+-- digest checked out; only ready files can be attached or downloaded.
+CREATE TABLE files (
+    id            TEXT PRIMARY KEY,
+    room_id       TEXT NOT NULL REFERENCES rooms (id),
+    uploader_id   TEXT NOT NULL,
+    uploader_type TEXT NOT NULL CHECK (uploader_type IN ('User', 'Agent')),
+    name          TEXT NOT NULL,
+    content_type  TEXT NOT NULL,
+    size          INTEGER NOT NULL DEFAULT 0,
+    sha256        TEXT NOT NULL,
+    chunk_size    INTEGER NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'uploading' CHECK (status IN ('uploading', 'ready')),
+    inserted_at   INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX files_room ON files (room_id, inserted_at);
+CREATE INDEX files_uploading ON files (status) WHERE status = 'uploading';
+
+CREATE TABLE file_chunks (
+    file_id TEXT NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+    n       INTEGER NOT NULL,
+    data    BLOB NOT NULL,
+    PRIMARY KEY (file_id, n)
+) STRICT;
+
+-- Which files a message carries, in the order it listed them.
+CREATE TABLE message_attachments (
+    message_seq INTEGER NOT NULL REFERENCES messages (seq) ON DELETE CASCADE,
+    position    INTEGER NOT NULL,
+    file_id     TEXT NOT NULL REFERENCES files (id),
+    PRIMARY KEY (message_seq, position)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX message_attachments_file ON message_attachments (file_id);
+
+-- Bulk deletion jobs and their items, persisted so that a job survives a
+-- restart: items are attempted in position order and each item's outcome is
+-- written in the same transaction as its deletion, so none runs twice.
+CREATE TABLE bulk_jobs (
+    id            TEXT PRIMARY KEY,
+    user_id       TEXT NOT NULL REFERENCES users (id),
+    resource_type TEXT NOT NULL CHECK (resource_type IN ('chat', 'agent')),
+    force         INTEGER NOT NULL DEFAULT 0 CHECK (force IN (0, 1)),
+    status        TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'processing', 'completed', 'failed')),
+    inserted_at   INTEGER NOT NULL,
+    started_at    INTEGER,
+    completed_at  INTEGER
+) STRICT;
+
+CREATE INDEX bulk_jobs_open ON bulk_jobs (inserted_at) WHERE status IN ('queued', 'processing');
+
+CREATE TABLE bulk_job_items (
+    job_id        TEXT NOT NULL REFERENCES bulk_jobs (id),
+    position      INTEGER NOT NULL,
+    target_id     TEXT NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'succeeded', 'failed')),
+    error_code    TEXT,
+    error_message TEXT,
+    PRIMARY KEY (job_id, position)
+) STRICT, WITHOUT ROWID;
+
+PRAGMA user_version = 3;
