@@ -39,6 +39,7 @@ database and exits 0.`,
 	f.Int("write-queue", 1024, "writes that may wait for the database; beyond this, writes answer 503 and clients retry")
 	f.String("sync", "full", `commit durability: "full" (an answered write survives power loss) or "normal" (faster; the last writes may be lost on power loss, never on a crash)`)
 	f.Int64("max-body", 1<<20, "largest JSON request body in bytes")
+	f.Int64("max-file-size", server.DefaultMaxFileBytes, "largest uploaded file in bytes (413 payload_too_large beyond)")
 	f.Int("max-agents-per-user", store.DefaultLimits.AgentsPerUser, "quota: agents one person may own")
 	f.Int("max-tags-per-agent", store.DefaultLimits.TagsPerAgent, "quota: tags on one agent")
 	f.Int("max-chats-per-user", store.DefaultLimits.ChatsPerUser, "quota: rooms created by one person and the agents they own")
@@ -60,7 +61,7 @@ database and exits 0.`,
 		"max-chats-per-user": "CHATD_MAX_CHATS_PER_USER", "max-participants-per-room": "CHATD_MAX_PARTICIPANTS_PER_ROOM",
 		"max-messages-per-room": "CHATD_MAX_MESSAGES_PER_ROOM", "attempt-timeout": "CHATD_ATTEMPT_TIMEOUT",
 		"max-memories-per-agent": "CHATD_MAX_MEMORIES_PER_AGENT", "max-tasks-per-room": "CHATD_MAX_TASKS_PER_ROOM",
-		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS",
+		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS", "max-file-size": "CHATD_MAX_FILE_SIZE",
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
@@ -75,6 +76,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	queue, _ := f.GetInt("write-queue")
 	syncMode, _ := f.GetString("sync")
 	maxBody, _ := f.GetInt64("max-body")
+	maxFile, _ := f.GetInt64("max-file-size")
 	limits := store.Limits{}
 	limits.AgentsPerUser, _ = f.GetInt("max-agents-per-user")
 	limits.TagsPerAgent, _ = f.GetInt("max-tags-per-agent")
@@ -96,6 +98,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf(`--sync must be "full" or "normal", not %q`, syncMode)}
 	case maxBody < 1024:
 		return usageError{fmt.Errorf("--max-body must be at least 1024 bytes")}
+	case maxFile < 1:
+		return usageError{fmt.Errorf("--max-file-size must be at least 1 byte")}
 	case min(limits.AgentsPerUser, limits.TagsPerAgent, limits.ChatsPerUser, limits.ParticipantsPerRoom, limits.MessagesPerRoom,
 		limits.MemoriesPerAgent, limits.TasksPerRoom) < 1:
 		return usageError{fmt.Errorf("quotas must be at least 1")}
@@ -132,7 +136,16 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if db.MigratedFrom() != db.SchemaVersion() {
 		logger.Info("database schema ready", "from_version", db.MigratedFrom(), "to_version", db.SchemaVersion())
 	}
-	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, Version: version,
+	// Only the server takes uploads, so an 'uploading' file found before it
+	// listens was left by a server that stopped mid-upload.
+	if n, err := db.DiscardUnfinishedUploads(context.Background()); err != nil {
+		ln.Close()
+		closeDB()
+		return err
+	} else if n > 0 {
+		logger.Info("removed uploads left unfinished by the last run", "files", n)
+	}
+	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, Version: version,
 		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks})
 	if err != nil {
 		ln.Close()

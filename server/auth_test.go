@@ -56,6 +56,10 @@ var authedRoutes = []struct {
 	{"POST", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
 	{"PUT", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
+	{"POST", "/api/v1/agent/chats/" + nilID + "/files", agentsOnly},
+	{"GET", "/api/v1/agent/chats/" + nilID + "/files/" + nilID, agentsOnly},
+	{"POST", "/api/v1/me/chats/" + nilID + "/files", humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID + "/files/" + nilID, humansOnly},
 
 	{"GET", "/api/v1/agent/contacts", agentsOnly},
 	{"POST", "/api/v1/agent/contacts/add", agentsOnly},

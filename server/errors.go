@@ -18,10 +18,11 @@ const (
 	codeMethodNotAllowed       store.Code = "method_not_allowed"
 	codePayloadTooLarge        store.Code = "payload_too_large"
 	codeInvalidCursor          store.Code = "invalid_cursor"
-	codeInvalidOnConflict      store.Code = "invalid_on_conflict" // socket: on_conflict is not supersede or reject
-	codeConnectionConflict     store.Code = "connection_conflict" // socket: the agent is connected and on_conflict=reject
-	codeTooManyRequests        store.Code = "too_many_requests"   // socket: over the connection limits
-	codeFeatureDisabled        store.Code = "feature_disabled"    // the operator switched this feature off
+	codeInvalidOnConflict      store.Code = "invalid_on_conflict"   // socket: on_conflict is not supersede or reject
+	codeConnectionConflict     store.Code = "connection_conflict"   // socket: the agent is connected and on_conflict=reject
+	codeTooManyRequests        store.Code = "too_many_requests"     // socket: over the connection limits
+	codeFeatureDisabled        store.Code = "feature_disabled"      // the operator switched this feature off
+	codeRangeNotSatisfiable    store.Code = "range_not_satisfiable" // file download: the Range starts past the end
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -42,6 +43,7 @@ var statusOf = map[store.Code]int{
 	codeMethodNotAllowed:               http.StatusMethodNotAllowed,
 	store.CodeConflict:                 http.StatusConflict,
 	codePayloadTooLarge:                http.StatusRequestEntityTooLarge,
+	codeRangeNotSatisfiable:            http.StatusRequestedRangeNotSatisfiable,
 	store.CodeValidation:               http.StatusUnprocessableEntity,
 	codeInvalidCursor:                  http.StatusUnprocessableEntity,
 	store.CodeExecutionStopped:         http.StatusForbidden,

@@ -217,7 +217,8 @@ func (r *response) errorCode(t testing.TB) string {
 
 // do sends a request and validates the response against the OpenAPI
 // document (and, for errors, the envelope and its request id). body may be
-// nil, a string (sent as is) or a value (sent as JSON).
+// nil, a string or []byte (sent as is), an io.Reader (streamed, with no
+// declared length) or a value (sent as JSON).
 func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *response {
 	t.Helper()
 	var rd io.Reader
@@ -227,6 +228,8 @@ func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *r
 		rd = strings.NewReader(b)
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader:
+		rd = struct{ io.Reader }{b} // hides the length, so the body is chunked
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {

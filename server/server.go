@@ -36,6 +36,8 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds JSON request bodies; default 1 MiB.
 	MaxBodyBytes int64
+	// MaxFileBytes bounds an uploaded file; default DefaultMaxFileBytes.
+	MaxFileBytes int64
 	// Version is reported by /healthz.
 	Version string
 	// MaxSockets bounds open real-time connections; default 20000.
@@ -56,6 +58,7 @@ type Server struct {
 	log           *slog.Logger
 	web           fs.FS
 	maxBody       int64
+	maxFile       int64
 	version       string
 	tokenKey      []byte
 	cursorKey     []byte
@@ -82,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("server: no database")
 	}
-	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, version: cfg.Version,
+	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, maxFile: cfg.MaxFileBytes, version: cfg.Version,
 		activity: newActivityTracker(), maxSockets: cfg.MaxSockets, maxSocketsPerKey: cfg.MaxSocketsPerKey,
 		upgrader: ws.HTTPUpgrader{Timeout: 10 * time.Second},
 		memories: !cfg.DisableMemories, roomTasks: !cfg.DisableRoomTasks}
@@ -97,6 +100,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
+	}
+	if s.maxFile <= 0 {
+		s.maxFile = DefaultMaxFileBytes
 	}
 	secret, err := cfg.DB.ServerSecret(context.Background())
 	if err != nil {
@@ -176,6 +182,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
 	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
 
+	s.fileRoutes()
 	s.contactRoutes()
 	s.memoryRoutes()
 	if s.roomTasks {

@@ -13,7 +13,7 @@ import (
 // each flag is true only when chatd serves the feature.
 func (s *Server) featureFlags() map[string]bool {
 	return map[string]bool{
-		"ff_file_transfer": false,
+		"ff_file_transfer": true,
 		"ff_room_tasks":    s.roomTasks,
 	}
 }

@@ -24,7 +24,7 @@ func TestGetAgentMe(t *testing.T) {
 		}
 	}
 	flags, ok := d["feature_flags"].(map[string]any)
-	if !ok || flags["ff_file_transfer"] != false || flags["ff_room_tasks"] != true {
+	if !ok || flags["ff_file_transfer"] != true || flags["ff_room_tasks"] != true {
 		t.Errorf("feature_flags = %v: every flag present, true exactly when the feature is served", d["feature_flags"])
 	}
 	if tags, ok := d["tags"].([]any); !ok || len(tags) != 0 {

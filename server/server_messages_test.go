@@ -328,7 +328,7 @@ func sendRefusals(w *msgWorld, self msgParty) []msgRefusal {
 		v422("neither id nor handle", msgOf("content", "hi", "mentions", mentions(mentionOf("name", "Coder"))), "mention_missing_identifier", "/message/mentions/0"),
 		v422("an empty entry beside a good one", msgOf("content", "hi", "mentions", mentions(coder, mentionOf())), "mention_missing_identifier", "/message/mentions/1"),
 		v422("empty id and a bare @ handle", msgOf("content", "hi", "mentions", mentions(mentionOf("id", "", "handle", " @ "))), "mention_missing_identifier", "/message/mentions/0"),
-		// unknown_attachment: this version stores no files, so any id is unknown.
+		// unknown_attachment: ids that name no file of the room (files have their own tests).
 		v422("an attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", attachment), "unknown_attachment", "/message/attachment_ids/0"),
 		v422("a second attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", []string{attachment[0], msgUnknownID}), "unknown_attachment", "/message/attachment_ids/0", "/message/attachment_ids/1"),
 		// The code of the first problem wins; the details name the others

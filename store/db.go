@@ -57,6 +57,9 @@ type Options struct {
 	// /processing call after it closes the attempt as failed (abandoned) and
 	// starts a new one. Default 10 minutes.
 	AttemptTimeout time.Duration
+	// FileChunkSize is the bytes of a file one stored chunk holds; default
+	// DefaultFileChunkSize. Files keep the chunk size they were stored with.
+	FileChunkSize int64
 	// Logger receives the store's warnings; default slog.Default().
 	Logger *slog.Logger
 }
@@ -78,6 +81,7 @@ type DB struct {
 	creds          credCache
 	publisher      publisherSlot
 	attemptTimeout time.Duration
+	fileChunkSize  int64
 
 	migratedFrom, version int
 }
@@ -125,7 +129,11 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 10 * time.Minute
 	}
-	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout}
+	if opts.FileChunkSize <= 0 {
+		opts.FileChunkSize = DefaultFileChunkSize
+	}
+	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
+		fileChunkSize: opts.FileChunkSize}
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	writeDSN := base + "?" + common +

@@ -39,14 +39,6 @@ type Mention struct {
 	Kind   string `json:"kind"` // "mention" (delivered) or "reference" (narrative only)
 }
 
-// Attachment is a file attached to a message.
-type Attachment struct {
-	ID          string `json:"id"`
-	Name        string `json:"name"`
-	ContentType string `json:"content_type"`
-	Size        int64  `json:"size"`
-}
-
 // EventTypes are the message types posted through the events endpoint. The
 // last three are internal types the spec names for system use.
 var EventTypes = []string{"tool_call", "tool_result", "thought", "error", "task", "attention", "system", "action", "guidelines"}
@@ -294,10 +286,9 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 			return err
 		}
 		mentions := resolveMentions(c, in.Mentions, members, sender)
-		for i, id := range in.AttachmentIDs {
-			// No file of this room matches: room files are not stored by
-			// this version of chatd, so every id is unknown.
-			c.add(CodeUnknownAttachment, Pointer("message", "attachment_ids", i), "is not a file of this room: "+id)
+		files, err := resolveAttachments(tx, c, a.room.ID, in.AttachmentIDs)
+		if err != nil {
+			return err
 		}
 		if err := c.err(); err != nil {
 			return err
@@ -306,6 +297,9 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 		meta, _ := metadataObject(in.Metadata) // checked above
 		msg, err = insertMessage(tx, db.limits, a.room, sender, "text", content, mentions, meta)
 		if err != nil {
+			return err
+		}
+		if err := insertAttachments(tx, msg, files); err != nil {
 			return err
 		}
 		for _, m := range mentions {
@@ -510,8 +504,8 @@ func attachDeliveries(q queryer, msgs []*Message, agentID string) error {
 func MessageKeyset(m *Message) *Keyset { return &Keyset{Int: m.Seq, ID: m.ID} }
 
 // readMessages runs a message listing in one read transaction (the access
-// check, the page and its deliveries see one snapshot) and attaches
-// deliveries (all, or only agentID's).
+// check, the page, its attachments and its deliveries see one snapshot) and
+// attaches deliveries (all, or only agentID's).
 func (db *DB) readMessages(ctx context.Context, actor Actor, roomID, agentID string, base string, conds []string, args []any,
 	sort sortSpec, pr PageRequest) (*Page[*Message], error) {
 	var page *Page[*Message]
@@ -521,6 +515,9 @@ func (db *DB) readMessages(ctx context.Context, actor Actor, roomID, agentID str
 		}
 		var err error
 		if page, err = listPageIn(q, base, conds, args, sort, pr, scanMessage); err != nil {
+			return err
+		}
+		if err := attachFiles(q, page.Items); err != nil {
 			return err
 		}
 		return attachDeliveries(q, page.Items, agentID)
@@ -594,11 +591,14 @@ func (db *DB) ListContext(ctx context.Context, agent Actor, roomID string, pr Pa
 		sortSpec{column: "m.seq", idCol: "m.id"}, pr)
 }
 
-// messageBySeq loads one message.
+// messageBySeq loads one message with its attachments.
 func messageBySeq(q queryer, seq int64) (*Message, error) {
 	m, err := scanMessage(q.QueryRow(`SELECT `+messageColumns+` FROM messages m WHERE m.seq = ?`, seq))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("message")
 	}
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	return m, attachFiles(q, []*Message{m})
 }

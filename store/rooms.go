@@ -201,7 +201,8 @@ func (db *DB) RenameRoom(ctx context.Context, actor Actor, roomID, title string)
 }
 
 // DeleteRoom soft-deletes a room its actor owns: it disappears from every
-// listing and read, and its removal is published to everyone in it.
+// listing and read, its files are deleted, and its removal is published to
+// everyone in it.
 func (db *DB) DeleteRoom(ctx context.Context, actor Actor, roomID string) error {
 	return db.Write(ctx, func(tx *Tx) error {
 		a, err := loadAccess(tx, actor, roomID)
@@ -217,6 +218,15 @@ func (db *DB) DeleteRoom(ctx context.Context, actor Actor, roomID string) error 
 		}
 		ts := tx.Now()
 		if _, err := tx.Exec(`UPDATE rooms SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts.UnixMicro(), ts.UnixMicro(), roomID); err != nil {
+			return err
+		}
+		// The room stays as a tombstone, but nothing can reach its files
+		// again: their storage is reclaimed now. Attachment rows go first,
+		// since they reference the files.
+		if _, err := tx.Exec(`DELETE FROM message_attachments WHERE file_id IN (SELECT id FROM files WHERE room_id = ?)`, roomID); err != nil {
+			return err
+		}
+		if err := deleteFiles(tx, `room_id = ?`, roomID); err != nil {
 			return err
 		}
 		room := a.room

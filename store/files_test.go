@@ -1,0 +1,146 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+)
+
+func fileDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// failingReader yields its data, then fails as a dropped connection does.
+type failingReader struct{ data *bytes.Reader }
+
+var errDropped = errors.New("connection dropped")
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	n, _ := f.data.Read(p)
+	if n == 0 {
+		return 0, errDropped
+	}
+	return n, nil
+}
+
+// A server that stopped mid-upload leaves an 'uploading' file and some of
+// its chunks; opening the database keeps them (a CLI command may open it
+// beside a running server), and the server's start discards them.
+func TestDiscardUnfinishedUploads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chatd.db")
+	ctx := context.Background()
+	db := openTestDBAt(t, path, Options{FileChunkSize: 4})
+	alice, _ := mustUser(t, db, "alice")
+	room, err := db.CreateRoom(ctx, UserActor(alice), NewRoom{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := db.UploadFile(ctx, UserActor(alice), room.ID, FileInput{Name: "kept.txt", SHA256: fileDigest([]byte("kept file"))}, bytes.NewReader([]byte("kept file")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the crashed process had written: the row and two chunks.
+	err = db.Write(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(`INSERT INTO files (id, room_id, uploader_id, uploader_type, name, content_type, sha256, chunk_size, inserted_at)
+			VALUES ('0190a000-0000-7000-8000-0000000000f1', ?, ?, 'User', 'half.bin', 'application/octet-stream', '', 4, 0)`, room.ID, alice.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`INSERT INTO file_chunks (file_id, n, data) VALUES ('0190a000-0000-7000-8000-0000000000f1', 0, x'00010203'),
+			('0190a000-0000-7000-8000-0000000000f1', 1, x'04050607')`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db = openTestDBAt(t, path, Options{})
+	if n := rawCount(t, db, `SELECT count(*) FROM files WHERE status = 'uploading'`); n != 1 {
+		t.Fatalf("opening the database removed the unfinished upload (%d left); only the server's start may", n)
+	}
+	n, err := db.DiscardUnfinishedUploads(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("discarded %d, %v; want 1", n, err)
+	}
+	if n := rawCount(t, db, `SELECT count(*) FROM files`); n != 1 {
+		t.Fatalf("%d files left, want the finished one", n)
+	}
+	if n := rawCount(t, db, `SELECT count(*) FROM file_chunks WHERE file_id != ?`, kept.ID); n != 0 {
+		t.Fatalf("%d chunks of the unfinished upload left", n)
+	}
+	if n, err := db.DiscardUnfinishedUploads(ctx); err != nil || n != 0 {
+		t.Fatalf("second run discarded %d, %v", n, err)
+	}
+	var got bytes.Buffer
+	if err := db.CopyFileRange(ctx, kept, 0, kept.Size-1, &got); err != nil || got.String() != "kept file" {
+		t.Fatalf("the finished file reads %q, %v", got.String(), err)
+	}
+}
+
+// A file is stored in chunks of the configured size, and any span reads
+// back exactly, whichever chunks it crosses.
+func TestFileChunksAndRanges(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{FileChunkSize: 7})
+	alice, _ := mustUser(t, db, "alice")
+	room, _ := db.CreateRoom(ctx, UserActor(alice), NewRoom{})
+	data := make([]byte, 50)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	f, err := db.UploadFile(ctx, UserActor(alice), room.ID, FileInput{Name: "n.bin", SHA256: fileDigest(data)}, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Size != 50 || f.ChunkSize != 7 || f.SHA256 != fileDigest(data) {
+		t.Fatalf("file = %+v", f)
+	}
+	if n := rawCount(t, db, `SELECT count(*) FROM file_chunks WHERE file_id = ?`, f.ID); n != 8 {
+		t.Fatalf("%d chunks, want 8 (7 full and one of 1 byte)", n)
+	}
+	for first := int64(0); first < 50; first++ {
+		for last := first; last < 50; last++ {
+			var got bytes.Buffer
+			if err := db.CopyFileRange(ctx, f, first, last, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), data[first:last+1]) {
+				t.Fatalf("bytes %d-%d = %v", first, last, got.Bytes())
+			}
+		}
+	}
+}
+
+// An upload that fails for any reason leaves nothing behind.
+func TestFailedUploadsLeaveNothing(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, Options{FileChunkSize: 4})
+	alice, _ := mustUser(t, db, "alice")
+	room, _ := db.CreateRoom(ctx, UserActor(alice), NewRoom{})
+	data := []byte("twenty bytes of data")
+	for _, tc := range []struct {
+		name string
+		sha  string
+		body io.Reader
+		want func(error) bool
+	}{
+		{"digest mismatch", fileDigest([]byte("other")), bytes.NewReader(data), func(err error) bool { return ErrorCode(err) == CodeValidation }},
+		{"connection dropped", fileDigest(data), &failingReader{bytes.NewReader(data)}, func(err error) bool { return errors.Is(err, errDropped) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := db.UploadFile(ctx, UserActor(alice), room.ID, FileInput{Name: "a.txt", SHA256: tc.sha}, tc.body)
+			if !tc.want(err) {
+				t.Fatalf("err = %v", err)
+			}
+			if n := rawCount(t, db, `SELECT (SELECT count(*) FROM files) + (SELECT count(*) FROM file_chunks)`); n != 0 {
+				t.Fatalf("%d rows left", n)
+			}
+		})
+	}
+}
