@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A server killed in the middle of an upload leaves an 'uploading' file and
+// some of its chunks; the next `chatd serve` removes them before it listens.
+func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts a server")
+	}
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	srv := startServer(t, db, "--max-file-size", "1000000")
+	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
+	var room struct{ Data struct{ ID string } }
+	if status != 201 || json.Unmarshal(body, &room) != nil {
+		t.Fatalf("create room: %d %s", status, body)
+	}
+	upload := func(body io.Reader, sha string) (*http.Response, error) {
+		req, _ := http.NewRequest("POST", srv.url+"/api/v1/me/chats/"+room.Data.ID+"/files", body)
+		req.Header.Set("X-API-Key", alice.APIKey)
+		req.Header.Set("X-File-Name", "big.bin")
+		req.Header.Set("X-File-Sha256", sha)
+		return http.DefaultClient.Do(req)
+	}
+
+	// --max-file-size is the upload's bound.
+	over := bytes.Repeat([]byte("x"), 1000001)
+	sum := sha256.Sum256(over)
+	res, err := upload(bytes.NewReader(over), hex.EncodeToString(sum[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 413 {
+		t.Fatalf("an upload over --max-file-size: %d", res.StatusCode)
+	}
+
+	pr, pw := io.Pipe()
+	go func() {
+		if res, err := upload(pr, hex.EncodeToString(sum[:])); err == nil {
+			res.Body.Close()
+		}
+	}()
+	if _, err := pw.Write(over[:600_000]); err != nil { // two whole chunks and part of a third
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); countRows(t, db, "file_chunks") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the upload's first chunks were never stored")
+		}
+	}
+	if n := countRows(t, db, "files WHERE status = 'uploading'"); n != 1 {
+		t.Fatalf("%d uploading files", n)
+	}
+	if err := srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	pw.CloseWithError(io.ErrClosedPipe)
+
+	srv = startServer(t, db)
+	if n := countRows(t, db, "files") + countRows(t, db, "file_chunks"); n != 0 {
+		t.Fatalf("%d rows of the unfinished upload are left after the restart", n)
+	}
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
