@@ -57,6 +57,10 @@ type Options struct {
 	// /processing call after it closes the attempt as failed (abandoned) and
 	// starts a new one. Default 10 minutes.
 	AttemptTimeout time.Duration
+	// BulkQueue bounds the bulk deletion jobs open (queued or processing) at
+	// once, everyone's together; beyond it a new job is refused as
+	// unavailable. Default 64.
+	BulkQueue int
 	// Logger receives the store's warnings; default slog.Default().
 	Logger *slog.Logger
 }
@@ -78,6 +82,8 @@ type DB struct {
 	creds          credCache
 	publisher      publisherSlot
 	attemptTimeout time.Duration
+	bulk           bulkWorker
+	bulkQueue      int
 
 	migratedFrom, version int
 }
@@ -125,7 +131,11 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 10 * time.Minute
 	}
-	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout}
+	if opts.BulkQueue <= 0 {
+		opts.BulkQueue = 64
+	}
+	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
+		bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)}}
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	writeDSN := base + "?" + common +
@@ -192,6 +202,8 @@ func Open(path string, opts Options) (*DB, error) {
 // the WAL into the database file and closes all connections.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		// The worker's next item would only meet a closed writer.
+		db.StopBulkWorker()
 		if db.ckpt != nil {
 			db.ckpt.close()
 			db.ckptDB.Close()
