@@ -56,6 +56,9 @@ var authedRoutes = []struct {
 	{"POST", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
 	{"PUT", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
+	{"POST", "/api/v1/me/chats/bulk-delete", humansOnly},
+	{"POST", "/api/v1/me/agents/bulk-delete", humansOnly},
+	{"GET", "/api/v1/me/bulk-deletions/" + nilID, humansOnly},
 
 	{"GET", "/api/v1/agent/contacts", agentsOnly},
 	{"POST", "/api/v1/agent/contacts/add", agentsOnly},

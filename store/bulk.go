@@ -215,12 +215,17 @@ func (db *DB) StopBulkWorker() {
 }
 
 // bulkRetry paces the worker after a write that did not go through (a full
-// write queue, a locked database): the item is still pending, so trying
-// again later is always safe.
-const bulkRetry = 100 * time.Millisecond
+// write queue, a locked database, a failing disk): the item is still pending,
+// so trying again later is always safe. The pause doubles up to
+// bulkRetryMax while the failure lasts, so a lasting one does not flood the log.
+const (
+	bulkRetry    = 100 * time.Millisecond
+	bulkRetryMax = 5 * time.Second
+)
 
 func (db *DB) runBulk(stop, stopped chan struct{}) {
 	defer close(stopped)
+	retry := bulkRetry
 	for {
 		select {
 		case <-stop:
@@ -233,23 +238,19 @@ func (db *DB) runBulk(stop, stopped chan struct{}) {
 			worked, err = db.bulkStep(tx)
 			return err
 		})
-		wait := time.Duration(0)
+		var timer <-chan time.Time
 		switch {
 		case errors.Is(err, ErrClosed):
 			return
 		case err != nil:
-			db.log.Warn("bulk deletion step failed; retrying", "err", err)
-			wait = bulkRetry
-		case !worked:
-			wait = -1
-		}
-		if wait == 0 {
+			db.log.Warn("bulk deletion step failed; retrying", "err", err, "in", retry)
+			timer = time.After(retry)
+			retry = min(2*retry, bulkRetryMax)
+		case worked:
+			retry = bulkRetry
 			continue
 		}
-		var timer <-chan time.Time
-		if wait > 0 {
-			timer = time.After(wait)
-		}
+		// Idle (no timer): sleep until a job is queued.
 		select {
 		case <-stop:
 			return
