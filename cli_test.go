@@ -232,6 +232,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		{[]string{"serve", "--sync", "sometimes"}, "--sync"},
 		{[]string{"serve", "--write-queue", "0"}, "--write-queue"},
 		{[]string{"serve", "--max-file-size", "0"}, "--max-file-size"},
+		{[]string{"serve", "--bulk-queue", "0"}, "--bulk-queue"},
 		{[]string{"serve", "--log-format", "xml"}, "--log-format"},
 		{[]string{"serve", "--addr", "256.0.0.1:99999"}, "listen"},
 	} {

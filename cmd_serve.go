@@ -49,6 +49,7 @@ database and exits 0.`,
 	f.Int("max-tasks-per-room", store.DefaultLimits.TasksPerRoom, "quota: tasks on one room's board")
 	f.Bool("memories", true, "serve the memory routes (--memories=false makes them answer 403 feature_disabled)")
 	f.Bool("room-tasks", true, "serve the room task board (--room-tasks=false removes its routes and reports ff_room_tasks false)")
+	f.Int("bulk-queue", 64, "bulk deletion jobs that may be open (queued or running) at once; beyond this, new ones answer 503")
 	f.Int("ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
 	f.Int("ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
 	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
@@ -62,6 +63,7 @@ database and exits 0.`,
 		"max-messages-per-room": "CHATD_MAX_MESSAGES_PER_ROOM", "attempt-timeout": "CHATD_ATTEMPT_TIMEOUT",
 		"max-memories-per-agent": "CHATD_MAX_MEMORIES_PER_AGENT", "max-tasks-per-room": "CHATD_MAX_TASKS_PER_ROOM",
 		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS", "max-file-size": "CHATD_MAX_FILE_SIZE",
+		"bulk-queue":   "CHATD_BULK_QUEUE",
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
@@ -88,6 +90,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	memories, _ := f.GetBool("memories")
 	roomTasks, _ := f.GetBool("room-tasks")
 	attemptTimeout, _ := f.GetDuration("attempt-timeout")
+	bulkQueue, _ := f.GetInt("bulk-queue")
 	maxSockets, _ := f.GetInt("ws-max-conns")
 	maxSocketsPerKey, _ := f.GetInt("ws-max-per-key")
 	grace, _ := f.GetDuration("shutdown-grace")
@@ -105,6 +108,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf("quotas must be at least 1")}
 	case attemptTimeout <= 0:
 		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
+	case bulkQueue < 1 || bulkQueue > 100_000:
+		return usageError{fmt.Errorf("--bulk-queue must be from 1 to 100000, not %d", bulkQueue)}
 	case maxSockets < 1 || maxSocketsPerKey < 1:
 		return usageError{fmt.Errorf("--ws-max-conns and --ws-max-per-key must be at least 1")}
 	case grace <= 0:
@@ -123,6 +128,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	db, err := openStore(cmd, store.Options{
 		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger, Limits: limits, AttemptTimeout: attemptTimeout,
+		BulkQueue: bulkQueue,
 	})
 	if err != nil {
 		ln.Close()

@@ -60,6 +60,9 @@ var authedRoutes = []struct {
 	{"GET", "/api/v1/agent/chats/" + nilID + "/files/" + nilID, agentsOnly},
 	{"POST", "/api/v1/me/chats/" + nilID + "/files", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/files/" + nilID, humansOnly},
+	{"POST", "/api/v1/me/chats/bulk-delete", humansOnly},
+	{"POST", "/api/v1/me/agents/bulk-delete", humansOnly},
+	{"GET", "/api/v1/me/bulk-deletions/" + nilID, humansOnly},
 
 	{"GET", "/api/v1/agent/contacts", agentsOnly},
 	{"POST", "/api/v1/agent/contacts/add", agentsOnly},

@@ -123,12 +123,17 @@ func New(cfg Config) (*Server, error) {
 	s.handler = s.withRequestScope(s.router)
 	s.rt = newRealtime(s)
 	cfg.DB.SetPublisher(s.rt.publish)
+	// After the publisher, so that the pushes of jobs resumed from an
+	// earlier run reach their subscribers.
+	cfg.DB.StartBulkWorker()
 	return s, nil
 }
 
-// Close closes the real-time connections (telling clients the server
-// restarts) and stops publishing changes.
+// Close stops the bulk deletion worker (open jobs resume on the next start),
+// closes the real-time connections (telling clients the server restarts) and
+// stops publishing changes.
 func (s *Server) Close() {
+	s.db.StopBulkWorker()
 	s.db.SetPublisher(nil)
 	s.rt.close()
 }
@@ -165,11 +170,13 @@ func (s *Server) routes() {
 	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
 	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
 	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
-	s.handleNamed("POST", "/api/v1/me/agents/:id", humansOnly, map[string]handlerFunc{"register": s.registerAgent})
+	s.handleNamed("POST", "/api/v1/me/agents/:id", humansOnly, map[string]handlerFunc{
+		"register": s.registerAgent, "bulk-delete": s.bulkDeleteAgents})
 	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
 	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
 	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
 	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
+	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", humansOnly, map[string]handlerFunc{"bulk-delete": s.bulkDeleteChats})
 	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
@@ -181,6 +188,7 @@ func (s *Server) routes() {
 	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
 	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
 	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
+	s.handle("GET", "/api/v1/me/bulk-deletions/:id", humansOnly, s.pollBulkDeletion)
 
 	s.fileRoutes()
 	s.contactRoutes()

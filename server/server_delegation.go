@@ -46,6 +46,8 @@ const (
 // route: "<part>:read" for GET, "<part>:write" otherwise, where the part is
 // the path's first segment under /api/v1/me. Routes outside the known parts
 // (delegations themselves included) need a scope no delegation can hold.
+// Polling a bulk deletion needs the read scope of what the job deletes
+// (bulkJobScope); starting one is a write of chats or agents.
 func delegationScope(method, path string) string {
 	rest := strings.TrimPrefix(path, "/api/v1/me")
 	part, _, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
@@ -56,6 +58,8 @@ func delegationScope(method, path string) string {
 		part = "profile"
 	case part == "peers":
 		part = "chats" // finding whom to add to a room
+	case part == "bulk-deletions":
+		return bulkJobScope
 	case part != "agents" && part != "chats" && part != "contacts" && part != "memories":
 		return ""
 	}
@@ -69,6 +73,9 @@ func delegationScope(method, path string) string {
 // cover; other callers pass.
 func allowedFor(p *store.Principal, scope string) error {
 	if p.Delegation == nil {
+		return nil
+	}
+	if scope == bulkJobScope && bulkScopeAllows(p.Delegation.Scopes) {
 		return nil
 	}
 	if scope == "" || !slices.Contains(p.Delegation.Scopes, scope) {

@@ -281,52 +281,60 @@ func (db *DB) DeleteAgent(ctx context.Context, caller *User, agentID string, for
 	}
 	var out *DeletedAgent
 	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := ownedAgent(tx, caller, agentID, "delete it")
-		if err != nil {
-			return err
-		}
-		var executions int
-		if err := tx.QueryRow(`SELECT count(*) FROM deliveries WHERE agent_id = ? AND current_attempt > 0`, a.ID).Scan(&executions); err != nil {
-			return err
-		}
-		if executions > 0 && !force {
-			return &Error{Code: CodeExecutionHistoryExists,
-				Message: "the agent has processed messages; delete it with force=true to delete that history too",
-				Details: Problems{"/force": {"must be true to delete an agent with execution history"}}}
-		}
-		out = &DeletedAgent{Agent: a}
-		if force {
-			out.ExecutionsDeleted = executions
-			if _, err := tx.Exec(`DELETE FROM deliveries WHERE agent_id = ?`, a.ID); err != nil {
-				return err
-			}
-		}
-		if err := db.leaveAllRooms(tx, a, caller); err != nil {
-			return err
-		}
-		if err := db.dropContactsOf(tx, a.ID); err != nil {
-			return err
-		}
-		if err := deleteAgentMemories(tx, a.ID); err != nil {
-			return err
-		}
-		ts := tx.Now().UnixMicro()
-		// Its delegations end with it; their tokens were refused from here on
-		// anyway, and the listing should say so.
-		if _, err := tx.Exec(`UPDATE delegations SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL`, ts, a.ID); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(`UPDATE agents SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts, ts, a.ID); err != nil {
-			return err
-		}
-		if _, err = tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
-			return err
-		}
-		tx.AfterCommit(db.creds.invalidate)
-		db.publish(tx, Change{Kind: AgentDeleted, Agent: a})
-		return nil
+		var err error
+		out, err = db.deleteAgent(tx, caller, agentID, force)
+		return err
 	})
 	return out, err
+}
+
+// deleteAgent is DeleteAgent inside the caller's transaction, so that a bulk
+// deletion item runs the very same rules and after-commit effects.
+func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*DeletedAgent, error) {
+	a, err := ownedAgent(tx, caller, agentID, "delete it")
+	if err != nil {
+		return nil, err
+	}
+	var executions int
+	if err := tx.QueryRow(`SELECT count(*) FROM deliveries WHERE agent_id = ? AND current_attempt > 0`, a.ID).Scan(&executions); err != nil {
+		return nil, err
+	}
+	if executions > 0 && !force {
+		return nil, &Error{Code: CodeExecutionHistoryExists,
+			Message: "the agent has processed messages; delete it with force=true to delete that history too",
+			Details: Problems{"/force": {"must be true to delete an agent with execution history"}}}
+	}
+	out := &DeletedAgent{Agent: a}
+	if force {
+		out.ExecutionsDeleted = executions
+		if _, err := tx.Exec(`DELETE FROM deliveries WHERE agent_id = ?`, a.ID); err != nil {
+			return nil, err
+		}
+	}
+	if err := db.leaveAllRooms(tx, a, caller); err != nil {
+		return nil, err
+	}
+	if err := db.dropContactsOf(tx, a.ID); err != nil {
+		return nil, err
+	}
+	if err := deleteAgentMemories(tx, a.ID); err != nil {
+		return nil, err
+	}
+	ts := tx.Now().UnixMicro()
+	// Its delegations end with it; their tokens were refused from here on
+	// anyway, and the listing should say so.
+	if _, err := tx.Exec(`UPDATE delegations SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL`, ts, a.ID); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(`UPDATE agents SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts, ts, a.ID); err != nil {
+		return nil, err
+	}
+	if _, err = tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
+		return nil, err
+	}
+	tx.AfterCommit(db.creds.invalidate)
+	db.publish(tx, Change{Kind: AgentDeleted, Agent: a})
+	return out, nil
 }
 
 // ownedAgent returns a live agent the caller owns. An agent the caller can

@@ -60,6 +60,10 @@ type Options struct {
 	// FileChunkSize is the bytes of a file one stored chunk holds; default
 	// DefaultFileChunkSize. Files keep the chunk size they were stored with.
 	FileChunkSize int64
+	// BulkQueue bounds the bulk deletion jobs open (queued or processing) at
+	// once, everyone's together; beyond it a new job is refused as
+	// unavailable. Default 64.
+	BulkQueue int
 	// Logger receives the store's warnings; default slog.Default().
 	Logger *slog.Logger
 }
@@ -82,6 +86,8 @@ type DB struct {
 	publisher      publisherSlot
 	attemptTimeout time.Duration
 	fileChunkSize  int64
+	bulk           bulkWorker
+	bulkQueue      int
 
 	migratedFrom, version int
 }
@@ -132,8 +138,11 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.FileChunkSize <= 0 {
 		opts.FileChunkSize = DefaultFileChunkSize
 	}
+	if opts.BulkQueue <= 0 {
+		opts.BulkQueue = 64
+	}
 	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
-		fileChunkSize: opts.FileChunkSize}
+		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)}}
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	writeDSN := base + "?" + common +
@@ -200,6 +209,8 @@ func Open(path string, opts Options) (*DB, error) {
 // the WAL into the database file and closes all connections.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		// The worker's next item would only meet a closed writer.
+		db.StopBulkWorker()
 		if db.ckpt != nil {
 			db.ckpt.close()
 			db.ckptDB.Close()

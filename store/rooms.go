@@ -204,39 +204,43 @@ func (db *DB) RenameRoom(ctx context.Context, actor Actor, roomID, title string)
 // listing and read, its files are deleted, and its removal is published to
 // everyone in it.
 func (db *DB) DeleteRoom(ctx context.Context, actor Actor, roomID string) error {
-	return db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
-		if !a.isOwner() {
-			return &Error{Code: CodeForbidden, Message: "only the owner of the room may delete it"}
-		}
-		members, err := roomParticipants(tx, roomID, "")
-		if err != nil {
-			return err
-		}
-		ts := tx.Now()
-		if _, err := tx.Exec(`UPDATE rooms SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts.UnixMicro(), ts.UnixMicro(), roomID); err != nil {
-			return err
-		}
-		// The room stays as a tombstone, but nothing can reach its files
-		// again: their storage is reclaimed now. Attachment rows go first,
-		// since they reference the files.
-		if _, err := tx.Exec(`DELETE FROM message_attachments WHERE file_id IN (SELECT id FROM files WHERE room_id = ?)`, roomID); err != nil {
-			return err
-		}
-		if err := deleteFiles(tx, `room_id = ?`, roomID); err != nil {
-			return err
-		}
-		room := a.room
-		room.UpdatedAt = ts
-		db.publish(tx, Change{Kind: RoomDeleted, Room: room, Members: members})
-		for _, m := range members {
-			db.publish(tx, Change{Kind: RoomRemoved, Room: room, Member: m})
-		}
-		return nil
-	})
+	return db.Write(ctx, func(tx *Tx) error { return db.deleteRoom(tx, actor, roomID) })
+}
+
+// deleteRoom is DeleteRoom inside the caller's transaction, so that a bulk
+// deletion item runs the very same rules and publishes the same changes.
+func (db *DB) deleteRoom(tx *Tx, actor Actor, roomID string) error {
+	a, err := loadAccess(tx, actor, roomID)
+	if err != nil {
+		return err
+	}
+	if !a.isOwner() {
+		return &Error{Code: CodeForbidden, Message: "only the owner of the room may delete it"}
+	}
+	members, err := roomParticipants(tx, roomID, "")
+	if err != nil {
+		return err
+	}
+	ts := tx.Now()
+	if _, err := tx.Exec(`UPDATE rooms SET deleted_at = ?, updated_at = ? WHERE id = ?`, ts.UnixMicro(), ts.UnixMicro(), roomID); err != nil {
+		return err
+	}
+	// The room stays as a tombstone, but nothing can reach its files again:
+	// their storage is reclaimed now. Attachment rows go first, since they
+	// reference the files.
+	if _, err := tx.Exec(`DELETE FROM message_attachments WHERE file_id IN (SELECT id FROM files WHERE room_id = ?)`, roomID); err != nil {
+		return err
+	}
+	if err := deleteFiles(tx, `room_id = ?`, roomID); err != nil {
+		return err
+	}
+	room := a.room
+	room.UpdatedAt = ts
+	db.publish(tx, Change{Kind: RoomDeleted, Room: room, Members: members})
+	for _, m := range members {
+		db.publish(tx, Change{Kind: RoomRemoved, Room: room, Member: m})
+	}
+	return nil
 }
 
 // listPage runs a keyset- or offset-paged listing in its own read
