@@ -228,7 +228,7 @@ func credentialKey(p *store.Principal) string {
 	return "user:" + p.User.ID
 }
 
-var (
+const (
 	msgRateLimited = "too many requests with this credential; retry after the delay in Retry-After"
 	msgAuthLimited = "too many failed authentications from this address; retry after the delay in Retry-After"
 )

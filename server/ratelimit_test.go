@@ -270,3 +270,19 @@ func TestClientAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestRateLimitDelegatedTokensCountAgainstTheirDelegation(t *testing.T) {
+	ts, _ := limitedServer(t, nil)
+	k := &dgKit{ts: ts}
+	k.alice, k.aliceKey = ts.user("alice")
+	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
+	_, grant := k.grant(t, "profile:read")
+	delegated := k.exchange(t, grant)
+	own := ts.token(k.alice, time.Hour)
+	for range 3 {
+		expect(t, ts.do(t, "GET", "/api/v1/me", bearer(own), nil), 200, "")
+	}
+	expect(t, ts.do(t, "GET", "/api/v1/me", bearer(own), nil), 429, "rate_limited")
+	// The agent acting for alice spends its delegation's bucket, not hers.
+	expectLimitHeaders(t, ts.do(t, "GET", "/api/v1/me", bearer(delegated), nil), "3", "2", "2")
+}
