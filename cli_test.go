@@ -235,9 +235,12 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		{[]string{"serve", "--bulk-queue", "0"}, "--bulk-queue"},
 		{[]string{"serve", "--log-format", "xml"}, "--log-format"},
 		{[]string{"serve", "--addr", "256.0.0.1:99999"}, "listen"},
+		{[]string{"serve", "--rate-limit", "-1"}, "--rate-limit"},
+		{[]string{"serve", "--auth-failure-burst", "0"}, "--auth-failure-burst"},
 	} {
 		chatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
 	}
+	chatd(t, []string{"CHATD_RATE_BURST=0"}, "serve", "--db", filepath.Join(dir, "chatd.db")).failsWithOneLine(t, "--rate-burst")
 	// CHATD_DB and CHATD_ADDR stand in for the flags.
 	db := filepath.Join(dir, "env.db")
 	chatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "alice", "--name", "A").ok(t)
@@ -245,9 +248,32 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		t.Fatal("CHATD_DB was not used")
 	}
 	out := chatd(t, nil, "serve", "--help").ok(t).stdout
-	for _, want := range []string{"CHATD_ADDR", "127.0.0.1:8080", "--write-queue", "--sync", "CHATD_DB"} {
+	for _, want := range []string{"CHATD_ADDR", "127.0.0.1:8080", "--write-queue", "--sync", "CHATD_DB", "CHATD_RATE_LIMIT"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
 		}
+	}
+}
+
+func TestServeRateLimitFlags(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "chatd.db")
+	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	statuses := func(srv *serverProc, n int) string {
+		var out []string
+		for range n {
+			status, _ := srv.call(t, "GET", "/api/v1/me", alice.APIKey, nil)
+			out = append(out, fmt.Sprint(status))
+		}
+		return strings.Join(out, " ")
+	}
+	srv := startServer(t, db, "--rate-limit", "0.01", "--rate-burst", "2")
+	if got := statuses(srv, 3); got != "200 200 429" {
+		t.Fatalf("with a burst of 2: %s", got)
+	}
+	srv.stop(t, syscall.SIGTERM)
+	srv = startServer(t, db, "--rate-limit", "0", "--rate-burst", "1")
+	if got := statuses(srv, 5); got != "200 200 200 200 200" {
+		t.Fatalf("with the limit off: %s", got)
 	}
 }

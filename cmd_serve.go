@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -52,6 +53,10 @@ database and exits 0.`,
 	f.Int("bulk-queue", 64, "bulk deletion jobs that may be open (queued or running) at once; beyond this, new ones answer 503")
 	f.Int("ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
 	f.Int("ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
+	f.Float64("rate-limit", server.DefaultRateLimit, "requests per second one credential may make, sustained (beyond: 429 rate_limited); 0 switches the limit off")
+	f.Int("rate-burst", server.DefaultRateBurst, "requests one credential may make at once")
+	f.Float64("auth-failure-rate", server.DefaultAuthFailureRate, "failed authentications per second one client address may make (beyond: 429 instead of 401); 0 switches the limit off")
+	f.Int("auth-failure-burst", server.DefaultAuthFailureBurst, "failed authentications one client address may make at once")
 	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
 	f.String("log-format", "text", `log format: "text" or "json"`)
 	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
@@ -65,6 +70,8 @@ database and exits 0.`,
 		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS", "max-file-size": "CHATD_MAX_FILE_SIZE",
 		"bulk-queue":   "CHATD_BULK_QUEUE",
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
+		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
+		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
 		envFlag(f, flag, env)
@@ -93,6 +100,10 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	bulkQueue, _ := f.GetInt("bulk-queue")
 	maxSockets, _ := f.GetInt("ws-max-conns")
 	maxSocketsPerKey, _ := f.GetInt("ws-max-per-key")
+	rateLimit, _ := f.GetFloat64("rate-limit")
+	rateBurst, _ := f.GetInt("rate-burst")
+	authFailureRate, _ := f.GetFloat64("auth-failure-rate")
+	authFailureBurst, _ := f.GetInt("auth-failure-burst")
 	grace, _ := f.GetDuration("shutdown-grace")
 	switch {
 	case queue < 1 || queue > 1_000_000:
@@ -112,6 +123,10 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf("--bulk-queue must be from 1 to 100000, not %d", bulkQueue)}
 	case maxSockets < 1 || maxSocketsPerKey < 1:
 		return usageError{fmt.Errorf("--ws-max-conns and --ws-max-per-key must be at least 1")}
+	case rateLimit < 0 || authFailureRate < 0 || math.IsNaN(rateLimit) || math.IsNaN(authFailureRate):
+		return usageError{fmt.Errorf("--rate-limit and --auth-failure-rate must be 0 (off) or positive")}
+	case rateBurst < 1 || authFailureBurst < 1:
+		return usageError{fmt.Errorf("--rate-burst and --auth-failure-burst must be at least 1")}
 	case grace <= 0:
 		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
 	}
@@ -152,7 +167,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		logger.Info("removed uploads left unfinished by the last run", "files", n)
 	}
 	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, Version: version,
-		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks})
+		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks,
+		RateLimit: rateLimit, RateBurst: rateBurst, DisableRateLimit: rateLimit == 0,
+		AuthFailureRate: authFailureRate, AuthFailureBurst: authFailureBurst, DisableAuthFailureLimit: authFailureRate == 0})
 	if err != nil {
 		ln.Close()
 		closeDB()

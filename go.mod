@@ -11,6 +11,7 @@ require (
 	github.com/nshafer/phx v0.2.5
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.61.1
 )
 

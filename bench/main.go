@@ -121,7 +121,8 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 		return err
 	}
 	srv, url, err := startServerArgs(bin, db, "--sync", mode,
-		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000")
+		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000",
+		"--rate-limit", "0")
 	if err != nil {
 		return err
 	}

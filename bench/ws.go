@@ -119,7 +119,8 @@ func wsServer(bin string) (base, personKey, personID string, stop func(), pid in
 		return
 	}
 	cmd, url, err := startServerArgs(bin, db, "--sync", "normal", "--ws-max-conns", "100000", "--ws-max-per-key", "100000",
-		"--max-participants-per-room", "100000", "--max-agents-per-user", "100000", "--max-messages-per-room", "100000000")
+		"--max-participants-per-room", "100000", "--max-agents-per-user", "100000", "--max-messages-per-room", "100000000",
+		"--rate-limit", "0")
 	if err != nil {
 		return
 	}

@@ -37,8 +37,9 @@ var (
 
 // authenticate returns the caller of r as the route's audience requires.
 // Invalid credentials are 401 whatever the route; valid credentials of the
-// wrong kind are 403.
-func (s *Server) authenticate(r *http.Request, aud audience) (*store.Principal, error) {
+// wrong kind are 403. cachedOnly verifies API keys without reading the
+// database (authenticateLimited).
+func (s *Server) authenticate(r *http.Request, aud audience, cachedOnly bool) (*store.Principal, error) {
 	keys := r.Header.Values("X-Api-Key")
 	authz := r.Header.Values("Authorization")
 	switch {
@@ -52,7 +53,7 @@ func (s *Server) authenticate(r *http.Request, aud audience) (*store.Principal, 
 	var p *store.Principal
 	var err error
 	if len(keys) == 1 {
-		p, err = s.db.Authenticate(r.Context(), strings.TrimSpace(keys[0]))
+		p, err = s.lookupKey(r, strings.TrimSpace(keys[0]), cachedOnly)
 	} else {
 		scheme, token, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -71,6 +72,15 @@ func (s *Server) authenticate(r *http.Request, aud audience) (*store.Principal, 
 	}
 	s.db.TouchKey(p)
 	return p, nil
+}
+
+// lookupKey returns the principal of an API key, from the credential cache
+// alone when cachedOnly.
+func (s *Server) lookupKey(r *http.Request, key string, cachedOnly bool) (*store.Principal, error) {
+	if cachedOnly {
+		return s.db.AuthenticateCached(key)
+	}
+	return s.db.Authenticate(r.Context(), key)
 }
 
 // errorsIsSignature reports a token signed with another key (or not at all).

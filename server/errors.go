@@ -23,6 +23,7 @@ const (
 	codeTooManyRequests        store.Code = "too_many_requests"     // socket: over the connection limits
 	codeFeatureDisabled        store.Code = "feature_disabled"      // the operator switched this feature off
 	codeRangeNotSatisfiable    store.Code = "range_not_satisfiable" // file download: the Range starts past the end
+	codeRateLimited            store.Code = "rate_limited"          // over a rate limit (ratelimit.go)
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -35,6 +36,7 @@ var statusOf = map[store.Code]int{
 	codeInvalidOnConflict:              http.StatusBadRequest,
 	codeConnectionConflict:             http.StatusConflict,
 	codeTooManyRequests:                http.StatusTooManyRequests,
+	codeRateLimited:                    http.StatusTooManyRequests,
 	store.CodeUnauthorized:             http.StatusUnauthorized,
 	store.CodeForbidden:                http.StatusForbidden,
 	codeFeatureDisabled:                http.StatusForbidden,
@@ -62,8 +64,9 @@ var statusOf = map[store.Code]int{
 	store.CodeUnavailable:              http.StatusServiceUnavailable,
 }
 
-// retryAfterSeconds is what a 503 tells clients to wait: the write queue
-// drains in milliseconds, so one second is plenty.
+// retryAfterSeconds is what a 503 (or a 429 over the connection limits)
+// tells clients to wait: the write queue drains in milliseconds, so one
+// second is plenty. A rate limit computes its own (retryError).
 const retryAfterSeconds = 1
 
 type errorBody struct {
@@ -96,8 +99,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body.Details = store.Problems{"": {e.Message}}
 	}
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
-		body.RetryAfter = retryAfterSeconds
+		after := retryAfterOf(err)
+		w.Header().Set("Retry-After", strconv.Itoa(after))
+		body.RetryAfter = after
 	}
 	writeJSON(w, status, map[string]any{"error": body})
 }

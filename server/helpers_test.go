@@ -58,7 +58,11 @@ func newTestServerWith(t testing.TB, configure func(*Config), opts ...func(*stor
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DB: db, Logger: o.Logger, Version: "test",
+	// The per-credential limit keeps its default, which the tests must
+	// never reach. The failed-authentication limit is off: the audience
+	// tests send hundreds of bad credentials from 127.0.0.1 in a second or
+	// two, the very traffic it exists to slow; its own tests switch it on.
+	cfg := Config{DB: db, Logger: o.Logger, Version: "test", DisableAuthFailureLimit: true,
 		Web: fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>chatd</title>")}}}
 	if configure != nil {
 		configure(&cfg)

@@ -12,6 +12,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -50,6 +51,22 @@ type Config struct {
 	// DisableRoomTasks switches the room task board off: its routes are
 	// absent (404) and /agent/me reports ff_room_tasks false.
 	DisableRoomTasks bool
+	// RateLimit is the requests a second one credential may make, sustained;
+	// RateBurst how many it may make at once. Defaults DefaultRateLimit and
+	// DefaultRateBurst; DisableRateLimit switches the limit off.
+	RateLimit        float64
+	RateBurst        int
+	DisableRateLimit bool
+	// AuthFailureRate and AuthFailureBurst bound the failed authentications
+	// of one client address (beyond: 429 instead of 401). Defaults
+	// DefaultAuthFailureRate and DefaultAuthFailureBurst;
+	// DisableAuthFailureLimit switches the limit off.
+	AuthFailureRate         float64
+	AuthFailureBurst        int
+	DisableAuthFailureLimit bool
+
+	// now is the rate limits' clock; tests set a fake one.
+	now func() time.Time
 }
 
 // Server serves the chatd HTTP API.
@@ -71,6 +88,10 @@ type Server struct {
 
 	maxSockets, maxSocketsPerKey int
 	memories, roomTasks          bool
+	// requests is the per-credential rate limit, authFailures the limit on
+	// failed authentications per client address; nil when switched off.
+	requests, authFailures *limiter
+	now                    func() time.Time
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
 }
@@ -89,6 +110,17 @@ func New(cfg Config) (*Server, error) {
 		activity: newActivityTracker(), maxSockets: cfg.MaxSockets, maxSocketsPerKey: cfg.MaxSocketsPerKey,
 		upgrader: ws.HTTPUpgrader{Timeout: 10 * time.Second},
 		memories: !cfg.DisableMemories, roomTasks: !cfg.DisableRoomTasks}
+	s.now = cfg.now
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if !cfg.DisableRateLimit {
+		s.requests = newLimiter(cmp.Or(cfg.RateLimit, DefaultRateLimit), cmp.Or(cfg.RateBurst, DefaultRateBurst))
+	}
+	if !cfg.DisableAuthFailureLimit {
+		s.authFailures = newLimiter(cmp.Or(cfg.AuthFailureRate, DefaultAuthFailureRate),
+			cmp.Or(cfg.AuthFailureBurst, DefaultAuthFailureBurst))
+	}
 	if s.maxSockets <= 0 {
 		s.maxSockets = 20000
 	}
@@ -212,10 +244,12 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 }
 
 // serve authenticates the caller as aud requires (a delegated caller also
-// needs scope) and runs h.
+// needs scope), within the rate limits, and runs h.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
 	if aud != public {
-		p, err := s.authenticate(r, aud)
+		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
+			return s.authenticate(r, aud, cachedOnly)
+		})
 		if err == nil {
 			err = allowedFor(p, scope)
 		}

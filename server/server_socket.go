@@ -65,7 +65,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if onConflict != "supersede" && onConflict != "reject" {
 		return errBadOnConflict
 	}
-	sc, err := s.socketPrincipal(r)
+	sc, err := s.socketPrincipal(w, r)
 	if err != nil {
 		return err
 	}
@@ -108,27 +108,27 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	return nil
 }
 
-// socketPrincipal authenticates an upgrade request and resolves agent_id.
-func (s *Server) socketPrincipal(r *http.Request) (*socketConn, error) {
+// socketPrincipal authenticates an upgrade request (an upgrade counts
+// against the rate limits like any request) and resolves agent_id.
+func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socketConn, error) {
 	q := r.URL.Query()
-	var p *store.Principal
-	var err error
-	switch key, authz := r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"); {
-	case key != "":
-		p, err = s.db.Authenticate(r.Context(), strings.TrimSpace(key))
-	case authz != "":
-		scheme, token, _ := strings.Cut(strings.TrimSpace(authz), " ")
-		if !strings.EqualFold(scheme, "Bearer") {
-			return nil, &store.Error{Code: store.CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+	p, err := s.authenticateLimited(w, r, codeTooManyRequests, func(cachedOnly bool) (*store.Principal, error) {
+		switch key, authz := r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"); {
+		case key != "":
+			return s.lookupKey(r, strings.TrimSpace(key), cachedOnly)
+		case authz != "":
+			scheme, token, _ := strings.Cut(strings.TrimSpace(authz), " ")
+			if !strings.EqualFold(scheme, "Bearer") {
+				return nil, &store.Error{Code: store.CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+			}
+			return s.principalFromToken(r.Context(), strings.TrimSpace(token))
+		case q.Get("api_key") != "":
+			return s.lookupKey(r, q.Get("api_key"), cachedOnly)
+		case q.Get("token") != "":
+			return s.principalFromToken(r.Context(), q.Get("token"))
 		}
-		p, err = s.principalFromToken(r.Context(), strings.TrimSpace(token))
-	case q.Get("api_key") != "":
-		p, err = s.db.Authenticate(r.Context(), q.Get("api_key"))
-	case q.Get("token") != "":
-		p, err = s.principalFromToken(r.Context(), q.Get("token"))
-	default:
 		return nil, errNoCredentials
-	}
+	})
 	if err != nil {
 		return nil, err
 	}

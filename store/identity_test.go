@@ -220,6 +220,30 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
+func TestAuthenticateCachedKnowsOnlyKeysInUse(t *testing.T) {
+	db := openTestDB(t, Options{})
+	alice, aliceKey := mustUser(t, db, "alice")
+	agent, agentKey := mustAgent(t, db, alice, "Helper")
+	if _, err := db.AuthenticateCached(aliceKey); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("a key never used authenticated from the cache: %v", err)
+	}
+	if _, err := db.Authenticate(context.Background(), agentKey); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := db.AuthenticateCached(agentKey); err != nil || p.Agent.ID != agent.ID {
+		t.Fatalf("a key in use: %+v, %v", p, err)
+	}
+	if _, err := db.AuthenticateCached("hello"); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("a malformed key: %v", err)
+	}
+	if _, err := db.DeleteAgent(context.Background(), alice, agent.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AuthenticateCached(agentKey); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("a deleted agent's key still authenticates from the cache: %v", err)
+	}
+}
+
 func TestTouchKeyRecordsLastUse(t *testing.T) {
 	db := openTestDB(t, Options{})
 	alice, _ := mustUser(t, db, "alice")
