@@ -110,6 +110,20 @@ func (ts *testServer) agent(owner *store.User, name string) (*store.Agent, strin
 	return a, key
 }
 
+// room creates a room as the agent whose key is given and adds the members
+// (people or agents, by id); it returns the room's id.
+func (ts *testServer) room(t testing.TB, agentKey string, members ...string) string {
+	t.Helper()
+	r := ts.do(t, "POST", "/api/v1/agent/chats", apiKey(agentKey), map[string]any{})
+	expect(t, r, 201, "")
+	id := r.data(t)["id"].(string)
+	for _, m := range members {
+		expect(t, ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", apiKey(agentKey),
+			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
+	}
+	return id
+}
+
 // token issues a bearer token for u.
 func (ts *testServer) token(u *store.User, ttl time.Duration) string {
 	ts.t.Helper()

@@ -41,14 +41,7 @@ func newBoardKit(t *testing.T) *boardKit {
 // newRoom creates a room as helper and adds the members.
 func (k *boardKit) newRoom(t testing.TB, members ...string) string {
 	t.Helper()
-	r := k.ts.do(t, "POST", "/api/v1/agent/chats", apiKey(k.helperKey), map[string]any{})
-	expect(t, r, 201, "")
-	id := r.data(t)["id"].(string)
-	for _, m := range members {
-		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", apiKey(k.helperKey),
-			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
-	}
-	return id
+	return k.ts.room(t, k.helperKey, members...)
 }
 
 // boardPath is the board of room in the API of key (agent or human).
