@@ -126,9 +126,11 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 	}
 
 	// The load is gone: the next write and the readiness probe succeed at once.
+	recoveryStart := time.Now()
 	if status, _, body, err := post(agents[0], agents[1], "overload probe after"); err != nil || status != 201 {
 		t.Fatalf("the first write after the load: %d %s %v", status, body, err)
 	}
+	recovery := time.Since(recoveryStart).Round(10 * time.Microsecond)
 	if status, body := srv.call(t, "GET", "/readyz", "", nil); status != 200 {
 		t.Fatalf("readyz after the load: %d %s", status, body)
 	}
@@ -177,10 +179,10 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 
 	requests := len(acceptedLatency) + len(refusedLatency)
 	summary := fmt.Sprintf("overload: --write-queue 8, %d clients for %ds: requests=%d (%.0f/s) 201=%d (p50 %v, p99 %v) 503=%d (p50 %v, p99 %v) "+
-		"lost=%d refused_but_stored=%d",
+		"lost=%d refused_but_stored=%d; the first write after the load: 201 in %v",
 		clients, seconds, requests, float64(requests)/float64(seconds),
 		len(acceptedLatency), percentile(acceptedLatency, 50), percentile(acceptedLatency, 99),
-		len(refusedLatency), percentile(refusedLatency, 50), percentile(refusedLatency, 99), lost, halfApplied)
+		len(refusedLatency), percentile(refusedLatency, 50), percentile(refusedLatency, 99), lost, halfApplied, recovery)
 	t.Log(summary)
 	fmt.Println(summary)
 	if len(refused) == 0 {
