@@ -26,8 +26,9 @@ import (
 // A Jepsen-style check of the whole message path across crashes: people and
 // agents post messages mentioning agents while the agents work through their
 // deliveries (/next, /processing, /processed) and listen on the socket, and
-// the server is killed with SIGKILL at a random moment, at the start of a
-// checkpoint, or while `chatd backup` copies the database. After the last
+// the server is killed with SIGKILL at a random moment, as soon as a
+// checkpoint is seen writing to the database file, or while `chatd backup`
+// copies the database. After the last
 // restart every acknowledged message must be in the room's history under the
 // id it was acknowledged with, and every mentioned agent must have been served
 // it. Short by default; CHATD_CRASH_ROUNDS and CHATD_CRASH_SECONDS (the most a
