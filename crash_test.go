@@ -1,0 +1,466 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+)
+
+// A Jepsen-style check of the whole message path across crashes: people and
+// agents post messages mentioning agents while the agents work through their
+// deliveries (/next, /processing, /processed) and listen on the socket, and
+// the server is killed with SIGKILL at a random moment, as soon as a
+// checkpoint is seen writing to the database file, or while `chatd backup`
+// copies the database. After the last
+// restart every acknowledged message must be in the room's history under the
+// id it was acknowledged with, and every mentioned agent must have been served
+// it. Short by default; CHATD_CRASH_ROUNDS and CHATD_CRASH_SECONDS (the most a
+// round runs before its kill) make it longer.
+func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts a server")
+	}
+	rounds := envInt(t, "CHATD_CRASH_ROUNDS", 4)
+	roundSeconds := envInt(t, "CHATD_CRASH_SECONDS", 2)
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	var agents []created
+	for i := 0; i < 3; i++ {
+		agents = append(agents, parseCreated(t, chatd(t, nil, "register-agent", "--db", db,
+			"--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe", "--json").ok(t).stdout))
+	}
+	serverArgs := []string{"--sync", "full", "--rate-limit", "0", "--max-messages-per-room", "100000000"}
+
+	srv := startServer(t, db, serverArgs...)
+	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
+	var room struct{ Data struct{ ID string } }
+	if status != 201 || json.Unmarshal(body, &room) != nil {
+		t.Fatalf("create room: %d %s", status, body)
+	}
+	for _, a := range agents {
+		status, body := srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", alice.APIKey,
+			map[string]any{"participant": map[string]any{"participant_id": a.ID}})
+		if status != 201 {
+			t.Fatalf("add %s: %d %s", a.Handle, status, body)
+		}
+	}
+	h := &crashHistory{room: room.Data.ID, agents: agents, acked: map[string]ackedMessage{},
+		ids: map[string]map[string]bool{}, served: map[servedKey]int{}, pushed: map[servedKey]bool{}}
+
+	kinds := map[string]int{}
+	for round := 0; round < rounds; round++ {
+		if round > 0 {
+			srv = startServer(t, db, serverArgs...)
+		}
+		kind := "random"
+		switch {
+		case round == 2 || (rounds < 3 && round == rounds-1):
+			kind = "backup"
+		case round%2 == 1:
+			kind = "checkpoint"
+		}
+		kinds[kind]++
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range agents {
+			wg.Add(2)
+			go func() { defer wg.Done(); h.work(t, srv, i, stop) }()
+			go func() { defer wg.Done(); h.listen(t, srv, i, stop) }()
+		}
+		senders := append([]created{alice}, agents...)
+		for c := 0; c < 6; c++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); h.post(t, srv, round, c, senders[c%len(senders)], c%len(senders) == 0, stop) }()
+		}
+		h.kill(t, srv, db, kind, time.Duration(roundSeconds)*time.Second)
+		close(stop)
+		wg.Wait()
+	}
+
+	// Every delivery still owed is served now.
+	srv = startServer(t, db, serverArgs...)
+	var drained sync.WaitGroup
+	for i := range agents {
+		drained.Add(1)
+		go func() { defer drained.Done(); h.drain(t, srv, i) }()
+	}
+	drained.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	history := h.readHistory(t, srv, alice.APIKey)
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d: %s", code, srv.stderr)
+	}
+	integrity := integrityCheck(t, db)
+
+	lost, neverServed, servedPairs, pushedPairs, duplicateServes, underTwoIDs, unacknowledged := 0, 0, 0, 0, 0, 0, 0
+	for token, m := range h.acked {
+		if history[token] != m.id {
+			lost++
+			t.Errorf("acknowledged message %s (%s) is not in the history", m.id, token)
+		}
+		for _, agent := range m.mentions {
+			n := h.served[servedKey{m.id, agent}]
+			if h.pushed[servedKey{m.id, agent}] {
+				pushedPairs++
+			}
+			if n == 0 {
+				neverServed++
+				t.Errorf("acknowledged message %s was never served to %s", m.id, h.agents[agent].Handle)
+				continue
+			}
+			servedPairs++
+			duplicateServes += n - 1
+		}
+	}
+	for token, id := range history {
+		h.see(token, id)
+		if _, ok := h.acked[token]; !ok {
+			unacknowledged++ // committed, but the answer was lost with the server
+		}
+	}
+	for token, ids := range h.ids {
+		if len(ids) > 1 {
+			underTwoIDs++
+			t.Errorf("%s was stored under %d ids", token, len(ids))
+		}
+	}
+	summary := fmt.Sprintf("crash: rounds=%d (random %d, checkpoint %d, backup %d) acknowledged=%d lost=%d "+
+		"deliveries=%d pushed=%d never_served=%d duplicate_serves=%d content_under_two_ids=%d committed_unacknowledged=%d integrity=%s",
+		rounds, kinds["random"], kinds["checkpoint"], kinds["backup"], len(h.acked), lost,
+		servedPairs, pushedPairs, neverServed, duplicateServes, underTwoIDs, unacknowledged, integrity)
+	t.Log(summary)
+	fmt.Println(summary)
+	if len(h.acked) < 20*rounds {
+		t.Errorf("only %d messages were acknowledged; the test did not exercise the server", len(h.acked))
+	}
+	if integrity != "ok" {
+		t.Errorf("integrity_check: %s", integrity)
+	}
+}
+
+// crashHistory is what the clients saw: acknowledged messages, and which
+// message each agent was served (by /next or a push).
+type crashHistory struct {
+	room   string
+	agents []created
+
+	mu     sync.Mutex
+	acked  map[string]ackedMessage    // by the content's probe token
+	ids    map[string]map[string]bool // probe token → every id seen carrying it
+	served map[servedKey]int          // how many times /next served it
+	pushed map[servedKey]bool
+}
+
+type ackedMessage struct {
+	id       string
+	mentions []int // indexes into agents
+}
+
+type servedKey struct {
+	message string
+	agent   int
+}
+
+// probeToken finds the unique part of a probe message's content (the server
+// may prepend mentions to it).
+var probeToken = regexp.MustCompile(`probe-r\d+-c\d+-i\d+`)
+
+func (h *crashHistory) see(token, id string) {
+	if h.ids[token] == nil {
+		h.ids[token] = map[string]bool{}
+	}
+	h.ids[token][id] = true
+}
+
+func (h *crashHistory) sawServed(agent int, id, content string, pushed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if pushed {
+		h.pushed[servedKey{id, agent}] = true
+	} else {
+		h.served[servedKey{id, agent}]++
+	}
+	if token := probeToken.FindString(content); token != "" {
+		h.see(token, id)
+	}
+}
+
+// post sends messages until stop, each mentioning a random set of the agents
+// other than the sender. It returns when the server is gone.
+func (h *crashHistory) post(t *testing.T, srv *serverProc, round, client int, sender created, human bool, stop chan struct{}) {
+	path := "/api/v1/agent/chats/" + h.room + "/messages"
+	if human {
+		path = "/api/v1/me/chats/" + h.room + "/messages"
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		var mentions []int
+		var refs []map[string]string
+		for a, agent := range h.agents {
+			if agent.ID != sender.ID && (rand.IntN(2) == 0 || len(mentions) == 0 && a == len(h.agents)-1) {
+				mentions = append(mentions, a)
+				refs = append(refs, map[string]string{"id": agent.ID})
+			}
+		}
+		if len(mentions) == 0 { // the sender was the last agent
+			mentions, refs = []int{0}, []map[string]string{{"id": h.agents[0].ID}}
+		}
+		token := fmt.Sprintf("probe-r%d-c%d-i%d", round, client, i)
+		status, body, err := srv.try("POST", path, sender.APIKey, map[string]any{
+			"message": map[string]any{"content": "please look at " + token, "mentions": refs}})
+		switch {
+		case err != nil:
+			return // the server is gone
+		case status == 503:
+			time.Sleep(10 * time.Millisecond)
+			continue
+		case status != 201:
+			t.Errorf("post: %d %s", status, body)
+			return
+		}
+		var out struct{ Data struct{ ID string } }
+		if err := json.Unmarshal(body, &out); err != nil || out.Data.ID == "" {
+			t.Errorf("201 without a message id: %s", body)
+			return
+		}
+		h.mu.Lock()
+		h.acked[token] = ackedMessage{id: out.Data.ID, mentions: mentions}
+		h.see(token, out.Data.ID)
+		h.mu.Unlock()
+	}
+}
+
+// work is an agent's delivery loop until stop or the server's death.
+func (h *crashHistory) work(t *testing.T, srv *serverProc, agent int, stop chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		switch status, err := h.workOne(t, srv, agent); {
+		case err != nil:
+			return
+		case status != 200:
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// drain works through an agent's messages until /next has nothing left.
+func (h *crashHistory) drain(t *testing.T, srv *serverProc, agent int) {
+	for {
+		switch status, err := h.workOne(t, srv, agent); {
+		case err != nil:
+			t.Error(err)
+			return
+		case status == 204:
+			return
+		case status == 503:
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// workOne takes the next message, if any, and processes it; it returns the
+// status /next answered. An error means the server did not answer.
+func (h *crashHistory) workOne(t *testing.T, srv *serverProc, agent int) (int, error) {
+	key := h.agents[agent].APIKey
+	base := "/api/v1/agent/chats/" + h.room + "/messages/"
+	status, body, err := srv.try("GET", base+"next", key, nil)
+	if err != nil || status == 204 || status == 503 {
+		return status, err
+	}
+	var next struct{ Data struct{ ID, Content string } }
+	if status != 200 || json.Unmarshal(body, &next) != nil || next.Data.ID == "" {
+		t.Errorf("next: %d %s", status, body)
+		return status, fmt.Errorf("next: %d", status)
+	}
+	h.sawServed(agent, next.Data.ID, next.Data.Content, false)
+	for _, step := range []string{"processing", "processed"} {
+		status, body, err := srv.try("POST", base+next.Data.ID+"/"+step, key, map[string]any{})
+		if err != nil {
+			return 200, err
+		}
+		if status != 200 && status != 503 {
+			t.Errorf("%s: %d %s", step, status, body)
+			return 200, fmt.Errorf("%s: %d", step, status)
+		}
+	}
+	return 200, nil
+}
+
+// listen records the message_created pushes an agent gets on the room's
+// topic until stop or the server's death.
+func (h *crashHistory) listen(t *testing.T, srv *serverProc, agent int, stop chan struct{}) {
+	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&api_key=" + url.QueryEscape(h.agents[agent].APIKey)
+	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	if err != nil {
+		return // the server is gone already
+	}
+	go func() { <-stop; conn.Close() }()
+	rd := io.Reader(conn)
+	if br != nil {
+		rd = io.MultiReader(br, conn)
+	}
+	rw := struct {
+		io.Reader
+		io.Writer
+	}{rd, conn}
+	if err := wsutil.WriteClientText(conn, []byte(`["1","1","chat_room:`+h.room+`","phx_join",{}]`)); err != nil {
+		return
+	}
+	for {
+		frame, err := wsutil.ReadServerText(rw)
+		if err != nil {
+			return
+		}
+		var push []json.RawMessage
+		if json.Unmarshal(frame, &push) != nil || len(push) != 5 {
+			t.Errorf("not a Phoenix V2 frame: %s", frame)
+			return
+		}
+		var event string
+		var msg struct{ ID, Content string }
+		if json.Unmarshal(push[3], &event) != nil || event != "message_created" || json.Unmarshal(push[4], &msg) != nil {
+			continue
+		}
+		h.sawServed(agent, msg.ID, msg.Content, true)
+	}
+}
+
+// kill SIGKILLs the server after up to limit of load: at a random moment, as
+// soon as a checkpoint starts writing to the database file (in WAL mode
+// nothing else writes there), or while `chatd backup` reads the database.
+func (h *crashHistory) kill(t *testing.T, srv *serverProc, db, kind string, limit time.Duration) {
+	warmup := 200*time.Millisecond + rand.N(limit/2)
+	time.Sleep(warmup)
+	var backupDone chan error
+	switch kind {
+	case "random":
+		time.Sleep(rand.N(limit - warmup))
+	case "checkpoint":
+		before := fileState(db)
+		for deadline := time.Now().Add(limit + 5*time.Second); fileState(db) == before; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no checkpoint wrote to the database file while messages were posted")
+			}
+		}
+	case "backup":
+		backup := exec.Command(chatdBin, "backup", "--db", db, filepath.Join(filepath.Dir(db), "backup.db"), "--force")
+		backup.Env = cleanEnv()
+		if err := backup.Start(); err != nil {
+			t.Fatal(err)
+		}
+		backupDone = make(chan error, 1)
+		go func() { backupDone <- backup.Wait() }()
+		time.Sleep(rand.N(10 * time.Millisecond))
+	}
+	if err := srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	if backupDone != nil {
+		// Whether the copy finished or not, it must not harm the database; a
+		// copy it did finish passed its own integrity check.
+		select {
+		case err := <-backupDone:
+			t.Logf("the backup ended before the kill: %v", err)
+		default:
+			t.Logf("the server was killed while the backup ran; the backup ended with: %v", <-backupDone)
+		}
+	}
+}
+
+// fileState changes whenever the file is written.
+func fileState(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	return strconv.FormatInt(fi.Size(), 10) + " " + fi.ModTime().String()
+}
+
+// readHistory returns the probe messages of the room's history, as a person
+// reads them, by probe token.
+func (h *crashHistory) readHistory(t *testing.T, srv *serverProc, key string) map[string]string {
+	byToken := map[string]string{}
+	cursor := ""
+	for {
+		path := "/api/v1/me/chats/" + h.room + "/messages?limit=100"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		status, body := srv.call(t, "GET", path, key, nil)
+		var out struct {
+			Data     []struct{ ID, Content string }
+			Metadata struct {
+				HasMore    bool    `json:"has_more"`
+				NextCursor *string `json:"next_cursor"`
+			}
+		}
+		if status != 200 || json.Unmarshal(body, &out) != nil {
+			t.Fatalf("history: %d %s", status, body)
+		}
+		for _, m := range out.Data {
+			if token := probeToken.FindString(m.Content); token != "" {
+				if other, ok := byToken[token]; ok && other != m.ID {
+					t.Errorf("%s is in the history twice, as %s and %s", token, other, m.ID)
+				}
+				byToken[token] = m.ID
+			}
+		}
+		if !out.Metadata.HasMore {
+			return byToken
+		}
+		cursor = *out.Metadata.NextCursor
+	}
+}
+
+func integrityCheck(t *testing.T, db string) string {
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var check string
+	if err := conn.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil {
+		t.Fatal(err)
+	}
+	return check
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s must be a positive integer, not %q", name, v)
+	}
+	return n
+}
