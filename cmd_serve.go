@@ -166,23 +166,16 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	// The server lock tells `chatd restore` (and a second serve) that this
 	// process has the database open; the kernel drops it if we die.
-	dbPath, _ := f.GetString("db")
-	if abs, err := filepath.Abs(dbPath); err == nil {
-		dbPath = abs
+	// Taken before the database is opened: a second server must not even
+	// migrate it or discard the first one's unfinished uploads.
+	if dbPath, _ := f.GetString("db"); strings.TrimSpace(dbPath) != "" { // store.Open reports an empty path
+		lock, err := lockServer(dbPath)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		defer lock.Release()
 	}
-	if err := os.MkdirAll(filepath.Dir(dbPath), 0o750); err != nil {
-		closeListeners()
-		return fmt.Errorf("create database directory: %w", err)
-	}
-	lock, err := store.LockServer(dbPath)
-	if errors.Is(err, store.ErrServerRunning) {
-		err = fmt.Errorf("another chatd serve (or a restore) is using %s", dbPath)
-	}
-	if err != nil {
-		closeListeners()
-		return err
-	}
-	defer lock.Release()
 	db, err := openStore(cmd, store.Options{
 		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger, Limits: limits, AttemptTimeout: attemptTimeout,
 		BulkQueue: bulkQueue, PassiveCheckpointsOnly: checkpoints == "passive",
@@ -252,6 +245,23 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	logger.Info("stopped cleanly")
 	return nil
+}
+
+// lockServer takes the server lock of the database at path, creating its
+// directory as store.Open would.
+func lockServer(path string) (*store.ServerLock, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	lock, err := store.LockServer(abs)
+	if errors.Is(err, store.ErrServerRunning) {
+		return nil, fmt.Errorf("another chatd serve (or a restore) is using %s", abs)
+	}
+	return lock, err
 }
 
 func newLogger(cmd *cobra.Command) (*slog.Logger, error) {

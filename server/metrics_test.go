@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // scrape fetches the metrics text from url.
@@ -106,4 +107,15 @@ func TestMetricsOff(t *testing.T) {
 	if ts.srv.MetricsHandler() != nil {
 		t.Fatal("a metrics handler without Config.Metrics")
 	}
+}
+
+// The cost metrics add to every request (go test ./server -run '^$' -bench Observe).
+func BenchmarkObserveRequest(b *testing.B) {
+	ts := newTestServerWith(b, func(c *Config) { c.Metrics = true })
+	m := ts.srv.metrics
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.observeRequest("POST", "/api/v1/agent/chats/:chat_id/messages", 201, 3*time.Millisecond)
+		}
+	})
 }
