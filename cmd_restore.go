@@ -20,7 +20,8 @@ next chatd serve starts on it.
 
 Before touching anything it checks that:
   - no chatd serve is using the database (stop it first; a server killed with
-    SIGKILL does not count: its lock went with it),
+    SIGKILL does not count: its lock went with it; on Windows, which has no
+    flock, it cannot tell, so make sure yourself),
   - FILE passes SQLite's integrity check and is a chatd database this chatd
     can serve (an older schema is fine: serve upgrades it on start),
   - the database does not exist yet, unless --force is given.
@@ -30,7 +31,8 @@ The copy is written beside the database, synced, and renamed over it, so the
 database is at every moment either the old one or the complete backup. The
 old database's -wal and -shm files are removed (after folding the WAL into the
 old file), so that nothing of the old database leaks into the restored one.
-FILE itself is only read.`,
+FILE itself is only read. Let other chatd commands on the database (such
+as create-user) finish first: they do not hold the server's lock.`,
 		Example: `  systemctl stop chatd
   chatd restore --db /var/lib/chatd/chatd.db --force /var/backups/chatd-2026-11-22.db
   systemctl start chatd`,
