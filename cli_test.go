@@ -3,11 +3,14 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chatd/chatd/store"
 	_ "modernc.org/sqlite"
@@ -276,4 +279,41 @@ func TestServeRateLimitFlags(t *testing.T) {
 	if got := statuses(srv, 5); got != "200 200 200 200 200" {
 		t.Fatalf("with the limit off: %s", got)
 	}
+}
+
+// --metrics-addr serves /metrics on a listener of its own; the API's
+// listener does not.
+func TestServeMetricsListener(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "chatd.db")
+	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	srv := startServer(t, db, "--metrics-addr", "127.0.0.1:0")
+	var metricsURL string
+	select {
+	case metricsURL = <-srv.metrics:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no metrics URL printed")
+	}
+	for i := 0; i < 2; i++ {
+		if status, body := srv.call(t, "GET", "/api/v1/me", alice.APIKey, nil); status != 200 {
+			t.Fatalf("me: %d %s", status, body)
+		}
+	}
+	res, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`chatd_http_requests_total{method="GET",route="/api/v1/me",status="200"} 2`,
+		"chatd_write_queue_depth 0", "chatd_wal_bytes ", "go_goroutines ", "process_cpu_seconds_total "} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("no %q in\n%s", want, body)
+		}
+	}
+	if status, _ := srv.call(t, "GET", "/metrics", "", nil); status != 404 {
+		t.Fatalf("/metrics on the API listener: %d", status)
+	}
+	chatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0", "--metrics-addr", "nonsense").failsWithOneLine(t, "for metrics")
+	chatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--checkpoints", "sometimes").failsWithOneLine(t, "--checkpoints")
 }

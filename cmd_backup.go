@@ -21,7 +21,7 @@ token-signing secret), checked with SQLite's integrity check before it is moved
 into place; FILE is never left half-written. An existing FILE is kept unless
 --force is given.
 
-To restore, stop the server and put the copy where --db points.`,
+To restore, stop the server and run chatd restore FILE.`,
 		Example: `  chatd backup /var/backups/chatd-$(date +%F).db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

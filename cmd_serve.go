@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -58,6 +61,8 @@ database and exits 0.`,
 	f.Float64("auth-failure-rate", server.DefaultAuthFailureRate, "failed authentications per second one client address may make (beyond: 429 instead of 401); 0 switches the limit off")
 	f.Int("auth-failure-burst", server.DefaultAuthFailureBurst, "failed authentications one client address may make at once")
 	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
+	f.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics on a listener of its own (host:port; off when empty); keep it private")
+	f.String("checkpoints", "full", `WAL checkpoints: "full" (chatd also truncates the WAL when idle and on shutdown) or "passive" (never truncates it: for Litestream, which checkpoints itself)`)
 	f.String("log-format", "text", `log format: "text" or "json"`)
 	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	f.Duration("shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
@@ -72,6 +77,7 @@ database and exits 0.`,
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
+		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 	} {
 		envFlag(f, flag, env)
@@ -105,6 +111,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	authFailureRate, _ := f.GetFloat64("auth-failure-rate")
 	authFailureBurst, _ := f.GetInt("auth-failure-burst")
 	grace, _ := f.GetDuration("shutdown-grace")
+	metricsAddr, _ := f.GetString("metrics-addr")
+	checkpoints, _ := f.GetString("checkpoints")
 	switch {
 	case queue < 1 || queue > 1_000_000:
 		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", queue)}
@@ -129,6 +137,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf("--rate-burst and --auth-failure-burst must be at least 1")}
 	case grace <= 0:
 		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
+	case checkpoints != "full" && checkpoints != "passive":
+		return usageError{fmt.Errorf(`--checkpoints must be "full" or "passive", not %q`, checkpoints)}
 	}
 	logger, err := newLogger(cmd)
 	if err != nil {
@@ -141,12 +151,37 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	var metricsLn net.Listener
+	if metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s for metrics: %w", metricsAddr, err)
+		}
+	}
+	closeListeners := func() {
+		ln.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+	}
+	// The server lock tells `chatd restore` (and a second serve) that this
+	// process has the database open; the kernel drops it if we die.
+	// Taken before the database is opened: a second server must not even
+	// migrate it or discard the first one's unfinished uploads.
+	if dbPath, _ := f.GetString("db"); strings.TrimSpace(dbPath) != "" { // store.Open reports an empty path
+		lock, err := lockServer(dbPath)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		defer lock.Release()
+	}
 	db, err := openStore(cmd, store.Options{
 		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger, Limits: limits, AttemptTimeout: attemptTimeout,
-		BulkQueue: bulkQueue,
+		BulkQueue: bulkQueue, PassiveCheckpointsOnly: checkpoints == "passive",
 	})
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		return err
 	}
 	closeDB := func() {
@@ -160,7 +195,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	// Only the server takes uploads, so an 'uploading' file found before it
 	// listens was left by a server that stopped mid-upload.
 	if n, err := db.DiscardUnfinishedUploads(context.Background()); err != nil {
-		ln.Close()
+		closeListeners()
 		closeDB()
 		return err
 	} else if n > 0 {
@@ -169,9 +204,10 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, Version: version,
 		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks,
 		RateLimit: rateLimit, RateBurst: rateBurst, DisableRateLimit: rateLimit == 0,
-		AuthFailureRate: authFailureRate, AuthFailureBurst: authFailureBurst, DisableAuthFailureLimit: authFailureRate == 0})
+		AuthFailureRate: authFailureRate, AuthFailureBurst: authFailureBurst, DisableAuthFailureLimit: authFailureRate == 0,
+		Metrics: metricsLn != nil})
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		closeDB()
 		return err
 	}
@@ -185,8 +221,23 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create one with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
 	}
 	logger.Info("serving", "url", url, "db", db.Path())
+	var metricsSrv *http.Server
+	if metricsLn != nil {
+		metricsURL := "http://" + metricsLn.Addr().String() + "/metrics"
+		fmt.Fprintf(cmd.OutOrStdout(), "metrics at %s\n", metricsURL)
+		metricsSrv = &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		go func() {
+			if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("metrics listener failed", "err", err)
+			}
+		}()
+	}
 
 	serveErr := srv.Serve(ctx, ln, grace)
+	if metricsSrv != nil {
+		metricsSrv.Close()
+	}
 	logger.Info("shutting down: writing what was accepted and checkpointing")
 	closeDB()
 	if serveErr != nil {
@@ -194,6 +245,23 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	logger.Info("stopped cleanly")
 	return nil
+}
+
+// lockServer takes the server lock of the database at path, creating its
+// directory as store.Open would.
+func lockServer(path string) (*store.ServerLock, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	lock, err := store.LockServer(abs)
+	if errors.Is(err, store.ErrServerRunning) {
+		return nil, fmt.Errorf("another chatd serve (or a restore) is using %s", abs)
+	}
+	return lock, err
 }
 
 func newLogger(cmd *cobra.Command) (*slog.Logger, error) {

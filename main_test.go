@@ -127,9 +127,14 @@ type serverProc struct {
 	url    string
 	stderr *bytes.Buffer
 	done   chan error
+	// metrics receives the metrics URL if the server prints one.
+	metrics chan string
 }
 
-var listening = regexp.MustCompile(`listening on (http://\S+)`)
+var (
+	listening = regexp.MustCompile(`listening on (http://\S+)`)
+	metricsAt = regexp.MustCompile(`^metrics at (http://\S+)`)
+)
 
 // startServer runs `chatd serve --addr 127.0.0.1:0` on db and waits until it
 // listens. The process is killed when the test ends if it is still running.
@@ -142,7 +147,7 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &serverProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &serverProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1), metrics: make(chan string, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -153,6 +158,9 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 		for sc.Scan() {
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				urls <- m[1]
+			}
+			if m := metricsAt.FindStringSubmatch(sc.Text()); m != nil {
+				p.metrics <- m[1]
 			}
 		}
 		close(urls)

@@ -27,6 +27,7 @@ type callerNote struct {
 	actingAgent   string // a delegated token: the agent acting for id
 	delegationID  string
 	authenticated bool
+	route         string // the route pattern matched, for the metrics; "" if none
 }
 
 // noteCaller records the caller of r for its log line. Every request an
@@ -145,6 +146,9 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 				}
 			}
 			s.log.Info("request", attrs...)
+			if s.metrics != nil {
+				s.metrics.observeRequest(r.Method, caller.route, status, time.Since(start))
+			}
 		}()
 		next.ServeHTTP(rec, r)
 	})

@@ -64,6 +64,9 @@ type Config struct {
 	AuthFailureRate         float64
 	AuthFailureBurst        int
 	DisableAuthFailureLimit bool
+	// Metrics collects request, writer and socket metrics for
+	// MetricsHandler; off, the request path does not pay for them.
+	Metrics bool
 
 	// now is the rate limits' clock; tests set a fake one.
 	now func() time.Time
@@ -91,6 +94,7 @@ type Server struct {
 	// requests is the per-credential rate limit, authFailures the limit on
 	// failed authentications per client address; nil when switched off.
 	requests, authFailures *limiter
+	metrics                *serverMetrics // nil unless Config.Metrics
 	now                    func() time.Time
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
@@ -154,6 +158,10 @@ func New(cfg Config) (*Server, error) {
 	s.routes()
 	s.handler = s.withRequestScope(s.router)
 	s.rt = newRealtime(s)
+	if cfg.Metrics {
+		s.metrics = newServerMetrics(s)
+		cfg.DB.SetCommitObserver(s.metrics.observeCommit)
+	}
 	cfg.DB.SetPublisher(s.rt.publish)
 	// After the publisher, so that the pushes of jobs resumed from an
 	// earlier run reach their subscribers.
@@ -165,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 // closes the real-time connections (telling clients the server restarts) and
 // stops publishing changes.
 func (s *Server) Close() {
+	s.db.SetCommitObserver(nil)
 	s.db.StopBulkWorker()
 	s.db.SetPublisher(nil)
 	s.rt.close()
@@ -239,6 +248,7 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 	s.registered = append(s.registered, registeredRoute{method, path, aud})
 	scope := delegationScope(method, path)
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		noteRoute(r, path)
 		s.serve(w, r, ps, aud, scope, h)
 	})
 }
@@ -295,6 +305,7 @@ func (s *Server) handleNamed(method, path string, aud audience, names map[string
 			s.methodNotAllowed(w, r)
 			return
 		}
+		noteRoute(r, strings.Replace(path, ":"+param, ps.ByName(param), 1))
 		s.serve(w, r, ps, aud, scopes[ps.ByName(param)], h)
 	})
 }

@@ -366,3 +366,23 @@ func (db *DB) bulkDelete(tx *Tx, caller *User, kind, target string, force bool) 
 	db.log.Error("bulk deletion item failed", "type", kind, "target", target, "err", err)
 	return &Error{Code: CodeDeleteFailed, Message: "the deletion failed; the job stopped here"}, nil
 }
+
+// BulkJobCounts returns how many bulk deletion jobs are in each status
+// (queued, processing, completed, failed), for the metrics.
+func (db *DB) BulkJobCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT status, count(*) FROM bulk_jobs GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[string]int{"queued": 0, "processing": 0, "completed": 0, "failed": 0}
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, err
+		}
+		counts[status] = n
+	}
+	return counts, rows.Err()
+}

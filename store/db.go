@@ -51,6 +51,14 @@ type Options struct {
 	// this, which routine background checkpoints normally prevent; default
 	// 256 MiB.
 	CheckpointBytes int64
+	// PassiveCheckpointsOnly stops the writer's TRUNCATE checkpoints (when
+	// idle, past CheckpointBytes, on Close), leaving only the background
+	// PASSIVE ones, which never reset the WAL under a reader. Set it when a
+	// replicator such as Litestream runs its own checkpoints: a TRUNCATE that
+	// slips in while it switches locks makes it miss WAL frames and start a
+	// new snapshot generation. The WAL's size is then the replicator's to
+	// bound.
+	PassiveCheckpointsOnly bool
 	// Limits are the plan quotas; zero fields take DefaultLimits.
 	Limits Limits
 	// AttemptTimeout is how long a processing attempt stays live: a
@@ -187,7 +195,7 @@ func Open(path string, opts Options) (*DB, error) {
 		db.write.Close()
 		return nil, err
 	}
-	db.w = newWriter(conn, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.Logger)
+	db.w = newWriter(conn, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.PassiveCheckpointsOnly, opts.Logger)
 	// The checkpointer's connection comes from its own pool of one, opened
 	// like the writer's (a query_only connection may not checkpoint).
 	ckptDB, err := sql.Open("sqlite", writeDSN)

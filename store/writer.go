@@ -101,20 +101,29 @@ type writer struct {
 
 	lastBatch int // size of the previous batch
 
+	// passiveOnly leaves the WAL to an outside replicator: the writer never
+	// runs a TRUNCATE checkpoint (see Options.PassiveCheckpointsOnly).
+	passiveOnly bool
+	observer    atomic.Pointer[CommitObserver]
+
 	jobs, failed, commits, refused, checkpoints atomic.Int64
 }
 
-func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration, walLimit int64, log *slog.Logger) *writer {
+func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration, walLimit int64, passiveOnly bool, log *slog.Logger) *writer {
+	if passiveOnly {
+		walLimit = 0
+	}
 	w := &writer{
-		conn:     conn,
-		stmts:    map[string]*sql.Stmt{},
-		queue:    make(chan *job, queueSize),
-		log:      log,
-		walPath:  walPath,
-		idle:     idle,
-		walLimit: walLimit,
-		stopped:  make(chan struct{}),
-		stop:     make(chan struct{}),
+		passiveOnly: passiveOnly,
+		conn:        conn,
+		stmts:       map[string]*sql.Stmt{},
+		queue:       make(chan *job, queueSize),
+		log:         log,
+		walPath:     walPath,
+		idle:        idle,
+		walLimit:    walLimit,
+		stopped:     make(chan struct{}),
+		stop:        make(chan struct{}),
 	}
 	go w.run()
 	return w
@@ -153,6 +162,20 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 // bookkeeping (such as an API key's last use) that may be dropped under load.
 func (db *DB) WriteAsync(fn func(*Tx) error) error {
 	return db.w.submit(&job{ctx: context.Background(), fn: fn})
+}
+
+// CommitObserver is told the size and duration (BEGIN to COMMIT) of every
+// committed batch. It runs on the writer goroutine, so it must be quick and
+// never block: updating an atomic counter or histogram is the intended use.
+type CommitObserver func(jobs int, took time.Duration)
+
+// SetCommitObserver installs f (nil for none).
+func (db *DB) SetCommitObserver(f CommitObserver) {
+	if f == nil {
+		db.w.observer.Store(nil)
+		return
+	}
+	db.w.observer.Store(&f)
 }
 
 // WriterStats returns the writer's counters.
@@ -308,6 +331,7 @@ func (w *writer) commit(batch []*job) {
 // transaction.
 func (w *writer) runBatch(batch []*job) (err error) {
 	ctx := context.Background()
+	start := time.Now()
 	if err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return w.batchError("begin", err)
 	}
@@ -343,6 +367,9 @@ func (w *writer) runBatch(batch []*job) (err error) {
 		return w.batchError("commit", err)
 	}
 	w.commits.Add(1)
+	if f := w.observer.Load(); f != nil {
+		(*f)(len(batch), time.Since(start))
+	}
 	return nil
 }
 
@@ -405,8 +432,12 @@ func (w *writer) safely(f func()) {
 
 // checkpoint copies the WAL into the database and truncates it. It gives up
 // at once instead of waiting for readers, so a long read never stalls the
-// writer; it reports whether the WAL was fully reset.
+// writer; it reports whether the WAL was fully reset. With passiveOnly it
+// does nothing: resetting the WAL is the replicator's business.
 func (w *writer) checkpoint() bool {
+	if w.passiveOnly {
+		return true
+	}
 	ctx := context.Background()
 	if _, err := w.conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return false

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// busyRoom is a room of alice's with her agent in it, on a running server.
+type busyRoom struct {
+	aliceKey, agentID, roomID string
+}
+
+func newBusyRoom(t *testing.T, db string, srv *serverProc) busyRoom {
+	t.Helper()
+	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--json").ok(t).stdout)
+	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
+	if status != 201 {
+		t.Fatalf("create room: %d %s", status, body)
+	}
+	var room struct{ Data struct{ ID string } }
+	json.Unmarshal(body, &room)
+	status, body = srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", alice.APIKey,
+		map[string]any{"participant": map[string]any{"participant_id": agent.ID}})
+	if status != 201 {
+		t.Fatalf("add agent: %d %s", status, body)
+	}
+	return busyRoom{aliceKey: alice.APIKey, agentID: agent.ID, roomID: room.Data.ID}
+}
+
+// post sends one message and returns its id once the server answered 201
+// (committed); ok is false when the server could not be reached.
+func (b busyRoom) post(t *testing.T, srv *serverProc, content string) (id string, ok bool) {
+	status, body, err := srv.try("POST", "/api/v1/me/chats/"+b.roomID+"/messages", b.aliceKey, map[string]any{
+		"message": map[string]any{"content": content, "mentions": []map[string]string{{"id": b.agentID}}}})
+	if err != nil {
+		return "", false
+	}
+	if status != 201 {
+		t.Errorf("post: %d %s", status, body)
+		return "", false
+	}
+	var out struct{ Data struct{ ID string } }
+	if err := json.Unmarshal(body, &out); err != nil || out.Data.ID == "" {
+		t.Errorf("201 without a message id: %s", body)
+		return "", false
+	}
+	return out.Data.ID, true
+}
+
+// messageIDs pages through the room's history over the API.
+func (b busyRoom) messageIDs(t *testing.T, srv *serverProc) map[string]bool {
+	t.Helper()
+	ids := map[string]bool{}
+	cursor := ""
+	for {
+		path := "/api/v1/me/chats/" + b.roomID + "/messages?limit=100"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		status, body := srv.call(t, "GET", path, b.aliceKey, nil)
+		if status != 200 {
+			t.Fatalf("history: %d %s", status, body)
+		}
+		var out struct {
+			Data     []struct{ ID string }
+			Metadata struct {
+				HasMore    bool    `json:"has_more"`
+				NextCursor *string `json:"next_cursor"`
+			}
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Data {
+			ids[m.ID] = true
+		}
+		if !out.Metadata.HasMore || out.Metadata.NextCursor == nil {
+			return ids
+		}
+		cursor = *out.Metadata.NextCursor
+	}
+}
+
+// A backup taken while clients keep posting holds every message the server
+// acknowledged before the backup began, and a server starts on it.
+func TestBackupUnderWriteLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a write storm against a server")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "chatd.db")
+	srv := startServer(t, db, "--max-messages-per-room", "10000000", "--rate-limit", "0")
+	room := newBusyRoom(t, db, srv)
+
+	var mu sync.Mutex
+	var acked []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id, ok := room.post(t, srv, fmt.Sprintf("writer %d message %d", w, i))
+				if !ok {
+					return
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	waitFor := func(n int) {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			mu.Lock()
+			got := len(acked)
+			mu.Unlock()
+			if got >= n || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(500)
+	mu.Lock()
+	before := append([]string(nil), acked...)
+	mu.Unlock()
+	copyPath := filepath.Join(dir, "backup.db")
+	chatd(t, nil, "backup", "--db", db, copyPath).ok(t)
+	mu.Lock()
+	during := len(acked) - len(before)
+	mu.Unlock()
+	waitFor(len(before) + during + 100) // the load went on after the backup too
+	close(stop)
+	wg.Wait()
+	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d: %s", code, srv.stderr)
+	}
+
+	restored := startServer(t, copyPath)
+	present := room.messageIDs(t, restored)
+	missing := 0
+	for _, id := range before {
+		if !present[id] {
+			missing++
+		}
+	}
+	t.Logf("acknowledged %d messages before the backup began, %d while it ran; the copy holds %d; missing %d",
+		len(before), during, len(present), missing)
+	if missing > 0 {
+		t.Fatalf("%d messages acknowledged before the backup are not in it", missing)
+	}
+}
+
+// restoreFixture is a database with alice in it and a backup of it.
+func restoreFixture(t *testing.T) (dir, db, backup string) {
+	t.Helper()
+	dir = t.TempDir()
+	db = filepath.Join(dir, "chatd.db")
+	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	backup = filepath.Join(dir, "backup.db")
+	chatd(t, nil, "backup", "--db", db, backup).ok(t)
+	return dir, db, backup
+}
+
+// sqliteFile writes a SQLite database at path, running stmts in it.
+func sqliteFile(t *testing.T, path string, stmts ...string) {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, s := range stmts {
+		if _, err := conn.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func TestRestoreRefusals(t *testing.T) {
+	dir, db, backup := restoreFixture(t)
+	target := filepath.Join(dir, "restored", "chatd.db")
+
+	notChatd := filepath.Join(dir, "other.db")
+	sqliteFile(t, notChatd, "CREATE TABLE notes (body TEXT)", "PRAGMA user_version = 1")
+	newer := filepath.Join(dir, "newer.db")
+	chatd(t, nil, "backup", "--db", db, newer).ok(t)
+	sqliteFile(t, newer, "PRAGMA user_version = 999")
+	garbage := filepath.Join(dir, "garbage.db")
+	os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 500)), 0o600)
+	corrupt := filepath.Join(dir, "corrupt.db")
+	chatd(t, nil, "backup", "--db", db, corrupt).ok(t)
+	corruptPages(t, corrupt)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no file", []string{filepath.Join(dir, "missing.db")}, "no backup file"},
+		{"not SQLite", []string{garbage}, "not a SQLite database"},
+		{"not chatd", []string{notChatd}, "not a chatd database"},
+		{"newer schema", []string{newer}, "newer than this chatd supports"},
+		{"corrupt", []string{corrupt}, "failed its integrity check"},
+		{"onto itself", []string{"--db", backup, backup}, "the database itself"},
+		{"exists", []string{"--db", db, backup}, "already exists (use --force"},
+		{"no file argument", nil, "takes 1 argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"restore", "--db", target}, tc.args...)
+			chatd(t, nil, args...).failsWithOneLine(t, tc.want)
+			if _, err := os.Stat(target); err == nil {
+				t.Fatal("a refused restore created the database")
+			}
+		})
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Fatalf("temporary file left behind: %s", e.Name())
+		}
+	}
+}
+
+// corruptPages overwrites the middle of a database file, past its header
+// and schema page, so that it opens but fails the integrity check.
+func corruptPages(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	junk := []byte(strings.Repeat("\xff\x00\x13", 4096))
+	for off := int64(2 * 4096); off+int64(len(junk)) < fi.Size(); off += 4 * 4096 {
+		f.WriteAt(junk[:4096], off+100)
+	}
+}
+
+// restore refuses while a server runs on the database, not after that
+// server was killed with SIGKILL, and the server starts on what it restored.
+func TestRestoreAgainstAServer(t *testing.T) {
+	dir, db, backup := restoreFixture(t)
+	srv := startServer(t, db)
+	bob := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob", "--json").ok(t).stdout)
+	if status, _ := srv.call(t, "GET", "/api/v1/me", bob.APIKey, nil); status != 200 {
+		t.Fatalf("bob before the restore: %d", status)
+	}
+
+	chatd(t, nil, "restore", "--db", db, "--force", backup).failsWithOneLine(t, "a chatd server is using")
+	// A second server is refused too, by the same lock.
+	second := chatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
+	second.failsWithOneLine(t, "another chatd serve")
+	if status, _ := srv.call(t, "GET", "/api/v1/me", bob.APIKey, nil); status != 200 {
+		t.Fatalf("the refused restore disturbed the server: %d", status)
+	}
+
+	// SIGKILL leaves a WAL behind and no checkpoint; the lock goes with the
+	// process.
+	if err := srv.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	if _, err := os.Stat(db + ".lock"); err != nil {
+		t.Fatalf("lock file: %v", err)
+	}
+	out := chatd(t, nil, "restore", "--db", db, "--force", backup).ok(t).stdout
+	if !strings.Contains(out, "integrity check ok") {
+		t.Fatalf("restore: %s", out)
+	}
+	for _, side := range []string{db + "-wal", db + "-shm"} {
+		if _, err := os.Stat(side); err == nil {
+			t.Fatalf("%s of the old database left beside the restored one", filepath.Base(side))
+		}
+	}
+
+	restored := startServer(t, db)
+	if status, _ := restored.call(t, "GET", "/api/v1/me", bob.APIKey, nil); status != 401 {
+		t.Fatalf("bob (created after the backup) after the restore: %d, want 401", status)
+	}
+	if n := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "1m").ok(t).stdout); n == "" {
+		t.Fatal("no token for alice")
+	}
+	if code := restored.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d: %s", code, restored.stderr)
+	}
+	// A restore into a directory that does not exist yet creates it.
+	fresh := filepath.Join(dir, "new", "place", "chatd.db")
+	chatd(t, nil, "restore", "--db", fresh, backup).ok(t)
+	if n := countRows(t, fresh, "users"); n != 1 {
+		t.Fatalf("users in the fresh restore = %d", n)
+	}
+}

@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Restore puts a copy of the chatd database at src (a file written by
+// Backup, or any chatd database) where dest is, for a server to start on.
+//
+// It refuses, changing nothing, while a server holds dest's server lock (see
+// LockServer), when dest exists and overwrite is not set, and when src fails
+// SQLite's integrity check, is not a chatd database, or has a schema newer
+// than schema's (an older one is fine: serve upgrades it on start). The
+// lock is held until Restore returns, so no server starts halfway.
+//
+// The copy is written with VACUUM INTO to a temporary file beside dest,
+// checked again, synced, and renamed over dest, so dest is at every moment
+// either the old database or the complete new one. The old database's -wal
+// and -shm files are removed just before the rename: SQLite would otherwise
+// replay the old WAL's frames onto the new file. Whatever the old WAL held
+// is first checkpointed into the old file, so an interrupted restore loses
+// nothing of it.
+func Restore(ctx context.Context, src, dest, schema string, overwrite bool) error {
+	supported, err := schemaVersion(schema)
+	if err != nil {
+		return err
+	}
+	if src, err = filepath.Abs(src); err != nil {
+		return err
+	}
+	if dest, err = filepath.Abs(dest); err != nil {
+		return err
+	}
+	if src == dest {
+		return errors.New("the backup file is the database itself")
+	}
+	if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("no backup file at %s", src)
+	}
+	var lock *ServerLock
+	defer func() { _ = lock.Release() }()
+	takeLock := func() error {
+		if lock, err = LockServer(dest); errors.Is(err, ErrServerRunning) {
+			return fmt.Errorf("a chatd server is using %s; stop it before restoring", dest)
+		}
+		return err
+	}
+	dir := filepath.Dir(dest)
+	if _, err := os.Stat(dir); err == nil {
+		// Before anything slow, so that a running server is reported at once.
+		if err := takeLock(); err != nil {
+			return err
+		}
+	}
+	if !overwrite {
+		if _, err := os.Lstat(dest); err == nil {
+			return fmt.Errorf("%s already exists (use --force to replace it)", dest)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	srcConn, version, err := openBackup(ctx, src, supported)
+	if err != nil {
+		return err
+	}
+	defer srcConn.Close()
+
+	if lock == nil {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("create database directory: %w", err)
+		}
+		if err := takeLock(); err != nil {
+			return err
+		}
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	tmp := dest + ".tmp-" + hex.EncodeToString(suffix)
+	defer os.Remove(tmp) // a no-op once renamed
+	if _, err := srcConn.ExecContext(ctx, "VACUUM INTO ?", tmp); err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	srcConn.Close()
+	if err := verify(ctx, tmp, version); err != nil {
+		return err
+	}
+	if err := syncFile(tmp); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	if _, err := os.Stat(dest + "-wal"); err == nil {
+		foldWAL(dest)
+	}
+	for _, side := range []string{dest + "-wal", dest + "-shm"} {
+		if err := os.Remove(side); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the old database's %s: %w", filepath.Base(side), err)
+		}
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return err
+	}
+	return syncFile(dir)
+}
+
+// openBackup opens src read-only and checks that it is a whole chatd
+// database this chatd can serve. It returns the connection (for the copy)
+// and the schema version.
+func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, error) {
+	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: src}).EscapedPath()+
+		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	if err != nil {
+		return nil, 0, err
+	}
+	conn.SetMaxOpenConns(1)
+	fail := func(err error) (*sql.DB, int, error) {
+		conn.Close()
+		return nil, 0, err
+	}
+	var result string
+	if err := conn.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&result); err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CORRUPT {
+			return fail(fmt.Errorf("%s failed its integrity check: %v", src, err))
+		}
+		return fail(describeOpenError(src, err))
+	}
+	if result != "ok" {
+		return fail(fmt.Errorf("%s failed its integrity check: %s", src, result))
+	}
+	var version, tables int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fail(describeOpenError(src, err))
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table'
+		AND name IN ('users', 'agents', 'api_keys', 'rooms', 'messages')`).Scan(&tables); err != nil {
+		return fail(describeOpenError(src, err))
+	}
+	switch {
+	case version == 0 || tables < 5:
+		return fail(fmt.Errorf("%s is not a chatd database", src))
+	case version > supported:
+		return fail(fmt.Errorf("%s is at schema version %d, newer than this chatd supports (%d); use a newer chatd", src, version, supported))
+	}
+	return conn, version, nil
+}
+
+// foldWAL checkpoints the WAL of the database at path into its file, so
+// that removing the WAL afterwards loses nothing. It is best effort: a
+// database too damaged to open is being replaced anyway.
+func foldWAL(path string) {
+	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+
+		fmt.Sprintf("?_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = conn.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+}
