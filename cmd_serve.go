@@ -61,6 +61,7 @@ database and exits 0.`,
 	f.String("log-format", "text", `log format: "text" or "json"`)
 	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	f.Duration("shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
+	f.Duration("header-timeout", server.DefaultHeaderTimeout, "how long a client may take to send a request's headers before its connection is closed")
 	for flag, env := range map[string]string{
 		"addr": "CHATD_ADDR", "write-queue": "CHATD_WRITE_QUEUE", "sync": "CHATD_SYNC", "max-body": "CHATD_MAX_BODY",
 		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
@@ -73,6 +74,7 @@ database and exits 0.`,
 		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
+		"header-timeout": "CHATD_HEADER_TIMEOUT",
 	} {
 		envFlag(f, flag, env)
 	}
@@ -105,6 +107,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	authFailureRate, _ := f.GetFloat64("auth-failure-rate")
 	authFailureBurst, _ := f.GetInt("auth-failure-burst")
 	grace, _ := f.GetDuration("shutdown-grace")
+	headerTimeout, _ := f.GetDuration("header-timeout")
 	switch {
 	case queue < 1 || queue > 1_000_000:
 		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", queue)}
@@ -129,6 +132,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf("--rate-burst and --auth-failure-burst must be at least 1")}
 	case grace <= 0:
 		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
+	case headerTimeout <= 0:
+		return usageError{fmt.Errorf("--header-timeout must be positive")}
 	}
 	logger, err := newLogger(cmd)
 	if err != nil {
@@ -166,7 +171,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	} else if n > 0 {
 		logger.Info("removed uploads left unfinished by the last run", "files", n)
 	}
-	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, Version: version,
+	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, HeaderTimeout: headerTimeout, Version: version,
 		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks,
 		RateLimit: rateLimit, RateBurst: rateBurst, DisableRateLimit: rateLimit == 0,
 		AuthFailureRate: authFailureRate, AuthFailureBurst: authFailureBurst, DisableAuthFailureLimit: authFailureRate == 0})
