@@ -335,9 +335,10 @@ const DefaultHeaderTimeout = 10 * time.Second
 // flight, whose writes the store then drains.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	// There is no WriteTimeout: it would cut off downloads of large files
-	// over slow links. A stalled reader is caught by the per-write deadlines
-	// of the sockets and by TCP itself; ReadTimeout bounds a request body
-	// (uploads push their own deadline ahead while bytes keep coming).
+	// over slow links. A download whose client stops reading holds its
+	// connection until the client goes; real-time sockets have their own
+	// write deadlines. ReadTimeout bounds a request body (uploads push their
+	// own deadline ahead while bytes keep coming).
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.headerTimeout,
