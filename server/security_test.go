@@ -17,11 +17,9 @@ import (
 // the API, for organization A to reach for.
 type secWorld struct {
 	ts                   *testServer
-	aliceKey, aAgentKey  string // organization A
-	own, foreign         map[string]string
-	foreignAgentKey      string
-	carolKey             string
-	ownRoom, foreignRoom string
+	aliceKey, aAgentKey  string            // organization A's person and agent
+	ownRoom, foreignRoom string            // A's room, B's room
+	own, foreign         map[string]string // ids by the path segment that names them
 }
 
 func newSecWorld(t *testing.T) *secWorld {
@@ -31,7 +29,7 @@ func newSecWorld(t *testing.T) *secWorld {
 	carol, carolKey := ts.user("carol", "globex")
 	ts.user("dave", "globex")
 	cAgent, cAgentKey := ts.agent(carol, "Rival")
-	w := &secWorld{ts: ts, aliceKey: aliceKey, aAgentKey: aAgentKey, carolKey: carolKey, foreignAgentKey: cAgentKey}
+	w := &secWorld{ts: ts, aliceKey: aliceKey, aAgentKey: aAgentKey}
 	w.ownRoom = ts.room(t, aAgentKey, alice.ID)
 	w.foreignRoom = ts.room(t, cAgentKey, carol.ID)
 	rb := "/api/v1/agent/chats/" + w.foreignRoom
@@ -65,7 +63,6 @@ func newSecWorld(t *testing.T) *secWorld {
 		}
 	}
 
-	// Ids by the path segment that names them.
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
@@ -74,16 +71,19 @@ func newSecWorld(t *testing.T) *secWorld {
 	return w
 }
 
-// cred is A's credential for the route's API.
-func (w *secWorld) cred(path string) cred {
+// key is A's key for the API path belongs to.
+func (w *secWorld) key(path string) string {
 	if strings.HasPrefix(path, "/api/v1/agent/") {
-		return apiKey(w.aAgentKey)
+		return w.aAgentKey
 	}
-	return apiKey(w.aliceKey)
+	return w.aliceKey
 }
 
-// secBodies are valid bodies for the routes that take one, so that what a
-// probe is refused for is the id and nothing else.
+func (w *secWorld) cred(path string) cred { return apiKey(w.key(path)) }
+
+// secBodies has an entry for every route that takes an id: a valid body
+// for those that take one (nil for the others), so that what a probe is
+// refused for is the id and nothing else.
 var secBodies = map[string]any{
 	"PATCH /api/v1/agent/chats/:chat_id":                        map[string]any{"chat": map[string]any{"title": "Mine now"}},
 	"PATCH /api/v1/me/chats/:chat_id":                           map[string]any{"chat": map[string]any{"title": "Mine now"}},
@@ -206,7 +206,7 @@ func TestObjectLevelAuthorization(t *testing.T) {
 				before := ts.snapshot(t)
 				c := w.cred(p)
 				if b, isFile := body.([]byte); isFile {
-					c = fileHeaders(map[bool]string{true: w.aAgentKey, false: w.aliceKey}[strings.Contains(p, "/agent/")], "x.txt", hexDigest(b), "text/plain")
+					c = fileHeaders(w.key(p), "x.txt", hexDigest(b), "text/plain")
 				}
 				r := ts.do(t, rt.method, p, c, body)
 				expect(t, r, 404, "not_found")
