@@ -240,6 +240,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		{[]string{"serve", "--addr", "256.0.0.1:99999"}, "listen"},
 		{[]string{"serve", "--rate-limit", "-1"}, "--rate-limit"},
 		{[]string{"serve", "--auth-failure-burst", "0"}, "--auth-failure-burst"},
+		{[]string{"serve", "--header-timeout", "0s"}, "--header-timeout"},
 	} {
 		chatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
 	}

@@ -40,6 +40,12 @@ func data(v any) map[string]any { return map[string]any{"data": v} }
 // JSON Pointer of each such field; a value of the wrong type is 422
 // validation_error at its pointer. A body over the size limit is 413.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	// A declared length over the limit is refused before the body is read:
+	// otherwise a client could make the server wait for, and read, the
+	// limit's worth of a body that will be refused anyway.
+	if r.ContentLength > s.maxBody {
+		return errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
+	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -39,6 +39,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxFileBytes bounds an uploaded file; default DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// HeaderTimeout bounds how long a client may take to send a request's
+	// headers, so that a client trickling them (slowloris) cannot hold a
+	// connection open; default DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
 	// Version is reported by /healthz.
 	Version string
 	// MaxSockets bounds open real-time connections; default 20000.
@@ -78,6 +82,7 @@ type Server struct {
 	log           *slog.Logger
 	web           fs.FS
 	maxBody       int64
+	headerTimeout time.Duration
 	maxFile       int64
 	version       string
 	tokenKey      []byte
@@ -133,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.headerTimeout = cfg.HeaderTimeout; s.headerTimeout <= 0 {
+		s.headerTimeout = DefaultHeaderTimeout
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
@@ -328,13 +336,23 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, errorf(codeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
 }
 
+// DefaultHeaderTimeout is the default of Config.HeaderTimeout: ample for any
+// client that means to send a request, short enough that connections held
+// open by trickled headers do not pile up.
+const DefaultHeaderTimeout = 10 * time.Second
+
 // Serve serves on ln until ctx ends, then shuts down gracefully:
 // it stops accepting connections and waits (up to grace) for requests in
 // flight, whose writes the store then drains.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	// There is no WriteTimeout: it would cut off downloads of large files
+	// over slow links. A download whose client stops reading holds its
+	// connection until the client goes; real-time sockets have their own
+	// write deadlines. ReadTimeout bounds a request body (uploads push their
+	// own deadline ahead while bytes keep coming).
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.headerTimeout,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,

@@ -14,13 +14,11 @@ import (
 // the rule complete as Unicode grows, instead of chasing a list of
 // "invisible" characters.
 func IsBlank(s string) bool {
-	for _, r := range s {
-		if unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S) {
-			return false
-		}
-	}
-	return true
+	return strings.IndexFunc(s, isVisible) < 0
 }
+
+// isVisible reports whether r is a rune IsBlank counts as visible.
+func isVisible(r rune) bool { return unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S) }
 
 // maxTitleLen is the longest room title, in characters, after trimming.
 const maxTitleLen = 120
@@ -51,8 +49,10 @@ func CleanTitle(s string) (string, string) {
 }
 
 // TitleFromMessage derives a room title from the first message: its first
-// line with something visible on it, trimmed, without control or format
-// characters, cut at 120 characters. It returns "" when there is none.
+// line with something visible on it, without control or format characters,
+// trimmed of what is invisible at its start (so that cutting it cannot leave
+// only invisible characters, such as combining marks with nothing to combine
+// with), cut at 120 characters. It returns "" when there is none.
 func TitleFromMessage(content string) string {
 	for _, line := range strings.Split(content, "\n") {
 		line = strings.Map(func(r rune) rune {
@@ -64,8 +64,8 @@ func TitleFromMessage(content string) string {
 			}
 			return r
 		}, line)
-		line = strings.TrimSpace(line)
-		if IsBlank(line) {
+		line = strings.TrimRightFunc(strings.TrimLeftFunc(line, func(r rune) bool { return !isVisible(r) }), unicode.IsSpace)
+		if line == "" {
 			continue
 		}
 		if utf8.RuneCountInString(line) > maxTitleLen {

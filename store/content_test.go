@@ -60,6 +60,9 @@ func TestTitleFromMessage(t *testing.T) {
 		"zero\u200bwidth":               "zerowidth",
 		strings.Repeat("ab", 100):       strings.Repeat("ab", 60),
 		"   ":                           "",
+		// Found by FuzzCleanTitle: cut first, these marks were the whole title.
+		strings.Repeat("\u0301", 120) + "a": "a",
+		"\u0301\u00a0\ue000 title":          "title",
 	} {
 		got := TitleFromMessage(in)
 		if got != want {

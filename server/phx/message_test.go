@@ -1,7 +1,9 @@
 package phx
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -47,11 +49,14 @@ func TestEncodeEmitsStringRefsAndNull(t *testing.T) {
 }
 
 // FuzzDecode: whatever a client sends, Decode neither panics nor returns a
-// message that does not encode back to valid JSON.
+// message that does not encode back to the JSON it was decoded from, up to
+// what Decode documents it normalizes: refs become strings ("" and null
+// both mean absent), and a payload that is not an object becomes {}.
 func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		`["1","2","room:1","phx_join",{"a":1}]`, `["","7","phoenix","heartbeat",null]`, `[null,"5","phoenix","heartbeat",{}]`,
 		`[3,4,"t","e",[]]`, `[]`, `[[],[],[],[],[]]`, `["1","2","t","e",{"x":[1,2,{"y":null}]}]`,
+		`[1e3,-0.5,"t\u0000","\ud800",{"a":"\u2028"}]`, `[ "1" , null , "t" , "e" , { } ]`, `["1","2","t","e",{"a":1,"a":2}]`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -63,8 +68,47 @@ func FuzzDecode(f *testing.F) {
 		if m.Topic == "" || m.Event == "" {
 			t.Fatalf("decoded an empty topic or event from %q", b)
 		}
-		if !json.Valid(Encode(m.JoinRef, m.Ref, m.Topic, m.Event, m.Payload)) {
-			t.Fatalf("re-encoding %q gives invalid JSON", b)
+		out := Encode(m.JoinRef, m.Ref, m.Topic, m.Event, m.Payload)
+		var sent, back []any
+		if err := unmarshalNumbers(b, &sent); err != nil {
+			t.Fatalf("Decode accepted %q, which is not JSON: %v", b, err)
+		}
+		if err := unmarshalNumbers(out, &back); err != nil || len(back) != 5 {
+			t.Fatalf("re-encoding %q gives %s, not a five-element array (%v)", b, out, err)
+		}
+		for i, want := range []any{normalRef(sent[0]), normalRef(sent[1]), sent[2], sent[3]} {
+			if !reflect.DeepEqual(back[i], want) {
+				t.Fatalf("element %d of %q re-encodes as %#v, want %#v", i, b, back[i], want)
+			}
+		}
+		wantPayload := sent[4]
+		if _, isObject := wantPayload.(map[string]any); !isObject {
+			wantPayload = map[string]any{}
+		}
+		if !reflect.DeepEqual(back[4], wantPayload) {
+			t.Fatalf("the payload of %q re-encodes as %#v, want %#v", b, back[4], wantPayload)
+		}
+		if again, err := Decode(out); err != nil || !reflect.DeepEqual(again, m) {
+			t.Fatalf("the re-encoding %s of %q decodes as %+v (%v), not %+v", out, b, again, err, m)
 		}
 	})
+}
+
+// normalRef is a ref as Encode writes it back: a string, or null when absent.
+func normalRef(v any) any {
+	switch r := v.(type) {
+	case json.Number:
+		return string(r)
+	case string:
+		if r != "" {
+			return r
+		}
+	}
+	return nil
+}
+
+func unmarshalNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
 }

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/chatd/chatd/store"
+)
+
+// FuzzByteRange: whatever the Range header, the answer is the whole file
+// (200, 0..size-1), a span inside the file (206, 0 <= first <= last < size)
+// or unsatisfiable (416), and a span asked for plainly is the span given.
+func FuzzByteRange(f *testing.F) {
+	for _, seed := range []struct {
+		header string
+		size   int64
+	}{
+		{"", 10}, {"bytes=0-0", 10}, {"bytes=2-", 10}, {"bytes=-3", 10}, {"bytes=-30", 10}, {"bytes=10-", 10},
+		{"bytes=5-2", 10}, {"bytes=0-1,4-5", 10}, {"items=0-1", 10}, {"bytes=-0", 10}, {"bytes=0-", 0}, {"bytes=-1", 0},
+		{"bytes=99999999999999999999-", 10}, {"bytes=0-99999999999999999999", 10}, {" BYTES = 1-2 ", 10}, {"bytes=+1-2", 10},
+		{"bytes=1--2", 10}, {"bytes=0-0", math.MaxInt64},
+	} {
+		f.Add(seed.header, seed.size)
+	}
+	f.Fuzz(func(t *testing.T, header string, size int64) {
+		if size < 0 {
+			return // sizes come from the database and are never negative
+		}
+		first, last, status := byteRange(header, size)
+		switch status {
+		case http.StatusOK:
+			if first != 0 || last != size-1 {
+				t.Fatalf("byteRange(%q, %d) = %d-%d with 200, not the whole file", header, size, first, last)
+			}
+		case http.StatusPartialContent:
+			if first < 0 || first > last || last >= size {
+				t.Fatalf("byteRange(%q, %d) = %d-%d with 206, outside [0,%d)", header, size, first, last, size)
+			}
+		case http.StatusRequestedRangeNotSatisfiable:
+		default:
+			t.Fatalf("byteRange(%q, %d): status %d", header, size, status)
+		}
+		if a, b, ok := plainSpan(header); ok && a <= b && a < size && (status != http.StatusPartialContent || first != a || last != min(b, size-1)) {
+			t.Fatalf("byteRange(%q, %d) = %d-%d with %d, want %d-%d with 206", header, size, first, last, status, a, min(b, size-1))
+		}
+	})
+}
+
+// plainSpan reads a Range header spelled exactly "bytes=a-b", a and b digits.
+func plainSpan(header string) (a, b int64, ok bool) {
+	spec, ok1 := strings.CutPrefix(header, "bytes=")
+	from, to, ok2 := strings.Cut(spec, "-")
+	a, ok3 := rangeNumber(from)
+	b, ok4 := rangeNumber(to)
+	return a, b, ok1 && ok2 && ok3 && ok4
+}
+
+// FuzzDecodeCursor: a cursor round-trips; any change to it (one byte
+// altered, cut short, lengthened) or use in another listing is refused; and
+// no string, however made, panics the decoder or is accepted unless it is
+// exactly the cursor the server would issue for what it decodes to.
+func FuzzDecodeCursor(f *testing.F) {
+	ts := newTestServer(f)
+	s := ts.srv
+	real := *s.encodeCursor("messages:desc", &store.Keyset{Int: 42, ID: "0190a000-0000-7000-8000-000000000001"})
+	for _, seed := range []string{real, "", ".", "e30.", "e30.AAAAAAAAAAAAAAAAAAAAAA", real + "=", strings.ToUpper(real), strings.Repeat("A", 2000)} {
+		f.Add("messages:desc", int64(42), "", "0190a000-0000-7000-8000-000000000001", seed, uint(3), byte('x'))
+	}
+	f.Add("rooms", int64(0), "a title\x00", "not an id", real, uint(0), byte(0))
+	f.Fuzz(func(t *testing.T, scope string, i int64, str, id, raw string, at uint, to byte) {
+		if !utf8.ValidString(scope) || !utf8.ValidString(str) {
+			return // scopes are constants; JSON would make both valid UTF-8 and so not round-trip
+		}
+		if pos, ok := s.decodeCursor(scope, raw); ok {
+			if again := *s.encodeCursor(scope, pos); again != raw {
+				t.Fatalf("accepted %q, which is not the cursor %q issued for %+v", raw, again, *pos)
+			}
+		}
+		want := store.Keyset{Int: i, Str: str, ID: id}
+		c := *s.encodeCursor(scope, &want)
+		got, ok := s.decodeCursor(scope, c)
+		if ok != store.ValidID(id) && len(c) <= maxCursorLen {
+			t.Fatalf("cursor %q for %+v: accepted %v, valid id %v", c, want, ok, store.ValidID(id))
+		}
+		if !ok {
+			return
+		}
+		if *got != want {
+			t.Fatalf("cursor %q decodes to %+v, want %+v", c, *got, want)
+		}
+		if _, ok := s.decodeCursor(scope+"x", c); ok {
+			t.Fatalf("cursor %q for %q accepted for %q", c, scope, scope+"x")
+		}
+		tampered := []string{c[:len(c)-1], c + "A", "A" + c}
+		if b := []byte(c); b[at%uint(len(b))] != to {
+			b[at%uint(len(b))] = to
+			tampered = append(tampered, string(b))
+		}
+		for _, bad := range tampered {
+			if _, ok := s.decodeCursor(scope, bad); ok {
+				t.Fatalf("tampered cursor %q (from %q) accepted", bad, c)
+			}
+		}
+	})
+}
+
+// FuzzDecodeBody: whatever the body, decoding it into a real request type is
+// a success or a client error (400 invalid_json or unknown_field, 413, 422),
+// never a 500; a JSON object with a field the type does not declare is 400
+// unknown_field; and what it accepts, encoding/json accepts too with unknown
+// fields disallowed, to the same value.
+func FuzzDecodeBody(f *testing.F) {
+	ts := newTestServerWith(f, func(c *Config) { c.MaxBodyBytes = 4096 })
+	s := ts.srv
+	for _, seed := range []string{
+		``, `{}`, `null`, `[]`, `{"message":{"content":"hi","mentions":[{"handle":"bob"}]}}`, `{"message":{"content":"hi","id":"x"}}`,
+		`{"message":{"content":1}}`, `{"message":{"mentions":[{"kind":null}]}}`, `{"Message":{}}`, `{"message":{"content":"a"}} {}`,
+		`{"message":{"metadata":{"anything":[1,{"goes":true}]}}}`, `{"organization_id":"x"}`, `{"message":{"attachment_ids":[1]}}`,
+		`{"message":{"content":"\ud800"}}`, `{"message":null}`, `{"a":` + strings.Repeat("[", 5000),
+		`{"message":{"mentions":[{"id":"x","username":"y","extra":1}]}}`, `{"message":{"content":"x"},"message":{"id":1}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	known := jsonFields(reflect.TypeOf(sendMessageRequest{}))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req sendMessageRequest
+		r := httptest.NewRequest("POST", "/api/v1/agent/chats/x/messages", bytes.NewReader(body))
+		err := s.decodeBody(httptest.NewRecorder(), r, &req)
+		var e *store.Error
+		if err != nil && !errors.As(err, &e) {
+			t.Fatalf("decoding %q: %v is not a client error", body, err)
+		}
+		if err != nil {
+			status, ok := statusOf[e.Code]
+			if !ok || status >= 500 {
+				t.Fatalf("decoding %q: %s answers %d", body, e.Code, status)
+			}
+		}
+		var top map[string]json.RawMessage
+		if int64(len(body)) <= s.maxBody && json.Unmarshal(body, &top) == nil && oneValue(body) {
+			for k := range top {
+				if _, ok := known[k]; !ok && (e == nil || e.Code != codeUnknownField) {
+					t.Fatalf("decoding %q with the field %q: %v, not unknown_field", body, k, err)
+				}
+			}
+		}
+		if err != nil || len(bytes.TrimSpace(body)) == 0 {
+			return
+		}
+		var strict sendMessageRequest
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&strict); err != nil {
+			t.Fatalf("decodeBody accepted %q, which encoding/json refuses: %v", body, err)
+		}
+		if a, b := mustJSON(t, req), mustJSON(t, strict); !bytes.Equal(a, b) {
+			t.Fatalf("decoding %q: decodeBody gives %s, encoding/json %s", body, a, b)
+		}
+	})
+}
+
+// oneValue reports whether b holds exactly one JSON value.
+func oneValue(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var v any
+	if dec.Decode(&v) != nil {
+		return false
+	}
+	_, err := dec.Token()
+	return err != nil
+}
