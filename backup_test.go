@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,34 +60,12 @@ func (b busyRoom) post(t *testing.T, srv *serverProc, content string) (id string
 func (b busyRoom) messageIDs(t *testing.T, srv *serverProc) map[string]bool {
 	t.Helper()
 	ids := map[string]bool{}
-	cursor := ""
-	for {
-		path := "/api/v1/me/chats/" + b.roomID + "/messages?limit=100"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
-		status, body := srv.call(t, "GET", path, b.aliceKey, nil)
-		if status != 200 {
-			t.Fatalf("history: %d %s", status, body)
-		}
-		var out struct {
-			Data     []struct{ ID string }
-			Metadata struct {
-				HasMore    bool    `json:"has_more"`
-				NextCursor *string `json:"next_cursor"`
-			}
-		}
-		if err := json.Unmarshal(body, &out); err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range out.Data {
-			ids[m.ID] = true
-		}
-		if !out.Metadata.HasMore || out.Metadata.NextCursor == nil {
-			return ids
-		}
-		cursor = *out.Metadata.NextCursor
-	}
+	srv.eachItem(t, "/api/v1/me/chats/"+b.roomID+"/messages?limit=100", b.aliceKey, func(item json.RawMessage) {
+		var m struct{ ID string }
+		json.Unmarshal(item, &m)
+		ids[m.ID] = true
+	})
+	return ids
 }
 
 // A backup taken while clients keep posting holds every message the server

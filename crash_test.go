@@ -408,36 +408,17 @@ func fileState(path string) string {
 // reads them, by probe token.
 func (h *crashHistory) readHistory(t *testing.T, srv *serverProc, key string) map[string]string {
 	byToken := map[string]string{}
-	cursor := ""
-	for {
-		path := "/api/v1/me/chats/" + h.room + "/messages?limit=100"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
-		status, body := srv.call(t, "GET", path, key, nil)
-		var out struct {
-			Data     []struct{ ID, Content string }
-			Metadata struct {
-				HasMore    bool    `json:"has_more"`
-				NextCursor *string `json:"next_cursor"`
+	srv.eachItem(t, "/api/v1/me/chats/"+h.room+"/messages?limit=100", key, func(item json.RawMessage) {
+		var m struct{ ID, Content string }
+		json.Unmarshal(item, &m)
+		if token := probeToken.FindString(m.Content); token != "" {
+			if other, ok := byToken[token]; ok && other != m.ID {
+				t.Errorf("%s is in the history twice, as %s and %s", token, other, m.ID)
 			}
+			byToken[token] = m.ID
 		}
-		if status != 200 || json.Unmarshal(body, &out) != nil {
-			t.Fatalf("history: %d %s", status, body)
-		}
-		for _, m := range out.Data {
-			if token := probeToken.FindString(m.Content); token != "" {
-				if other, ok := byToken[token]; ok && other != m.ID {
-					t.Errorf("%s is in the history twice, as %s and %s", token, other, m.ID)
-				}
-				byToken[token] = m.ID
-			}
-		}
-		if !out.Metadata.HasMore {
-			return byToken
-		}
-		cursor = *out.Metadata.NextCursor
-	}
+	})
+	return byToken
 }
 
 func integrityCheck(t *testing.T, db string) string {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -82,34 +81,11 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 
 	srv := startServer(t, db, serverArgs...)
 	present := map[string]bool{}
-	cursor := ""
-	for page := 0; ; page++ {
-		path := "/api/v1/me/agents?limit=100"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
-		status, body := srv.call(t, "GET", path, alice.APIKey, nil)
-		if status != 200 {
-			t.Fatalf("list: %d %s", status, body)
-		}
-		var out struct {
-			Data     []struct{ ID string }
-			Metadata struct {
-				HasMore    bool    `json:"has_more"`
-				NextCursor *string `json:"next_cursor"`
-			}
-		}
-		if err := json.Unmarshal(body, &out); err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range out.Data {
-			present[a.ID] = true
-		}
-		if !out.Metadata.HasMore {
-			break
-		}
-		cursor = *out.Metadata.NextCursor
-	}
+	srv.eachItem(t, "/api/v1/me/agents?limit=100", alice.APIKey, func(item json.RawMessage) {
+		var a struct{ ID string }
+		json.Unmarshal(item, &a)
+		present[a.ID] = true
+	})
 	lost := 0
 	for id := range acked {
 		if !present[id] {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,6 +207,41 @@ func (p *serverProc) call(t testing.TB, method, path, key string, body any) (int
 		t.Fatal(err)
 	}
 	return status, b
+}
+
+// eachItem pages through a cursor-paged listing (path without a cursor,
+// with its own query) and hands each item's JSON to fn.
+func (p *serverProc) eachItem(t testing.TB, path, key string, fn func(item json.RawMessage)) {
+	t.Helper()
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	cursor := ""
+	for {
+		page := path
+		if cursor != "" {
+			page += sep + "cursor=" + url.QueryEscape(cursor)
+		}
+		status, body := p.call(t, "GET", page, key, nil)
+		var out struct {
+			Data     []json.RawMessage
+			Metadata struct {
+				HasMore    bool    `json:"has_more"`
+				NextCursor *string `json:"next_cursor"`
+			}
+		}
+		if status != 200 || json.Unmarshal(body, &out) != nil {
+			t.Fatalf("GET %s: %d %s", page, status, body)
+		}
+		for _, item := range out.Data {
+			fn(item)
+		}
+		if !out.Metadata.HasMore || out.Metadata.NextCursor == nil {
+			return
+		}
+		cursor = *out.Metadata.NextCursor
+	}
 }
 
 func (p *serverProc) try(method, path, key string, body any) (int, []byte, error) {
