@@ -379,4 +379,38 @@ CREATE TABLE bulk_job_items (
     PRIMARY KEY (job_id, position)
 ) STRICT, WITHOUT ROWID;
 
-PRAGMA user_version = 3;
+-- Version 4 ---------------------------------------------------------------
+
+-- Accounts for the web app. A person's password is stored only as an
+-- argon2id hash in PHC form ($argon2id$v=19$m=...,t=...,p=...$salt$hash), so
+-- its parameters can be raised later without a schema change.
+CREATE TABLE user_passwords (
+    user_id    TEXT PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+    hash       TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+
+-- One row per sign-in. A session token names its row, and every use checks
+-- the row is live, so signing out ends the token at once.
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    user_id     TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    inserted_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    revoked_at  INTEGER
+) STRICT;
+
+CREATE INDEX sessions_user ON sessions (user_id);
+
+-- The first-run link that creates the first person: single use, short
+-- lived, stored as a digest only.
+CREATE TABLE setup_tokens (
+    digest     BLOB PRIMARY KEY CHECK (length(digest) = 32),
+    expires_at INTEGER NOT NULL,
+    used_at    INTEGER
+) STRICT;
+
+-- People name their keys to tell them apart; keys made before names read "".
+ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT '';
+
+PRAGMA user_version = 4;

@@ -106,8 +106,11 @@ func insertKey(tx *Tx, kind KeyKind, ownerID, key string) (string, error) {
 // between requests through the credential cache: treat them as read-only.
 type Principal struct {
 	KeyID string // empty for bearer tokens
-	User  *User
-	Agent *Agent
+	// SessionID is set for a session token (a sign-in), which signing out
+	// ends; tokens minted by `chatd token` have none.
+	SessionID string
+	User      *User
+	Agent     *Agent
 	// Delegation is set when an agent acts for User through a delegated
 	// token: User is whom the request acts for, Delegation.Agent who acts.
 	Delegation *Delegation
@@ -269,31 +272,41 @@ func (c *credCache) invalidate() {
 // KeyInfo describes a stored key without revealing it.
 type KeyInfo struct {
 	ID         string
+	Name       string // "" for keys made before keys had names
 	Prefix     string
 	InsertedAt time.Time
 	LastUsedAt *time.Time
 }
 
+const keyInfoColumns = `id, name, prefix, inserted_at, last_used_at`
+
+func scanKeyInfo(row interface{ Scan(...any) error }) (KeyInfo, error) {
+	var k KeyInfo
+	var ins int64
+	var last sql.NullInt64
+	if err := row.Scan(&k.ID, &k.Name, &k.Prefix, &ins, &last); err != nil {
+		return KeyInfo{}, err
+	}
+	k.InsertedAt = time.UnixMicro(ins).UTC()
+	if last.Valid {
+		t := time.UnixMicro(last.Int64).UTC()
+		k.LastUsedAt = &t
+	}
+	return k, nil
+}
+
 // AgentKeys lists the keys of an agent (for tests and operators).
 func (db *DB) AgentKeys(ctx context.Context, agentID string) ([]KeyInfo, error) {
-	rows, err := db.query(ctx,
-		`SELECT id, prefix, inserted_at, last_used_at FROM api_keys WHERE agent_id = ? ORDER BY id`, agentID)
+	rows, err := db.query(ctx, `SELECT `+keyInfoColumns+` FROM api_keys WHERE agent_id = ? ORDER BY id`, agentID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []KeyInfo
 	for rows.Next() {
-		var k KeyInfo
-		var ins int64
-		var last sql.NullInt64
-		if err := rows.Scan(&k.ID, &k.Prefix, &ins, &last); err != nil {
+		k, err := scanKeyInfo(rows)
+		if err != nil {
 			return nil, err
-		}
-		k.InsertedAt = time.UnixMicro(ins).UTC()
-		if last.Valid {
-			t := time.UnixMicro(last.Int64).UTC()
-			k.LastUsedAt = &t
 		}
 		out = append(out, k)
 	}

@@ -57,6 +57,30 @@ func scanUser(row interface{ Scan(...any) error }) (*User, error) {
 // key, in one transaction, and returns the user and the key. The first user of
 // an organization is its admin.
 func (db *DB) CreateUser(ctx context.Context, nu NewUser) (*User, string, error) {
+	c, err := checkNewUser(nu)
+	if err != nil {
+		return nil, "", err
+	}
+	var user *User
+	var key string
+	err = db.Write(ctx, func(tx *Tx) error {
+		if user, err = insertUser(tx, c); err != nil {
+			return err
+		}
+		key, err = insertKey(tx, UserKey, user.ID, nu.APIKey)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return user, key, nil
+}
+
+// checkedUser is a NewUser whose fields passed checkNewUser.
+type checkedUser struct{ handle, first, last, email, org string }
+
+// checkNewUser validates a new person's fields, outside any transaction.
+func checkNewUser(nu NewUser) (checkedUser, error) {
 	p := Problems{}
 	handle := strings.TrimSpace(nu.Handle)
 	if msg := ValidHandle(handle); msg != "" {
@@ -82,42 +106,35 @@ func (db *DB) CreateUser(ctx context.Context, nu NewUser) (*User, string, error)
 		org = DefaultOrganization
 	}
 	if err := p.Err(CodeValidation); err != nil {
-		return nil, "", err
+		return checkedUser{}, err
 	}
 	first, last := splitName(name)
+	return checkedUser{handle: handle, first: first, last: last, email: email, org: org}, nil
+}
 
-	var user *User
-	var key string
-	err := db.Write(ctx, func(tx *Tx) error {
-		orgID, created, err := ensureOrganization(tx, org)
-		if err != nil {
-			return err
-		}
-		role := "user"
-		if created {
-			role = "admin"
-		}
-		ts := tx.Now().UnixMicro()
-		id := newID()
-		_, err = tx.Exec(`INSERT INTO users (id, organization_id, handle, email, first_name, last_name, role, inserted_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, orgID, handle, sql.NullString{String: email, Valid: email != ""}, first, last, role, ts, ts)
-		if isConstraint(err) {
-			return userConflict(tx, handle, email)
-		}
-		if err != nil {
-			return err
-		}
-		if key, err = insertKey(tx, UserKey, id, nu.APIKey); err != nil {
-			return err
-		}
-		user, err = scanUser(tx.QueryRow(`SELECT `+userColumns+` FROM users WHERE id = ?`, id))
-		return err
-	})
+// insertUser adds a checked person to their organization, creating it (with
+// them as its admin) on first use.
+func insertUser(tx *Tx, c checkedUser) (*User, error) {
+	orgID, created, err := ensureOrganization(tx, c.org)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return user, key, nil
+	role := "user"
+	if created {
+		role = "admin"
+	}
+	ts := tx.Now().UnixMicro()
+	id := newID()
+	_, err = tx.Exec(`INSERT INTO users (id, organization_id, handle, email, first_name, last_name, role, inserted_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, orgID, c.handle, sql.NullString{String: c.email, Valid: c.email != ""}, c.first, c.last, role, ts, ts)
+	if isConstraint(err) {
+		return nil, userConflict(tx, c.handle, c.email)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return scanUser(tx.QueryRow(`SELECT `+userColumns+` FROM users WHERE id = ?`, id))
 }
 
 // userConflict names what made a user insert fail.

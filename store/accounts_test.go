@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPasswordHashRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	h, err := hashPassword(ctx, "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("hash %q is not PHC argon2id with the chosen parameters", h)
+	}
+	h2, _ := hashPassword(ctx, "correct horse battery")
+	if h == h2 {
+		t.Fatal("two hashes of one password are equal: no salt")
+	}
+	for _, tc := range []struct {
+		encoded, pw string
+		ok          bool
+	}{
+		{h, "correct horse battery", true},
+		{h, "correct horse batterY", false},
+		{h, "", false},
+		{strings.Replace(h, "argon2id", "argon2i", 1), "correct horse battery", false},
+		{strings.Replace(h, "m=19456", "m=4194304", 1), "correct horse battery", false}, // too costly to try
+		{"not a hash", "correct horse battery", false},
+	} {
+		ok, err := verifyPassword(ctx, tc.encoded, tc.pw)
+		if err != nil || ok != tc.ok {
+			t.Errorf("verify(%q, %q) = %v, %v; want %v", tc.encoded, tc.pw, ok, err, tc.ok)
+		}
+	}
+}
+
+func TestPasswordRules(t *testing.T) {
+	for _, tc := range []struct {
+		pw string
+		ok bool
+	}{
+		{strings.Repeat("a", 11), false},
+		{strings.Repeat("a", 12), true},
+		{strings.Repeat("é", 12), true}, // characters, not bytes
+		{strings.Repeat("a", 256), true},
+		{strings.Repeat("a", 257), false},
+		{"\xff" + strings.Repeat("a", 12), false},
+	} {
+		if got := checkPassword(tc.pw) == ""; got != tc.ok {
+			t.Errorf("checkPassword(%d bytes) ok = %v, want %v", len(tc.pw), got, tc.ok)
+		}
+	}
+}
+
+func TestSignInAndSessions(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.SignIn(ctx, "alice", "no password set yet"); err != ErrBadSignIn {
+		t.Fatalf("sign-in without a password: %v", err)
+	}
+	if err := db.SetPassword(ctx, alice.ID, "short"); ErrorCode(err) != CodeValidation {
+		t.Fatalf("short password: %v", err)
+	}
+	if err := db.SetPassword(ctx, alice.ID, "a long enough password"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][2]string{{"alice", "a long enough passworD"}, {"nobody", "a long enough password"}, {"", ""}} {
+		if _, _, err := db.SignIn(ctx, bad[0], bad[1]); err != ErrBadSignIn {
+			t.Fatalf("sign-in %q: %v", bad, err)
+		}
+	}
+	u, s, err := db.SignIn(ctx, "@Alice", "a long enough password")
+	if err != nil || u.ID != alice.ID || s.UserID != alice.ID || s.ExpiresAt.Sub(time.Now()) < SessionTTL-time.Minute {
+		t.Fatalf("sign-in: %v %+v", err, s)
+	}
+	if got, err := db.SessionUser(ctx, s.ID, alice.ID); err != nil || got.ID != alice.ID {
+		t.Fatalf("live session: %v", err)
+	}
+	if _, err := db.SessionUser(ctx, s.ID, newID()); err != ErrBadCredentials {
+		t.Fatalf("session of another user: %v", err)
+	}
+	if err := db.EndSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SessionUser(ctx, s.ID, alice.ID); err != ErrBadCredentials {
+		t.Fatalf("ended session: %v", err)
+	}
+	// A new password ends the sessions signed in with the old one.
+	_, s2, _ := db.SignIn(ctx, "alice", "a long enough password")
+	if err := db.SetPassword(ctx, alice.ID, "another long password"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SessionUser(ctx, s2.ID, alice.ID); err != ErrBadCredentials {
+		t.Fatalf("session after a password change: %v", err)
+	}
+	if _, _, err := db.SignIn(ctx, "alice", "another long password"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSetUpFirstUser(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	token, err := db.CreateSetupToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rawCount(t, db, `SELECT count(*) FROM setup_tokens WHERE digest = ?`, keyDigest(token)); n != 1 {
+		t.Fatal("the token's digest is not stored")
+	}
+	nu := NewUser{Handle: "ada", Name: "Ada Lovelace", Organization: "elsewhere"}
+	if _, _, err := db.SetUpFirstUser(ctx, token, NewUser{Handle: "-"}, "short"); ErrorCode(err) != CodeValidation {
+		t.Fatalf("bad fields: %v", err)
+	} else if p := err.(*Error).Details.(Problems); p["/password"] == nil || p["/handle"] == nil || p["/name"] == nil {
+		t.Fatalf("problems %v", p)
+	}
+	if _, _, err := db.SetUpFirstUser(ctx, setupPrefix+strings.Repeat("a", 52), nu, "a long enough password"); err != errBadSetup {
+		t.Fatalf("unknown token: %v", err)
+	}
+	u, s, err := db.SetUpFirstUser(ctx, token, nu, "a long enough password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := rawCount(t, db, `SELECT count(*) FROM organizations WHERE id = ? AND name = ?`, u.OrganizationID, DefaultOrganization)
+	if u.Role != "admin" || org != 1 || s.UserID != u.ID {
+		t.Fatalf("first person: %+v in %d", u, org)
+	}
+	if _, err := db.SessionUser(ctx, s.ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.SetUpFirstUser(ctx, token, NewUser{Handle: "again", Name: "Again"}, "a long enough password"); err != errBadSetup {
+		t.Fatalf("used token: %v", err)
+	}
+	token2, _ := db.CreateSetupToken(ctx)
+	if _, _, err := db.SetUpFirstUser(ctx, token2, NewUser{Handle: "again", Name: "Again"}, "a long enough password"); ErrorCode(err) != CodeConflict {
+		t.Fatalf("setup with people present: %v", err)
+	}
+}
+
+func TestUserKeys(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, firstKey, _ := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
+	bob, _, _ := db.CreateUser(ctx, NewUser{Handle: "bob", Name: "Bob"})
+	if _, _, err := db.CreateUserKey(ctx, alice.ID, " "); ErrorCode(err) != CodeValidation {
+		t.Fatalf("blank name: %v", err)
+	}
+	info, key, err := db.CreateUserKey(ctx, alice.ID, "laptop")
+	if err != nil || info.Name != "laptop" || !strings.HasPrefix(key, info.Prefix) || KindOfKey(key) != UserKey {
+		t.Fatalf("create: %v %+v", err, info)
+	}
+	keys, _ := db.UserKeys(ctx, alice.ID)
+	if len(keys) != 2 || keys[0].Name != "" || keys[1].ID != info.ID || !strings.HasPrefix(firstKey, keys[0].Prefix) {
+		t.Fatalf("keys %+v", keys)
+	}
+	if p, err := db.Authenticate(ctx, key); err != nil || p.User.ID != alice.ID {
+		t.Fatalf("new key: %v", err)
+	}
+	if err := db.DeleteUserKey(ctx, bob.ID, info.ID); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("bob deletes alice's key: %v", err)
+	}
+	if err := db.DeleteUserKey(ctx, alice.ID, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Authenticate(ctx, key); err != ErrBadCredentials {
+		t.Fatalf("deleted key (cached before) still works: %v", err)
+	}
+	for i := 1; i < MaxKeysPerUser; i++ {
+		if _, _, err := db.CreateUserKey(ctx, alice.ID, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := db.CreateUserKey(ctx, alice.ID, "one too many"); ErrorCode(err) != CodeLimitReached {
+		t.Fatalf("key %d: %v", MaxKeysPerUser+1, err)
+	}
+}
