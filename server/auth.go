@@ -28,8 +28,9 @@ var (
 		Message: "authentication required: send an API key in the X-API-Key header (humans may send Authorization: Bearer <token> instead)"}
 	errBothCredentials = &store.Error{Code: codeConflictingCredentials,
 		Message: "send either X-API-Key or Authorization: Bearer, not both"}
-	errBadToken = &store.Error{Code: store.CodeUnauthorized, Message: "invalid or expired bearer token"}
-	errNotAgent = &store.Error{Code: store.CodeForbidden,
+	errBadToken     = &store.Error{Code: store.CodeUnauthorized, Message: "invalid or expired bearer token"}
+	errEndedSession = &store.Error{Code: store.CodeUnauthorized, Message: "this session has ended (signed out or expired); sign in again"}
+	errNotAgent     = &store.Error{Code: store.CodeForbidden,
 		Message: "agent authentication required: this endpoint takes an agent API key"}
 	errNotHuman = &store.Error{Code: store.CodeForbidden,
 		Message: "agent keys cannot use the human API"}
@@ -133,7 +134,8 @@ func IssueUserToken(serverSecret []byte, userID string, ttl time.Duration, now t
 }
 
 // principalFromToken verifies a bearer token: HS256 only, issuer chatd,
-// expiry required; its subject must be an existing user. A token signed with
+// expiry required; its subject must be an existing user, and a token with a
+// jti (a sign-in's) must name a live session of that user. A token signed with
 // the delegation key is an agent acting for its person (server_delegation.go).
 func (s *Server) principalFromToken(ctx context.Context, token string) (*store.Principal, error) {
 	if token == "" || len(token) > 4096 {
@@ -158,6 +160,20 @@ func (s *Server) principalFromToken(ctx context.Context, token string) (*store.P
 	}
 	if err != nil || !store.ValidID(claims.Subject) {
 		return nil, errBadToken
+	}
+	if claims.ID != "" {
+		// A session token: it works while its session is live.
+		if !store.ValidID(claims.ID) {
+			return nil, errBadToken
+		}
+		u, err := s.db.SessionUser(ctx, claims.ID, claims.Subject)
+		if err == store.ErrBadCredentials {
+			return nil, errEndedSession
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &store.Principal{User: u, SessionID: claims.ID}, nil
 	}
 	u, err := s.db.UserByID(ctx, claims.Subject)
 	if store.ErrorCode(err) == store.CodeNotFound {

@@ -84,6 +84,11 @@ var authedRoutes = []struct {
 	{"DELETE", "/api/v1/me/agents/" + nilID + "/delegations/" + nilID, humansOnly},
 	{"POST", "/api/v1/agent/delegation/token", agentsOnly},
 
+	{"POST", "/api/v1/auth/sign-out", humansOnly},
+	{"GET", "/api/v1/me/keys", humansOnly},
+	{"POST", "/api/v1/me/keys", humansOnly},
+	{"DELETE", "/api/v1/me/keys/" + nilID, humansOnly},
+
 	{"GET", "/api/v1/agent/memories", agentsOnly},
 	{"POST", "/api/v1/agent/memories", agentsOnly},
 	{"GET", "/api/v1/agent/memories/" + nilID, agentsOnly},

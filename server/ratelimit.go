@@ -268,3 +268,26 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, too
 	}
 	return p, nil
 }
+
+// underAuthFailureLimit runs attempt, a sign-in or a setup (which take a
+// secret in the body, not a credential in the headers), under the
+// failed-authentication limit of the client's address: an address that has
+// spent its budget is refused before any password is hashed, and each 401
+// spends from it.
+func (s *Server) underAuthFailureLimit(r *http.Request, attempt func() error) error {
+	if s.authFailures == nil {
+		return attempt()
+	}
+	now := s.now()
+	addr := clientAddress(r)
+	if s.authFailures.exhausted(addr, now) {
+		return rateLimited(codeRateLimited, msgAuthLimited, s.authFailures.refusal(addr, now))
+	}
+	err := attempt()
+	if store.ErrorCode(err) == store.CodeUnauthorized {
+		if st := s.authFailures.allow(addr, now); !st.allowed {
+			return rateLimited(codeRateLimited, msgAuthLimited, st)
+		}
+	}
+	return err
+}

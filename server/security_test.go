@@ -48,6 +48,7 @@ func newSecWorld(t *testing.T) *secWorld {
 		map[string]any{"contact_request": map[string]any{"recipient_handle": "dave"}}))
 	delegation := created(ts.do(t, "POST", "/api/v1/me/agents/"+cAgent.ID+"/delegations", apiKey(carolKey),
 		map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}))
+	key := created(ts.do(t, "POST", "/api/v1/me/keys", apiKey(carolKey), map[string]any{"key": map[string]any{"name": "laptop"}}))
 	spare := created(ts.do(t, "POST", "/api/v1/me/chats", apiKey(carolKey), map[string]any{}))
 	r := ts.do(t, "POST", "/api/v1/me/chats/bulk-delete", apiKey(carolKey), map[string]any{"ids": []string{spare}})
 	expect(t, r, 202, "")
@@ -66,6 +67,7 @@ func newSecWorld(t *testing.T) *secWorld {
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
+		"keys": key,
 	}
 	w.own = map[string]string{"chats": w.ownRoom, "agents": aAgent.ID}
 	return w
@@ -117,6 +119,8 @@ var secBodies = map[string]any{
 	"DELETE /api/v1/me/chats/:chat_id":                          nil,
 	"DELETE /api/v1/me/agents/:id":                              nil,
 	"DELETE /api/v1/me/memories/:id":                            nil,
+	"DELETE /api/v1/me/keys/:id":                                nil,
+	"POST /api/v1/me/keys":                                      map[string]any{"key": map[string]any{"name": "laptop"}},
 	"DELETE /api/v1/me/contacts/requests/:id":                   nil,
 	"GET /api/v1/agent/chats/:chat_id/messages/next":            nil,
 	"GET /api/v1/agent/chats/:chat_id/tasks/:id/history":        nil,

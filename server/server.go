@@ -246,6 +246,7 @@ func (s *Server) routes() {
 		s.taskRoutes()
 	}
 	s.delegationRoutes()
+	s.accountRoutes()
 }
 
 // handlerFunc is an endpoint: it writes a success response or returns the

@@ -125,6 +125,16 @@ func TestSetUpFirstUser(t *testing.T) {
 	if _, _, err := db.SetUpFirstUser(ctx, setupPrefix+strings.Repeat("a", 52), nu, "a long enough password"); err != errBadSetup {
 		t.Fatalf("unknown token: %v", err)
 	}
+	expired, _ := db.CreateSetupToken(ctx)
+	if err := db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.Exec(`UPDATE setup_tokens SET expires_at = ? WHERE digest = ?`, tx.Now().UnixMicro(), keyDigest(expired))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.SetUpFirstUser(ctx, expired, nu, "a long enough password"); err != errBadSetup {
+		t.Fatalf("expired token: %v", err)
+	}
 	u, s, err := db.SetUpFirstUser(ctx, token, nu, "a long enough password")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// Accounts, for the web app: first-run setup, sign-in and sign-out with a
+// password, and a person's own human API keys. These routes are chatd's
+// own (the hosted API has no equivalent).
+//
+// A session token is a bearer token like the ones `chatd token` mints, plus
+// the session's id as its jti: every use checks the session is live (one
+// indexed read, no cache), so signing out ends it at once. Tokens without a
+// jti carry no session and keep working until they expire.
+
+func (s *Server) accountRoutes() {
+	s.handle("POST", "/api/v1/auth/setup", public, s.setup)
+	s.handle("POST", "/api/v1/auth/sign-in", public, s.signIn)
+	s.handle("POST", "/api/v1/auth/sign-out", humansOnly, s.signOut)
+	s.handle("GET", "/api/v1/me/keys", humansOnly, s.listKeys)
+	s.handle("POST", "/api/v1/me/keys", humansOnly, s.createKey)
+	s.handle("DELETE", "/api/v1/me/keys/:id", humansOnly, s.deleteKey)
+}
+
+// issueSessionToken signs the bearer token of a session.
+func (s *Server) issueSessionToken(sess *store.Session) (string, error) {
+	now := time.Now()
+	claims := jwt.RegisteredClaims{
+		Issuer:    tokenIssuer,
+		Subject:   sess.UserID,
+		ID:        sess.ID,
+		IssuedAt:  jwt.NewNumericDate(now),
+		NotBefore: jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(sess.ExpiresAt),
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.tokenKey)
+}
+
+// sessionAnswer is the token part of the answer to a sign-in or a setup.
+func (s *Server) sessionAnswer(sess *store.Session) (map[string]any, error) {
+	tok, err := s.issueSessionToken(sess)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"access_token": tok, "token_type": "Bearer",
+		"expires_in": int(time.Until(sess.ExpiresAt).Round(time.Second).Seconds())}, nil
+}
+
+type setupRequest struct {
+	Token    string `json:"token"`
+	Handle   string `json:"handle"`
+	Name     string `json:"name"`
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+// setup is POST /api/v1/auth/setup: the first-run link's token creates the
+// first person (admin of the default organization) and signs them in.
+func (s *Server) setup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req setupRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	var u *store.User
+	var sess *store.Session
+	err := s.underAuthFailureLimit(r, func() error {
+		var err error
+		u, sess, err = s.db.SetUpFirstUser(r.Context(), req.Token,
+			store.NewUser{Handle: req.Handle, Name: req.Name, Email: req.Email}, req.Password)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out, err := s.sessionAnswer(sess)
+	if err != nil {
+		return err
+	}
+	out["user"] = newUserView(u)
+	writeJSON(w, http.StatusCreated, data(out))
+	return nil
+}
+
+type signInRequest struct {
+	Handle   string `json:"handle"`
+	Password string `json:"password"`
+}
+
+// signIn is POST /api/v1/auth/sign-in: a handle and password for a session
+// token. A wrong handle and a wrong password answer the same 401, and count
+// against the address's failed-authentication limit as a bad key does.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req signInRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	var sess *store.Session
+	err := s.underAuthFailureLimit(r, func() error {
+		var err error
+		_, sess, err = s.db.SignIn(r.Context(), req.Handle, req.Password)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out, err := s.sessionAnswer(sess)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(out))
+	return nil
+}
+
+// signOut is POST /api/v1/auth/sign-out: the session behind the bearer
+// token ends, and the token with it. Only a session has anything to end: an
+// API key is deleted instead, and a `chatd token` token lapses.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	p := principal(r)
+	if p.SessionID == "" {
+		return errorf(store.CodeBadRequest,
+			"only a session token (from sign-in) can be signed out; delete an API key with DELETE /api/v1/me/keys/{id}")
+	}
+	if err := s.db.EndSession(r.Context(), p.SessionID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// keyView is a human API key as its person sees it: never the key, except
+// once in the answer that creates it.
+type keyView struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	Prefix     string  `json:"prefix"`
+	APIKey     string  `json:"api_key,omitempty"`
+	InsertedAt string  `json:"inserted_at"`
+	LastUsedAt *string `json:"last_used_at"`
+}
+
+func newKeyView(k store.KeyInfo) keyView {
+	return keyView{ID: k.ID, Name: k.Name, Prefix: k.Prefix, InsertedAt: timestamp(k.InsertedAt),
+		LastUsedAt: optionalTimestamp(k.LastUsedAt)}
+}
+
+// listKeys is GET /api/v1/me/keys: the caller's own human API keys.
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	keys, err := s.db.UserKeys(r.Context(), callerUser(r).ID)
+	if err != nil {
+		return err
+	}
+	views := make([]keyView, len(keys))
+	for i, k := range keys {
+		views[i] = newKeyView(k)
+	}
+	writeJSON(w, http.StatusOK, data(views))
+	return nil
+}
+
+type createKeyRequest struct {
+	Key *struct {
+		Name string `json:"name"`
+	} `json:"key"`
+}
+
+// createKey is POST /api/v1/me/keys: 201 with the new key, shown this once.
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	var req createKeyRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Key == nil {
+		return store.Problems{"/key": {"is required"}}.Err(store.CodeValidation)
+	}
+	info, key, err := s.db.CreateUserKey(r.Context(), callerUser(r).ID, req.Key.Name)
+	if err != nil {
+		return err
+	}
+	v := newKeyView(info)
+	v.APIKey = key
+	writeJSON(w, http.StatusCreated, data(v))
+	return nil
+}
+
+// deleteKey is DELETE /api/v1/me/keys/{id}: the key stops working at once.
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, ps.ByName("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
