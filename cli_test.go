@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -317,4 +320,69 @@ func TestServeMetricsListener(t *testing.T) {
 	}
 	chatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0", "--metrics-addr", "nonsense").failsWithOneLine(t, "for metrics")
 	chatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--checkpoints", "sometimes").failsWithOneLine(t, "--checkpoints")
+}
+
+// chatdWithInput runs the binary with stdin, as chatd does with none.
+func chatdWithInput(t testing.TB, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(chatdBin, args...)
+	cmd.Env = cleanEnv()
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// A new database: serve prints one setup link, which creates the first
+// person once; set-password then replaces their password from stdin.
+func TestSetupLinkAndSetPassword(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	srv := startServer(t, db)
+	var link string
+	select {
+	case link = <-srv.setup:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no setup link printed for an empty database")
+	}
+	base, token, ok := strings.Cut(link, "/setup#")
+	if !ok || base != srv.url || !strings.HasPrefix(token, "band_s_") {
+		t.Fatalf("setup link %q", link)
+	}
+	signIn := func(password string) int {
+		s, _, err := srv.send("POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "ada", "password": password})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	setup := map[string]any{"token": token, "handle": "ada", "name": "Ada Lovelace", "password": "first long password"}
+	if s, b, err := srv.send("POST", "/api/v1/auth/setup", nil, setup); err != nil || s != 201 {
+		t.Fatalf("setup: %d %s %v", s, b, err)
+	}
+	if s, _, _ := srv.send("POST", "/api/v1/auth/setup", nil, setup); s != 401 {
+		t.Fatalf("setup link used twice: %d", s)
+	}
+	if s := signIn("first long password"); s != 200 {
+		t.Fatalf("sign-in after setup: %d", s)
+	}
+
+	chatdWithInput(t, "second long password\n", "set-password", "--db", db, "--user", "ada").ok(t)
+	if s := signIn("second long password"); s != 200 {
+		t.Fatalf("sign-in with the new password: %d", s)
+	}
+	if s := signIn("first long password"); s != 401 {
+		t.Fatalf("sign-in with the old password: %d", s)
+	}
+	chatdWithInput(t, "too short\n", "set-password", "--db", db, "--user", "ada").failsWithOneLine(t, "12 to 256 characters")
+	chatdWithInput(t, "", "set-password", "--db", db, "--user", "ada").failsWithOneLine(t, "no password on standard input")
+	chatdWithInput(t, "a long enough password\n", "set-password", "--db", db, "--user", "nobody").failsWithOneLine(t, "nobody")
+	chatdWithInput(t, "", "set-password", "--db", db).failsWithOneLine(t, "--user")
+	if help := chatd(t, nil, "set-password", "--help").ok(t).stdout; !strings.Contains(help, "standard input") {
+		t.Fatalf("set-password --help: %s", help)
+	}
 }

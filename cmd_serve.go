@@ -223,7 +223,15 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
 		version, url, db.Path(), db.SchemaVersion(), syncMode)
 	if n, err := db.CountUsers(ctx); err == nil && n == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create one with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
+		// The token travels in the fragment, which browsers never send:
+		// it stays out of the access logs of any proxy in between.
+		if token, err := db.CreateSetupToken(ctx); err != nil {
+			logger.Error("creating the setup link", "err", err)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create the first account within %s at  %s/setup#%s\n",
+				store.SetupTokenTTL, url, token)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "or with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
 	}
 	logger.Info("serving", "url", url, "db", db.Path())
 	var metricsSrv *http.Server

@@ -86,7 +86,7 @@ Then:        chatd create-user --handle you --name "Your Name"
 		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
 	})
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(),
-		newBackupCmd(), newRestoreCmd(), newTokenCmd())
+		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd())
 	return root
 }
 

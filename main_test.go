@@ -130,11 +130,14 @@ type serverProc struct {
 	done   chan error
 	// metrics receives the metrics URL if the server prints one.
 	metrics chan string
+	// setup receives the first-run setup link if the server prints one.
+	setup chan string
 }
 
 var (
 	listening = regexp.MustCompile(`listening on (http://\S+)`)
 	metricsAt = regexp.MustCompile(`^metrics at (http://\S+)`)
+	setupAt   = regexp.MustCompile(`(http://\S+/setup#\S+)`)
 )
 
 // startServer runs `chatd serve --addr 127.0.0.1:0` on db and waits until it
@@ -148,7 +151,7 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &serverProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1), metrics: make(chan string, 1)}
+	p := &serverProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1), metrics: make(chan string, 1), setup: make(chan string, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -162,6 +165,9 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 			}
 			if m := metricsAt.FindStringSubmatch(sc.Text()); m != nil {
 				p.metrics <- m[1]
+			}
+			if m := setupAt.FindStringSubmatch(sc.Text()); m != nil {
+				p.setup <- m[1]
 			}
 		}
 		close(urls)

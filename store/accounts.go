@@ -142,10 +142,14 @@ func (db *DB) SetPassword(ctx context.Context, userID, password string) error {
 }
 
 // CreateSetupToken stores the digest of a new first-run setup token, valid
-// SetupTokenTTL and once, and returns the token.
+// SetupTokenTTL and once, and returns the token. Earlier tokens stop
+// working: only the link printed last opens setup.
 func (db *DB) CreateSetupToken(ctx context.Context) (string, error) {
 	token := setupPrefix + strings.TrimPrefix(mintKey(UserKey), mintPrefix[UserKey])
 	err := db.Write(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(`DELETE FROM setup_tokens`); err != nil {
+			return err
+		}
 		_, err := tx.Exec(`INSERT INTO setup_tokens (digest, expires_at) VALUES (?, ?)`,
 			keyDigest(token), tx.Now().Add(SetupTokenTTL).UnixMicro())
 		return err

@@ -109,22 +109,7 @@ func TestSignInAndSessions(t *testing.T) {
 func TestSetUpFirstUser(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	token, err := db.CreateSetupToken(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := rawCount(t, db, `SELECT count(*) FROM setup_tokens WHERE digest = ?`, keyDigest(token)); n != 1 {
-		t.Fatal("the token's digest is not stored")
-	}
 	nu := NewUser{Handle: "ada", Name: "Ada Lovelace", Organization: "elsewhere"}
-	if _, _, err := db.SetUpFirstUser(ctx, token, NewUser{Handle: "-"}, "short"); ErrorCode(err) != CodeValidation {
-		t.Fatalf("bad fields: %v", err)
-	} else if p := err.(*Error).Details.(Problems); p["/password"] == nil || p["/handle"] == nil || p["/name"] == nil {
-		t.Fatalf("problems %v", p)
-	}
-	if _, _, err := db.SetUpFirstUser(ctx, setupPrefix+strings.Repeat("a", 52), nu, "a long enough password"); err != errBadSetup {
-		t.Fatalf("unknown token: %v", err)
-	}
 	expired, _ := db.CreateSetupToken(ctx)
 	if err := db.Write(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`UPDATE setup_tokens SET expires_at = ? WHERE digest = ?`, tx.Now().UnixMicro(), keyDigest(expired))
@@ -134,6 +119,24 @@ func TestSetUpFirstUser(t *testing.T) {
 	}
 	if _, _, err := db.SetUpFirstUser(ctx, expired, nu, "a long enough password"); err != errBadSetup {
 		t.Fatalf("expired token: %v", err)
+	}
+	token, err := db.CreateSetupToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.SetUpFirstUser(ctx, expired, nu, "a long enough password"); err != errBadSetup {
+		t.Fatalf("replaced token: %v", err)
+	}
+	if n := rawCount(t, db, `SELECT count(*) FROM setup_tokens WHERE digest = ?`, keyDigest(token)); n != 1 {
+		t.Fatal("the token's digest is not stored")
+	}
+	if _, _, err := db.SetUpFirstUser(ctx, token, NewUser{Handle: "-"}, "short"); ErrorCode(err) != CodeValidation {
+		t.Fatalf("bad fields: %v", err)
+	} else if p := err.(*Error).Details.(Problems); p["/password"] == nil || p["/handle"] == nil || p["/name"] == nil {
+		t.Fatalf("problems %v", p)
+	}
+	if _, _, err := db.SetUpFirstUser(ctx, setupPrefix+strings.Repeat("a", 52), nu, "a long enough password"); err != errBadSetup {
+		t.Fatalf("unknown token: %v", err)
 	}
 	u, s, err := db.SetUpFirstUser(ctx, token, nu, "a long enough password")
 	if err != nil {
