@@ -37,8 +37,14 @@ type Session struct {
 	ExpiresAt time.Time
 }
 
+// createSession starts a session for userID. The person's ended sessions
+// are dropped on the way, so their rows stay as few as their live sessions.
 func createSession(tx *Tx, userID string) (*Session, error) {
 	s := &Session{ID: newID(), UserID: userID, ExpiresAt: tx.Now().Add(SessionTTL)}
+	if _, err := tx.Exec(`DELETE FROM sessions WHERE user_id = ? AND (expires_at <= ? OR revoked_at IS NOT NULL)`,
+		userID, tx.Now().UnixMicro()); err != nil {
+		return nil, err
+	}
 	_, err := tx.Exec(`INSERT INTO sessions (id, user_id, inserted_at, expires_at) VALUES (?, ?, ?, ?)`,
 		s.ID, userID, tx.Now().UnixMicro(), s.ExpiresAt.UnixMicro())
 	return s, err

@@ -104,6 +104,10 @@ func TestSignInAndSessions(t *testing.T) {
 	if _, _, err := db.SignIn(ctx, "alice", "another long password"); err != nil {
 		t.Fatal(err)
 	}
+	// Ended sessions are dropped at the next sign-in.
+	if n := rawCount(t, db, `SELECT count(*) FROM sessions WHERE user_id = ?`, alice.ID); n != 1 {
+		t.Fatalf("%d session rows, want the one live session", n)
+	}
 }
 
 func TestSetUpFirstUser(t *testing.T) {
