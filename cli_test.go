@@ -338,8 +338,9 @@ func chatdWithInput(t testing.TB, stdin string, args ...string) result {
 	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
 }
 
-// A new database: serve prints one setup link, which creates the first
-// person once; set-password then replaces their password from stdin.
+// A new database: serve prints one setup token and the request that spends
+// it, which creates the first person once; set-password then replaces their
+// password from stdin.
 func TestSetupLinkAndSetPassword(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
@@ -347,11 +348,11 @@ func TestSetupLinkAndSetPassword(t *testing.T) {
 	select {
 	case link = <-srv.setup:
 	case <-time.After(30 * time.Second):
-		t.Fatal("no setup link printed for an empty database")
+		t.Fatal("no setup token printed for an empty database")
 	}
-	base, token, ok := strings.Cut(link, "/setup#")
+	base, token, ok := strings.Cut(link, " ")
 	if !ok || base != srv.url || !strings.HasPrefix(token, "band_s_") {
-		t.Fatalf("setup link %q", link)
+		t.Fatalf("setup command for %q", link)
 	}
 	signIn := func(password string) int {
 		s, _, err := srv.send("POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "ada", "password": password})

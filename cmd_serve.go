@@ -223,13 +223,14 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
 		version, url, db.Path(), db.SchemaVersion(), syncMode)
 	if n, err := db.CountUsers(ctx); err == nil && n == 0 {
-		// The token travels in the fragment, which browsers never send:
-		// it stays out of the access logs of any proxy in between.
+		// The token goes in a request body, never in a URL, so it stays out
+		// of the access logs of any proxy in between.
 		if token, err := db.CreateSetupToken(ctx); err != nil {
 			logger.Error("creating the setup link", "err", err)
 		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create the first account within %s at  %s/setup#%s\n",
-				store.SetupTokenTTL, url, token)
+			fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create the first account within %d minutes with this one-time setup token:\n"+
+				"  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
+				int(store.SetupTokenTTL.Minutes()), url, token)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "or with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
 	}

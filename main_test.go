@@ -137,7 +137,7 @@ type serverProc struct {
 var (
 	listening = regexp.MustCompile(`listening on (http://\S+)`)
 	metricsAt = regexp.MustCompile(`^metrics at (http://\S+)`)
-	setupAt   = regexp.MustCompile(`(http://\S+/setup#\S+)`)
+	setupAt   = regexp.MustCompile(`curl -X POST (http://\S+)/api/v1/auth/setup -d '\{"token": "(band_s_\w+)"`)
 )
 
 // startServer runs `chatd serve --addr 127.0.0.1:0` on db and waits until it
@@ -167,7 +167,7 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 				p.metrics <- m[1]
 			}
 			if m := setupAt.FindStringSubmatch(sc.Text()); m != nil {
-				p.setup <- m[1]
+				p.setup <- m[1] + " " + m[2]
 			}
 		}
 		close(urls)
