@@ -44,9 +44,16 @@ async function handle(roomId, message, via) {
   }
   done.add(message.id);
   const base = `/api/v1/agent/chats/${roomId}/messages/${message.id}`;
-  const processing = await api("POST", `${base}/processing`);
-  const processed = await api("POST", `${base}/processed`, {});
-  log({ event: "processed", id: message.id, via, status: [processing.status, processed.status] });
+  try {
+    const processing = await api("POST", `${base}/processing`);
+    const processed = await api("POST", `${base}/processed`, {});
+    log({ event: "processed", id: message.id, via, status: [processing.status, processed.status] });
+  } catch (e) {
+    // The server went away mid-way (a restart): /next serves the message
+    // again once the channel rejoins, so forget it was seen.
+    done.delete(message.id);
+    throw e;
+  }
 }
 
 const draining = new Set();
@@ -65,6 +72,9 @@ async function drain(roomId) {
       await handle(roomId, next.body.data, "next");
     }
     log({ event: "drained", room: roomId });
+  } catch (e) {
+    // A request cut off by a server restart; the rejoin drains again.
+    log({ event: "api_error", room: roomId, error: String(e.cause?.code ?? e) });
   } finally {
     draining.delete(roomId);
   }
@@ -85,7 +95,7 @@ function joinRoom(roomId) {
   const channel = socket.channel(`chat_room:${roomId}`);
   channel.on("message_created", (message) => {
     log({ event: "message_created", id: message.id, room: roomId, join_ref_ok: true });
-    handle(roomId, message, "push");
+    handle(roomId, message, "push").catch((e) => log({ event: "api_error", room: roomId, error: String(e.cause?.code ?? e) }));
   });
   channel
     .join()
@@ -108,8 +118,12 @@ agentRooms.on("room_added", (room) => {
 });
 agentRooms.join().receive("ok", async () => {
   log({ event: "joined", topic: agentRooms.topic });
-  const list = await api("GET", "/api/v1/agent/chats?page_size=100");
-  for (const room of list.body.data) joinRoom(room.id);
+  try {
+    const list = await api("GET", "/api/v1/agent/chats?page_size=100");
+    for (const room of list.body.data) joinRoom(room.id);
+  } catch (e) {
+    log({ event: "api_error", error: String(e.cause?.code ?? e) });
+  }
 });
 
 socket.onOpen(() => log({ event: "open" }));
