@@ -55,10 +55,7 @@ Give the key to a Band SDK as its agent API key, with
 					return usageError{fmt.Errorf("there is more than one person; name the owner with --owner")}
 				}
 			} else {
-				u, err = db.UserByHandle(ctx, owner)
-				if store.ErrorCode(err) == store.CodeNotFound {
-					return fmt.Errorf("no person has the handle %q (create them with chatd create-user)", owner)
-				}
+				u, err = personByHandle(ctx, db, owner)
 			}
 			if err != nil {
 				return err

@@ -45,10 +45,8 @@ hash. Setting a password signs the person out of every session.`, store.MinPassw
 			}
 			defer db.Close()
 			ctx := context.Background()
-			u, err := db.UserByHandle(ctx, handle)
-			if store.ErrorCode(err) == store.CodeNotFound {
-				return fmt.Errorf("no person has the handle %q", handle)
-			} else if err != nil {
+			u, err := personByHandle(ctx, db, handle)
+			if err != nil {
 				return err
 			}
 			if err := db.SetPassword(ctx, u.ID, password); err != nil {

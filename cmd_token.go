@@ -37,10 +37,8 @@ database, so they stop working if the database is replaced.`,
 			}
 			defer db.Close()
 			ctx := context.Background()
-			u, err := db.UserByHandle(ctx, handle)
-			if store.ErrorCode(err) == store.CodeNotFound {
-				return fmt.Errorf("no person has the handle %q", handle)
-			} else if err != nil {
+			u, err := personByHandle(ctx, db, handle)
+			if err != nil {
 				return err
 			}
 			secret, err := db.ServerSecret(ctx)

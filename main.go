@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -134,6 +135,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 }
 
 // openStore opens the database named by --db, creating or upgrading it.
+// personByHandle finds the person a command names, with the error a
+// newcomer can act on when nobody has that handle.
+func personByHandle(ctx context.Context, db *store.DB, handle string) (*store.User, error) {
+	u, err := db.UserByHandle(ctx, handle)
+	if store.ErrorCode(err) == store.CodeNotFound {
+		return nil, fmt.Errorf("no person has the handle %q (create them with chatd create-user)", handle)
+	}
+	return u, err
+}
+
 func openStore(cmd *cobra.Command, opts store.Options) (*store.DB, error) {
 	path, _ := cmd.Flags().GetString("db")
 	opts.Schema = schemaSQL
