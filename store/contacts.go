@@ -452,7 +452,7 @@ func (db *DB) ListContactRequests(ctx context.Context, actor Actor, received boo
 	where := col + ` = ?`
 	args := []any{actor.ID}
 	if len(statuses) > 0 {
-		where += ` AND status IN (?` + strings.Repeat(",?", len(statuses)-1) + `)`
+		where += ` AND status IN ` + inList(len(statuses))
 		for _, s := range statuses {
 			args = append(args, s)
 		}

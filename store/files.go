@@ -328,14 +328,9 @@ func attachFiles(q queryer, msgs []*Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	bySeq := make(map[int64]*Message, len(msgs))
-	seqs := make([]any, 0, len(msgs))
-	for _, m := range msgs {
-		bySeq[m.Seq] = m
-		seqs = append(seqs, m.Seq)
-	}
+	bySeq, seqs := byKey(msgs, func(m *Message) int64 { return m.Seq })
 	rows, err := q.Query(`SELECT ma.message_seq, `+prefixed("f.", fileColumns)+` FROM message_attachments ma JOIN files f ON f.id = ma.file_id
-		WHERE ma.message_seq IN (?`+strings.Repeat(",?", len(seqs)-1)+`) ORDER BY ma.message_seq, ma.position`, seqs...)
+		WHERE ma.message_seq IN `+inList(len(seqs))+` ORDER BY ma.message_seq, ma.position`, seqs...)
 	if err != nil {
 		return err
 	}

@@ -472,13 +472,8 @@ func attachDeliveries(q queryer, msgs []*Message, agentID string) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	bySeq := make(map[int64]*Message, len(msgs))
-	seqs := make([]any, 0, len(msgs))
-	for _, m := range msgs {
-		bySeq[m.Seq] = m
-		seqs = append(seqs, m.Seq)
-	}
-	query := `SELECT message_seq, ` + deliveryColumns + ` FROM deliveries WHERE message_seq IN (?` + strings.Repeat(",?", len(seqs)-1) + `)`
+	bySeq, seqs := byKey(msgs, func(m *Message) int64 { return m.Seq })
+	query := `SELECT message_seq, ` + deliveryColumns + ` FROM deliveries WHERE message_seq IN ` + inList(len(seqs))
 	args := seqs
 	if agentID != "" {
 		query += ` AND agent_id = ?`

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
 )
 
@@ -103,3 +104,19 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 	}
 	return db.read.QueryContext(ctx, query, args...)
 }
+
+// byKey indexes rows that a follow-up query enriches, and returns their
+// keys, in order, as that query's arguments.
+func byKey[K comparable, T any](rows []T, key func(T) K) (map[K]T, []any) {
+	index := make(map[K]T, len(rows))
+	args := make([]any, 0, len(rows))
+	for _, r := range rows {
+		index[key(r)] = r
+		args = append(args, key(r))
+	}
+	return index, args
+}
+
+// inList is the placeholder list "(?,?,…)" of an IN clause with n > 0
+// arguments.
+func inList(n int) string { return "(?" + strings.Repeat(",?", n-1) + ")" }

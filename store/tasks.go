@@ -176,16 +176,11 @@ func attachAssignments(q queryer, tasks []*Task) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	byID := make(map[string]*Task, len(tasks))
-	ids := make([]any, 0, len(tasks))
-	for _, t := range tasks {
-		byID[t.ID] = t
-		ids = append(ids, t.ID)
-	}
+	byID, ids := byKey(tasks, func(t *Task) string { return t.ID })
 	rows, err := q.Query(`SELECT a.task_id, a.assignee, a.status, a.active_form, a.linked_native_id, a.updated_at,
 			(SELECT e.seq FROM task_events e WHERE e.task_id = a.task_id AND e.event = 'status_changed'
 				AND json_extract(e.actor, '$.id') = a.assignee_id ORDER BY e.seq LIMIT 1) AS joined
-		FROM task_assignments a WHERE a.task_id IN (?`+strings.Repeat(",?", len(ids)-1)+`)
+		FROM task_assignments a WHERE a.task_id IN `+inList(len(ids))+`
 		ORDER BY a.task_id, joined, a.assignee_id`, ids...)
 	if err != nil {
 		return err
