@@ -7,10 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // busyRoom is a room of alice's with her agent in it, on a running server.
@@ -79,54 +77,16 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	srv := startServer(t, db, "--max-messages-per-room", "10000000", "--rate-limit", "0")
 	room := newBusyRoom(t, db, srv)
 
-	var mu sync.Mutex
-	var acked []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id, ok := room.post(t, srv, fmt.Sprintf("writer %d message %d", w, i))
-				if !ok {
-					return
-				}
-				mu.Lock()
-				acked = append(acked, id)
-				mu.Unlock()
-			}
-		}()
-	}
-	waitFor := func(n int) {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			mu.Lock()
-			got := len(acked)
-			mu.Unlock()
-			if got >= n || time.Now().After(deadline) {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	waitFor(500)
-	mu.Lock()
-	before := append([]string(nil), acked...)
-	mu.Unlock()
+	storm := startWriteStorm(8, func(w, i int) (string, bool) {
+		return room.post(t, srv, fmt.Sprintf("writer %d message %d", w, i))
+	})
+	storm.waitFor(500)
+	before := storm.ackedSoFar()
 	copyPath := filepath.Join(dir, "backup.db")
 	chatd(t, nil, "backup", "--db", db, copyPath).ok(t)
-	mu.Lock()
-	during := len(acked) - len(before)
-	mu.Unlock()
-	waitFor(len(before) + during + 100) // the load went on after the backup too
-	close(stop)
-	wg.Wait()
+	during := len(storm.ackedSoFar()) - len(before)
+	storm.waitFor(len(before) + during + 100) // the load went on after the backup too
+	storm.halt()
 	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d: %s", code, srv.stderr)
 	}

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 )
 
 // An acknowledged write is a committed, synced write: a server killed with
@@ -21,62 +19,38 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 	serverArgs := []string{"--sync", "full", "--max-agents-per-user", "1000000"}
 
 	acked := map[string]bool{}
-	var mu sync.Mutex
 	for round := 0; round < 3; round++ {
 		srv := startServer(t, db, serverArgs...)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					status, body, err := srv.try("POST", "/api/v1/me/agents/register", alice.APIKey, map[string]any{
-						"agent": map[string]any{"name": fmt.Sprintf("r%dw%di%d", round, w, i), "description": "durability probe"}})
-					if err != nil {
-						return // the server is gone
-					}
-					if status != 201 {
-						t.Errorf("register: %d %s", status, body)
-						return
-					}
-					var out struct {
-						Data struct {
-							Agent struct{ ID string }
-						}
-					}
-					if err := json.Unmarshal(body, &out); err != nil || out.Data.Agent.ID == "" {
-						t.Errorf("201 without an agent id: %s", body)
-						return
-					}
-					mu.Lock()
-					acked[out.Data.Agent.ID] = true
-					mu.Unlock()
-				}
-			}()
-		}
-		target := (round + 1) * 150
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			mu.Lock()
-			n := len(acked)
-			mu.Unlock()
-			if n >= target || time.Now().After(deadline) {
-				break
+		storm := startWriteStorm(8, func(w, i int) (string, bool) {
+			status, body, err := srv.try("POST", "/api/v1/me/agents/register", alice.APIKey, map[string]any{
+				"agent": map[string]any{"name": fmt.Sprintf("r%dw%di%d", round, w, i), "description": "durability probe"}})
+			if err != nil {
+				return "", false // the server is gone
 			}
-			time.Sleep(time.Millisecond)
-		}
+			if status != 201 {
+				t.Errorf("register: %d %s", status, body)
+				return "", false
+			}
+			var out struct {
+				Data struct {
+					Agent struct{ ID string }
+				}
+			}
+			if err := json.Unmarshal(body, &out); err != nil || out.Data.Agent.ID == "" {
+				t.Errorf("201 without an agent id: %s", body)
+				return "", false
+			}
+			return out.Data.Agent.ID, true
+		})
+		storm.waitFor((round+1)*150 - len(acked))
 		if err := srv.cmd.Process.Kill(); err != nil { // SIGKILL: no shutdown, no checkpoint
 			t.Fatal(err)
 		}
 		<-srv.done
-		close(stop)
-		wg.Wait()
+		storm.halt()
+		for _, id := range storm.ackedSoFar() {
+			acked[id] = true
+		}
 	}
 
 	srv := startServer(t, db, serverArgs...)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -283,4 +284,60 @@ func (p *serverProc) send(method, path string, headers map[string]string, body a
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	return res.StatusCode, b, err
+}
+
+// writeStorm is writers concurrent loops of write(w, i) against a server,
+// keeping the ids it acknowledged; a writer ends when write says so (the
+// server is gone, or refused).
+type writeStorm struct {
+	mu    sync.Mutex
+	acked []string
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func startWriteStorm(writers int, write func(w, i int) (id string, ok bool)) *writeStorm {
+	s := &writeStorm{stop: make(chan struct{})}
+	for w := 0; w < writers; w++ {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-s.stop:
+					return
+				default:
+				}
+				id, ok := write(w, i)
+				if !ok {
+					return
+				}
+				s.mu.Lock()
+				s.acked = append(s.acked, id)
+				s.mu.Unlock()
+			}
+		}()
+	}
+	return s
+}
+
+// ackedSoFar is a copy of the ids acknowledged until now.
+func (s *writeStorm) ackedSoFar() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.acked...)
+}
+
+// waitFor waits until n writes were acknowledged, or a minute passed.
+func (s *writeStorm) waitFor(n int) {
+	deadline := time.Now().Add(60 * time.Second)
+	for len(s.ackedSoFar()) < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// halt stops the writers and waits for them.
+func (s *writeStorm) halt() {
+	close(s.stop)
+	s.wg.Wait()
 }
