@@ -1,0 +1,140 @@
+// The Human API client of the web app. It holds the session token, sends
+// JSON, and turns every refusal into an ApiError whose message a person can
+// read: the server's own message, the field-level details when there are
+// any, and plain words for what has no body (the network, a busy server).
+
+const TOKEN_KEY = "chatd.session";
+
+export class ApiError extends Error {
+  constructor(message, { status = 0, code = "network_error", details = null } = {}) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+let unauthorizedHandler = () => {};
+
+export const session = {
+  get token() {
+    return localStorage.getItem(TOKEN_KEY);
+  },
+  set(token) {
+    localStorage.setItem(TOKEN_KEY, token);
+  },
+  clear() {
+    localStorage.removeItem(TOKEN_KEY);
+  },
+  // onUnauthorized is called when a request is refused with 401: the
+  // session ended (signed out elsewhere, expired, or revoked).
+  onUnauthorized(fn) {
+    unauthorizedHandler = fn;
+  },
+};
+
+// describe turns an error envelope into one readable sentence.
+function describe(status, body, headers) {
+  const e = body && body.error;
+  let message = e && e.message ? e.message : `The server answered ${status}.`;
+  if (e && e.details && typeof e.details === "object" && !Array.isArray(e.details)) {
+    const parts = [];
+    for (const [where, what] of Object.entries(e.details)) {
+      const field = where.split("/").filter(Boolean).pop() || where;
+      const text = Array.isArray(what) ? what.join(", ") : typeof what === "string" ? what : "";
+      if (text) parts.push(`${field.replace(/_/g, " ")} ${text}`);
+    }
+    if (parts.length && !parts.every((p) => message.includes(p))) message = parts.join("; ");
+  }
+  if (status === 429) {
+    const wait = headers.get("Retry-After");
+    message = `Too many requests. ${wait ? `Try again in ${wait} seconds.` : "Try again shortly."}`;
+  } else if (status === 503 && !(e && e.message)) {
+    message = "The server is busy. Try again in a moment.";
+  }
+  return new ApiError(message, { status, code: (e && e.code) || `http_${status}`, details: e && e.details });
+}
+
+// request sends one call. body may be an object (sent as JSON), a Blob or
+// ArrayBuffer (sent as is, with the headers given), or undefined.
+export async function request(method, path, body, extraHeaders = {}) {
+  const headers = { Accept: "application/json", ...extraHeaders };
+  const token = session.token;
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let payload;
+  if (body instanceof Blob || body instanceof ArrayBuffer) {
+    payload = body;
+  } else if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    payload = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: payload, cache: "no-store" });
+  } catch {
+    throw new ApiError("The server cannot be reached. Check that chatd is running and your connection works.");
+  }
+  if (res.status === 204) return null;
+  let parsed = null;
+  const text = await res.text();
+  if (text) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+  }
+  if (!res.ok) {
+    const err = describe(res.status, parsed, res.headers);
+    if (res.status === 401 && token) unauthorizedHandler(err);
+    throw err;
+  }
+  return parsed;
+}
+
+// The verbs answer the envelope's data (or the whole body when it has no
+// data member); page answers {items, next} for cursor listings.
+const unwrap = (body) => (body && "data" in body ? body.data : body);
+
+export const api = {
+  get: async (path) => unwrap(await request("GET", path)),
+  post: async (path, body = {}) => unwrap(await request("POST", path, body)),
+  put: async (path, body) => unwrap(await request("PUT", path, body)),
+  patch: async (path, body) => unwrap(await request("PATCH", path, body)),
+  del: async (path) => unwrap(await request("DELETE", path)),
+  // page fetches one page of a cursor listing: params are added to the
+  // query; next is the cursor of the following page, or null at the end.
+  async page(path, params = {}) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+    const qs = q.toString();
+    const body = await request("GET", qs ? `${path}?${qs}` : path);
+    const meta = body.metadata || body.meta || {};
+    return { items: body.data || [], next: meta.has_more ? meta.next_cursor : null };
+  },
+  // raw downloads a file with the session's credentials (a plain link
+  // could not send them) and answers the Blob.
+  async blob(path) {
+    const headers = {};
+    if (session.token) headers.Authorization = `Bearer ${session.token}`;
+    let res;
+    try {
+      res = await fetch(path, { headers, cache: "no-store" });
+    } catch {
+      throw new ApiError("The server cannot be reached.");
+    }
+    if (!res.ok) {
+      let parsed = null;
+      try {
+        parsed = await res.json();
+      } catch {
+        parsed = null;
+      }
+      throw describe(res.status, parsed, res.headers);
+    }
+    return res.blob();
+  },
+};
+
+// esc percent-encodes one path segment.
+export const esc = encodeURIComponent;

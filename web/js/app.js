@@ -1,0 +1,151 @@
+// The chatd web app: a hash-routed page per screen, all on the Human API.
+//
+// Every page module exports mount(root, ctx) and may answer a function that
+// undoes what it set up (socket listeners, timers) when the person moves
+// on. ctx carries what pages share: the API client, the signed-in person,
+// the live socket, notify() for messages and navigate().
+
+import { api, esc, session, ApiError } from "./api.js";
+import { Socket } from "./socket.js";
+import { h, replace } from "./dom.js";
+
+const pages = {
+  setup: () => import("./pages/setup.js"),
+  "sign-in": () => import("./pages/signin.js"),
+  rooms: () => import("./pages/rooms.js"),
+  agents: () => import("./pages/agents.js"),
+  contacts: () => import("./pages/contacts.js"),
+  memories: () => import("./pages/memories.js"),
+  keys: () => import("./pages/keys.js"),
+};
+const publicPages = new Set(["setup", "sign-in"]);
+
+const main = document.getElementById("main");
+const top = document.getElementById("top");
+const conn = document.getElementById("conn");
+const who = document.getElementById("who");
+const toasts = document.getElementById("toasts");
+
+let me = null;
+let socket = null;
+let cleanup = null;
+let routing = 0;
+
+// notify shows a short message; errors stay until dismissed, so none is
+// missed.
+function notify(message, kind = "info") {
+  const close = h("button", { type: "button", class: "link", "aria-label": "Dismiss" }, "×");
+  const toast = h("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status" },
+    h("span", {}, message), close);
+  close.addEventListener("click", () => toast.remove());
+  toasts.appendChild(toast);
+  if (kind !== "error") setTimeout(() => toast.remove(), 5000);
+}
+
+function navigate(path) {
+  if (location.hash === `#${path}`) route();
+  else location.hash = path;
+}
+
+const statusText = {
+  connecting: "Connecting…",
+  online: "Live",
+  reconnecting: "Reconnecting…",
+  offline: "Offline: reconnecting…",
+};
+
+function startSocket() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  socket = new Socket(`${proto}//${location.host}/api/v1/socket/websocket`, () => session.token);
+  socket.onStatus((status) => {
+    conn.textContent = statusText[status] || status;
+    conn.dataset.status = status;
+    document.body.classList.toggle("is-offline", status === "offline");
+  });
+  // A socket that keeps failing may be refused for an ended session: a
+  // REST call tells, and a 401 there signs the page out.
+  socket.onFailure = (n) => {
+    if (n === 1 || n % 3 === 0) api.get("/api/v1/me").catch(() => {});
+  };
+  socket.connect();
+}
+
+function signedOut(message) {
+  session.clear();
+  me = null;
+  if (socket) socket.disconnect();
+  socket = null;
+  top.hidden = true;
+  if (message) notify(message, "error");
+  navigate("/sign-in");
+}
+
+session.onUnauthorized(() => signedOut("Your session has ended. Sign in again."));
+
+document.getElementById("sign-out").addEventListener("click", async () => {
+  try {
+    await api.post("/api/v1/auth/sign-out", {});
+  } catch (err) {
+    // The session may already be gone; signing out locally is what matters.
+    if (!(err instanceof ApiError) || err.status !== 401) notify(err.message, "error");
+  }
+  signedOut();
+});
+
+// ensureSignedIn loads the person behind the stored token once.
+async function ensureSignedIn() {
+  if (me) return true;
+  if (!session.token) return false;
+  try {
+    me = await api.get("/api/v1/me");
+  } catch (err) {
+    if (err.status !== 401) notify(err.message, "error");
+    return false;
+  }
+  who.textContent = me.name || me.handle;
+  top.hidden = false;
+  startSocket();
+  return true;
+}
+
+async function route() {
+  const n = ++routing;
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  let name = parts[0] || "rooms";
+  if (!pages[name]) name = "rooms";
+  const params = parts.slice(1);
+
+  if (!publicPages.has(name) && !(await ensureSignedIn())) {
+    navigate("/sign-in");
+    return;
+  }
+  if (publicPages.has(name) && name === "sign-in" && me) {
+    navigate("/rooms");
+    return;
+  }
+  const mod = await pages[name]();
+  if (n !== routing) return;
+  if (cleanup) cleanup();
+  cleanup = null;
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    if (a.dataset.nav === name) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  replace(main);
+  const ctx = {
+    api, esc, me, socket, notify, navigate, params,
+    signedIn: (token) => {
+      session.set(token);
+      me = null;
+      navigate("/rooms");
+    },
+  };
+  try {
+    cleanup = (await mod.mount(main, ctx)) || null;
+  } catch (err) {
+    replace(main, h("p", { class: "error", role: "alert" }, err.message || String(err)));
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
