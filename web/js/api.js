@@ -102,6 +102,8 @@ export const api = {
   put: async (path, body) => unwrap(await request("PUT", path, body)),
   patch: async (path, body) => unwrap(await request("PATCH", path, body)),
   del: async (path) => unwrap(await request("DELETE", path)),
+  // upload sends a Blob as the raw body, described by headers.
+  upload: async (path, blob, headers) => unwrap(await request("POST", path, blob, headers)),
   // page fetches one page of a cursor listing: params are added to the
   // query; next is the cursor of the following page, or null at the end.
   async page(path, params = {}) {

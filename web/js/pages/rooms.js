@@ -1,0 +1,159 @@
+// Rooms: the list (unread counts, last activity, newest first) beside the
+// open room. The list stays live: rooms added to or removed from the
+// person arrive on user_rooms, and each listed room's chat_room channel
+// counts what arrives in rooms that are not open.
+
+import { h, replace, field, busy, errorBox, showError, when, exactly } from "../dom.js";
+import { openRoom } from "../room/view.js";
+
+// watchLimit bounds the rooms whose messages are counted live; older rooms
+// show the count from their last listing.
+const watchLimit = 100;
+
+export async function mount(root, ctx) {
+  const current = ctx.params[0] || null;
+  const rooms = new Map(); // id -> room
+  const watched = new Map(); // id -> {ch, off}
+  let next = null;
+  let opened = null;
+
+  const list = h("ul", {});
+  const more = h("button", { type: "button", class: "link", hidden: true, onclick: () => loadMore() }, "Load more rooms");
+  const titleInput = h("input", { name: "title", maxlength: 120, placeholder: "Optional: taken from the first message" });
+  const createErr = errorBox();
+  const createForm = h("form", { class: "card stack", hidden: true, "aria-label": "New room" },
+    field("Title", titleInput), createErr,
+    h("div", { class: "row" }, h("button", { type: "submit" }, "Create room"),
+      h("button", { type: "button", class: "secondary", onclick: () => { createForm.hidden = true; } }, "Cancel")));
+  const newButton = h("button", { type: "button", onclick: () => {
+    createForm.hidden = false;
+    titleInput.focus();
+  } }, "New room");
+  const roomPane = h("section", { class: "room-pane", "aria-live": "off" });
+  const layout = h("div", { class: `rooms${current ? " has-room" : ""}` },
+    h("nav", { class: "room-list", "aria-labelledby": "rooms-heading" },
+      h("div", { class: "row" }, h("h1", { id: "rooms-heading" }, "Rooms"), newButton),
+      createForm, list, more),
+    roomPane);
+  root.append(layout);
+
+  createForm.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    showError(createErr, null);
+    const title = titleInput.value.trim();
+    try {
+      const room = await busy(createForm, () => ctx.api.post("/api/v1/me/chats", title ? { chat: { title } } : {}));
+      createForm.hidden = true;
+      titleInput.value = "";
+      rooms.set(room.id, room);
+      render();
+      ctx.navigate(`/rooms/${room.id}`);
+    } catch (e) {
+      showError(createErr, e);
+    }
+  });
+
+  const activity = (r) => r.last_message_at || r.inserted_at;
+
+  function render() {
+    const sorted = [...rooms.values()].sort((a, b) => (activity(b) || "").localeCompare(activity(a) || ""));
+    replace(list, sorted.length ? sorted.map((r) => {
+      const unread = r.id === current ? 0 : r.unread_count || 0;
+      const label = `${r.title || "Untitled room"}${unread ? `, ${unread > 99 ? "more than 99" : unread} unread` : ""}`;
+      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null, "aria-label": label },
+        h("span", { class: "title" }, r.title || "Untitled room"),
+        h("span", { class: "row" },
+          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread)) : null,
+          h("time", { class: "meta", datetime: activity(r), title: exactly(activity(r)) }, when(activity(r))))));
+    }) : h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."));
+    for (const id of rooms.keys()) if (watched.size < watchLimit) watch(id);
+  }
+
+  // watch counts new messages of a listed room that is not open.
+  function watch(id) {
+    if (watched.has(id)) return;
+    const ch = ctx.socket.channel(`chat_room:${id}`);
+    const off = ch.on("message_created", (m) => {
+      const r = rooms.get(id);
+      if (!r) return;
+      r.last_message_at = m.inserted_at;
+      if (id !== current && m.sender_id !== ctx.me.id && m.message_type === "text") r.unread_count = (r.unread_count || 0) + 1;
+      render();
+    });
+    watched.set(id, { ch, off });
+  }
+
+  function unwatch(id) {
+    const w = watched.get(id);
+    if (!w) return;
+    w.off();
+    w.ch.leave();
+    watched.delete(id);
+  }
+
+  async function loadMore(reset = false) {
+    try {
+      const page = await ctx.api.page("/api/v1/me/chats", { limit: 50, cursor: reset ? null : next });
+      if (reset) rooms.clear();
+      for (const r of page.items) rooms.set(r.id, r);
+      next = page.next;
+      more.hidden = !next;
+      render();
+    } catch (e) {
+      ctx.notify(`Could not load rooms: ${e.message}`, "error");
+    }
+  }
+
+  const userRooms = ctx.socket.channel(`user_rooms:${ctx.me.id}`);
+  const gone = (id, message) => {
+    rooms.delete(id);
+    unwatch(id);
+    render();
+    if (id === current) {
+      if (message) ctx.notify(message);
+      ctx.navigate("/rooms");
+    }
+  };
+  const offs = [
+    userRooms.on("room_added", (r) => {
+      rooms.set(r.id, { unread_count: 0, ...r });
+      render();
+    }),
+    userRooms.on("room_updated", (r) => {
+      const held = rooms.get(r.id);
+      rooms.set(r.id, { ...held, ...r, unread_count: held ? held.unread_count : 0 });
+      if (r.id === current && opened) opened.renamed(r);
+      render();
+    }),
+    userRooms.on("room_removed", (r) => gone(r.id, "You are no longer in this room.")),
+    ctx.socket.onReconnect(() => loadMore(true)),
+  ];
+
+  await loadMore(true);
+
+  if (current) {
+    try {
+      opened = await openRoom(ctx, roomPane, current, {
+        onRead: (r) => {
+          const held = rooms.get(current);
+          if (held && r) rooms.set(current, { ...held, ...r, unread_count: 0 });
+          render();
+        },
+        onGone: (id) => gone(id, "This room was deleted."),
+      });
+    } catch (e) {
+      replace(roomPane, h("p", { class: "error", role: "alert" },
+        e.status === 404 ? "This room does not exist, or you are not in it." : e.message));
+    }
+  } else {
+    replace(roomPane, h("div", { class: "card" }, h("h2", {}, "Pick a room"),
+      h("p", {}, "Choose a room on the left, or press New room. Add your agents to a room and mention them with @ to give them work.")));
+  }
+
+  return () => {
+    if (opened) opened.close();
+    offs.forEach((off) => off());
+    userRooms.leave();
+    for (const id of [...watched.keys()]) unwatch(id);
+  };
+}

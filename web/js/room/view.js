@@ -1,0 +1,129 @@
+// One open room: its title (rename, delete), the message timeline, the
+// composer, and the side panel. Live updates come from the room's three
+// channels; after a reconnection everything shown is reloaded, since pushes
+// sent while the socket was away are lost.
+
+import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { confirmDialog } from "../confirm.js";
+import { Timeline } from "./timeline.js";
+import { composer } from "./composer.js";
+import { Participants, Board } from "./side.js";
+
+export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
+  const path = `/api/v1/me/chats/${ctx.esc(roomId)}`;
+  let room = await ctx.api.get(path);
+  const names = new Map();
+  let people = [];
+
+  const heading = h("h1", { id: "room-title", tabindex: "-1" });
+  const showTitle = () => replace(heading, room.title || "Untitled room");
+  showTitle();
+
+  const renameInput = h("input", { name: "title", maxlength: 120, required: true });
+  const renameErr = errorBox();
+  const renameForm = h("form", { class: "row", hidden: true }, field("Room title", renameInput), renameErr,
+    h("button", { type: "submit" }, "Save title"),
+    h("button", { type: "button", class: "secondary", onclick: () => { renameForm.hidden = true; } }, "Cancel"));
+  renameForm.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    showError(renameErr, null);
+    try {
+      room = await busy(renameForm, () => ctx.api.patch(path, { chat: { title: renameInput.value.trim() } }));
+      showTitle();
+      renameForm.hidden = true;
+      heading.focus();
+    } catch (e) {
+      showError(renameErr, e);
+    }
+  });
+
+  const actions = h("div", { class: "row" },
+    h("button", { type: "button", class: "secondary", onclick: () => {
+      renameInput.value = room.title || "";
+      renameForm.hidden = false;
+      renameInput.focus();
+    } }, "Rename"),
+    h("button", { type: "button", class: "danger", onclick: async () => {
+      const ok = await confirmDialog(`Delete “${room.title || "Untitled room"}”?`,
+        "The room and its messages disappear for everyone in it. This cannot be undone.", "Delete");
+      if (!ok) return;
+      try {
+        await ctx.api.del(path);
+        ctx.notify("Room deleted.");
+        onGone(roomId);
+      } catch (e) {
+        ctx.notify(e.message, "error");
+      }
+    } }, "Delete room"));
+
+  // Reading: while the page is visible, what arrives is read at once.
+  let readTimer = null;
+  const markRead = () => {
+    if (document.visibilityState !== "visible") return;
+    clearTimeout(readTimer);
+    readTimer = setTimeout(async () => {
+      const newest = timeline.newestId();
+      try {
+        const r = await ctx.api.post(`${path}/read`, newest ? { message_id: newest } : {});
+        onRead(r);
+      } catch (e) {
+        if (e.status !== 404) ctx.notify(`Could not mark the room read: ${e.message}`, "error");
+      }
+    }, 300);
+  };
+
+  const timeline = new Timeline(ctx, roomId, { names, onNew: markRead });
+  const participants = new Participants(ctx, roomId, (items) => {
+    people = items;
+    names.clear();
+    for (const p of items) names.set(p.id, p.name);
+    timeline.refreshNames();
+  });
+  const board = new Board(ctx, roomId);
+  const write = composer(ctx, roomId, () => people);
+
+  replace(root,
+    h("div", { class: "room" },
+      h("div", { class: "room-main" },
+        h("div", { class: "row" }, h("a", { href: "#/rooms", class: "back" }, "← Rooms"), heading, actions),
+        renameForm,
+        timeline.list,
+        write.form),
+      h("aside", { class: "room-side", "aria-label": "Room details" }, participants.el, board.el)));
+
+  await Promise.all([timeline.loadNewest(), participants.load(), board.load()]);
+  markRead();
+
+  const chat = ctx.socket.channel(`chat_room:${roomId}`);
+  const members = ctx.socket.channel(`room_participants:${roomId}`);
+  const tasks = ctx.socket.channel(`room_tasks:${roomId}`);
+  const quietly = (p) => p.catch((e) => ctx.notify(e.message, "error"));
+  const offs = [
+    chat.on("message_created", (m) => timeline.upsert(m, { live: true })),
+    chat.on("event_created", (m) => timeline.upsert(m, { live: true })),
+    chat.on("message_updated", (m) => timeline.update(m)),
+    members.on("participant_added", () => quietly(participants.load())),
+    members.on("participant_removed", () => quietly(participants.load())),
+    members.on("room_deleted", () => onGone(roomId)),
+    tasks.on("board_updated", () => quietly(board.load())),
+    ctx.socket.onReconnect(() => quietly(Promise.all([timeline.loadNewest(), participants.load(), board.load()]))),
+  ];
+  const visible = () => markRead();
+  document.addEventListener("visibilitychange", visible);
+  heading.focus();
+
+  return {
+    renamed(r) {
+      room = { ...room, ...r };
+      showTitle();
+    },
+    close() {
+      clearTimeout(readTimer);
+      document.removeEventListener("visibilitychange", visible);
+      offs.forEach((off) => off());
+      chat.leave();
+      members.leave();
+      tasks.leave();
+    },
+  };
+}
