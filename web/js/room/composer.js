@@ -23,7 +23,7 @@ export function composer(ctx, roomId, participants) {
   const send = h("button", { type: "submit" }, "Send");
   const form = h("form", { class: "composer", "aria-label": "New message" },
     suggestions,
-    field("Message", text),
+    field("Message", text, "Mention at least one participant with @: the message is for them. Enter sends, Shift+Enter adds a line."),
     h("div", { class: "row" }, field("Attach files", files), chosen, send),
     err);
 
