@@ -145,6 +145,14 @@ async function route() {
   } catch (err) {
     replace(main, h("p", { class: "error", role: "alert" }, err.message || String(err)));
   }
+  // A new screen is announced by its heading: focus moves there unless the
+  // page put it somewhere on purpose (a form's first field).
+  const heading = main.querySelector("h1");
+  document.title = heading ? `${heading.textContent} · chatd` : "chatd";
+  if (heading && (document.activeElement === document.body || !main.contains(document.activeElement))) {
+    heading.tabIndex = -1;
+    heading.focus();
+  }
 }
 
 window.addEventListener("hashchange", route);
