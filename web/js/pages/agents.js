@@ -89,7 +89,8 @@ export function mount(root, ctx) {
       },
     });
     if (!out) return;
-    const gone = out.executions_deleted ? ` Its processing history (${out.executions_deleted}) went with it.` : "";
+    const n = out.executions_deleted;
+    const gone = n ? ` ${n} processing record${n === 1 ? "" : "s"} went with it.` : "";
     notify(`Agent ${a.name} deleted.${gone}`);
     await load();
     listHeading.focus();
