@@ -1,0 +1,156 @@
+// The person's own agents: the list, registering a new one (whose API key
+// is shown once, with the settings a Band SDK needs to reach this server),
+// and deleting one after a confirmation.
+
+import { h, replace, field, busy, errorBox, showError, copyButton } from "../dom.js";
+import { cardTable, confirmDialog, secretPanel, timeEl } from "./keys.js";
+
+const PAGE_SIZE = 50;
+
+export function mount(root, ctx) {
+  const { api, esc, notify } = ctx;
+  let secret = null;
+  let items = [];
+  let next = null;
+  let loading = 0;
+
+  const name = h("input", { name: "name", required: true, maxlength: 100, autocomplete: "off" });
+  const description = h("textarea", { name: "description", rows: 2, maxlength: 500 });
+  const err = errorBox();
+  const form = h("form", { class: "card stack create-form" },
+    h("h2", {}, "Register an agent"),
+    field("Name", name, "3 to 100 characters. The agent's handle is made from it: @you/name."),
+    field("Description", description, "What it does, for the people who meet it. Up to 500 characters."),
+    err,
+    h("div", { class: "row" }, h("button", { type: "submit" }, "Register agent")));
+  const secretSlot = h("div", {});
+  const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading agents…"));
+  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more agents");
+  const moreRow = h("div", { class: "row more" }, more);
+  const moreErr = errorBox();
+
+  function render() {
+    if (items.length === 0) {
+      replace(list, h("p", { class: "empty" }, "No agents yet: register one above."));
+    } else {
+      replace(list, cardTable("Your agents", ["Name", "Handle", "Description", "Created", "Actions"],
+        items.map((a) => [
+          h("strong", {}, a.name),
+          h("code", {}, `@${a.handle}`),
+          a.description ? a.description : h("span", { class: "muted" }, "No description"),
+          timeEl(a.inserted_at),
+          h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
+            onclick: () => remove(a) }, "Delete"),
+        ])));
+    }
+    more.hidden = !next;
+  }
+
+  // load fetches the first page again (after a change) or, with more, the
+  // page after the last one shown.
+  async function load(andMore = false) {
+    const n = ++loading;
+    showError(moreErr, null);
+    try {
+      const page = await busy(moreRow, () =>
+        api.page("/api/v1/me/agents", { limit: PAGE_SIZE, cursor: andMore ? next : null }));
+      if (n !== loading) return;
+      items = andMore ? items.concat(page.items) : page.items;
+      next = page.next;
+      render();
+    } catch (e) {
+      if (n !== loading) return;
+      if (andMore) showError(moreErr, e);
+      else replace(list, h("p", { class: "error", role: "alert" }, `The agents could not be loaded: ${e.message}`));
+    }
+  }
+
+  async function remove(a) {
+    let force = false;
+    const out = await confirmDialog({
+      title: `Delete the agent ${a.name}?`,
+      text: [
+        `@${a.handle} stops working at once: its API key is revoked, it leaves every room, ` +
+          "its contacts and the memories it stored are deleted, and its handle becomes free.",
+        "What it wrote stays in the rooms. This cannot be undone.",
+      ],
+      confirm: "Delete agent",
+      action: async (ok) => {
+        try {
+          return await api.del(`/api/v1/me/agents/${esc(a.id)}${force ? "?force=true" : ""}`);
+        } catch (e) {
+          if (e.code !== "execution_history_exists" || force) throw e;
+          force = true;
+          ok.textContent = "Delete agent and its history";
+          throw new Error(`${a.name} has processed messages. Deleting it also deletes the record of that ` +
+            "processing (which messages it handled and how). Press “Delete agent and its history” to go ahead.");
+        }
+      },
+    });
+    if (!out) return;
+    const n = out.executions_deleted;
+    const gone = n ? ` ${n} processing record${n === 1 ? "" : "s"} went with it.` : "";
+    notify(`Agent ${a.name} deleted.${gone}`);
+    await load();
+    listHeading.focus();
+  }
+
+  function sdkSettings(agent) {
+    const wsProto = location.protocol === "https:" ? "wss:" : "ws:";
+    const env = `BAND_REST_URL=${location.origin}\nBAND_WS_URL=${wsProto}//${location.host}/api/v1/socket/websocket`;
+    const pre = h("pre", { class: "secret env" }, env);
+    const copy = copyButton(env, pre);
+    copy.setAttribute("aria-label", "Copy SDK settings");
+    return [
+      h("p", {}, "To run it with a Band SDK, point the SDK at this server with these environment variables:"),
+      h("div", { class: "secret-row" }, pre, copy),
+      h("p", {}, "and give the SDK the key above as the agent's API key (it is sent in the X-API-Key header). ",
+        "The agent's id is ", h("code", {}, agent.id), "."),
+    ];
+  }
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    showError(err, null);
+    const body = { agent: { name: name.value.trim(), description: description.value.trim() } };
+    try {
+      const out = await busy(form, () => api.post("/api/v1/me/agents/register", body));
+      form.reset();
+      if (secret) secret.dispose();
+      secret = secretPanel({
+        title: `Store the API key of ${out.agent.name} now`,
+        label: `The API key of @${out.agent.handle}:`,
+        secret: out.credentials.api_key,
+        extra: sdkSettings(out.agent),
+        onDone: () => {
+          secret = null;
+          name.focus();
+        },
+      });
+      secretSlot.append(secret.panel);
+      secret.focus();
+      load();
+    } catch (e) {
+      showError(err, e);
+      name.focus();
+    }
+  });
+  more.addEventListener("click", async () => {
+    await load(true);
+    (more.hidden ? listHeading : more).focus();
+  });
+
+  root.append(h("section", { class: "page" },
+    h("h1", {}, "Agents"),
+    h("p", { class: "page-intro" }, "Your agents run elsewhere and talk to chatd through the Agent API with their ",
+      "own key. Register one here, then start it with a Band SDK pointed at this server."),
+    form,
+    secretSlot,
+    h("section", { class: "list-section" }, listHeading, list, moreRow, moreErr)));
+  load();
+  return () => {
+    loading++;
+    if (secret) secret.dispose();
+  };
+}

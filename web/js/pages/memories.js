@@ -1,0 +1,224 @@
+// Memories: what agents stored about the person, their organization and
+// the rooms they are in. Everyone sees the memories visible to them; only
+// the person a memory is about may archive, restore or delete it. A server
+// may have memories switched off: the listing then says so in its error.
+
+import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { confirmDialog, timeEl } from "./keys.js";
+
+const PAGE_SIZE = 20;
+
+const SCOPES = [["all", "All you can see"], ["about_me", "About you"], ["organization", "Organization-wide"],
+  ["room", "From your rooms"]];
+const STATUSES = [["active", "Active"], ["archived", "Archived"], ["superseded", "Superseded"], ["all", "Any status"]];
+const SYSTEMS = [["", "Any system"], ["sensory", "Sensory"], ["working", "Working"], ["long_term", "Long-term"]];
+const TYPES = [["", "Any type"], ["iconic", "Iconic"], ["echoic", "Echoic"], ["haptic", "Haptic"], ["episodic", "Episodic"],
+  ["semantic", "Semantic"], ["procedural", "Procedural"]];
+const SEGMENTS = [["", "Any segment"], ["user", "User"], ["agent", "Agent"], ["tool", "Tool"], ["guideline", "Guideline"]];
+
+const select = (name, options, value) =>
+  h("select", { name }, options.map(([v, label]) => h("option", { value: v, selected: v === value }, label)));
+const words = (options, v) => (options.find(([k]) => k === v) || [v, v])[1];
+
+// excerpt names a memory in a button's accessible name.
+function excerpt(text) {
+  const t = text.replace(/\s+/g, " ").trim();
+  return t.length > 40 ? `${t.slice(0, 40)}…` : t;
+}
+
+export function mount(root, ctx) {
+  const { api, esc, notify, me } = ctx;
+  let items = [];
+  let next = null;
+  let seq = 0;
+  // Who is who, for "about" and "stored by": the person, their agents and
+  // the peers they share rooms with. Anyone else shows as an id.
+  const names = new Map([[me.id, { name: "You", handle: me.handle }]]);
+
+  const scope = select("scope", SCOPES, "all");
+  const status = select("status", STATUSES, "active");
+  const system = select("system", SYSTEMS, "");
+  const type = select("type", TYPES, "");
+  const segment = select("segment", SEGMENTS, "");
+  const search = h("input", { type: "search", name: "content_query", maxlength: 500, autocomplete: "off" });
+  const filters = h("form", { class: "card filters memory-filters", role: "search", "aria-label": "Filter memories" },
+    field("Show", scope),
+    field("Status", status),
+    field("System", system),
+    field("Type", type),
+    field("Segment", segment),
+    h("div", { class: "search-field" },
+      field("Search", search, "Every word must appear; end one with * to match words starting with it."),
+      h("button", { type: "submit" }, "Search")));
+
+  const listHeading = h("h2", { tabindex: "-1" }, "Memories found");
+  const list = h("div", { class: "memory-list" }, h("p", { class: "muted" }, "Loading memories…"));
+  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more memories");
+  const moreRow = h("div", { class: "row more" }, more);
+  const moreErr = errorBox();
+
+  const query = () => ({
+    scope: scope.value, status: status.value, system: system.value, type: type.value, segment: segment.value,
+    content_query: search.value.trim(),
+  });
+  const filtered = () => system.value || type.value || segment.value || search.value.trim() ||
+    scope.value !== "all" || status.value !== "active";
+
+  function nameOf(id, fallback) {
+    const p = names.get(id);
+    if (!p) return h("span", { title: id }, fallback);
+    return p.handle && p.name !== "You" ? [p.name, " ", h("code", { class: "handle" }, `@${p.handle}`)] : p.name;
+  }
+
+  function about(m) {
+    if (m.scope === "organization") return "Everyone in your organization";
+    if (!m.subject_id) return "—";
+    return nameOf(m.subject_id, "Someone else");
+  }
+
+  function card(m) {
+    const mine = m.subject_id === me.id;
+    const actions = h("div", { class: "row memory-actions" });
+    const short = excerpt(m.content);
+    if (mine) {
+      if (m.status === "active") {
+        actions.append(h("button", { type: "button", class: "secondary", "aria-label": `Archive memory: ${short}`,
+          onclick: (ev) => change(m, "archive", ev.currentTarget) }, "Archive"));
+      } else if (m.status === "archived") {
+        actions.append(h("button", { type: "button", class: "secondary", "aria-label": `Restore memory: ${short}`,
+          onclick: (ev) => change(m, "restore", ev.currentTarget) }, "Restore"));
+      }
+      actions.append(h("button", { type: "button", class: "danger", "aria-label": `Delete memory: ${short}`,
+        onclick: () => remove(m) }, "Delete"));
+    } else {
+      actions.append(h("span", { class: "muted" }, "Read-only: only the person a memory is about can change it."));
+    }
+    const meta = [
+      ["About", about(m)],
+      ["Status", h("span", { class: `status status-${m.status}` }, words(STATUSES, m.status))],
+      ["Stored by", nameOf(m.source_agent_id, "An agent")],
+      ["Stored", timeEl(m.inserted_at)],
+      ["System", words(SYSTEMS, m.system)],
+      ["Type", words(TYPES, m.type)],
+      ["Segment", words(SEGMENTS, m.segment)],
+    ];
+    if (m.chat_room_id) meta.push(["Room", h("a", { href: `#/rooms/${esc(m.chat_room_id)}` }, "Open the room")]);
+    if (m.updated_at && m.updated_at !== m.inserted_at) meta.push(["Changed", timeEl(m.updated_at)]);
+    return h("article", { class: `card memory memory-${m.status}`, dataset: { id: m.id } },
+      h("p", { class: "memory-content" }, m.content),
+      m.thought ? h("p", { class: "memory-thought" }, h("span", { class: "muted" }, "Why it was stored: "), m.thought) : null,
+      h("dl", { class: "memory-meta" }, meta.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))),
+      actions);
+  }
+
+  function render() {
+    if (items.length === 0) {
+      replace(list, h("p", { class: "empty" }, filtered()
+        ? "No memories match these filters. Try Any status or another scope."
+        : "No memories yet. Agents store memories as they work; those about you and your organization show up here."));
+    } else {
+      replace(list, items.map(card));
+    }
+    more.hidden = !next;
+  }
+
+  async function load(andMore = false) {
+    const n = ++seq;
+    showError(moreErr, null);
+    try {
+      // The filters stay usable while a listing loads (disabling them would
+      // take the focus away); a newer listing simply wins.
+      const get = () => api.page("/api/v1/me/memories", { ...query(), limit: PAGE_SIZE, cursor: andMore ? next : null });
+      list.setAttribute("aria-busy", "true");
+      const page = andMore ? await busy(moreRow, get) : await get();
+      if (n !== seq) return;
+      list.removeAttribute("aria-busy");
+      items = andMore ? items.concat(page.items) : page.items;
+      next = page.next;
+      render();
+      if (andMore) (next ? more : listHeading).focus();
+    } catch (e) {
+      if (n !== seq) return;
+      list.removeAttribute("aria-busy");
+      if (andMore) {
+        showError(moreErr, e);
+      } else {
+        items = [];
+        next = null;
+        more.hidden = true;
+        // Switched off on this server: filtering cannot help.
+        if (e.code === "feature_disabled") filters.hidden = listHeading.hidden = true;
+        replace(list, h("p", { class: "error", role: "alert" }, `The memories could not be loaded: ${e.message}`));
+      }
+    }
+  }
+
+  // change archives or restores; the card stays in place with its new
+  // status (so the other action undoes it), even where the filter would
+  // no longer list it.
+  async function change(m, action, button) {
+    const articleEl = button.closest("article");
+    try {
+      const updated = await busy(articleEl, () => api.post(`/api/v1/me/memories/${esc(m.id)}/${action}`, {}));
+      items = items.map((x) => (x.id === m.id ? updated : x));
+      const fresh = card(updated);
+      articleEl.replaceWith(fresh);
+      notify(action === "archive" ? "Memory archived: agents no longer see it as active." : "Memory restored.");
+      const again = fresh.querySelector(".memory-actions button");
+      if (again) again.focus();
+    } catch (e) {
+      notify(e.message, "error");
+      button.focus();
+    }
+  }
+
+  async function remove(m) {
+    const done = await confirmDialog({
+      title: "Delete this memory?",
+      text: [`“${excerpt(m.content)}” is deleted for good: no agent will see it again.`,
+        "Archive it instead to keep it out of use but restorable."],
+      confirm: "Delete memory",
+      action: async () => {
+        await api.del(`/api/v1/me/memories/${esc(m.id)}`);
+        return true;
+      },
+    });
+    if (!done) return;
+    items = items.filter((x) => x.id !== m.id);
+    render();
+    notify("Memory deleted.");
+    listHeading.focus();
+  }
+
+  // Names are a courtesy: when they cannot be loaded the page still works,
+  // showing "An agent" and the like, and says why.
+  async function loadNames() {
+    try {
+      const [agents, peers] = await Promise.all([
+        api.page("/api/v1/me/agents", { limit: 100 }),
+        api.page("/api/v1/me/peers", { page_size: 100 }),
+      ]);
+      for (const p of [...agents.items, ...peers.items]) names.set(p.id, { name: p.name, handle: p.handle });
+    } catch (e) {
+      notify(`Names of agents and people could not be loaded: ${e.message}`, "error");
+    }
+  }
+
+  for (const s of [scope, status, system, type, segment]) s.addEventListener("change", () => load());
+  filters.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    load();
+  });
+  more.addEventListener("click", () => load(true));
+
+  root.append(h("section", { class: "page" },
+    h("h1", {}, "Memories"),
+    h("p", { class: "page-intro" }, "What agents remember about you, your organization and your rooms. ",
+      "You can archive, restore or delete the memories about you."),
+    filters,
+    h("section", { class: "list-section" }, listHeading, list, moreRow, moreErr)));
+  loadNames().then(() => load());
+  return () => {
+    seq++;
+  };
+}
