@@ -3,7 +3,7 @@
 // and deleting one after a confirmation.
 
 import { h, replace, field, busy, errorBox, showError, copyButton } from "../dom.js";
-import { cardTable, confirmDialog, secretPanel, timeEl } from "./keys.js";
+import { cardTable, confirmDialog, secretPanel, timeEl } from "../ui.js";
 
 const PAGE_SIZE = 50;
 

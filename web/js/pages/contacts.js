@@ -5,7 +5,7 @@
 
 import { request } from "../api.js";
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog, timeEl } from "./keys.js";
+import { cardTable, confirmDialog, timeEl } from "../ui.js";
 
 // The contact listings page by page and page_size (at most 100).
 const PAGE_SIZE = 100;

@@ -4,7 +4,7 @@
 // may have memories switched off: the listing then says so in its error.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { confirmDialog, timeEl } from "./keys.js";
+import { confirmDialog, timeEl } from "../ui.js";
 
 const PAGE_SIZE = 20;
 

@@ -2,7 +2,7 @@
 // room, remove), and the board goal with its history of edits.
 
 import { h, replace, field, busy, errorBox, showError, when, exactly } from "../dom.js";
-import { confirmDialog } from "../confirm.js";
+import { confirmDialog } from "../ui.js";
 
 export class Participants {
   constructor(ctx, roomId, onChange) {
@@ -63,15 +63,16 @@ export class Participants {
   }
 
   async remove(p) {
-    const ok = await confirmDialog(`Remove ${p.name} from this room?`,
-      p.type === "Agent" ? "The agent stops receiving this room's messages." : "They lose access to this room.", "Remove");
-    if (!ok) return;
-    try {
-      await this.ctx.api.del(`${this.base()}/${this.ctx.esc(p.id)}`);
-      await this.load();
-    } catch (e) {
-      this.ctx.notify(e.message, "error");
-    }
+    const removed = await confirmDialog({
+      title: `Remove ${p.name} from this room?`,
+      text: p.type === "Agent" ? "The agent stops receiving this room's messages." : "They lose access to this room.",
+      confirm: "Remove",
+      action: async () => {
+        await this.ctx.api.del(`${this.base()}/${this.ctx.esc(p.id)}`);
+        return true;
+      },
+    });
+    if (removed) await this.load().catch((e) => this.ctx.notify(e.message, "error"));
   }
 }
 

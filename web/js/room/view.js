@@ -4,7 +4,7 @@
 // sent while the socket was away are lost.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { confirmDialog } from "../confirm.js";
+import { confirmDialog } from "../ui.js";
 import { Timeline } from "./timeline.js";
 import { composer } from "./composer.js";
 import { Participants, Board } from "./side.js";
@@ -44,16 +44,18 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
       renameInput.focus();
     } }, "Rename"),
     h("button", { type: "button", class: "danger", onclick: async () => {
-      const ok = await confirmDialog(`Delete “${room.title || "Untitled room"}”?`,
-        "The room and its messages disappear for everyone in it. This cannot be undone.", "Delete");
-      if (!ok) return;
-      try {
-        await ctx.api.del(path);
-        ctx.notify("Room deleted.");
-        onGone(roomId);
-      } catch (e) {
-        ctx.notify(e.message, "error");
-      }
+      const deleted = await confirmDialog({
+        title: `Delete “${room.title || "Untitled room"}”?`,
+        text: "The room and its messages disappear for everyone in it. This cannot be undone.",
+        confirm: "Delete",
+        action: async () => {
+          await ctx.api.del(path);
+          return true;
+        },
+      });
+      if (!deleted) return;
+      ctx.notify("Room deleted.");
+      onGone(roomId);
     } }, "Delete room"));
 
   // Reading: while the page is visible, what arrives is read at once.
