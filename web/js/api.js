@@ -44,7 +44,9 @@ function describe(status, body, headers) {
       const text = Array.isArray(what) ? what.join(", ") : typeof what === "string" ? what : "";
       if (text) parts.push(`${field.replace(/_/g, " ")} ${text}`);
     }
-    if (parts.length && !parts.every((p) => message.includes(p))) message = parts.join("; ");
+    // The details name each field without the JSON pointer the message
+    // starts with, which reads better for people.
+    if (parts.length) message = parts.join("; ");
   }
   if (status === 429) {
     const wait = headers.get("Retry-After");
@@ -52,6 +54,7 @@ function describe(status, body, headers) {
   } else if (status === 503 && !(e && e.message)) {
     message = "The server is busy. Try again in a moment.";
   }
+  message = message.charAt(0).toUpperCase() + message.slice(1);
   return new ApiError(message, { status, code: (e && e.code) || `http_${status}`, details: e && e.details });
 }
 
