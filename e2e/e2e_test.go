@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -183,19 +184,40 @@ func freeAddr(t *testing.T) string {
 }
 
 type server struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	cmd    *exec.Cmd
+	done   chan struct{}
+	stdout *output
 }
 
-// serve starts chatd serve and waits until it answers.
+// output keeps what a process prints, for tests that read it while it runs.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// serve starts chatd serve and waits until it answers. What it prints on
+// stdout is kept in stdout.
 func serve(t *testing.T, bin, db, addr string) *server {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--db", db, "--addr", addr, "--log-level", "warn")
+	s := &server{cmd: cmd, done: make(chan struct{}), stdout: &output{}}
+	cmd.Stdout = s.stdout
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() {
 		select {
