@@ -1,10 +1,11 @@
 // Package e2e drives chatd with real clients in their own runtimes: the
 // phoenix JS client (over the ws transport, as the Band TypeScript SDK uses
-// it) against a real `chatd serve`, across a server restart.
+// it) against a real `chatd serve`, across a server restart; and the web
+// app in headless Chromium (web_test.go).
 //
 // It needs Node and the packages of package.json (`npm ci` in this folder;
-// .ci/run does it). Without them the test is skipped, unless
-// CHATD_E2E_REQUIRED is set, as it is in CI.
+// .ci/run does it), and Chromium for the web app. Without them the tests
+// are skipped, unless CHATD_E2E_REQUIRED is set, as it is in CI.
 package e2e
 
 import (
