@@ -1,10 +1,11 @@
 // Package e2e drives chatd with real clients in their own runtimes: the
 // phoenix JS client (over the ws transport, as the Band TypeScript SDK uses
-// it) against a real `chatd serve`, across a server restart.
+// it) against a real `chatd serve`, across a server restart; and the web
+// app in headless Chromium (web_test.go).
 //
 // It needs Node and the packages of package.json (`npm ci` in this folder;
-// .ci/run does it). Without them the test is skipped, unless
-// CHATD_E2E_REQUIRED is set, as it is in CI.
+// .ci/run does it), and Chromium for the web app. Without them the tests
+// are skipped, unless CHATD_E2E_REQUIRED is set, as it is in CI.
 package e2e
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -183,19 +185,40 @@ func freeAddr(t *testing.T) string {
 }
 
 type server struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	cmd    *exec.Cmd
+	done   chan struct{}
+	stdout *output
 }
 
-// serve starts chatd serve and waits until it answers.
+// output keeps what a process prints, for tests that read it while it runs.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// serve starts chatd serve and waits until it answers. What it prints on
+// stdout is kept in stdout.
 func serve(t *testing.T, bin, db, addr string) *server {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--db", db, "--addr", addr, "--log-level", "warn")
+	s := &server{cmd: cmd, done: make(chan struct{}), stdout: &output{}}
+	cmd.Stdout = s.stdout
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() {
 		select {

@@ -1,0 +1,442 @@
+// The web app in a real browser: headless Chromium driven by playwright-core
+// through what a person does, from the first-run setup link to a room where
+// an agent answers live. web_test.go runs it against a fresh `chatd serve`.
+//
+// Each step logs "step: <name>"; a failing step leaves failure-<name>.png
+// and the page's visible text, and ends the run. Any page error, and any
+// console error but an API refusal a step expected, fails the run at the end
+// (a Content-Security-Policy violation is such a console error).
+//
+// Environment: CHATD_URL (http://host:port), SETUP_URL (the one-time link
+// chatd serve printed), CHROMIUM (the browser's path), SCREENSHOTS (a
+// directory for the PNGs), PROFILE_DIR (an empty directory for the browser's
+// profile; a temporary one when unset).
+
+import { chromium } from "playwright-core";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const base = need("CHATD_URL").replace(/\/$/, "");
+const setupURL = need("SETUP_URL");
+const executablePath = need("CHROMIUM");
+const shots = need("SCREENSHOTS");
+
+const T = 10_000; // every wait for the page
+const person = { handle: "alice", name: "Alice Example", password: "correct-horse-42" };
+
+function need(name) {
+  const v = process.env[name];
+  if (!v) {
+    console.error(`web.mjs: ${name} is not set`);
+    process.exit(2);
+  }
+  return v;
+}
+
+// Playwright colours its call logs; a test log wants plain text.
+const log = (...a) => console.log(...a.map((x) => (typeof x === "string" ? x.replace(/\x1b\[[0-9;]*m/g, "") : x)));
+
+// --- the browser -----------------------------------------------------------
+
+const ownProfile = !process.env.PROFILE_DIR;
+const profile = process.env.PROFILE_DIR || (await mkdtemp(join(tmpdir(), "chatd-web-")));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  headless: true,
+  viewport: { width: 1200, height: 800 },
+  // The network here is closed: nothing in the background may try it.
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+    "--no-first-run", "--disable-component-update", "--disable-sync",
+  ],
+});
+await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+const page = context.pages()[0] || (await context.newPage());
+page.setDefaultTimeout(T);
+
+// --- what the page reports -------------------------------------------------
+
+let current = { name: "start", refusals: [] };
+const problems = [];
+const missingPages = new Set(); // page modules not built yet: their 404s are expected
+
+const pathOf = (url) => {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return url;
+  }
+};
+const isMissingPage = (text) => [...missingPages].some((m) => text.includes(`/js/pages/${m}.js`));
+
+page.on("pageerror", (err) => {
+  const text = String(err && err.message ? err.message : err);
+  if (isMissingPage(text)) {
+    log(`  (expected while the page is not built: ${text})`);
+    return;
+  }
+  problems.push(`[${current.name}] page error: ${err && err.stack ? err.stack : text}`);
+});
+
+page.on("console", (msg) => {
+  if (msg.type() !== "error") return;
+  const text = msg.text();
+  const where = msg.location() && msg.location().url ? msg.location().url : "";
+  if (/^Failed to load resource/.test(text)) {
+    // API refusals are judged by the response listener below, with the
+    // request they answer.
+    if (pathOf(where).startsWith("/api/")) return;
+    if (isMissingPage(where)) return;
+  }
+  problems.push(`[${current.name}] console error: ${text}${where ? ` (${where})` : ""}`);
+});
+
+page.on("response", (res) => {
+  const path = pathOf(res.url());
+  if (!path.startsWith("/api/") || res.status() < 400) return;
+  const method = res.request().method();
+  const ok = current.refusals.find((r) => r.status === res.status() && r.path.test(path) && (!r.method || r.method === method));
+  if (ok) {
+    ok.seen = true;
+    log(`  expected refusal: ${method} ${path} ${res.status()}`);
+  } else {
+    problems.push(`[${current.name}] unexpected refusal: ${method} ${path} ${res.status()}`);
+  }
+});
+
+// expectRefusal lets the current step's page meet one kind of API refusal.
+function expectRefusal(status, path, method) {
+  current.refusals.push({ status, path, method });
+}
+
+// --- steps -----------------------------------------------------------------
+
+let shotCount = 0;
+async function shot(name) {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  shotCount++;
+  log(`  screenshot: ${name}.png`);
+}
+
+const ran = [];
+const skipped = [];
+
+async function step(name, fn, { needs = [] } = {}) {
+  for (const m of needs) {
+    if (!(await pageBuilt(m))) {
+      log(`skip: ${name} (page not built yet)`);
+      skipped.push(name);
+      return;
+    }
+  }
+  current = { name, refusals: [] };
+  log(`step: ${name}`);
+  const started = Date.now();
+  try {
+    await fn();
+  } catch (err) {
+    log(`FAIL: ${name}: ${err && err.stack ? err.stack : err}`);
+    log(`  at ${page.url()}`);
+    try {
+      await page.screenshot({ path: join(shots, `failure-${name}.png`), fullPage: true });
+      log(`  screenshot: failure-${name}.png`);
+      const text = await page.locator("body").innerText({ timeout: 2000 });
+      log("  visible text:\n" + text.split("\n").map((l) => `    | ${l}`).join("\n"));
+    } catch (e) {
+      log(`  (could not record the page: ${e.message})`);
+    }
+    throw new StepFailed(name);
+  }
+  for (const r of current.refusals) {
+    if (!r.seen) log(`  note: the expected refusal ${r.status} ${r.path} did not happen`);
+  }
+  ran.push(name);
+  log(`ok: ${name} (${Date.now() - started} ms)`);
+}
+
+class StepFailed extends Error {}
+
+const built = new Map();
+async function pageBuilt(mod) {
+  if (!built.has(mod)) {
+    const res = await fetch(`${base}/js/pages/${mod}.js`, { method: "HEAD" });
+    built.set(mod, res.status !== 404);
+    if (res.status === 404) missingPages.add(mod);
+  }
+  return built.get(mod);
+}
+
+// --- waiting and checking --------------------------------------------------
+
+async function until(what, fn, timeout = T) {
+  const deadline = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeout} ms waiting for ${what}${last ? `: ${last.message}` : ""}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const visible = (locator) => locator.waitFor({ state: "visible", timeout: T });
+const hash = () => new URL(page.url()).hash;
+const atHash = (re) => until(`the address to match ${re} (it is ${page.url()})`, () => re.test(hash()));
+const sessionToken = () => page.evaluate(() => localStorage.getItem("chatd.session"));
+
+async function signedIn() {
+  await visible(page.getByRole("button", { name: "Sign out" }));
+  await until("a session token in localStorage", sessionToken);
+}
+
+async function nav(name) {
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
+}
+
+// The agent's side, over REST with its key, as an SDK worker would.
+async function agentCall(key, method, path, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: { "X-API-Key": key, "Content-Type": "application/json", Accept: "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// --- the flow --------------------------------------------------------------
+
+const state = {};
+
+async function flow() {
+  // Known before the first step, so that the app's own attempts to load a
+  // missing page are told apart from real errors.
+  for (const m of ["rooms", "agents"]) {
+    if (!(await pageBuilt(m))) log(`note: /js/pages/${m}.js is not built yet; the steps that need it are skipped`);
+  }
+
+  await step("setup", async () => {
+    await page.goto(setupURL);
+    await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+    await page.getByLabel("Name", { exact: true }).fill(person.name);
+    await page.getByLabel("Password", { exact: true }).fill(person.password);
+    await page.getByLabel("Password again", { exact: true }).fill(person.password);
+    await shot("01-setup");
+    await page.getByRole("button", { name: "Create account" }).click();
+    await atHash(/^#\/rooms$/);
+    await signedIn();
+    if (await pageBuilt("rooms")) await visible(page.getByRole("button", { name: "New room" }));
+    await shot("02-rooms-empty");
+  });
+
+  await step("sign-out", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await visible(page.getByRole("heading", { name: "Sign in to chatd" }));
+    await atHash(/^#\/sign-in$/);
+    if (await sessionToken()) throw new Error("the session token is still in localStorage after signing out");
+  });
+
+  await step("sign-in-refused", async () => {
+    expectRefusal(401, /^\/api\/v1\/auth\/sign-in$/, "POST");
+    await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+    await page.getByLabel("Password", { exact: true }).fill("not-the-password");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    const alert = page.getByRole("alert").filter({ hasText: /\S/ }).first();
+    await visible(alert);
+    log(`  the refusal reads: ${(await alert.innerText()).trim()}`);
+    await shot("03-signin-error");
+    if (!/^#\/sign-in$/.test(hash())) throw new Error(`a refused sign-in left the sign-in page for ${page.url()}`);
+  });
+
+  await step("sign-in", async () => {
+    await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+    await page.getByLabel("Password", { exact: true }).fill(person.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await atHash(/^#\/rooms$/);
+    await signedIn();
+    state.me = await page.evaluate(async () => {
+      const res = await fetch("/api/v1/me", { headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}` } });
+      return (await res.json()).data;
+    });
+    if (state.me.handle !== person.handle) throw new Error(`signed in as ${state.me.handle}, want ${person.handle}`);
+  });
+
+  await step("agent-key", async () => {
+    await nav("Agents");
+    await visible(page.getByRole("heading", { name: "Agents", exact: true }));
+    await page.getByLabel("Name", { exact: true }).fill("Helper");
+    await page.getByRole("button", { name: "Register agent" }).click();
+    const secret = page.locator("code.secret");
+    await visible(secret);
+    const key = (await secret.innerText()).trim();
+    if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
+    await visible(page.getByText(/not be shown again/));
+    const copy = page.getByRole("button", { name: "Copy" });
+    await visible(copy);
+    await page.getByText("alice/helper").first().waitFor({ state: "visible" });
+    await shot("04-agent-key");
+
+    await copy.click();
+    await visible(page.getByRole("button", { name: /^(Copied|Selected)/ }));
+    const copied = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
+    if (copied !== null && copied !== key) throw new Error(`the clipboard holds ${JSON.stringify(copied)}, not the key`);
+    log(copied === null ? "  (the clipboard could not be read back)" : "  Copy put the key on the clipboard");
+
+    const agent = (await agentCall(key, "GET", "/api/v1/agent/me")).data;
+    if (agent.handle !== "alice/helper") throw new Error(`the agent's handle is ${agent.handle}, want alice/helper`);
+    state.agent = { key, id: agent.id, handle: agent.handle };
+
+    await page.getByRole("button", { name: "Done, I stored it" }).click();
+    await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
+    const stillThere = await page.evaluate((k) => document.documentElement.outerHTML.includes(k) ||
+      [...document.querySelectorAll("input, textarea")].some((el) => el.value.includes(k)), key);
+    if (stillThere) throw new Error("the key is still somewhere in the page after Done");
+    await visible(page.getByText("Helper", { exact: true }).first());
+  }, { needs: ["agents"] });
+
+  await step("new-room", async () => {
+    await nav("Rooms");
+    await page.getByRole("button", { name: "New room" }).click();
+    await page.getByLabel("Title", { exact: true }).fill("Launch plan");
+    await page.getByRole("button", { name: "Create room" }).click();
+    await atHash(/^#\/rooms\/[^/]+$/);
+    state.room = decodeURIComponent(hash().split("/")[2]);
+    await visible(page.getByRole("heading", { name: "Launch plan" }));
+    await shot("05-room");
+  }, { needs: ["rooms"] });
+
+  await step("add-agent", async () => {
+    if (!state.agent) await registerAgentByAPI();
+    const picker = page.getByLabel("Add participant");
+    await visible(picker);
+    if ((await picker.evaluate((el) => el.tagName)) === "SELECT") {
+      const labels = (await picker.locator("option").allInnerTexts()).map((s) => s.trim());
+      if (labels.some((l) => l.includes(person.name))) throw new Error(`the picker offers ${person.name}, who is in the room: ${labels}`);
+      const helper = labels.find((l) => l.includes("Helper"));
+      if (!helper) throw new Error(`the picker does not offer Helper: ${labels}`);
+      await picker.selectOption({ label: helper });
+    } else {
+      await picker.fill("Helper");
+      await page.getByRole("option", { name: /Helper/ }).first().click();
+    }
+    await page.getByRole("button", { name: "Add", exact: true }).click();
+    await visible(page.getByRole("listitem").filter({ hasText: "Helper" }).first());
+  }, { needs: ["rooms"] });
+
+  await step("mention", async () => {
+    const box = page.getByLabel("Message", { exact: true });
+    await box.click();
+    await box.pressSequentially("@hel");
+    const option = page.getByRole("option", { name: /Helper/ }).first();
+    await visible(option);
+    await box.press("Enter");
+    await until("the mention to be completed", async () => (await box.inputValue()).startsWith("@alice/helper"));
+    if (!(await box.inputValue()).endsWith(" ")) await box.pressSequentially(" ");
+    await box.pressSequentially("please summarise");
+    const text = await box.inputValue();
+    if (text !== "@alice/helper please summarise") throw new Error(`the message box holds ${JSON.stringify(text)}`);
+    await page.getByRole("button", { name: "Send", exact: true }).click();
+    await until("the message box to be emptied", async () => (await box.inputValue()) === "");
+    state.sent = page.locator("li, article").filter({ hasText: "please summarise" }).last();
+    await visible(state.sent);
+    await visible(state.sent.getByText(/Helper/).first());
+  }, { needs: ["rooms"] });
+
+  await step("agent-replies", async () => {
+    const { key } = state.agent;
+    const room = state.room;
+    const next = (await agentCall(key, "GET", `/api/v1/agent/chats/${room}/messages/next`)).data;
+    if (!next || !String(next.content).includes("please summarise")) throw new Error(`next message: ${JSON.stringify(next)}`);
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages/${next.id}/processing`);
+    const people = (await agentCall(key, "GET", `/api/v1/agent/chats/${room}/participants`)).data;
+    const alice = people.find((p) => p.type === "User");
+    if (!alice) throw new Error(`no User among the participants: ${JSON.stringify(people)}`);
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
+      { message: { content: "Here is the summary", mentions: [{ id: alice.id }] } });
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages/${next.id}/processed`, {});
+    // No reload: the page hears both over its socket.
+    await visible(page.getByText("Here is the summary"));
+    await visible(state.sent.getByText(/processed/i).first());
+    await shot("06-room-live");
+  }, { needs: ["rooms"] });
+
+  await step("delete-room", async () => {
+    await page.getByRole("button", { name: "Delete room" }).click();
+    const dialog = page.getByRole("dialog");
+    await visible(dialog);
+    await dialog.getByRole("button", { name: "Delete", exact: true }).click();
+    await until("the room to leave the address", async () => !hash().startsWith(`#/rooms/${state.room}`));
+    await until("the room to leave the list", async () => (await page.getByRole("link", { name: /Launch plan/ }).count()) === 0);
+    await shot("07-room-deleted");
+  }, { needs: ["rooms"] });
+
+  await step("phone-rooms", async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.goto(`${base}/#/rooms`);
+    await visible(page.getByRole("button", { name: "New room" }));
+    await fitsWidth();
+    await shot("08-phone-rooms");
+  }, { needs: ["rooms"] });
+
+  await step("phone-agents", async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.goto(`${base}/#/agents`);
+    await visible(page.getByRole("heading", { name: "Agents", exact: true }));
+    await fitsWidth();
+    await shot("09-phone-agents");
+  }, { needs: ["agents"] });
+}
+
+// fitsWidth fails when the page scrolls sideways at its viewport's width.
+async function fitsWidth() {
+  const { scroll, width } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: window.innerWidth }));
+  if (scroll > width) throw new Error(`the page is ${scroll}px wide in a ${width}px viewport`);
+}
+
+// registerAgentByAPI makes the agent the rooms steps need when the agents
+// page that would make it is not built yet.
+async function registerAgentByAPI() {
+  const out = await page.evaluate(async () => {
+    const res = await fetch("/api/v1/me/agents/register", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ agent: { name: "Helper", description: "" } }),
+    });
+    return { status: res.status, body: await res.json() };
+  });
+  if (out.status !== 201) throw new Error(`registering the agent: ${out.status} ${JSON.stringify(out.body)}`);
+  const { agent, credentials } = out.body.data;
+  state.agent = { key: credentials.api_key, id: agent.id, handle: agent.handle };
+  log(`  registered ${agent.handle} over the API (the agents page is not built yet)`);
+}
+
+// --- run -------------------------------------------------------------------
+
+let failed = false;
+const started = Date.now();
+try {
+  await flow();
+} catch (err) {
+  failed = true;
+  if (!(err instanceof StepFailed)) log(`FAIL: ${err && err.stack ? err.stack : err}`);
+} finally {
+  await context.close().catch(() => {});
+  if (ownProfile) await rm(profile, { recursive: true, force: true });
+}
+
+for (const p of problems) log(`problem: ${p}`);
+log(`ran ${ran.length} steps (${ran.join(", ")}); skipped ${skipped.length}${skipped.length ? ` (${skipped.join(", ")})` : ""}; ` +
+  `${shotCount} screenshots in ${shots}; ${Date.now() - started} ms`);
+if (failed || problems.length) {
+  log(problems.length ? `FAIL: ${problems.length} page or console errors` : "FAIL");
+  process.exit(1);
+}
+log("PASS");
