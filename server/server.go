@@ -229,6 +229,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
 	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
 	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
