@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -338,21 +340,37 @@ func chatdWithInput(t testing.TB, stdin string, args ...string) result {
 	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
 }
 
-// A new database: serve prints one setup token and the request that spends
-// it, which creates the first person once; set-password then replaces their
+// A new database: serve prints one setup link for the web app, with the
+// token in its fragment, and the curl command that spends the same token;
+// the token creates the first person once; set-password then replaces their
 // password from stdin.
 func TestSetupLinkAndSetPassword(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
-	var link string
+	var printed setupPrint
 	select {
-	case link = <-srv.setup:
+	case printed = <-srv.setup:
 	case <-time.After(30 * time.Second):
-		t.Fatal("no setup token printed for an empty database")
+		t.Fatal("no setup link printed for an empty database")
 	}
-	base, token, ok := strings.Cut(link, " ")
-	if !ok || base != srv.url || !strings.HasPrefix(token, "band_s_") {
-		t.Fatalf("setup command for %q", link)
+	if want := strconv.Itoa(int(store.SetupTokenTTL.Minutes())); printed.minutes != want {
+		t.Fatalf("the link works for %s minutes, says serve; want %s", printed.minutes, want)
+	}
+	link, err := url.Parse(printed.link)
+	if err != nil || link.Scheme+"://"+link.Host != srv.url || link.Path != "/" || link.RawQuery != "" {
+		t.Fatalf("setup link %q (%v): want the web app at %s/", printed.link, err, srv.url)
+	}
+	// Only the fragment holds the token: a browser never sends it.
+	token, ok := strings.CutPrefix(link.Fragment, "/setup/")
+	if !ok || !strings.HasPrefix(token, "band_s_") {
+		t.Fatalf("setup link %q: no #/setup/<token>", printed.link)
+	}
+	if printed.curlBase != srv.url || printed.curlToken != token {
+		t.Fatalf("the curl alternative spends %q at %s, the link %q", printed.curlToken, printed.curlBase, token)
+	}
+	// What the browser asks for when it opens the link is the web app.
+	if s, b := srv.call(t, "GET", link.Path, "", nil); s != 200 || !strings.Contains(strings.ToLower(string(b)), "<!doctype html") {
+		t.Fatalf("GET %s: %d %.80s", link.Path, s, b)
 	}
 	signIn := func(password string) int {
 		s, _, err := srv.send("POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "ada", "password": password})

@@ -223,14 +223,17 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
 		version, url, db.Path(), db.SchemaVersion(), syncMode)
 	if n, err := db.CountUsers(ctx); err == nil && n == 0 {
-		// The token goes in a request body, never in a URL, so it stays out
-		// of the access logs of any proxy in between.
+		// The link carries the token in its fragment, which the browser
+		// keeps to itself: the web app's setup page reads it there and
+		// sends it in a request body, so it never reaches the server's or a
+		// proxy's access logs. The curl line does the same without a browser.
 		if token, err := db.CreateSetupToken(ctx); err != nil {
 			logger.Error("creating the setup link", "err", err)
 		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "No users yet: create the first account within %d minutes with this one-time setup token:\n"+
-				"  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "Open this link within %d minutes to create the first account: %s/#/setup/%s\n",
 				int(store.SetupTokenTTL.Minutes()), url, token)
+			fmt.Fprintf(cmd.OutOrStdout(), "or without a browser:  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
+				url, token)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "or with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
 	}

@@ -131,14 +131,23 @@ type serverProc struct {
 	done   chan error
 	// metrics receives the metrics URL if the server prints one.
 	metrics chan string
-	// setup receives the first-run setup link if the server prints one.
-	setup chan string
+	// setup receives the first-run setup link and its curl alternative if
+	// the server prints them.
+	setup chan setupPrint
+}
+
+// setupPrint is what serve prints for an empty database: the link (and the
+// minutes it works) and the curl command that spends the same token.
+type setupPrint struct {
+	minutes, link       string
+	curlBase, curlToken string
 }
 
 var (
 	listening = regexp.MustCompile(`listening on (http://\S+)`)
 	metricsAt = regexp.MustCompile(`^metrics at (http://\S+)`)
-	setupAt   = regexp.MustCompile(`curl -X POST (http://\S+)/api/v1/auth/setup -d '\{"token": "(band_s_\w+)"`)
+	setupAt   = regexp.MustCompile(`^Open this link within (\d+) minutes to create the first account: (\S+)$`)
+	setupCurl = regexp.MustCompile(`^or without a browser:  curl -X POST (http://\S+)/api/v1/auth/setup -d '\{"token": "(band_s_\w+)"`)
 )
 
 // startServer runs `chatd serve --addr 127.0.0.1:0` on db and waits until it
@@ -152,7 +161,7 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &serverProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1), metrics: make(chan string, 1), setup: make(chan string, 1)}
+	p := &serverProc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan error, 1), metrics: make(chan string, 1), setup: make(chan setupPrint, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -160,6 +169,7 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		var setup setupPrint
 		for sc.Scan() {
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				urls <- m[1]
@@ -168,7 +178,11 @@ func startServer(t testing.TB, db string, extra ...string) *serverProc {
 				p.metrics <- m[1]
 			}
 			if m := setupAt.FindStringSubmatch(sc.Text()); m != nil {
-				p.setup <- m[1] + " " + m[2]
+				setup.minutes, setup.link = m[1], m[2]
+			}
+			if m := setupCurl.FindStringSubmatch(sc.Text()); m != nil && setup.link != "" {
+				setup.curlBase, setup.curlToken = m[1], m[2]
+				p.setup <- setup
 			}
 		}
 		close(urls)

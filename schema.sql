@@ -413,4 +413,28 @@ CREATE TABLE setup_tokens (
 -- People name their keys to tell them apart; keys made before names read "".
 ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT '';
 
-PRAGMA user_version = 4;
+-- Version 5 ---------------------------------------------------------------
+
+-- How far each person has read each room, for chatd's own unread counts
+-- (the Band API has none): the seq of the last message they read; no row
+-- reads as 0, nothing read. Keyed by person and room rather than kept on
+-- participants, since a person also reads rooms through the agents they own,
+-- where they have no participant row.
+CREATE TABLE read_markers (
+    user_id       TEXT NOT NULL REFERENCES users (id),
+    room_id       TEXT NOT NULL REFERENCES rooms (id),
+    last_read_seq INTEGER NOT NULL,
+    PRIMARY KEY (user_id, room_id)
+) STRICT, WITHOUT ROWID;
+
+-- An upgraded database starts with everything already in its rooms read:
+-- otherwise every room would light up at once with a backlog nobody missed.
+-- (A new database has no rooms yet, so this inserts nothing.)
+INSERT OR IGNORE INTO read_markers (user_id, room_id, last_read_seq)
+SELECT reader, room_id, seq FROM (
+    SELECT coalesce(p.user_id, a.owner_id) AS reader, p.room_id,
+        (SELECT max(m.seq) FROM messages m WHERE m.room_id = p.room_id) AS seq
+    FROM participants p LEFT JOIN agents a ON a.id = p.agent_id AND a.deleted_at IS NULL
+) WHERE reader IS NOT NULL AND seq IS NOT NULL;
+
+PRAGMA user_version = 5;

@@ -48,6 +48,7 @@ var authedRoutes = []struct {
 	{"GET", "/api/v1/me/chats/" + nilID, humansOnly},
 	{"PATCH", "/api/v1/me/chats/" + nilID, humansOnly},
 	{"DELETE", "/api/v1/me/chats/" + nilID, humansOnly},
+	{"POST", "/api/v1/me/chats/" + nilID + "/read", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/participants", humansOnly},
 	{"POST", "/api/v1/me/chats/" + nilID + "/participants", humansOnly},
 	{"PATCH", "/api/v1/me/chats/" + nilID + "/participants/" + nilID, humansOnly},

@@ -117,6 +117,7 @@ var secBodies = map[string]any{
 	"DELETE /api/v1/agent/chats/:chat_id/participants/:id":      nil,
 	"DELETE /api/v1/me/chats/:chat_id/participants/:id":         nil,
 	"DELETE /api/v1/me/chats/:chat_id":                          nil,
+	"POST /api/v1/me/chats/:chat_id/read":                       nil,
 	"DELETE /api/v1/me/agents/:id":                              nil,
 	"DELETE /api/v1/me/memories/:id":                            nil,
 	"DELETE /api/v1/me/keys/:id":                                nil,
@@ -239,6 +240,7 @@ func TestForeignIDsInBodies(t *testing.T) {
 		{"mention B's person", "POST", ra + "/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": w.foreign["participants"]}}}}, 422, "mentioned_participant_not_in_room"},
 		{"attach B's file", "POST", ra + "/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}, "attachment_ids": []string{w.foreign["files"]}}}, 422, ""},
 		{"supersede B's task", "POST", ra + "/tasks", map[string]any{"subject": "mine", "supersedes_id": w.foreign["tasks"]}, 422, "validation_error"},
+		{"mark read up to B's message", "POST", "/api/v1/me/chats/" + w.ownRoom + "/read", map[string]any{"message_id": w.foreign["messages"]}, 404, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts.refused(t, tc.method, tc.path, w.cred(tc.path), tc.body, tc.status, tc.code, "")

@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -31,7 +32,8 @@ import (
 // Config configures a Server.
 type Config struct {
 	DB *store.DB
-	// Web holds the static files of the web app, served at /.
+	// Web holds the static files of the web app, served at /. They are read
+	// once, by New: changes to them later are not seen.
 	Web fs.FS
 	// Logger receives one line per request; default slog.Default().
 	Logger *slog.Logger
@@ -80,7 +82,7 @@ type Config struct {
 type Server struct {
 	db            *store.DB
 	log           *slog.Logger
-	web           fs.FS
+	webFiles      map[string]*webFile // by name; nil serves none
 	maxBody       int64
 	headerTimeout time.Duration
 	maxFile       int64
@@ -115,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("server: no database")
 	}
-	s := &Server{db: cfg.DB, log: cfg.Logger, web: cfg.Web, maxBody: cfg.MaxBodyBytes, maxFile: cfg.MaxFileBytes, version: cfg.Version,
+	s := &Server{db: cfg.DB, log: cfg.Logger, maxBody: cfg.MaxBodyBytes, maxFile: cfg.MaxFileBytes, version: cfg.Version,
 		activity: newActivityTracker(), maxSockets: cfg.MaxSockets, maxSocketsPerKey: cfg.MaxSocketsPerKey,
 		upgrader: ws.HTTPUpgrader{Timeout: 10 * time.Second},
 		memories: !cfg.DisableMemories, roomTasks: !cfg.DisableRoomTasks}
@@ -147,6 +149,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.maxFile <= 0 {
 		s.maxFile = DefaultMaxFileBytes
+	}
+	if cfg.Web != nil {
+		files, err := loadWebFiles(cfg.Web)
+		if err != nil {
+			return nil, fmt.Errorf("server: read the web app's files: %w", err)
+		}
+		s.webFiles = files
 	}
 	secret, err := cfg.DB.ServerSecret(context.Background())
 	if err != nil {
@@ -229,6 +238,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
 	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
 	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)

@@ -84,6 +84,27 @@ func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
+type markReadRequest struct {
+	MessageID *string `json:"message_id"`
+}
+
+// markRead is POST /me/chats/{id}/read, chatd's own: it moves the caller's
+// read marker up to message_id (absent or null: the newest message), never
+// back, and answers the room with its unread count. A message_id that is
+// not a message of the room is 404, as an unreadable room.
+func (s *Server) markRead(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	var req markReadRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	room, err := s.db.MarkRead(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), req.MessageID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(newMeChatRoomView(room)))
+	return nil
+}
+
 // deleteRoom is DELETE /me/chats/{id}: a soft delete, answered 204.
 func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
 	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), ps.ByName("chat_id")); err != nil {

@@ -1,52 +1,150 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/chatd/chatd/store"
 )
 
+// The web app's static files, served for GET and HEAD outside /api/. They
+// are embedded in the binary and cannot change while it runs, so everything
+// about each file (its bytes, content type and ETag) is worked out once, when
+// the Server is built, and a request is a map lookup.
+
+// webFile is one file of the web app, ready to serve.
+type webFile struct {
+	body  []byte
+	ctype string
+	etag  string // strong: a digest of body
+}
+
+// webCSP is the Content-Security-Policy of every web file: the web app loads
+// only its own files (images may also be blob: and data: URLs, for previews
+// of uploads), talks only to this server, runs no inline script or style,
+// and may not be framed.
+const webCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; " +
+	"font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// webTypes are the content types by extension. A fixed table rather than
+// mime.TypeByExtension, which also reads the host's mime.types: the same
+// binary would label its files differently from one machine to the next.
+// Text types name their charset; JSON needs none (it is UTF-8 by definition).
+var webTypes = map[string]string{
+	".html":        "text/html; charset=utf-8",
+	".css":         "text/css; charset=utf-8",
+	".js":          "text/javascript; charset=utf-8",
+	".mjs":         "text/javascript; charset=utf-8",
+	".txt":         "text/plain; charset=utf-8",
+	".json":        "application/json",
+	".map":         "application/json",
+	".webmanifest": "application/manifest+json",
+	".svg":         "image/svg+xml",
+	".png":         "image/png",
+	".ico":         "image/x-icon",
+	".jpg":         "image/jpeg",
+	".jpeg":        "image/jpeg",
+	".gif":         "image/gif",
+	".webp":        "image/webp",
+	".woff2":       "font/woff2",
+	".woff":        "font/woff",
+}
+
+// webContentType is the content type of a file name. An unknown extension is
+// application/octet-stream, never a guess from the content: with nosniff,
+// a browser then downloads the file rather than run it as something else.
+func webContentType(name string) string {
+	if t, ok := webTypes[strings.ToLower(path.Ext(name))]; ok {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// loadWebFiles reads every regular file of fsys once.
+func loadWebFiles(fsys fs.FS) (map[string]*webFile, error) {
+	files := map[string]*webFile{}
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(body)
+		files[name] = &webFile{body: body, ctype: webContentType(name), etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+		return nil
+	})
+	return files, err
+}
+
 // notFound answers every path no route matched: the web app's files for
-// browsers (GET/HEAD outside /api/), and the JSON envelope otherwise.
+// browsers (GET/HEAD), and the JSON envelope otherwise.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	if s.web != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.HasPrefix(r.URL.Path, "/api/") {
-		if s.serveWebFile(w, r) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if f := s.webFileAt(r.URL.Path); f != nil {
+			serveWebFile(w, r, f)
 			return
 		}
 	}
 	s.writeError(w, r, errorf(store.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
-// serveWebFile serves a file of the web app ("/" is index.html) and reports
-// whether one existed.
-func (s *Server) serveWebFile(w http.ResponseWriter, r *http.Request) bool {
-	name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
-	if name == "" {
+// webFileAt returns the web file a request path names, or nil. "/" is
+// index.html; other directories, and any path ending in "/", are no file.
+// The path is cleaned first, so dot segments cannot climb out of the web
+// app's files, and nothing under /api/ is ever a file, however the path
+// spells it: an unknown API path stays a JSON 404.
+func (s *Server) webFileAt(urlPath string) *webFile {
+	name := strings.TrimPrefix(path.Clean("/"+urlPath), "/")
+	switch {
+	case strings.HasPrefix(urlPath, "/api/") || name == "api" || strings.HasPrefix(name, "api/"):
+		return nil
+	case name == "":
 		name = "index.html"
+	case strings.HasSuffix(urlPath, "/"):
+		return nil
 	}
-	if !fs.ValidPath(name) {
-		return false
-	}
-	b, err := fs.ReadFile(s.web, name)
-	if err != nil {
-		return false
-	}
-	ctype := mime.TypeByExtension(path.Ext(name))
-	if ctype == "" {
-		ctype = http.DetectContentType(b)
-	}
+	return s.webFiles[name]
+}
+
+// serveWebFile answers with f, or 304 when the client holds it already.
+// no-cache has the browser check every time, which costs a 304 when nothing
+// changed, and a new build's files are picked up at once. X-Content-Type-
+// Options: nosniff is set on every response (withRequestScope).
+func serveWebFile(w http.ResponseWriter, r *http.Request, f *webFile) {
 	h := w.Header()
-	h.Set("Content-Type", ctype)
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+	h.Set("Content-Security-Policy", webCSP)
+	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("ETag", f.etag)
+	if etagListed(strings.Join(r.Header.Values("If-None-Match"), ","), f.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", f.ctype)
+	h.Set("Content-Length", strconv.Itoa(len(f.body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(b)
+		_, _ = w.Write(f.body)
 	}
-	return true
+}
+
+// etagListed reports whether an If-None-Match value matches etag: "*", or
+// a list holding it. If-None-Match compares weakly (RFC 9110, 13.1.2), so
+// W/"x" matches "x".
+func etagListed(ifNoneMatch, etag string) bool {
+	for _, candidate := range strings.Split(ifNoneMatch, ",") {
+		candidate = strings.TrimSpace(candidate)
+		if candidate == "*" || strings.TrimPrefix(candidate, "W/") == etag {
+			return true
+		}
+	}
+	return false
 }

@@ -26,16 +26,19 @@ func newChatRoomView(r *store.Room) chatRoomView {
 		InsertedAt: timestamp(r.InsertedAt), UpdatedAt: timestamp(r.UpdatedAt)}
 }
 
-// meChatRoomView is the human API's MeChatRoom.
+// meChatRoomView is the human API's MeChatRoom, with chatd's own
+// unread_count (capped at store.UnreadCap; see store/reads.go).
 type meChatRoomView struct {
 	chatRoomView
 	Type          string  `json:"type"`
 	Status        string  `json:"status"`
 	LastMessageAt *string `json:"last_message_at"`
+	UnreadCount   int     `json:"unread_count"`
 }
 
 func newMeChatRoomView(r *store.Room) meChatRoomView {
-	return meChatRoomView{chatRoomView: newChatRoomView(r), Type: r.Type, Status: r.Status, LastMessageAt: optionalTimestamp(r.LastMessageAt)}
+	return meChatRoomView{chatRoomView: newChatRoomView(r), Type: r.Type, Status: r.Status, LastMessageAt: optionalTimestamp(r.LastMessageAt),
+		UnreadCount: r.Unread}
 }
 
 // participantView is ChatParticipant, with the details of

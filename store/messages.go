@@ -341,6 +341,9 @@ func findParticipant(ps []*Participant, id string) *Participant {
 
 // insertMessage stores a message after checking the room's message quota,
 // and moves the room's message count and, for chat content, last_message_at.
+// A person's own message also moves their read marker to it: what they
+// write is never unread to them, nor is what came before it (they answered
+// the room as it stood).
 func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content string, mentions []Mention, metadata json.RawMessage) (*Message, error) {
 	if room.MessageCount >= limits.MessagesPerRoom {
 		return nil, limitReached("messages", limits.MessagesPerRoom, room.MessageCount)
@@ -363,6 +366,11 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 		m.ID, m.RoomID, m.SenderID, m.SenderType, m.SenderName, typ, content, string(mj), string(metadata), now.UnixMicro(), now.UnixMicro()).Scan(&m.Seq)
 	if err != nil {
 		return nil, err
+	}
+	if !sender.IsAgent() {
+		if err := markReadUpTo(tx, sender.ID, room.ID, m.Seq); err != nil {
+			return nil, err
+		}
 	}
 	room.MessageCount++
 	if chatContentTypes[typ] {

@@ -188,3 +188,93 @@ func TestUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
 		}
 	}
 }
+
+// Upgrading to version 5 marks everything already in a room read, for its
+// people and for the owners of its agents (who read it through them), so
+// that no room lights up with a backlog nobody missed; what comes after
+// counts as usual.
+func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v4.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		org    = "0190a0a0-0000-7000-8000-000000000001"
+		alice  = "0190a0a0-0000-7000-8000-0000000000a1"
+		bob    = "0190a0a0-0000-7000-8000-0000000000b1"
+		carol  = "0190a0a0-0000-7000-8000-0000000000c1"
+		helper = "0190a0a0-0000-7000-8000-0000000000b2" // bob's agent
+		busy   = "0190a0a0-0000-7000-8000-0000000000f1"
+		empty  = "0190a0a0-0000-7000-8000-0000000000f2"
+	)
+	for _, stmt := range []string{
+		schemaAsOf(t, 4),
+		`INSERT INTO organizations (id, name, inserted_at) VALUES ('` + org + `', 'Old', 1)`,
+		`INSERT INTO users (id, organization_id, handle, first_name, role, inserted_at, updated_at) VALUES
+			('` + alice + `', '` + org + `', 'alice', 'Alice', 'admin', 1, 1),
+			('` + bob + `', '` + org + `', 'bob', 'Bob', 'user', 1, 1),
+			('` + carol + `', '` + org + `', 'carol', 'Carol', 'user', 1, 1)`,
+		`INSERT INTO agents (id, owner_id, organization_id, slug, handle, name, inserted_at, updated_at) VALUES
+			('` + helper + `', '` + bob + `', '` + org + `', 'helper', 'bob/helper', 'Helper', 1, 1)`,
+		`INSERT INTO rooms (id, organization_id, creator_id, creator_type, quota_owner_id, inserted_at, updated_at) VALUES
+			('` + busy + `', '` + org + `', '` + alice + `', 'User', '` + alice + `', 1, 1),
+			('` + empty + `', '` + org + `', '` + alice + `', 'User', '` + alice + `', 1, 1)`,
+		`INSERT INTO participants (room_id, member_id, user_id, agent_id, role, inserted_at, updated_at) VALUES
+			('` + busy + `', '` + alice + `', '` + alice + `', NULL, 'owner', 1, 1),
+			('` + busy + `', '` + helper + `', NULL, '` + helper + `', 'member', 1, 1),
+			('` + empty + `', '` + alice + `', '` + alice + `', NULL, 'owner', 1, 1)`,
+		`INSERT INTO messages (seq, id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at) VALUES
+			(7, '0190a0a0-0000-7000-8000-000000000007', '` + busy + `', '` + helper + `', 'Agent', 'Helper', 'text', 'one', 1, 1),
+			(9, '0190a0a0-0000-7000-8000-000000000009', '` + busy + `', '` + helper + `', 'Agent', 'Helper', 'thought', 'two', 2, 2)`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatalf("version 4 database: %v", err)
+		}
+	}
+	raw.Close()
+
+	db := openTestDBAt(t, path, Options{})
+	if db.MigratedFrom() != 4 {
+		t.Fatalf("migrated from %d, want 4", db.MigratedFrom())
+	}
+	rows, err := db.read.Query(`SELECT user_id, room_id, last_read_seq FROM read_markers ORDER BY user_id, room_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var user, room string
+		var seq int
+		rows.Scan(&user, &room, &seq)
+		got = append(got, fmt.Sprintf("%s %s %d", user, room, seq))
+	}
+	rows.Close()
+	// Alice is in the busy room, Bob reads it through his agent; the empty
+	// room has nothing to mark and Carol is in no room.
+	want := []string{alice + " " + busy + " 9", bob + " " + busy + " 9"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read markers after the upgrade:\n got %v\nwant %v", got, want)
+	}
+
+	ctx := t.Context()
+	aliceActor := Actor{ID: alice, Type: "User", OwnerID: alice, OrganizationID: org}
+	if room, err := db.Room(ctx, aliceActor, busy); err != nil || room.Unread != 0 {
+		t.Fatalf("after the upgrade: %v unread, %v", room, err)
+	}
+	if _, err := db.PostEvent(ctx, Actor{ID: helper, Type: "Agent", Name: "Helper", OwnerID: bob, OrganizationID: org}, busy,
+		EventInput{Content: "new", Type: "thought"}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := db.ListRooms(ctx, aliceActor, RoomFilter{}, PageRequest{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unread := map[string]int{}
+	for _, r := range page.Items {
+		unread[r.ID] = r.Unread
+	}
+	if unread[busy] != 1 || unread[empty] != 0 || len(unread) != 2 {
+		t.Fatalf("unread after a new message: %v", unread)
+	}
+}

@@ -22,18 +22,36 @@ type Room struct {
 	MessageCount   int
 	InsertedAt     time.Time
 	UpdatedAt      time.Time
+	// Unread is, for a person reading the room, the chat content others
+	// sent after their read marker, at most UnreadCap (see reads.go); 0 for
+	// an agent. Set by the reads the Human API renders rooms from.
+	Unread int
 }
 
 const roomColumns = `r.id, r.organization_id, r.title, r.title_locked, r.task_id, r.type, r.status, r.creator_id, r.creator_type,
 	r.last_message_at, r.message_count, r.inserted_at, r.updated_at`
 
-func scanRoom(row interface{ Scan(...any) error }) (*Room, error) {
+func scanRoom(row interface{ Scan(...any) error }) (*Room, error) { return scanRoomAnd(row) }
+
+// scanRoomWithUnread scans roomColumns followed by an unread count.
+func scanRoomWithUnread(row interface{ Scan(...any) error }) (*Room, error) {
+	var unread int
+	r, err := scanRoomAnd(row, &unread)
+	if err != nil {
+		return nil, err
+	}
+	r.Unread = unread
+	return r, nil
+}
+
+// scanRoomAnd scans roomColumns, then the columns after them into extra.
+func scanRoomAnd(row interface{ Scan(...any) error }, extra ...any) (*Room, error) {
 	var r Room
 	var title, task sql.NullString
 	var last sql.NullInt64
 	var ins, upd int64
-	err := row.Scan(&r.ID, &r.OrganizationID, &title, &r.TitleLocked, &task, &r.Type, &r.Status, &r.CreatorID, &r.CreatorType,
-		&last, &r.MessageCount, &ins, &upd)
+	err := row.Scan(append([]any{&r.ID, &r.OrganizationID, &title, &r.TitleLocked, &task, &r.Type, &r.Status, &r.CreatorID, &r.CreatorType,
+		&last, &r.MessageCount, &ins, &upd}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -104,14 +122,16 @@ func (db *DB) CreateRoom(ctx context.Context, actor Actor, nr NewRoom) (*Room, e
 	return room, err
 }
 
-// Room returns a room the actor may read.
+// Room returns a room the actor may read, with the actor's unread count.
 func (db *DB) Room(ctx context.Context, actor Actor, roomID string) (*Room, error) {
 	var room *Room
 	err := db.readTx(ctx, func(q readQ) error {
 		a, err := loadAccess(q, actor, roomID)
-		if err == nil {
-			room = a.room
+		if err != nil {
+			return err
 		}
+		room = a.room
+		room.Unread, err = roomUnread(q, actor, roomID)
 		return err
 	})
 	return room, err
@@ -140,9 +160,17 @@ func RoomKeyset(r *Room, sort string) *Keyset {
 }
 
 // ListRooms lists the live rooms the actor participates in (with an active
-// row).
+// row), for a person with their unread count in each, computed in the
+// listing's own query.
 func (db *DB) ListRooms(ctx context.Context, actor Actor, f RoomFilter, pr PageRequest) (*Page[*Room], error) {
-	cond, args := readableRooms(actor, f.IncludeAgentRooms)
+	cond, condArgs := readableRooms(actor, f.IncludeAgentRooms)
+	// The unread count is a column of the SELECT, so its arguments come
+	// before those of the conditions. The total's count(*) over the same
+	// text drops the column unevaluated.
+	base, args := `SELECT `+roomColumns+`, 0 FROM rooms r`, condArgs
+	if !actor.IsAgent() {
+		base, args = `SELECT `+roomColumns+`, `+unreadSQL+` FROM rooms r`, append([]any{actor.ID, actor.ID}, condArgs...)
+	}
 	conds := []string{"r.deleted_at IS NULL", cond}
 	if f.Status != "" {
 		conds = append(conds, "r.status = ?")
@@ -156,7 +184,7 @@ func (db *DB) ListRooms(ctx context.Context, actor Actor, f RoomFilter, pr PageR
 	if f.Sort == "updated_at" {
 		sort.column = "r.updated_at"
 	}
-	page, err := listPage(ctx, db, `SELECT `+roomColumns+` FROM rooms r`, conds, args, sort, pr, scanRoom)
+	page, err := listPage(ctx, db, base, conds, args, sort, pr, scanRoomWithUnread)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +211,9 @@ func (db *DB) RenameRoom(ctx context.Context, actor Actor, roomID, title string)
 			return &Error{Code: CodeForbidden, Message: "only the owner of the room may rename it"}
 		}
 		room = a.room
+		if room.Unread, err = roomUnread(tx, actor, room.ID); err != nil {
+			return err
+		}
 		if room.TitleLocked && room.Title != nil && *room.Title == t {
 			return nil
 		}

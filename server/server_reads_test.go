@@ -1,0 +1,244 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Scenario tests of read markers and unread counts (chatd's own extension,
+// see store/reads.go): unread_count on every MeChatRoom, and
+// POST /me/chats/{id}/read.
+
+// unreadIn reads a's unread count in a room both ways the web app does: the
+// room itself and its entry in the listing (with agent rooms, so that rooms
+// read through an agent are there too). The two must agree.
+func (k *roomsKit) unreadIn(t testing.TB, a roomsActor, room string) int {
+	t.Helper()
+	got, ok := k.get(t, a, room)["unread_count"].(float64)
+	if !ok {
+		t.Fatalf("GET %s: no unread_count", k.names[room])
+	}
+	r := k.ts.do(t, "GET", roomsHumanAPI+"?limit=100&include=agent_rooms", a.cred, nil)
+	expect(t, r, 200, "")
+	for _, it := range r.list(t) {
+		if it := it.(map[string]any); it["id"] == room {
+			if listed, ok := it["unread_count"].(float64); !ok || listed != got {
+				t.Fatalf("%s: the listing says unread_count %v, the room %v", k.names[room], it["unread_count"], got)
+			}
+			return int(got)
+		}
+	}
+	t.Fatalf("%s is not in %s's listing", k.names[room], a.name)
+	return 0
+}
+
+// markRead posts to a room's read route and returns the room it answers.
+func (k *roomsKit) markRead(t testing.TB, a roomsActor, room string, body any) map[string]any {
+	t.Helper()
+	r := k.ts.do(t, "POST", a.room(room, "read"), a.cred, body)
+	expect(t, r, 200, "")
+	got := r.data(t)
+	if got["id"] != room || got["type"] == nil || got["status"] == nil {
+		t.Fatalf("read answers %v, want the MeChatRoom", got)
+	}
+	if _, ok := got["unread_count"].(float64); !ok {
+		t.Fatalf("read answers no unread_count: %v", got)
+	}
+	return got
+}
+
+// event posts an event of type typ as an agent and returns its id.
+func (k *roomsKit) event(t testing.TB, a roomsActor, room, typ string) string {
+	t.Helper()
+	r := k.ts.do(t, "POST", a.room(room, "events"), a.cred, map[string]any{"event": map[string]any{"content": typ + " here", "message_type": typ}})
+	expect(t, r, 201, "")
+	return r.data(t)["id"].(string)
+}
+
+func TestReadsUnreadCounts(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	helper := k.bot(alice, "Helper")
+	room := k.newRoom(t, alice, "room", nil)
+	quiet := k.newRoom(t, alice, "quiet", nil) // nothing happens here: it stays 0 beside the other
+	k.add(t, alice, room, bob, "")
+	k.add(t, alice, room, helper, "")
+
+	ids := map[string]string{} // message ids by step name, for later steps to point at
+	text := func(a, mention roomsActor) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			r := k.send(t, a, room, "a word from "+a.name, mention)
+			expect(t, r, 201, "")
+			return r.data(t)["id"].(string)
+		}
+	}
+	event := func(typ string) func(t *testing.T) string {
+		return func(t *testing.T) string { return k.event(t, helper, room, typ) }
+	}
+	read := func(a roomsActor, body func() any, answers int) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			if got := k.markRead(t, a, room, body())["unread_count"]; got != float64(answers) {
+				t.Fatalf("read answers unread_count %v, want %d", got, answers)
+			}
+			return ""
+		}
+	}
+	none := func() any { return nil }
+	upTo := func(step string) func() any { return func() any { return map[string]any{"message_id": ids[step]} } }
+
+	for _, step := range []struct {
+		name       string
+		do         func(t *testing.T) string // returns the id of a message it sent, if any
+		alice, bob int
+	}{
+		{"a new room has nothing unread", nil, 0, 0},
+		{"reading an empty room changes nothing", read(bob, none, 0), 0, 0},
+		{"the agent's text", text(helper, alice), 1, 1},
+		{"the agent's thought is chat content", event("thought"), 2, 2},
+		{"a tool call too", event("tool_call"), 3, 3},
+		{"an internal event is not", event("system"), 3, 3},
+		{"bob's message: unread to alice, not to bob", text(bob, helper), 4, 0},
+		{"alice answers: her own message marks the room read for her", text(alice, helper), 0, 1},
+		{"bob reads with no body", read(bob, none, 0), 0, 0},
+		{"more from the agent", text(helper, bob), 1, 1},
+		{"and more", event("error"), 2, 2},
+		{"bob marks an older message: his marker does not move back", read(bob, upTo("the agent's text"), 2), 2, 2},
+		{"bob reads up to the first new one", read(bob, upTo("more from the agent"), 1), 2, 1},
+		{"bob reads up to the newest by id", read(bob, upTo("and more"), 0), 2, 0},
+		{"alice reads with an empty object", read(alice, func() any { return map[string]any{} }, 0), 0, 0},
+		{"a null message_id is the newest too", read(alice, func() any { return map[string]any{"message_id": nil} }, 0), 0, 0},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if step.do != nil {
+				if id := step.do(t); id != "" {
+					ids[step.name] = id
+				}
+			}
+			if got := k.unreadIn(t, alice, room); got != step.alice {
+				t.Errorf("alice's unread_count = %d, want %d", got, step.alice)
+			}
+			if got := k.unreadIn(t, bob, room); got != step.bob {
+				t.Errorf("bob's unread_count = %d, want %d", got, step.bob)
+			}
+			if got := k.unreadIn(t, alice, quiet); got != 0 {
+				t.Errorf("the quiet room's unread_count = %d", got)
+			}
+		})
+	}
+
+	// Reading what was read already answers 200 and writes nothing.
+	before := k.ts.snapshot(t)
+	k.markRead(t, bob, room, map[string]any{"message_id": ids["the agent's text"]})
+	k.markRead(t, bob, room, nil)
+	k.ts.unchanged(t, before)
+
+	// Agents see the terse ChatRoom, without the person's count.
+	if _, ok := k.get(t, helper, room)["unread_count"]; ok {
+		t.Error("an agent's ChatRoom carries unread_count")
+	}
+}
+
+// A person reads the rooms of the agents they own without being in them;
+// those rooms count unread and take a read marker too.
+func TestReadsThroughAnAgent(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	room := k.newRoom(t, helper, "helper's room", nil)
+	k.event(t, helper, room, "thought")
+	k.event(t, helper, room, "tool_call")
+	if got := k.unreadIn(t, alice, room); got != 2 {
+		t.Fatalf("unread_count = %d, want 2", got)
+	}
+	if got := k.markRead(t, alice, room, nil)["unread_count"]; got != float64(0) {
+		t.Fatalf("read answers unread_count %v", got)
+	}
+	if got := k.unreadIn(t, alice, room); got != 0 {
+		t.Fatalf("unread_count after reading = %d", got)
+	}
+}
+
+// The count stops at store.UnreadCap, however long the backlog: 100 reads
+// "100 or more".
+func TestReadsUnreadCountIsCapped(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	helper := k.bot(alice, "Helper")
+	for _, tc := range []struct {
+		backlog, want int
+	}{
+		{99, 99}, {100, 100}, {101, 100}, {2500, 100},
+	} {
+		t.Run(fmt.Sprint(tc.backlog), func(t *testing.T) {
+			room := k.newRoom(t, helper, fmt.Sprint("backlog of ", tc.backlog), nil)
+			k.add(t, helper, room, alice, "")
+			// One statement writes the backlog: the API would take a request
+			// a message, and the count is about what the table holds.
+			k.exec(t, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+				INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at)
+				SELECT printf('%08x-0000-7000-8000-%012d', ?, i), ?, ?, 'Agent', 'Helper', 'text', 'backlog ' || i, i, i FROM n`,
+				tc.backlog, tc.backlog, room, helper.id)
+			if got := k.unreadIn(t, alice, room); got != tc.want {
+				t.Fatalf("unread_count = %d, want %d", got, tc.want)
+			}
+			if got := k.markRead(t, alice, room, nil)["unread_count"]; got != float64(0) {
+				t.Fatalf("read answers unread_count %v", got)
+			}
+		})
+	}
+}
+
+func TestReadsRefusals(t *testing.T) {
+	k := newRoomsKit(t)
+	alice := k.human("alice")
+	bob := k.human("bob")
+	helper := k.bot(alice, "Helper")
+	carol := k.human("carol", "globex")
+	rival := k.bot(carol, "Rival")
+	room := k.newRoom(t, alice, "room", nil)
+	k.add(t, alice, room, helper, "")
+	k.add(t, alice, room, bob, "")
+	other := k.newRoom(t, alice, "other", nil)
+	k.add(t, alice, other, helper, "")
+	foreign := k.newRoom(t, carol, "foreign", nil)
+	k.add(t, carol, foreign, rival, "")
+
+	k.event(t, helper, room, "thought")
+	inOther := k.event(t, helper, other, "thought")
+	r := k.send(t, carol, foreign, "secret", rival)
+	expect(t, r, 201, "")
+	inForeign := r.data(t)["id"].(string)
+	// Bob is blocked in the room: he reads nothing there until unblocked.
+	expect(t, k.patch(t, alice, room, bob.id, map[string]any{"status": "blocked"}), 200, "")
+
+	read := func(room string) string { return roomsHumanAPI + "/" + room + "/read" }
+	upTo := func(id any) map[string]any { return map[string]any{"message_id": id} }
+	k.refuse(t, []roomsRefusal{
+		{name: "another organization's room", as: alice, method: "POST", path: read(foreign), status: 404, code: "not_found"},
+		{name: "another organization's room, up to its message", as: alice, method: "POST", path: read(foreign), body: upTo(inForeign), status: 404, code: "not_found"},
+		{name: "a message of another organization's room", as: alice, method: "POST", path: read(room), body: upTo(inForeign), status: 404, code: "not_found"},
+		{name: "a message of another of my rooms", as: alice, method: "POST", path: read(room), body: upTo(inOther), status: 404, code: "not_found"},
+		{name: "a message that does not exist", as: alice, method: "POST", path: read(room), body: upTo(nilID), status: 404, code: "not_found"},
+		{name: "a message id that is no UUID", as: alice, method: "POST", path: read(room), body: upTo("latest"), status: 404, code: "not_found"},
+		{name: "an empty message id", as: alice, method: "POST", path: read(room), body: upTo(""), status: 404, code: "not_found"},
+		{name: "a room that does not exist", as: alice, method: "POST", path: read(nilID), status: 404, code: "not_found"},
+		{name: "a room id that is no UUID", as: alice, method: "POST", path: read("general"), status: 404, code: "not_found"},
+		{name: "a room the person is blocked in", as: bob, method: "POST", path: read(room), status: 404, code: "not_found"},
+		{name: "an unknown field", as: alice, method: "POST", path: read(room), body: map[string]any{"seq": 3}, status: 400, code: "unknown_field", pointer: "/seq"},
+		{name: "a message id of the wrong type", as: alice, method: "POST", path: read(room), body: upTo(42), status: 422, code: "validation_error", pointer: "/message_id"},
+		{name: "not JSON", as: alice, method: "POST", path: read(room), body: `{"message_id":`, status: 400, code: "invalid_json"},
+		{name: "an agent", as: helper, method: "POST", path: read(room), status: 403, code: "forbidden"},
+	})
+	if got := k.unreadIn(t, alice, room); got != 1 {
+		t.Fatalf("after the refusals alice's unread_count = %d, want 1", got)
+	}
+}
+
+// Marking a room read is a room write for a delegated token, as posting in
+// it is: chats:read does not cover it.
+func TestReadsDelegationScope(t *testing.T) {
+	if got := delegationScope("POST", "/api/v1/me/chats/:chat_id/read"); got != "chats:write" {
+		t.Fatalf("scope = %q, want chats:write", got)
+	}
+}

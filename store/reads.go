@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Read markers and unread counts: chatd's own extension for the web app (the
+// Band API has none). A person's marker in a room is the seq of the last
+// message they read there; the room's unread count is the chat content (the
+// types that move last_message_at) that others sent after it. Only people
+// have markers: agents track their work through deliveries.
+
+// UnreadCap bounds an unread count: counting stops there, so a room with a
+// backlog of thousands costs no more to list than one with UnreadCap unread
+// messages. A count of UnreadCap reads "UnreadCap or more" (the web app
+// shows "99+").
+const UnreadCap = 100
+
+// chatContentList is chatContentTypes as an SQL list of literals. The types
+// are chatd's own constants, never input, so they are written into the query
+// text: the unread count stays a fixed query the planner sees whole.
+var chatContentList = func() string {
+	types := make([]string, 0, len(chatContentTypes))
+	for t := range chatContentTypes {
+		types = append(types, "'"+t+"'")
+	}
+	slices.Sort(types)
+	return "(" + strings.Join(types, ", ") + ")"
+}()
+
+// unreadSQL is a person's unread count in the room r.id, as an SQL
+// expression: its arguments are the person's id, twice. The inner LIMIT
+// caps the work, not only the answer: the scan of messages_room stops at
+// the UnreadCap-th match.
+var unreadSQL = `(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.room_id = r.id
+	AND m.seq > coalesce((SELECT k.last_read_seq FROM read_markers k WHERE k.user_id = ? AND k.room_id = r.id), 0)
+	AND m.sender_id != ? AND m.message_type IN ` + chatContentList + ` LIMIT ` + strconv.Itoa(UnreadCap) + `))`
+
+// roomUnread returns the actor's unread count in a room; 0 for an agent,
+// which keeps no marker.
+func roomUnread(q queryer, actor Actor, roomID string) (int, error) {
+	if actor.IsAgent() {
+		return 0, nil
+	}
+	var n int
+	err := q.QueryRow(`SELECT `+unreadSQL+` FROM rooms r WHERE r.id = ?`, actor.ID, actor.ID, roomID).Scan(&n)
+	return n, err
+}
+
+// markReadUpTo moves a person's marker in a room forward to seq; a marker
+// already there or beyond stays (markers never move back).
+func markReadUpTo(tx *Tx, userID, roomID string, seq int64) error {
+	_, err := tx.Exec(`INSERT INTO read_markers (user_id, room_id, last_read_seq) VALUES (?, ?, ?)
+		ON CONFLICT (user_id, room_id) DO UPDATE SET last_read_seq = excluded.last_read_seq
+		WHERE excluded.last_read_seq > read_markers.last_read_seq`, userID, roomID, seq)
+	return err
+}
+
+// MarkRead moves a person's read marker in a room they may read up to a
+// message of that room (messageID nil: up to its newest message), never
+// back, and returns the room with its unread count after the move. A
+// message that is not in the room is not found, as a room the person may
+// not read.
+func (db *DB) MarkRead(ctx context.Context, actor Actor, roomID string, messageID *string) (*Room, error) {
+	if actor.IsAgent() {
+		return nil, &Error{Code: CodeForbidden, Message: "only people keep read markers"}
+	}
+	var room *Room
+	err := db.Write(ctx, func(tx *Tx) error {
+		a, err := loadAccess(tx, actor, roomID)
+		if err != nil {
+			return err
+		}
+		var seq int64
+		if messageID == nil {
+			err = tx.QueryRow(`SELECT coalesce(max(seq), 0) FROM messages WHERE room_id = ?`, roomID).Scan(&seq)
+		} else if !ValidID(*messageID) {
+			err = notFound("message")
+		} else {
+			err = tx.QueryRow(`SELECT seq FROM messages WHERE id = ? AND room_id = ?`, *messageID, roomID).Scan(&seq)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = notFound("message")
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if seq > 0 {
+			if err := markReadUpTo(tx, actor.ID, roomID, seq); err != nil {
+				return err
+			}
+		}
+		room = a.room
+		room.Unread, err = roomUnread(tx, actor, roomID)
+		return err
+	})
+	return room, err
+}
