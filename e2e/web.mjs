@@ -59,7 +59,6 @@ page.setDefaultTimeout(T);
 
 let current = { name: "start", refusals: [] };
 const problems = [];
-const missingPages = new Set(); // page modules not built yet: their 404s are expected
 
 const pathOf = (url) => {
   try {
@@ -68,27 +67,18 @@ const pathOf = (url) => {
     return url;
   }
 };
-const isMissingPage = (text) => [...missingPages].some((m) => text.includes(`/js/pages/${m}.js`));
 
 page.on("pageerror", (err) => {
-  const text = String(err && err.message ? err.message : err);
-  if (isMissingPage(text)) {
-    log(`  (expected while the page is not built: ${text})`);
-    return;
-  }
-  problems.push(`[${current.name}] page error: ${err && err.stack ? err.stack : text}`);
+  problems.push(`[${current.name}] page error: ${err && err.stack ? err.stack : err}`);
 });
 
 page.on("console", (msg) => {
   if (msg.type() !== "error") return;
   const text = msg.text();
   const where = msg.location() && msg.location().url ? msg.location().url : "";
-  if (/^Failed to load resource/.test(text)) {
-    // API refusals are judged by the response listener below, with the
-    // request they answer.
-    if (pathOf(where).startsWith("/api/")) return;
-    if (isMissingPage(where)) return;
-  }
+  // API refusals are judged by the response listener below, with the
+  // request they answer.
+  if (/^Failed to load resource/.test(text) && pathOf(where).startsWith("/api/")) return;
   problems.push(`[${current.name}] console error: ${text}${where ? ` (${where})` : ""}`);
 });
 
@@ -120,16 +110,8 @@ async function shot(name) {
 }
 
 const ran = [];
-const skipped = [];
 
-async function step(name, fn, { needs = [] } = {}) {
-  for (const m of needs) {
-    if (!(await pageBuilt(m))) {
-      log(`skip: ${name} (page not built yet)`);
-      skipped.push(name);
-      return;
-    }
-  }
+async function step(name, fn) {
   current = { name, refusals: [] };
   log(`step: ${name}`);
   const started = Date.now();
@@ -156,16 +138,6 @@ async function step(name, fn, { needs = [] } = {}) {
 }
 
 class StepFailed extends Error {}
-
-const built = new Map();
-async function pageBuilt(mod) {
-  if (!built.has(mod)) {
-    const res = await fetch(`${base}/js/pages/${mod}.js`, { method: "HEAD" });
-    built.set(mod, res.status !== 404);
-    if (res.status === 404) missingPages.add(mod);
-  }
-  return built.get(mod);
-}
 
 // --- waiting and checking --------------------------------------------------
 
@@ -217,12 +189,6 @@ async function agentCall(key, method, path, body) {
 const state = {};
 
 async function flow() {
-  // Known before the first step, so that the app's own attempts to load a
-  // missing page are told apart from real errors.
-  for (const m of ["rooms", "agents"]) {
-    if (!(await pageBuilt(m))) log(`note: /js/pages/${m}.js is not built yet; the steps that need it are skipped`);
-  }
-
   await step("setup", async () => {
     await page.goto(setupURL);
     await page.getByLabel("Handle", { exact: true }).fill(person.handle);
@@ -233,7 +199,7 @@ async function flow() {
     await page.getByRole("button", { name: "Create account" }).click();
     await atHash(/^#\/rooms$/);
     await signedIn();
-    if (await pageBuilt("rooms")) await visible(page.getByRole("button", { name: "New room" }));
+    await visible(page.getByRole("button", { name: "New room" }));
     await shot("02-rooms-empty");
   });
 
@@ -278,14 +244,14 @@ async function flow() {
     await visible(secret);
     const key = (await secret.innerText()).trim();
     if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
-    await visible(page.getByText(/not be shown again/));
-    const copy = page.getByRole("button", { name: "Copy" });
+    await visible(page.getByText(/shown only once/));
+    const copy = page.getByRole("button", { name: "Copy" }).first();
     await visible(copy);
     await page.getByText("alice/helper").first().waitFor({ state: "visible" });
     await shot("04-agent-key");
 
     await copy.click();
-    await visible(page.getByRole("button", { name: /^(Copied|Selected)/ }));
+    await visible(page.getByRole("button", { name: /^(Copied|Selected)/ }).first());
     const copied = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
     if (copied !== null && copied !== key) throw new Error(`the clipboard holds ${JSON.stringify(copied)}, not the key`);
     log(copied === null ? "  (the clipboard could not be read back)" : "  Copy put the key on the clipboard");
@@ -300,7 +266,7 @@ async function flow() {
       [...document.querySelectorAll("input, textarea")].some((el) => el.value.includes(k)), key);
     if (stillThere) throw new Error("the key is still somewhere in the page after Done");
     await visible(page.getByText("Helper", { exact: true }).first());
-  }, { needs: ["agents"] });
+  });
 
   await step("new-room", async () => {
     await nav("Rooms");
@@ -311,10 +277,9 @@ async function flow() {
     state.room = decodeURIComponent(hash().split("/")[2]);
     await visible(page.getByRole("heading", { name: "Launch plan" }));
     await shot("05-room");
-  }, { needs: ["rooms"] });
+  });
 
   await step("add-agent", async () => {
-    if (!state.agent) await registerAgentByAPI();
     const picker = page.getByLabel("Add participant");
     await visible(picker);
     if ((await picker.evaluate((el) => el.tagName)) === "SELECT") {
@@ -329,7 +294,7 @@ async function flow() {
     }
     await page.getByRole("button", { name: "Add", exact: true }).click();
     await visible(page.getByRole("listitem").filter({ hasText: "Helper" }).first());
-  }, { needs: ["rooms"] });
+  });
 
   await step("mention", async () => {
     const box = page.getByLabel("Message", { exact: true });
@@ -348,7 +313,7 @@ async function flow() {
     state.sent = page.locator("li, article").filter({ hasText: "please summarise" }).last();
     await visible(state.sent);
     await visible(state.sent.getByText(/Helper/).first());
-  }, { needs: ["rooms"] });
+  });
 
   await step("agent-replies", async () => {
     const { key } = state.agent;
@@ -366,7 +331,31 @@ async function flow() {
     await visible(page.getByText("Here is the summary"));
     await visible(state.sent.getByText(/processed/i).first());
     await shot("06-room-live");
-  }, { needs: ["rooms"] });
+  });
+
+  await step("unread", async () => {
+    // An agent opens a room with alice in it and writes there: the list
+    // counts it live, opening the room reads it, and the count stays read.
+    const { key } = state.agent;
+    const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Agent news" } })).data.id;
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
+    const link = page.getByRole("link", { name: /^Agent news/ });
+    await visible(link);
+    for (const n of [1, 2]) {
+      await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
+        { message: { content: `@alice news ${n}`, mentions: [{ id: state.me.id }] } });
+      await until(`the list to count ${n} unread`, async () => (await link.getAttribute("aria-label")) === `Agent news, ${n} unread`);
+    }
+    await shot("07-unread");
+    await link.click();
+    await visible(page.getByText("news 2"));
+    await page.getByRole("link", { name: "Launch plan" }).click();
+    await visible(page.getByRole("heading", { name: "Launch plan" }));
+    await page.reload();
+    await visible(page.getByRole("heading", { name: "Launch plan" }));
+    const label = await page.getByRole("link", { name: /^Agent news/ }).getAttribute("aria-label");
+    if (label !== "Agent news") throw new Error(`after reading it the room is listed as ${JSON.stringify(label)}`);
+  });
 
   await step("delete-room", async () => {
     await page.getByRole("button", { name: "Delete room" }).click();
@@ -375,47 +364,30 @@ async function flow() {
     await dialog.getByRole("button", { name: "Delete", exact: true }).click();
     await until("the room to leave the address", async () => !hash().startsWith(`#/rooms/${state.room}`));
     await until("the room to leave the list", async () => (await page.getByRole("link", { name: /Launch plan/ }).count()) === 0);
-    await shot("07-room-deleted");
-  }, { needs: ["rooms"] });
+    await shot("08-room-deleted");
+  });
 
   await step("phone-rooms", async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     await page.goto(`${base}/#/rooms`);
     await visible(page.getByRole("button", { name: "New room" }));
     await fitsWidth();
-    await shot("08-phone-rooms");
-  }, { needs: ["rooms"] });
+    await shot("09-phone-rooms");
+  });
 
   await step("phone-agents", async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     await page.goto(`${base}/#/agents`);
     await visible(page.getByRole("heading", { name: "Agents", exact: true }));
     await fitsWidth();
-    await shot("09-phone-agents");
-  }, { needs: ["agents"] });
+    await shot("10-phone-agents");
+  });
 }
 
 // fitsWidth fails when the page scrolls sideways at its viewport's width.
 async function fitsWidth() {
   const { scroll, width } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: window.innerWidth }));
   if (scroll > width) throw new Error(`the page is ${scroll}px wide in a ${width}px viewport`);
-}
-
-// registerAgentByAPI makes the agent the rooms steps need when the agents
-// page that would make it is not built yet.
-async function registerAgentByAPI() {
-  const out = await page.evaluate(async () => {
-    const res = await fetch("/api/v1/me/agents/register", {
-      method: "POST",
-      headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ agent: { name: "Helper", description: "" } }),
-    });
-    return { status: res.status, body: await res.json() };
-  });
-  if (out.status !== 201) throw new Error(`registering the agent: ${out.status} ${JSON.stringify(out.body)}`);
-  const { agent, credentials } = out.body.data;
-  state.agent = { key: credentials.api_key, id: agent.id, handle: agent.handle };
-  log(`  registered ${agent.handle} over the API (the agents page is not built yet)`);
 }
 
 // --- run -------------------------------------------------------------------
@@ -433,7 +405,7 @@ try {
 }
 
 for (const p of problems) log(`problem: ${p}`);
-log(`ran ${ran.length} steps (${ran.join(", ")}); skipped ${skipped.length}${skipped.length ? ` (${skipped.join(", ")})` : ""}; ` +
+log(`ran ${ran.length} steps (${ran.join(", ")}); ` +
   `${shotCount} screenshots in ${shots}; ${Date.now() - started} ms`);
 if (failed || problems.length) {
   log(problems.length ? `FAIL: ${problems.length} page or console errors` : "FAIL");

@@ -21,7 +21,6 @@ const webTimeout = 3 * time.Minute
 
 var (
 	setupLinkLine = regexp.MustCompile(`(?m)^Open this link within \d+ minutes to create the first account: (http\S+)\s*$`)
-	setupToken    = regexp.MustCompile(`band_s_[a-z0-9]+`)
 )
 
 // TestWebAppInChromium drives the embedded web app in headless Chromium
@@ -70,7 +69,7 @@ func TestWebAppInChromium(t *testing.T) {
 	addr := freeAddr(t)
 	base := "http://" + addr
 	srv := serve(t, bin, db, addr)
-	setupURL := awaitSetupURL(t, srv, base)
+	setupURL := awaitSetupURL(t, srv)
 	t.Logf("setup link: %s", setupURL)
 
 	// Chromium's profile is a directory of the test's own, so that whatever
@@ -128,10 +127,8 @@ func findChromium() string {
 	return ""
 }
 
-// awaitSetupURL reads the first-run link from what chatd serve printed. An
-// older server printed a curl command with the token instead of the link;
-// the link is then made from the token.
-func awaitSetupURL(t *testing.T, srv *server, base string) string {
+// awaitSetupURL reads the first-run link from what chatd serve printed.
+func awaitSetupURL(t *testing.T, srv *server) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -139,13 +136,6 @@ func awaitSetupURL(t *testing.T, srv *server, base string) string {
 		complete := out[:strings.LastIndexByte(out, '\n')+1]
 		if m := setupLinkLine.FindStringSubmatch(complete); m != nil {
 			return m[1]
-		}
-		for _, line := range strings.Split(complete, "\n") {
-			if strings.Contains(line, "curl") {
-				if tok := setupToken.FindString(line); tok != "" {
-					return base + "/#/setup/" + tok
-				}
-			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("chatd serve printed no setup link on a new database; it printed:\n%s", out)

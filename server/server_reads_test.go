@@ -50,7 +50,11 @@ func (k *roomsKit) markRead(t testing.TB, a roomsActor, room string, body any) m
 // event posts an event of type typ as an agent and returns its id.
 func (k *roomsKit) event(t testing.TB, a roomsActor, room, typ string) string {
 	t.Helper()
-	r := k.ts.do(t, "POST", a.room(room, "events"), a.cred, map[string]any{"event": map[string]any{"content": typ + " here", "message_type": typ}})
+	ev := map[string]any{"content": typ + " here", "message_type": typ}
+	if typ == "attention" {
+		ev["metadata"] = map[string]any{"kind": "question"}
+	}
+	r := k.ts.do(t, "POST", a.room(room, "events"), a.cred, map[string]any{"event": ev})
 	expect(t, r, 201, "")
 	return r.data(t)["id"].(string)
 }
@@ -95,10 +99,11 @@ func TestReadsUnreadCounts(t *testing.T) {
 		{"a new room has nothing unread", nil, 0, 0},
 		{"reading an empty room changes nothing", read(bob, none, 0), 0, 0},
 		{"the agent's text", text(helper, alice), 1, 1},
-		{"the agent's thought is chat content", event("thought"), 2, 2},
-		{"a tool call too", event("tool_call"), 3, 3},
-		{"an internal event is not", event("system"), 3, 3},
-		{"bob's message: unread to alice, not to bob", text(bob, helper), 4, 0},
+		{"the agent's thought is its working, not news", event("thought"), 1, 1},
+		{"nor is a tool call", event("tool_call"), 1, 1},
+		{"an internal event is not either", event("system"), 1, 1},
+		{"a request for attention is", event("attention"), 2, 2},
+		{"bob's message: unread to alice, not to bob", text(bob, helper), 3, 0},
 		{"alice answers: her own message marks the room read for her", text(alice, helper), 0, 1},
 		{"bob reads with no body", read(bob, none, 0), 0, 0},
 		{"more from the agent", text(helper, bob), 1, 1},
@@ -146,8 +151,9 @@ func TestReadsThroughAnAgent(t *testing.T) {
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	room := k.newRoom(t, helper, "helper's room", nil)
-	k.event(t, helper, room, "thought")
+	k.event(t, helper, room, "error")
 	k.event(t, helper, room, "tool_call")
+	k.event(t, helper, room, "attention")
 	if got := k.unreadIn(t, alice, room); got != 2 {
 		t.Fatalf("unread_count = %d, want 2", got)
 	}
@@ -204,8 +210,8 @@ func TestReadsRefusals(t *testing.T) {
 	foreign := k.newRoom(t, carol, "foreign", nil)
 	k.add(t, carol, foreign, rival, "")
 
-	k.event(t, helper, room, "thought")
-	inOther := k.event(t, helper, other, "thought")
+	k.event(t, helper, room, "error")
+	inOther := k.event(t, helper, other, "error")
 	r := k.send(t, carol, foreign, "secret", rival)
 	expect(t, r, 201, "")
 	inForeign := r.data(t)["id"].(string)

@@ -263,7 +263,7 @@ func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
 		t.Fatalf("after the upgrade: %v unread, %v", room, err)
 	}
 	if _, err := db.PostEvent(ctx, Actor{ID: helper, Type: "Agent", Name: "Helper", OwnerID: bob, OrganizationID: org}, busy,
-		EventInput{Content: "new", Type: "thought"}); err != nil {
+		EventInput{Content: "new", Type: "error"}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := db.ListRooms(ctx, aliceActor, RoomFilter{}, PageRequest{Limit: 10})

@@ -11,9 +11,12 @@ import (
 
 // Read markers and unread counts: chatd's own extension for the web app (the
 // Band API has none). A person's marker in a room is the seq of the last
-// message they read there; the room's unread count is the chat content (the
-// types that move last_message_at) that others sent after it. Only people
-// have markers: agents track their work through deliveries.
+// message they read there; the room's unread count is what others sent
+// after it for people to read: messages, requests for attention and
+// errors. An agent's thoughts, tool calls and task updates are its working
+// out loud, shown in the room but not news: thirty of them would otherwise
+// bury the one answer. Only people have markers: agents track their work
+// through deliveries.
 
 // UnreadCap bounds an unread count: counting stops there, so a room with a
 // backlog of thousands costs no more to list than one with UnreadCap unread
@@ -21,12 +24,15 @@ import (
 // shows "99+").
 const UnreadCap = 100
 
-// chatContentList is chatContentTypes as an SQL list of literals. The types
-// are chatd's own constants, never input, so they are written into the query
+// UnreadTypes are the message types an unread count counts.
+var UnreadTypes = []string{"attention", "error", "text"}
+
+// unreadTypeList is UnreadTypes as an SQL list of literals. The types are
+// chatd's own constants, never input, so they are written into the query
 // text: the unread count stays a fixed query the planner sees whole.
-var chatContentList = func() string {
-	types := make([]string, 0, len(chatContentTypes))
-	for t := range chatContentTypes {
+var unreadTypeList = func() string {
+	types := make([]string, 0, len(UnreadTypes))
+	for _, t := range UnreadTypes {
 		types = append(types, "'"+t+"'")
 	}
 	slices.Sort(types)
@@ -39,7 +45,7 @@ var chatContentList = func() string {
 // the UnreadCap-th match.
 var unreadSQL = `(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.room_id = r.id
 	AND m.seq > coalesce((SELECT k.last_read_seq FROM read_markers k WHERE k.user_id = ? AND k.room_id = r.id), 0)
-	AND m.sender_id != ? AND m.message_type IN ` + chatContentList + ` LIMIT ` + strconv.Itoa(UnreadCap) + `))`
+	AND m.sender_id != ? AND m.message_type IN ` + unreadTypeList + ` LIMIT ` + strconv.Itoa(UnreadCap) + `))`
 
 // roomUnread returns the actor's unread count in a room; 0 for an agent,
 // which keeps no marker.

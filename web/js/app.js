@@ -123,7 +123,19 @@ async function route() {
     navigate("/rooms");
     return;
   }
-  const mod = await pages[name]();
+  let mod;
+  try {
+    mod = await pages[name]();
+  } catch {
+    // The module did not load: the server is down, or was upgraded under
+    // the page. Say so instead of leaving the last screen up.
+    if (n !== routing) return;
+    if (cleanup) cleanup();
+    cleanup = null;
+    replace(main, h("p", { class: "error", role: "alert" },
+      "This screen could not be loaded. Check that chatd is running, then reload the page."));
+    return;
+  }
   if (n !== routing) return;
   if (cleanup) cleanup();
   cleanup = null;

@@ -10,6 +10,10 @@ import { openRoom } from "../room/view.js";
 // show the count from their last listing.
 const watchLimit = 100;
 
+// unreadTypes are the types the server counts as unread (store/reads.go):
+// an agent's thoughts and tool calls show in the room but are not news.
+const unreadTypes = new Set(["text", "attention", "error"]);
+
 export async function mount(root, ctx) {
   const current = ctx.params[0] || null;
   const rooms = new Map(); // id -> room
@@ -69,18 +73,32 @@ export async function mount(root, ctx) {
     for (const id of rooms.keys()) if (watched.size < watchLimit) watch(id);
   }
 
-  // watch counts new messages of a listed room that is not open.
-  function watch(id) {
+  // watch counts new messages of a listed room that is not open. A room
+  // that arrived live may have had messages before its channel was joined:
+  // once joined, its count is read again (counts only grow while a room is
+  // not open, so the larger one is right).
+  function watch(id, { recount = false } = {}) {
     if (watched.has(id)) return;
     const ch = ctx.socket.channel(`chat_room:${id}`);
-    const off = ch.on("message_created", (m) => {
+    const offJoined = recount ? ch.on("joined", async () => {
+      try {
+        const fresh = await ctx.api.get(`/api/v1/me/chats/${ctx.esc(id)}`);
+        const r = rooms.get(id);
+        if (!r) return;
+        rooms.set(id, { ...r, ...fresh, unread_count: Math.max(r.unread_count || 0, fresh.unread_count || 0) });
+        render();
+      } catch {
+        // The listing shows what it had; the next reload corrects it.
+      }
+    }) : () => {};
+    const offMessages = ch.on("message_created", (m) => {
       const r = rooms.get(id);
       if (!r) return;
       r.last_message_at = m.inserted_at;
-      if (id !== current && m.sender_id !== ctx.me.id && m.message_type === "text") r.unread_count = (r.unread_count || 0) + 1;
+      if (id !== current && m.sender_id !== ctx.me.id && unreadTypes.has(m.message_type)) r.unread_count = (r.unread_count || 0) + 1;
       render();
     });
-    watched.set(id, { ch, off });
+    watched.set(id, { ch, off: () => { offJoined(); offMessages(); } });
   }
 
   function unwatch(id) {
@@ -110,6 +128,7 @@ export async function mount(root, ctx) {
     unwatch(id);
     render();
     if (id === current) {
+      if (opened) opened.abandon();
       if (message) ctx.notify(message);
       ctx.navigate("/rooms");
     }
@@ -117,6 +136,7 @@ export async function mount(root, ctx) {
   const offs = [
     userRooms.on("room_added", (r) => {
       rooms.set(r.id, { unread_count: 0, ...r });
+      if (watched.size < watchLimit) watch(r.id, { recount: true });
       render();
     }),
     userRooms.on("room_updated", (r) => {

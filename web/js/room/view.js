@@ -58,20 +58,26 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
       onGone(roomId);
     } }, "Delete room"));
 
-  // Reading: while the page is visible, what arrives is read at once.
+  // Reading: while the page is visible, what arrives is read at once (a
+  // burst of messages is one request). A read still waiting when the person
+  // leaves the room is sent on the way out.
   let readTimer = null;
+  let readPending = false;
+  const sendRead = async () => {
+    readPending = false;
+    const newest = timeline.newestId();
+    try {
+      const r = await ctx.api.post(`${path}/read`, newest ? { message_id: newest } : {});
+      onRead(r);
+    } catch (e) {
+      if (e.status !== 404) ctx.notify(`Could not mark the room read: ${e.message}`, "error");
+    }
+  };
   const markRead = () => {
     if (document.visibilityState !== "visible") return;
+    readPending = true;
     clearTimeout(readTimer);
-    readTimer = setTimeout(async () => {
-      const newest = timeline.newestId();
-      try {
-        const r = await ctx.api.post(`${path}/read`, newest ? { message_id: newest } : {});
-        onRead(r);
-      } catch (e) {
-        if (e.status !== 404) ctx.notify(`Could not mark the room read: ${e.message}`, "error");
-      }
-    }, 300);
+    readTimer = setTimeout(sendRead, 300);
   };
 
   const timeline = new Timeline(ctx, roomId, { names, onNew: markRead });
@@ -119,8 +125,15 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
       room = { ...room, ...r };
       showTitle();
     },
+    // abandon drops a pending read: the room is gone, or the person is
+    // no longer in it.
+    abandon() {
+      readPending = false;
+      clearTimeout(readTimer);
+    },
     close() {
       clearTimeout(readTimer);
+      if (readPending) sendRead();
       document.removeEventListener("visibilitychange", visible);
       offs.forEach((off) => off());
       chat.leave();
