@@ -13,7 +13,7 @@
 // profile; a temporary one when unset).
 
 import { chromium } from "playwright-core";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -44,6 +44,7 @@ const profile = process.env.PROFILE_DIR || (await mkdtemp(join(tmpdir(), "chatd-
 const context = await chromium.launchPersistentContext(profile, {
   executablePath,
   headless: true,
+  acceptDownloads: true,
   viewport: { width: 1200, height: 800 },
   // The network here is closed: nothing in the background may try it.
   args: [
@@ -333,6 +334,61 @@ async function flow() {
     await shot("06-room-live");
   });
 
+  await step("attachment", async () => {
+    // A file with a name beyond ASCII goes up with the message and comes
+    // back byte for byte.
+    const file = join(profile, "notes résumé.txt");
+    await writeFile(file, "launch notes\nline two\n");
+    await page.getByLabel("Attach files").setInputFiles(file);
+    await page.getByLabel("Message", { exact: true }).fill("@alice/helper the notes");
+    await page.getByRole("button", { name: "Send", exact: true }).click();
+    const button = page.getByRole("button", { name: /^Download notes résumé\.txt/ });
+    await visible(button);
+    const [download] = await Promise.all([page.waitForEvent("download"), button.click()]);
+    const got = await readFile(await download.path(), "utf8");
+    if (download.suggestedFilename() !== "notes résumé.txt" || got !== "launch notes\nline two\n") {
+      throw new Error(`downloaded ${download.suggestedFilename()}: ${JSON.stringify(got)}`);
+    }
+  });
+
+  await step("offline", async () => {
+    // The network goes away: the header says so at once. What the agent
+    // says meanwhile is not pushed; the page loads it when it is back.
+    await page.context().setOffline(true);
+    await visible(page.getByRole("status").filter({ hasText: /^Offline/ }));
+    await shot("07-offline");
+    const { key } = state.agent;
+    await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
+      { message: { content: "@alice said while you were away", mentions: [{ id: state.me.id }] } });
+    await page.context().setOffline(false);
+    await visible(page.getByRole("status").filter({ hasText: /^Live$/ }));
+    await visible(page.getByText("said while you were away"));
+  });
+
+  await step("history", async () => {
+    // Older messages load as the person scrolls up, a page at a time.
+    const { key } = state.agent;
+    const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Long history" } })).data.id;
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
+    for (let i = 1; i <= 45; i++) {
+      await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
+        { message: { content: `@alice entry ${i}`, mentions: [{ id: state.me.id }] } });
+    }
+    await page.getByRole("link", { name: /^Long history/ }).click();
+    await visible(page.getByText("@alice entry 45", { exact: true }));
+    if (await page.getByText("@alice entry 1", { exact: true }).count()) throw new Error("the whole history loaded at once");
+    const log = page.getByRole("log", { name: "Messages" });
+    await until("the first entry after scrolling up", async () => {
+      await log.evaluate((el) => { el.scrollTop = 0; });
+      return (await page.getByText("@alice entry 1", { exact: true }).count()) === 1;
+    });
+    await visible(page.getByText("This is the beginning of the room."));
+    const entries = await log.locator("article").count();
+    if (entries !== 45) throw new Error(`${entries} messages shown after scrolling back, want 45`);
+    await page.getByRole("link", { name: "Launch plan" }).click();
+    await visible(page.getByRole("heading", { name: "Launch plan" }));
+  });
+
   await step("unread", async () => {
     // An agent opens a room with alice in it and writes there: the list
     // counts it live, opening the room reads it, and the count stays read.
@@ -346,7 +402,7 @@ async function flow() {
         { message: { content: `@alice news ${n}`, mentions: [{ id: state.me.id }] } });
       await until(`the list to count ${n} unread`, async () => (await link.getAttribute("aria-label")) === `Agent news, ${n} unread`);
     }
-    await shot("07-unread");
+    await shot("08-unread");
     await link.click();
     await visible(page.getByText("news 2"));
     await page.getByRole("link", { name: "Launch plan" }).click();
@@ -364,7 +420,7 @@ async function flow() {
     await dialog.getByRole("button", { name: "Delete", exact: true }).click();
     await until("the room to leave the address", async () => !hash().startsWith(`#/rooms/${state.room}`));
     await until("the room to leave the list", async () => (await page.getByRole("link", { name: /Launch plan/ }).count()) === 0);
-    await shot("08-room-deleted");
+    await shot("09-room-deleted");
   });
 
   await step("phone-rooms", async () => {
@@ -372,7 +428,7 @@ async function flow() {
     await page.goto(`${base}/#/rooms`);
     await visible(page.getByRole("button", { name: "New room" }));
     await fitsWidth();
-    await shot("09-phone-rooms");
+    await shot("10-phone-rooms");
   });
 
   await step("phone-agents", async () => {
@@ -380,7 +436,7 @@ async function flow() {
     await page.goto(`${base}/#/agents`);
     await visible(page.getByRole("heading", { name: "Agents", exact: true }));
     await fitsWidth();
-    await shot("10-phone-agents");
+    await shot("11-phone-agents");
   });
 }
 

@@ -27,7 +27,13 @@ export class Socket {
     this.heartbeat = null;
     this.onFailure = null; // called after a failed attempt (the app checks the session)
     this.online = () => this.retryNow();
+    // The browser knows before the socket does that the network went away:
+    // say so at once instead of after the next missed heartbeat.
+    this.offline = () => {
+      if (this.ws) this.drop(this.ws);
+    };
     window.addEventListener("online", this.online);
+    window.addEventListener("offline", this.offline);
   }
 
   nextRef() {
@@ -66,25 +72,37 @@ export class Socket {
       this.everOpened = true;
       this.failures = 0;
       this.setStatus("online");
-      this.heartbeat = setInterval(() => this.send(null, "phoenix", "heartbeat", {}), HEARTBEAT_MS);
+      // A heartbeat left unanswered means a dead connection that has not
+      // closed (a laptop waking up, a proxy that dropped it): drop it and
+      // reconnect.
+      this.heartbeat = setInterval(() => {
+        this.send(null, "phoenix", "heartbeat", {}).catch(() => {
+          if (this.ws === ws) this.drop(ws);
+        });
+      }, HEARTBEAT_MS);
       for (const ch of this.channels.values()) ch.rejoin();
       if (again) for (const fn of this.reconnectListeners) fn();
     };
     ws.onmessage = (ev) => this.receive(ev.data);
-    ws.onclose = () => {
-      if (this.ws !== ws) return;
-      clearInterval(this.heartbeat);
-      this.ws = null;
-      for (const p of this.pending.values()) p.reject(new Error("disconnected"));
-      this.pending.clear();
-      for (const ch of this.channels.values()) ch.joined = false;
-      if (this.stopped) return;
-      this.setStatus("offline");
-      this.failures += 1;
-      if (this.onFailure) this.onFailure(this.failures);
-      const delay = BACKOFF_MS[Math.min(this.failures - 1, BACKOFF_MS.length - 1)];
-      this.timer = setTimeout(() => this.connect(), delay);
-    };
+    ws.onclose = () => this.drop(ws);
+  }
+
+  // drop forgets a connection that closed or stopped answering, and plans
+  // the next attempt.
+  drop(ws) {
+    if (this.ws !== ws) return;
+    if (ws.readyState <= WebSocket.OPEN) ws.close();
+    clearInterval(this.heartbeat);
+    this.ws = null;
+    for (const p of this.pending.values()) p.reject(new Error("disconnected"));
+    this.pending.clear();
+    for (const ch of this.channels.values()) ch.joined = false;
+    if (this.stopped) return;
+    this.setStatus("offline");
+    this.failures += 1;
+    if (this.onFailure) this.onFailure(this.failures);
+    const delay = BACKOFF_MS[Math.min(this.failures - 1, BACKOFF_MS.length - 1)];
+    this.timer = setTimeout(() => this.connect(), delay);
   }
 
   retryNow() {
@@ -98,6 +116,7 @@ export class Socket {
     clearTimeout(this.timer);
     clearInterval(this.heartbeat);
     window.removeEventListener("online", this.online);
+    window.removeEventListener("offline", this.offline);
     if (this.ws) this.ws.close(1000);
     this.ws = null;
     this.channels.clear();
