@@ -413,7 +413,27 @@ async function flow() {
     if (label !== "Agent news") throw new Error(`after reading it the room is listed as ${JSON.stringify(label)}`);
   });
 
+  await step("every-screen-labelled", async () => {
+    // Each screen renders without errors, and every control has a name a
+    // screen reader can say.
+    for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan"], ["#/agents", "Agents"],
+      ["#/contacts", "Contacts", "screen-contacts"], ["#/memories", "Memories", "screen-memories"],
+      ["#/keys", "API keys", "screen-keys"]]) {
+      await page.goto(`${base}/${hash}`);
+      await visible(page.getByRole("heading", { name: heading, exact: true }));
+      const unnamed = await page.evaluate(() => [...document.querySelectorAll("input, select, textarea, button, a[href]")]
+        .filter((el) => !el.closest("[hidden]") && el.type !== "hidden")
+        .filter((el) => !(el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") ||
+          (el.labels && el.labels.length) || el.textContent.trim()))
+        .map((el) => el.outerHTML.slice(0, 120)));
+      if (unnamed.length) throw new Error(`${hash}: controls without a name: ${unnamed.join(" | ")}`);
+      if (name) await shot(name);
+    }
+  });
+
   await step("delete-room", async () => {
+    await page.goto(`${base}/#/rooms/${state.room}`);
+    await visible(page.getByRole("heading", { name: "Launch plan" }));
     await page.getByRole("button", { name: "Delete room" }).click();
     const dialog = page.getByRole("dialog");
     await visible(dialog);
