@@ -33,11 +33,21 @@ export async function mount(root, ctx) {
     createForm.hidden = false;
     titleInput.focus();
   } }, "New room");
+  // The rooms a person's agents are in without them are left out unless
+  // asked for; the choice is kept in this browser.
+  const agentRooms = h("input", { type: "checkbox", name: "agent_rooms",
+    checked: localStorage.getItem("chatd.agentRooms") === "1" });
+  agentRooms.addEventListener("change", () => {
+    localStorage.setItem("chatd.agentRooms", agentRooms.checked ? "1" : "0");
+    loadMore(true);
+  });
   const roomPane = h("section", { class: "room-pane", "aria-live": "off" });
   const layout = h("div", { class: `rooms${current ? " has-room" : ""}` },
     h("nav", { class: "room-list", "aria-labelledby": "rooms-heading" },
       h("div", { class: "row" }, h("h1", { id: "rooms-heading" }, "Rooms"), newButton),
-      createForm, list, more),
+      createForm,
+      h("label", { class: "check" }, agentRooms, " Include my agents' rooms"),
+      list, more),
     roomPane);
   root.append(layout);
 
@@ -111,7 +121,9 @@ export async function mount(root, ctx) {
 
   async function loadMore(reset = false) {
     try {
-      const page = await ctx.api.page("/api/v1/me/chats", { limit: 50, cursor: reset ? null : next });
+      const page = await ctx.api.page("/api/v1/me/chats", {
+        limit: 50, cursor: reset ? null : next, include: agentRooms.checked ? "agent_rooms" : null,
+      });
       if (reset) rooms.clear();
       for (const r of page.items) rooms.set(r.id, r);
       next = page.next;

@@ -87,7 +87,12 @@ function deliveries(meta, names) {
     const word = statusWords[st.status] || st.status;
     const who = byId.get(id) || names.get(id) || "agent";
     const attempt = st.current_attempt > 1 ? ` (attempt ${st.current_attempt})` : "";
-    return h("span", { class: `delivery ${st.status}`, dataset: { agent: id } }, `${who}: ${word}${attempt}`);
+    // A failed attempt says why on hover, as the agent reported it.
+    const attempts = Array.isArray(st.attempts) ? st.attempts : [];
+    const last = attempts[attempts.length - 1];
+    const why = st.status === "failed" && last && last.error ? String(last.error) : null;
+    return h("span", { class: `delivery ${st.status}`, dataset: { agent: id }, title: why },
+      `${who}: ${word}${attempt}`);
   });
   return chips.length ? h("div", { class: "deliveries", "aria-label": "Delivery" }, chips) : null;
 }
