@@ -431,6 +431,24 @@ async function flow() {
     }
   });
 
+  await step("api-key", async () => {
+    // A Human API key minted on the page works at once, shows once, and
+    // stops working when revoked.
+    await nav("API keys");
+    await page.getByLabel("Key name").fill("backup script");
+    await page.getByRole("button", { name: "Create key" }).click();
+    const secret = page.locator("code.secret");
+    await visible(secret);
+    const key = (await secret.innerText()).trim();
+    const me = async () => (await fetch(`${base}/api/v1/me`, { headers: { "X-API-Key": key } })).status;
+    if ((await me()) !== 200) throw new Error("the new key is refused");
+    await page.getByRole("button", { name: "Done, I stored it" }).click();
+    await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
+    await page.getByRole("button", { name: "Revoke key backup script" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
+    await until("the revoked key to be refused", async () => (await me()) === 401);
+  });
+
   await step("delete-room", async () => {
     await page.goto(`${base}/#/rooms/${state.room}`);
     await visible(page.getByRole("heading", { name: "Launch plan" }));

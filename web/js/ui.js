@@ -104,3 +104,32 @@ export function secretPanel({ title, label, secret, extra = [], onDone }) {
   });
   return { panel, dispose, focus: () => panel.querySelector("h2").focus() };
 }
+
+// SecretSlot is the place on a page where a new key shows once: showing
+// another replaces it, and the page's cleanup disposes of it. afterDone
+// runs when the person says they stored it (to put focus back).
+export class SecretSlot {
+  constructor(afterDone) {
+    this.el = h("div", {});
+    this.current = null;
+    this.afterDone = afterDone;
+  }
+
+  show(opts) {
+    this.dispose();
+    this.current = secretPanel({
+      ...opts,
+      onDone: () => {
+        this.current = null;
+        this.afterDone();
+      },
+    });
+    this.el.append(this.current.panel);
+    this.current.focus();
+  }
+
+  dispose() {
+    if (this.current) this.current.dispose();
+    this.current = null;
+  }
+}

@@ -3,18 +3,18 @@
 // and deleting one after a confirmation.
 
 import { h, replace, field, busy, errorBox, showError, copyButton } from "../dom.js";
-import { cardTable, confirmDialog, secretPanel, timeEl } from "../ui.js";
+import { cardTable, confirmDialog, SecretSlot, timeEl } from "../ui.js";
 
 const PAGE_SIZE = 50;
 
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;
-  let secret = null;
   let items = [];
   let next = null;
   let loading = 0;
 
   const name = h("input", { name: "name", required: true, maxlength: 100, autocomplete: "off" });
+  const secrets = new SecretSlot(() => name.focus());
   const description = h("textarea", { name: "description", rows: 2, maxlength: 500 });
   const err = errorBox();
   const form = h("form", { class: "card stack create-form" },
@@ -23,7 +23,6 @@ export function mount(root, ctx) {
     field("Description", description, "What it does, for the people who meet it. Up to 500 characters."),
     err,
     h("div", { class: "row" }, h("button", { type: "submit" }, "Register agent")));
-  const secretSlot = h("div", {});
   const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
   const list = h("div", {}, h("p", { class: "muted" }, "Loading agents…"));
   const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more agents");
@@ -117,19 +116,12 @@ export function mount(root, ctx) {
     try {
       const out = await busy(form, () => api.post("/api/v1/me/agents/register", body));
       form.reset();
-      if (secret) secret.dispose();
-      secret = secretPanel({
+      secrets.show({
         title: `Store the API key of ${out.agent.name} now`,
         label: `The API key of @${out.agent.handle}:`,
         secret: out.credentials.api_key,
         extra: sdkSettings(out.agent),
-        onDone: () => {
-          secret = null;
-          name.focus();
-        },
       });
-      secretSlot.append(secret.panel);
-      secret.focus();
       load();
     } catch (e) {
       showError(err, e);
@@ -146,11 +138,11 @@ export function mount(root, ctx) {
     h("p", { class: "page-intro" }, "Your agents run elsewhere and talk to chatd through the Agent API with their ",
       "own key. Register one here, then start it with a Band SDK pointed at this server."),
     form,
-    secretSlot,
+    secrets.el,
     h("section", { class: "list-section" }, listHeading, list, moreRow, moreErr)));
   load();
   return () => {
     loading++;
-    if (secret) secret.dispose();
+    secrets.dispose();
   };
 }

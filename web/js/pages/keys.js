@@ -3,20 +3,19 @@
 // shown once, and revoking one stops it at once.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog, secretPanel, timeEl } from "../ui.js";
+import { cardTable, confirmDialog, SecretSlot, timeEl } from "../ui.js";
 
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;
-  let secret = null;
 
   const name = h("input", { name: "name", required: true, maxlength: 100, autocomplete: "off" });
+  const secrets = new SecretSlot(() => name.focus());
   const err = errorBox();
   const form = h("form", { class: "card stack create-form" },
     h("h2", {}, "Create a key"),
     field("Key name", name, "What will use it, so you know which key to revoke later, e.g. “backup script”."),
     err,
     h("div", { class: "row" }, h("button", { type: "submit" }, "Create key")));
-  const secretSlot = h("div", {});
   const listHeading = h("h2", { tabindex: "-1" }, "Your keys");
   const list = h("div", {}, h("p", { class: "muted" }, "Loading keys…"));
 
@@ -66,18 +65,11 @@ export function mount(root, ctx) {
     try {
       const key = await busy(form, () => api.post("/api/v1/me/keys", { key: { name: name.value.trim() } }));
       form.reset();
-      if (secret) secret.dispose();
-      secret = secretPanel({
+      secrets.show({
         title: `Copy your new key “${key.name}” now`,
         label: "Your new Human API key (send it in the X-API-Key header):",
         secret: key.api_key,
-        onDone: () => {
-          secret = null;
-          name.focus();
-        },
       });
-      secretSlot.append(secret.panel);
-      secret.focus();
       load();
     } catch (e) {
       showError(err, e);
@@ -91,10 +83,10 @@ export function mount(root, ctx) {
       "(in the X-API-Key header). Agents have their own keys: register them on the ",
       h("a", { href: "#/agents" }, "Agents"), " page."),
     form,
-    secretSlot,
+    secrets.el,
     h("section", { class: "list-section" }, listHeading, list)));
   load();
   return () => {
-    if (secret) secret.dispose();
+    secrets.dispose();
   };
 }
