@@ -334,6 +334,48 @@ async function flow() {
     await shot("06-room-live");
   });
 
+  await step("message-types", async () => {
+    // What an agent does besides talking shows in the room, each kind its
+    // own way; a request for attention stands out.
+    const { key } = state.agent;
+    const events = [
+      ["thought", "weighing the options", {}],
+      ["tool_call", "search(\"launch\")", {}],
+      ["tool_result", "3 results", {}],
+      ["error", "the index timed out", {}],
+      ["attention", "may I publish the summary?", { kind: "question" }],
+    ];
+    for (const [type, content, metadata] of events) {
+      await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/events`, { event: { content, message_type: type, metadata } });
+    }
+    for (const [type, content] of events) {
+      await visible(page.locator(`article.msg.type-${type}`).filter({ hasText: content }));
+    }
+    const attention = page.locator("article.msg.type-attention");
+    const look = await attention.evaluate((el) => ({ bg: getComputedStyle(el).backgroundColor, plain: getComputedStyle(el.previousElementSibling).backgroundColor }));
+    if (look.bg === look.plain) throw new Error(`an attention message looks like the others (${look.bg})`);
+    await shot("06b-message-types");
+  });
+
+  await step("rename-and-board", async () => {
+    await page.getByRole("button", { name: "Rename" }).click();
+    await page.getByLabel("Room title").fill("Launch plan v2");
+    await page.getByRole("button", { name: "Save title" }).click();
+    await visible(page.getByRole("heading", { name: "Launch plan v2", exact: true }));
+    await visible(page.getByRole("link", { name: "Launch plan v2", exact: true }));
+    await page.getByRole("button", { name: "Edit goal" }).click();
+    await page.getByLabel("Goal", { exact: true }).fill("Ship on Friday");
+    await page.getByLabel("Summary").fill("Everything merged by Thursday");
+    await page.getByRole("button", { name: "Save goal" }).click();
+    await visible(page.getByText("Ship on Friday", { exact: true }));
+    await page.getByRole("button", { name: "Edit goal" }).click();
+    await page.getByLabel("Goal", { exact: true }).fill("Ship on Monday");
+    await page.getByRole("button", { name: "Save goal" }).click();
+    await visible(page.getByText("Ship on Monday", { exact: true }));
+    await page.getByText(/^History \(2\)$/).click();
+    await visible(page.getByText(/set the goal to “Ship on Monday”/));
+  });
+
   await step("attachment", async () => {
     // A file with a name beyond ASCII goes up with the message and comes
     // back byte for byte.
@@ -416,7 +458,7 @@ async function flow() {
   await step("every-screen-labelled", async () => {
     // Each screen renders without errors, and every control has a name a
     // screen reader can say.
-    for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan"], ["#/agents", "Agents"],
+    for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan v2"], ["#/agents", "Agents"],
       ["#/contacts", "Contacts", "screen-contacts"], ["#/memories", "Memories", "screen-memories"],
       ["#/keys", "API keys", "screen-keys"]]) {
       await page.goto(`${base}/${hash}`);
@@ -475,6 +517,20 @@ async function flow() {
     await visible(page.getByRole("heading", { name: "Agents", exact: true }));
     await fitsWidth();
     await shot("11-phone-agents");
+  });
+
+  await step("delete-agent", async () => {
+    // The agent has processed a message, so its deletion asks again before
+    // taking that history with it; then its key stops working.
+    await page.setViewportSize({ width: 1200, height: 800 });
+    expectRefusal(422, /^\/api\/v1\/me\/agents\/[^/]+$/, "DELETE");
+    await page.getByRole("button", { name: "Delete agent Helper" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("button", { name: "Delete agent", exact: true }).click();
+    await dialog.getByRole("button", { name: "Delete agent and its history" }).click();
+    await visible(page.getByText("No agents yet: register one above."));
+    const status = (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": state.agent.key } })).status;
+    if (status !== 401) throw new Error(`the deleted agent's key answers ${status}, want 401`);
   });
 }
 
