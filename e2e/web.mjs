@@ -445,8 +445,16 @@ async function flow() {
       await until(`the list to count ${n} unread`, async () => (await link.getAttribute("aria-label")) === `Agent news, ${n} unread`);
     }
     await shot("08-unread");
+    // A second tab of the same person sees the count drop when the first
+    // one reads the room.
+    const other = await page.context().newPage();
+    await other.goto(`${base}/#/rooms`);
+    const otherLink = other.getByRole("link", { name: /^Agent news/ });
+    await until("the second tab to count 2 unread", async () => (await otherLink.getAttribute("aria-label")) === "Agent news, 2 unread");
     await link.click();
     await visible(page.getByText("news 2"));
+    await until("the second tab to see the room read", async () => (await otherLink.getAttribute("aria-label")) === "Agent news");
+    await other.close();
     await page.getByRole("link", { name: "Launch plan" }).click();
     await visible(page.getByRole("heading", { name: "Launch plan" }));
     await page.reload();

@@ -25,7 +25,9 @@ import (
 //	room_participants:{room}  participant_added, participant_removed, room_deleted
 //	room_tasks:{room}         task_created, task_updated, board_updated
 //	agent_rooms:{agent}       room_added, room_removed, room_updated
-//	user_rooms:{user}         room_added, room_removed, room_updated
+//	user_rooms:{user}         room_added, room_removed, room_updated, and
+//	                          room_read (chatd's own: {id, unread_count} after
+//	                          the person read further, for their other tabs)
 //	agent_control:{agent}     supersede
 //	agent_contacts:{agent}    contact_request_received, contact_request_updated,
 //	user_contacts:{user}      contact_added, contact_removed (agents get the
@@ -212,6 +214,8 @@ func (rt *realtime) route(c store.Change) {
 		for _, m := range c.Members {
 			rt.hub.Broadcast(roomsTopic(m), "room_updated", payloadJSON(roomEvent(room, m, nil)), nil)
 		}
+	case store.RoomRead:
+		rt.hub.Broadcast(roomsTopic(c.Member), "room_read", payloadJSON(map[string]any{"id": room.ID, "unread_count": room.Unread}), nil)
 	case store.RoomRemoved:
 		at := c.At
 		rt.hub.Broadcast(roomsTopic(c.Member), "room_removed", payloadJSON(roomEvent(room, c.Member, &at)), nil)

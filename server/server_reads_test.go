@@ -248,3 +248,37 @@ func TestReadsDelegationScope(t *testing.T) {
 		t.Fatalf("scope = %q, want chats:write", got)
 	}
 }
+
+// Reading further tells the person's other tabs and devices the new count on
+// their user_rooms topic, and nobody else; a read that moves nothing pushes
+// nothing.
+func TestReadsPushTheNewCountToThePersonOnly(t *testing.T) {
+	w := newSocketWorld(t)
+	aliceTab := newListener(t, w.ts, w.aliceKey, "user_rooms:"+w.aliceID)
+	bobTab := newListener(t, w.ts, w.bobKey, "user_rooms:"+w.bobID)
+	first := w.post(t, "one for alice", w.aliceID)
+	w.post(t, "two for alice", w.aliceID)
+
+	read := func(body any) {
+		t.Helper()
+		expect(t, w.ts.do(t, "POST", "/api/v1/me/chats/"+w.room+"/read", apiKey(w.aliceKey), body), 200, "")
+	}
+	read(map[string]any{"message_id": first})
+	got := aliceTab.await(t, "user_rooms:"+w.aliceID, "room_read", nil)
+	if got["id"] != w.room || got["unread_count"] != float64(1) {
+		t.Fatalf("room_read = %v, want the room with 1 unread", got)
+	}
+	read(map[string]any{"message_id": first}) // the marker is already there
+	read(nil)
+	aliceTab.await(t, "user_rooms:"+w.aliceID, "room_read", func(p map[string]any) bool { return p["unread_count"] == float64(0) })
+	// A last push for both, so that anything sent before it has arrived.
+	w.ts.do(t, "PATCH", "/api/v1/me/chats/"+w.room, apiKey(w.aliceKey), map[string]any{"chat": map[string]any{"title": "fence"}})
+	aliceTab.await(t, "user_rooms:"+w.aliceID, "room_updated", nil)
+	bobTab.await(t, "user_rooms:"+w.bobID, "room_updated", nil)
+	if n := aliceTab.count("user_rooms:"+w.aliceID, "room_read"); n != 2 {
+		t.Errorf("alice heard %d room_read pushes, want 2 (a read that moves nothing is silent)", n)
+	}
+	if n := bobTab.count("user_rooms:"+w.bobID, "room_read"); n != 0 {
+		t.Errorf("bob heard %d room_read pushes of alice's reads", n)
+	}
+}

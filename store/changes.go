@@ -14,6 +14,7 @@ const (
 	RoomRemoved        ChangeKind = "room_removed"        // Member left Room, was removed, or Room was deleted
 	RoomUpdated        ChangeKind = "room_updated"        // Room's title changed; Members are in it
 	RoomDeleted        ChangeKind = "room_deleted"        // Room was soft-deleted; Members were in it
+	RoomRead           ChangeKind = "room_read"           // Member (a person) read Room further; Room.Unread is what is left
 	ParticipantAdded   ChangeKind = "participant_added"   // Member joined Room
 	ParticipantRemoved ChangeKind = "participant_removed" // Member left Room or was removed
 	MessageCreated     ChangeKind = "message_created"     // Message was posted in Room

@@ -368,7 +368,7 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 		return nil, err
 	}
 	if !sender.IsAgent() {
-		if err := markReadUpTo(tx, sender.ID, room.ID, m.Seq); err != nil {
+		if _, err := markReadUpTo(tx, sender.ID, room.ID, m.Seq); err != nil {
 			return nil, err
 		}
 	}

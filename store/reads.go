@@ -58,13 +58,18 @@ func roomUnread(q queryer, actor Actor, roomID string) (int, error) {
 	return n, err
 }
 
-// markReadUpTo moves a person's marker in a room forward to seq; a marker
-// already there or beyond stays (markers never move back).
-func markReadUpTo(tx *Tx, userID, roomID string, seq int64) error {
-	_, err := tx.Exec(`INSERT INTO read_markers (user_id, room_id, last_read_seq) VALUES (?, ?, ?)
+// markReadUpTo moves a person's marker in a room forward to seq and reports
+// whether it moved; a marker already there or beyond stays (markers never
+// move back).
+func markReadUpTo(tx *Tx, userID, roomID string, seq int64) (bool, error) {
+	res, err := tx.Exec(`INSERT INTO read_markers (user_id, room_id, last_read_seq) VALUES (?, ?, ?)
 		ON CONFLICT (user_id, room_id) DO UPDATE SET last_read_seq = excluded.last_read_seq
 		WHERE excluded.last_read_seq > read_markers.last_read_seq`, userID, roomID, seq)
-	return err
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // MarkRead moves a person's read marker in a room they may read up to a
@@ -96,14 +101,21 @@ func (db *DB) MarkRead(ctx context.Context, actor Actor, roomID string, messageI
 		if err != nil {
 			return err
 		}
+		moved := false
 		if seq > 0 {
-			if err := markReadUpTo(tx, actor.ID, roomID, seq); err != nil {
+			if moved, err = markReadUpTo(tx, actor.ID, roomID, seq); err != nil {
 				return err
 			}
 		}
 		room = a.room
-		room.Unread, err = roomUnread(tx, actor, roomID)
-		return err
+		if room.Unread, err = roomUnread(tx, actor, roomID); err != nil {
+			return err
+		}
+		if moved {
+			// The person's other tabs and devices learn the new count.
+			db.publish(tx, Change{Kind: RoomRead, Room: room, Member: &Participant{RoomID: roomID, ID: actor.ID, Type: "User"}})
+		}
+		return nil
 	})
 	return room, err
 }

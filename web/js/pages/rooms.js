@@ -158,6 +158,13 @@ export async function mount(root, ctx) {
       render();
     }),
     userRooms.on("room_removed", (r) => gone(r.id, "You are no longer in this room.")),
+    // Read in another tab or on another device.
+    userRooms.on("room_read", (r) => {
+      const held = rooms.get(r.id);
+      if (!held) return;
+      rooms.set(r.id, { ...held, unread_count: r.unread_count });
+      render();
+    }),
     ctx.socket.onReconnect(() => loadMore(true)),
   ];
 
