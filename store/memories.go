@@ -56,6 +56,22 @@ type Memory struct {
 	SupersededBy   *string
 	InsertedAt     time.Time
 	UpdatedAt      time.Time
+	// SourceAgent and Subject name the agent that stored the memory and
+	// whom it is about, read in the same query. SourceAgent is nil when the
+	// agent was deleted; Subject when the memory has no subject or its
+	// subject no longer exists. Either is nil, too, for anyone outside the
+	// memory's organization (which storing never lets in): no name crosses
+	// organizations.
+	SourceAgent *MemoryParty
+	Subject     *MemoryParty
+}
+
+// MemoryParty names a memory's source agent or subject.
+type MemoryParty struct {
+	ID     string
+	Type   string // "User" or "Agent"
+	Name   string
+	Handle string
 }
 
 // The memory vocabularies.
@@ -247,18 +263,30 @@ func checkMemoryMetadata(raw json.RawMessage, at string, p Problems) sql.NullStr
 	return sql.NullString{String: string(b), Valid: true}
 }
 
+// memoryColumns are a memory's columns, then the names of its source agent
+// (sa) and subject (a person su or an agent sg), NULL where memoryFrom's
+// joins find no one to name.
 const memoryColumns = `m.id, m.organization_id, m.source_agent_id, m.scope, m.subject_id, m.chat_room_id, m.system, m.type,
-	m.segment, m.content, m.thought, m.metadata, m.status, m.superseded_by, m.inserted_at, m.updated_at`
+	m.segment, m.content, m.thought, m.metadata, m.status, m.superseded_by, m.inserted_at, m.updated_at,
+	CASE WHEN sa.deleted_at IS NULL AND sa.organization_id = m.organization_id THEN sa.name END, sa.handle,
+	su.id, trim(su.first_name || ' ' || su.last_name), su.handle, sg.id, sg.name, sg.handle`
 
-// memoryFrom joins the source agent as sa, which the visibility rule needs.
-const memoryFrom = ` FROM memories m JOIN agents sa ON sa.id = m.source_agent_id`
+// memoryFrom joins the source agent as sa, which the visibility rule needs,
+// and the subject, for its name: as a person (su) or a live agent (sg) of
+// the memory's own organization only, so that a name never comes from
+// another organization.
+const memoryFrom = ` FROM memories m JOIN agents sa ON sa.id = m.source_agent_id
+	LEFT JOIN users su ON su.id = m.subject_id AND su.organization_id = m.organization_id
+	LEFT JOIN agents sg ON sg.id = m.subject_id AND sg.organization_id = m.organization_id AND sg.deleted_at IS NULL`
 
 func scanMemory(row interface{ Scan(...any) error }) (*Memory, error) {
 	var m Memory
 	var subject, room, thought, meta, by sql.NullString
+	var saName, saHandle, suID, suName, suHandle, sgID, sgName, sgHandle sql.NullString
 	var ins, upd int64
 	err := row.Scan(&m.ID, &m.OrganizationID, &m.SourceAgentID, &m.Scope, &subject, &room, &m.System, &m.Type,
-		&m.Segment, &m.Content, &thought, &meta, &m.Status, &by, &ins, &upd)
+		&m.Segment, &m.Content, &thought, &meta, &m.Status, &by, &ins, &upd,
+		&saName, &saHandle, &suID, &suName, &suHandle, &sgID, &sgName, &sgHandle)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +295,15 @@ func scanMemory(row interface{ Scan(...any) error }) (*Memory, error) {
 		m.Metadata = json.RawMessage(meta.String)
 	}
 	m.InsertedAt, m.UpdatedAt = fromMicros(ins), fromMicros(upd)
+	if saName.Valid {
+		m.SourceAgent = &MemoryParty{ID: m.SourceAgentID, Type: "Agent", Name: saName.String, Handle: saHandle.String}
+	}
+	switch {
+	case suID.Valid:
+		m.Subject = &MemoryParty{ID: suID.String, Type: "User", Name: suName.String, Handle: suHandle.String}
+	case sgID.Valid:
+		m.Subject = &MemoryParty{ID: sgID.String, Type: "Agent", Name: sgName.String, Handle: sgHandle.String}
+	}
 	return &m, nil
 }
 

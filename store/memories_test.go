@@ -97,3 +97,113 @@ func TestDeleteAgentMemories(t *testing.T) {
 		t.Errorf("%d search entries remain, want 1", n)
 	}
 }
+
+// A memory carries the names of its source agent and its subject, read in
+// the same query: a person or a live agent of the memory's organization,
+// nobody else. The API never stores a memory about someone of another
+// organization, nor keeps the memories of a deleted agent; those states are
+// written here by hand to show that, even then, no name of another
+// organization and no deleted agent's name comes out.
+func TestMemoryNames(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	user := func(handle, name, org string) *User {
+		u, _, err := db.CreateUser(ctx, NewUser{Handle: handle, Name: name, Organization: org})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	agent := func(owner *User, name string) *Agent {
+		a, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: owner.ID, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	alice, carol := user("alice", "Alice Liddell", ""), user("carol", "Carol Foreign", "globex")
+	scout, helper, gone, foreign := agent(alice, "Scout"), agent(alice, "Helper"), agent(alice, "Gone"), agent(carol, "Spy")
+	str := func(s string) *string { return &s }
+	store := func(by *Agent, scope, subject string) string {
+		nm := NewMemory{Content: str("a fact"), System: str("long_term"), Type: str("semantic"), Segment: str("user"),
+			Thought: str("worth keeping"), Scope: str(scope)}
+		if subject != "" {
+			nm.SubjectID = str(subject)
+		}
+		m, err := db.CreateMemory(ctx, AgentActor(by), nm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.ID
+	}
+	raw := func(query string, args ...any) {
+		t.Helper()
+		if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.Exec(query, args...); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aboutAlice := store(scout, "subject", alice.ID)
+	aboutHelper := store(scout, "subject", helper.ID)
+	orgWide := store(scout, "organization", "")
+	aboutGone := store(helper, "subject", gone.ID)
+	byGone := store(gone, "organization", "")
+	aboutForeignUser := store(scout, "subject", alice.ID)
+	aboutForeignAgent := store(scout, "subject", alice.ID)
+	byForeign := store(helper, "organization", "")
+	// gone is deleted as the API never does it, keeping its memories; the
+	// others are pointed at carol and her agent.
+	raw(`UPDATE agents SET deleted_at = updated_at WHERE id = ?`, gone.ID)
+	raw(`UPDATE memories SET subject_id = ? WHERE id = ?`, carol.ID, aboutForeignUser)
+	raw(`UPDATE memories SET subject_id = ? WHERE id = ?`, foreign.ID, aboutForeignAgent)
+	raw(`UPDATE memories SET source_agent_id = ? WHERE id = ?`, foreign.ID, byForeign)
+
+	party := func(p *MemoryParty) string {
+		if p == nil {
+			return "nil"
+		}
+		return p.Type + " " + p.ID + " " + p.Name + " @" + p.Handle
+	}
+	named := func(a *Agent) string { return "Agent " + a.ID + " " + a.Name + " @" + a.Handle }
+	want := map[string][2]string{
+		aboutAlice:        {named(scout), "User " + alice.ID + " Alice Liddell @alice"},
+		aboutHelper:       {named(scout), named(helper)},
+		orgWide:           {named(scout), "nil"},
+		aboutGone:         {named(helper), "nil"},
+		byGone:            {"nil", "nil"},
+		aboutForeignUser:  {named(scout), "nil"},
+		aboutForeignAgent: {named(scout), "nil"},
+		byForeign:         {"nil", "nil"},
+	}
+	check := func(how string, m *Memory) {
+		t.Helper()
+		w, ok := want[m.ID]
+		if !ok {
+			return
+		}
+		if got := [2]string{party(m.SourceAgent), party(m.Subject)}; got != w {
+			t.Errorf("%s %s: source agent and subject %q, want %q", how, m.ID, got, w)
+		}
+	}
+	page, err := db.ListMemories(ctx, UserActor(alice), MemoryFilter{}, PageRequest{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != len(want) {
+		t.Errorf("alice lists %d memories, want %d", len(page.Items), len(want))
+	}
+	for _, m := range page.Items {
+		check("listed", m)
+	}
+	for id := range want {
+		m, err := db.Memory(ctx, UserActor(alice), id)
+		if err != nil {
+			t.Fatalf("read %s: %v", id, err)
+		}
+		check("read", m)
+	}
+	// Carol sees none of them, names or not.
+	page, err = db.ListMemories(ctx, UserActor(carol), MemoryFilter{}, PageRequest{Limit: 100})
+	if err != nil || len(page.Items) != 0 {
+		t.Errorf("carol lists %d memories (%v), want none", len(page.Items), err)
+	}
+}
