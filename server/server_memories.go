@@ -76,6 +76,45 @@ func newMemoryView(m *store.Memory) memoryView {
 		InsertedAt: timestamp(m.InsertedAt), UpdatedAt: timestamp(m.UpdatedAt)}
 }
 
+// userMemoryView is a memory on the Human API: memoryView with chatd's
+// source_agent and subject, the names of who stored it and whom it is
+// about (null when the agent was deleted, the memory has no subject, or the
+// subject no longer exists). The store takes them from the memory's
+// organization only. The Agent API leaves them out: an agent sees memories
+// stored by agents and about people beyond its peers (organization-wide
+// ones, and what its siblings stored), whose names it has no other way to
+// learn.
+type userMemoryView struct {
+	memoryView
+	SourceAgent *partyRef          `json:"source_agent"`
+	Subject     *memorySubjectView `json:"subject"`
+}
+
+// memorySubjectView names a memory's subject, a "User" or an "Agent".
+type memorySubjectView struct {
+	partyRef
+	Type string `json:"type"`
+}
+
+func newUserMemoryView(m *store.Memory) userMemoryView {
+	v := userMemoryView{memoryView: newMemoryView(m)}
+	if a := m.SourceAgent; a != nil {
+		v.SourceAgent = &partyRef{ID: a.ID, Handle: a.Handle, Name: a.Name}
+	}
+	if p := m.Subject; p != nil {
+		v.Subject = &memorySubjectView{partyRef: partyRef{ID: p.ID, Handle: p.Handle, Name: p.Name}, Type: p.Type}
+	}
+	return v
+}
+
+// memoryOut renders m for the API of the request.
+func memoryOut(r *http.Request, m *store.Memory) any {
+	if principal(r).IsAgent() {
+		return newMemoryView(m)
+	}
+	return newUserMemoryView(m)
+}
+
 // memoryFields is the memory object of a create (or supersede) body.
 // metadata is taken raw: the store refuses keys other than tags and
 // references with 422 at their pointer, as it does every other value.
@@ -126,7 +165,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMemoryView(m)))
+	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
 	return nil
 }
 
@@ -140,7 +179,7 @@ func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMemoryView(m)))
+	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
 	return nil
 }
 
@@ -153,7 +192,7 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, ps httpro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMemoryView(m)))
+	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
 	return nil
 }
 
@@ -169,7 +208,7 @@ func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, ps
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMemoryView(m)))
+	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
 	return nil
 }
 
@@ -182,7 +221,7 @@ func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, ps ht
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMemoryView(m)))
+	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
 	return nil
 }
 
@@ -253,9 +292,9 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, scope stri
 	if err != nil {
 		return err
 	}
-	items := make([]memoryView, len(page.Items))
+	items := make([]any, len(page.Items))
 	for i, m := range page.Items {
-		items[i] = newMemoryView(m)
+		items[i] = memoryOut(r, m)
 	}
 	meta := s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)
 	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": meta, "meta": meta})

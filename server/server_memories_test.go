@@ -88,6 +88,24 @@ func (k *memKit) store(t testing.TB, who, label string, over map[string]any) map
 	return d
 }
 
+// memOwner is the owner of each agent of memKit.
+var memOwner = map[string]string{"a1": "alice", "a2": "alice", "b1": "bob", "c1": "carol"}
+
+// party is who as the Human API names a memory's source agent (typ "") or
+// subject (typ "User" or "Agent").
+func (k *memKit) party(who, typ string) map[string]any {
+	p := map[string]any{"id": k.ids[who]}
+	if owner, ok := memOwner[who]; ok {
+		p["name"], p["handle"] = "Agent "+who, owner+"/agent-"+who
+	} else {
+		p["name"], p["handle"] = strings.ToUpper(who[:1])+who[1:]+" Tester", who
+	}
+	if typ != "" {
+		p["type"] = typ
+	}
+	return p
+}
+
 // about is the subject of a subject-scope memory.
 func (k *memKit) about(who string) map[string]any { return map[string]any{"subject_id": k.ids[who]} }
 
@@ -179,13 +197,24 @@ func TestMemoryCreate(t *testing.T) {
 				t.Errorf("%s missing in %v", key, d)
 			}
 		}
-		// The same memory reads back through both APIs.
-		for _, who := range []string{"a1", "alice"} {
-			r := k.ts.do(t, "GET", k.path(who, "/"+d["id"].(string)), k.cred(who), nil)
-			expect(t, r, 200, "")
-			if !reflect.DeepEqual(r.data(t), d) {
-				t.Errorf("%s reads %v, want %v", who, r.data(t), d)
-			}
+		// The same memory reads back through both APIs; the Human API adds
+		// the names of its source agent and subject.
+		if _, ok := d["source_agent"]; ok {
+			t.Errorf("the Agent API names the source agent: %v", d)
+		}
+		r := k.ts.do(t, "GET", k.path("a1", "/"+d["id"].(string)), k.cred("a1"), nil)
+		expect(t, r, 200, "")
+		if !reflect.DeepEqual(r.data(t), d) {
+			t.Errorf("a1 reads %v, want %v", r.data(t), d)
+		}
+		human := map[string]any{"source_agent": k.party("a1", ""), "subject": k.party("alice", "User")}
+		for key, v := range d {
+			human[key] = v
+		}
+		r = k.ts.do(t, "GET", k.path("alice", "/"+d["id"].(string)), k.cred("alice"), nil)
+		expect(t, r, 200, "")
+		if !reflect.DeepEqual(r.data(t), human) {
+			t.Errorf("alice reads %v, want %v", r.data(t), human)
 		}
 	})
 	t.Run("organization-wide, with metadata and a room", func(t *testing.T) {
@@ -333,6 +362,155 @@ func TestMemoryVisibility(t *testing.T) {
 	for _, id := range []string{nilID, "nope", strings.ToUpper(k.ids["orgA"])} {
 		expect(t, k.ts.do(t, "GET", k.path("a1", "/"+url.PathEscape(id)), k.cred("a1"), nil), 404, "not_found")
 		expect(t, k.ts.do(t, "GET", k.path("alice", "/"+url.PathEscape(id)), k.cred("alice"), nil), 404, "not_found")
+	}
+}
+
+// On the Human API a memory names its source agent and its subject
+// (chatd's source_agent and subject), in every answer that carries it; the
+// Agent API does not. A deleted agent is named by no one: its own memories
+// go with it, and a memory about it keeps subject_id with a null subject.
+// A name never comes from another organization: the API stores nothing
+// across organizations, so the states where a memory points there are
+// written by hand, and even then no name or handle of theirs comes out.
+func TestMemoryNames(t *testing.T) {
+	k := newMemKit(t)
+	org := map[string]any{"scope": "organization"}
+	gone, goneKey := k.ts.agent(mustUser(t, k, "alice"), "Agent gone")
+	k.ids["gone"], k.keys["gone"] = gone.ID, goneKey
+	k.store(t, "a1", "a1-about-alice", k.about("alice"))
+	k.store(t, "a1", "orgA", org)
+	k.store(t, "b1", "b1-about-alice", k.about("alice"))
+	k.store(t, "a1", "a1-about-b1", k.about("b1"))
+	k.store(t, "b1", "b1-about-a2", k.about("a2"))
+	k.store(t, "a2", "by-a2", org)
+	k.store(t, "gone", "by-gone", k.about("alice"))
+	k.store(t, "a1", "foreign-subject", k.about("alice"))
+	k.store(t, "a1", "foreign-source", org)
+	k.store(t, "c1", "c1-about-carol", k.about("carol"))
+	k.store(t, "c1", "orgB", org)
+
+	// a2 is deleted as the API deletes agents: the memories it stored go,
+	// the one about it stays. gone is deleted by hand, keeping its memory,
+	// which the API never does.
+	if _, err := k.ts.db.DeleteAgent(t.Context(), mustUser(t, k, "alice"), k.ids["a2"], false); err != nil {
+		t.Fatal(err)
+	}
+	raw := func(query string, args ...any) {
+		t.Helper()
+		if err := k.ts.db.Write(t.Context(), func(tx *store.Tx) error { _, err := tx.Exec(query, args...); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw(`UPDATE agents SET deleted_at = updated_at WHERE id = ?`, k.ids["gone"])
+	raw(`UPDATE memories SET subject_id = ? WHERE id = ?`, k.ids["carol"], k.ids["foreign-subject"])
+	raw(`UPDATE memories SET source_agent_id = ? WHERE id = ?`, k.ids["c1"], k.ids["foreign-source"])
+
+	for _, tc := range []struct {
+		who, label, action string
+		status             int
+		source, subject    any // nil: null; memAbsent: not in the answer
+	}{
+		{"alice", "a1-about-alice", "", 200, k.party("a1", ""), k.party("alice", "User")},
+		{"alice", "orgA", "", 200, k.party("a1", ""), nil},
+		{"bob", "orgA", "", 200, k.party("a1", ""), nil},
+		{"alice", "b1-about-alice", "", 200, k.party("b1", ""), k.party("alice", "User")},
+		{"bob", "b1-about-alice", "", 200, k.party("b1", ""), k.party("alice", "User")},
+		{"alice", "a1-about-b1", "", 200, k.party("a1", ""), k.party("b1", "Agent")},
+		{"bob", "a1-about-b1", "", 200, k.party("a1", ""), k.party("b1", "Agent")},
+		{"alice", "b1-about-a2", "", 200, k.party("b1", ""), nil},
+		{"bob", "b1-about-a2", "", 200, k.party("b1", ""), nil},
+		{"alice", "by-a2", "", 404, nil, nil},
+		{"alice", "by-gone", "", 200, nil, k.party("alice", "User")},
+		{"alice", "foreign-subject", "", 200, k.party("a1", ""), nil},
+		{"alice", "foreign-source", "", 200, nil, nil},
+		{"bob", "foreign-source", "", 200, nil, nil},
+		{"carol", "a1-about-alice", "", 404, nil, nil},
+		{"carol", "foreign-source", "", 404, nil, nil},
+		{"carol", "c1-about-carol", "", 200, k.party("c1", ""), k.party("carol", "User")},
+		{"carol", "orgB", "", 200, k.party("c1", ""), nil},
+		{"a1", "a1-about-alice", "", 200, memAbsent, memAbsent},
+		{"b1", "a1-about-b1", "", 200, memAbsent, memAbsent},
+		{"a1", "orgA", "archive", 200, memAbsent, memAbsent},
+		{"alice", "a1-about-alice", "archive", 200, k.party("a1", ""), k.party("alice", "User")},
+		{"alice", "a1-about-alice", "restore", 200, k.party("a1", ""), k.party("alice", "User")},
+		{"alice", "a1-about-alice", "supersede", 200, k.party("a1", ""), k.party("alice", "User")},
+		{"alice", "by-gone", "archive", 200, nil, k.party("alice", "User")},
+		{"a1", "foreign-subject", "supersede", 200, memAbsent, memAbsent},
+	} {
+		t.Run(strings.TrimSpace(tc.who+" "+tc.action+" "+tc.label), func(t *testing.T) {
+			method, rest := "GET", "/"+k.ids[tc.label]
+			if tc.action != "" {
+				method, rest = "POST", rest+"/"+tc.action
+			}
+			r := k.ts.do(t, method, k.path(tc.who, rest), k.cred(tc.who), nil)
+			if tc.status != 200 {
+				expect(t, r, tc.status, "not_found")
+				return
+			}
+			expect(t, r, 200, "")
+			d := r.data(t)
+			if d["id"] != k.ids[tc.label] {
+				t.Fatalf("answered %v", d)
+			}
+			for key, want := range map[string]any{"source_agent": tc.source, "subject": tc.subject} {
+				got, ok := d[key]
+				switch {
+				case want == memAbsent && ok:
+					t.Errorf("%s = %v, want it absent", key, got)
+				case want != memAbsent && !ok:
+					t.Errorf("%s is absent, want %v", key, want)
+				case want != memAbsent && !reflect.DeepEqual(got, want):
+					t.Errorf("%s = %v, want %v", key, got, want)
+				}
+			}
+		})
+	}
+
+	// Listings name the same: every item of each person's listing names
+	// its source agent and subject as reading it does.
+	for _, who := range []string{"alice", "bob", "carol"} {
+		t.Run("listed by "+who, func(t *testing.T) {
+			r := k.ts.do(t, "GET", k.path(who, "?status=all&limit=100"), k.cred(who), nil)
+			expect(t, r, 200, "")
+			for _, item := range r.list(t) {
+				m := item.(map[string]any)
+				one := k.ts.do(t, "GET", k.path(who, "/"+m["id"].(string)), k.cred(who), nil)
+				expect(t, one, 200, "")
+				d := one.data(t)
+				for _, key := range []string{"source_agent", "subject"} {
+					if _, ok := m[key]; !ok || !reflect.DeepEqual(m[key], d[key]) {
+						t.Errorf("%s lists %s with %s %v, reads %v", who, m["id"], key, m[key], d[key])
+					}
+				}
+			}
+		})
+	}
+
+	// Nothing of organization B reaches organization A, and nothing of A
+	// reaches B, in any answer: no name, no handle (an agent's handle
+	// starts with its owner's).
+	leaks := map[string][]string{
+		"alice": {"Carol", "carol", "Agent c1"},
+		"bob":   {"Carol", "carol", "Agent c1"},
+		"carol": {"Alice", "alice", "Bob", "bob", "Agent a1", "Agent b1", "Agent gone"},
+	}
+	for who, words := range leaks {
+		var bodies []string
+		r := k.ts.do(t, "GET", k.path(who, "?status=all&limit=100"), k.cred(who), nil)
+		expect(t, r, 200, "")
+		bodies = append(bodies, string(r.body))
+		for _, label := range []string{"foreign-subject", "foreign-source", "orgA", "orgB", "c1-about-carol"} {
+			if r := k.ts.do(t, "GET", k.path(who, "/"+k.ids[label]), k.cred(who), nil); r.status == 200 {
+				bodies = append(bodies, string(r.body))
+			}
+		}
+		for _, body := range bodies {
+			for _, w := range words {
+				if strings.Contains(body, w) {
+					t.Errorf("%s is answered %q, which holds %q", who, body, w)
+				}
+			}
+		}
 	}
 }
 
