@@ -31,9 +31,6 @@ export function mount(root, ctx) {
   let items = [];
   let next = null;
   let seq = 0;
-  // Who is who, for "about" and "stored by": the person, their agents and
-  // the peers they share rooms with. Anyone else shows as an id.
-  const names = new Map([[me.id, { name: "You", handle: me.handle }]]);
 
   const scope = select("scope", SCOPES, "all");
   const status = select("status", STATUSES, "active");
@@ -64,16 +61,18 @@ export function mount(root, ctx) {
   const filtered = () => system.value || type.value || segment.value || search.value.trim() ||
     scope.value !== "all" || status.value !== "active";
 
-  function nameOf(id, fallback) {
-    const p = names.get(id);
-    if (!p) return h("span", { title: id }, fallback);
-    return p.handle && p.name !== "You" ? [p.name, " ", h("code", { class: "handle" }, `@${p.handle}`)] : p.name;
+  // nameOf shows who the server names in source_agent or subject; null
+  // means a deleted agent (people are never deleted).
+  function nameOf(p, id) {
+    if (!p) return h("span", { title: id }, "A deleted agent");
+    if (p.id === me.id) return "You";
+    return [p.name, " ", h("code", { class: "handle" }, `@${p.handle}`)];
   }
 
   function about(m) {
     if (m.scope === "organization") return "Everyone in your organization";
     if (!m.subject_id) return "—";
-    return nameOf(m.subject_id, "Someone else");
+    return nameOf(m.subject, m.subject_id);
   }
 
   function card(m) {
@@ -96,7 +95,7 @@ export function mount(root, ctx) {
     const meta = [
       ["About", about(m)],
       ["Status", h("span", { class: `status status-${m.status}` }, words(STATUSES, m.status))],
-      ["Stored by", nameOf(m.source_agent_id, "An agent")],
+      ["Stored by", nameOf(m.source_agent, m.source_agent_id)],
       ["Stored", timeEl(m.inserted_at)],
       ["System", words(SYSTEMS, m.system)],
       ["Type", words(TYPES, m.type)],
@@ -190,20 +189,6 @@ export function mount(root, ctx) {
     listHeading.focus();
   }
 
-  // Names are a courtesy: when they cannot be loaded the page still works,
-  // showing "An agent" and the like, and says why.
-  async function loadNames() {
-    try {
-      const [agents, peers] = await Promise.all([
-        api.page("/api/v1/me/agents", { limit: 100 }),
-        api.page("/api/v1/me/peers", { page_size: 100 }),
-      ]);
-      for (const p of [...agents.items, ...peers.items]) names.set(p.id, { name: p.name, handle: p.handle });
-    } catch (e) {
-      notify(`Names of agents and people could not be loaded: ${e.message}`, "error");
-    }
-  }
-
   for (const s of [scope, status, system, type, segment]) s.addEventListener("change", () => load());
   filters.addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -217,7 +202,7 @@ export function mount(root, ctx) {
       "You can archive, restore or delete the memories about you."),
     filters,
     h("section", { class: "list-section" }, listHeading, list, moreRow, moreErr)));
-  loadNames().then(() => load());
+  load();
   return () => {
     seq++;
   };
