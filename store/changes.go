@@ -21,6 +21,7 @@ const (
 	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
 	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
 	AgentDeleted       ChangeKind = "agent_deleted"       // Agent was deleted: its keys no longer work
+	AgentKeyRotated    ChangeKind = "agent_key_rotated"   // Agent's keys were replaced by a new one: the earlier ones no longer work
 
 	ContactRequestReceived ChangeKind = "contact_request_received" // ContactRequest was made
 	ContactRequestUpdated  ChangeKind = "contact_request_updated"  // ContactRequest was approved, rejected or cancelled
@@ -41,7 +42,7 @@ type Change struct {
 	Members []*Participant // everyone in the room (room_deleted, room_updated)
 	Message *Message       // message_created, message_updated (Deliveries: the changed one)
 	Board   *Board
-	Agent   *Agent // agent_deleted
+	Agent   *Agent // agent_deleted, agent_key_rotated
 
 	ContactRequest *ContactRequest // contact_request_*
 	Contact        *Contact        // contact_added, contact_removed (Party is nil for a removal)

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -311,4 +312,31 @@ func (db *DB) AgentKeys(ctx context.Context, agentID string) ([]KeyInfo, error) 
 		out = append(out, k)
 	}
 	return out, rows.Err()
+}
+
+// RevokedKeys returns which of the key ids name no key any more (deleted,
+// or replaced by RotateAgentKey), so that connections opened with them can
+// be closed.
+func (db *DB) RevokedKeys(ctx context.Context, ids []string) (map[string]bool, error) {
+	gone := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return gone, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.query(ctx, `SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM api_keys)`, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		gone[id] = true
+	}
+	return gone, rows.Err()
 }
