@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustUser(t testing.TB, db *DB, handle string) (*User, string) {
@@ -456,5 +458,46 @@ func TestListOwnedAgentsPaging(t *testing.T) {
 	page, err := db.ListOwnedAgents(ctx, alice.ID, AgentFilter{Sort: "name"}, PageRequest{Limit: 2, Offset: 2, WithTotal: true})
 	if err != nil || page.Total != 5 || len(page.Items) != 2 || page.Items[0].Name != "Charlie" || !page.HasMore {
 		t.Fatalf("offset page: %+v, %v", page, err)
+	}
+}
+
+// A key rotated by another process (the CLI beside a running server) stops
+// working in this one within a second or so, cached or not, and the change
+// is announced for the connections to recheck their keys.
+func TestAnotherProcessRotatingAKeyIsNoticed(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _ := mustUser(t, db, "alice")
+	agent, oldKey := mustAgent(t, db, alice, "Helper")
+	if _, err := db.Authenticate(ctx, oldKey); err != nil {
+		t.Fatal(err)
+	}
+	rec := record(db)
+	cli := openTestDBAt(t, db.Path(), Options{})
+	_, newKey, err := cli.RotateAgentKey(ctx, alice, agent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.Close() // as the command exits (its last checkpoint is a change too)
+	waitFor(t, "the old key to leave the cache", func() bool {
+		_, err := db.AuthenticateCached(oldKey)
+		return err != nil
+	})
+	if _, err := db.Authenticate(ctx, oldKey); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("the old key still authenticates: %v", err)
+	}
+	if p, err := db.Authenticate(ctx, newKey); err != nil || p.Agent.ID != agent.ID {
+		t.Fatalf("the new key: %+v, %v", p, err)
+	}
+	waitFor(t, "other_process_wrote", func() bool {
+		return slices.Contains(rec.kinds(), string(OtherProcessWrote))
+	})
+	// This process's own writes are not taken for another's.
+	time.Sleep(3 * otherWritersEvery / 2)
+	rec.reset()
+	mustUser(t, db, "bob")
+	time.Sleep(3 * otherWritersEvery / 2)
+	if got := rec.kinds(); slices.Contains(got, string(OtherProcessWrote)) {
+		t.Fatalf("own writes announced as another process's: %v", got)
 	}
 }

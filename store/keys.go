@@ -215,9 +215,10 @@ func (db *DB) TouchKey(p *Principal) {
 // credCache remembers the principals of recently used API keys, so that a
 // request does not read the database just to learn who sent it. Entries
 // live credTTL at most; anything that changes or revokes a principal (an
-// agent deleted, a profile edited) clears the cache when it commits. Other
-// chatd processes (the CLI) only add users and agents, which a cache of
-// found keys cannot contradict.
+// agent deleted, a key rotated, a profile edited) clears the cache when it
+// commits. Other chatd processes (the CLI) write to the same file: the
+// writer notices their commits within a second (otherProcessWrote) and
+// clears the cache then.
 type credCache struct {
 	mu  sync.Mutex
 	m   map[string]credEntry
