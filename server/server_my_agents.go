@@ -161,11 +161,15 @@ func agentWithKey(a *store.Agent, key string) map[string]any {
 	}
 }
 
-// rotateAgentKey is POST /api/v1/me/agents/{id}/rotate-key (chatd's own):
-// the agent's keys are replaced by a new one, shown in this answer only.
-// The old key is refused from now on, and the agent's connections opened
-// with it are closed; its rooms, contacts and history stay.
+// rotateAgentKey is POST /api/v1/me/agents/{id}/rotate-key (chatd's own;
+// no body, or {}): the agent's keys are replaced by a new one, shown in
+// this answer only. The old key is refused from now on, and the agent's
+// connections opened with it are closed; its rooms, contacts and history
+// stay.
 func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
 	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), ps.ByName("id"))
 	if err != nil {
 		return err
