@@ -327,7 +327,7 @@ func (db *DB) RevokedKeys(ctx context.Context, ids []string) (map[string]bool, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.query(ctx, `SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM api_keys)`, string(list))
+	rows, err := db.query(ctx, `SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`, string(list))
 	if err != nil {
 		return nil, err
 	}
