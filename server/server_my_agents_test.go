@@ -99,6 +99,7 @@ func TestWritesAnswer503WhenTheWriteQueueIsFull(t *testing.T) {
 		{"PUT", "/api/v1/me/profile", map[string]any{"user": map[string]any{"first_name": "Al"}}},
 		{"POST", "/api/v1/me/agents/register", map[string]any{"agent": map[string]any{"name": "Bot", "description": "d"}}},
 		{"DELETE", "/api/v1/me/agents/" + agent.ID, nil},
+		{"POST", "/api/v1/me/agents/" + agent.ID + "/rotate-key", nil},
 	}
 	before := ts.snapshot(t)
 	release := ts.fillWriteQueue(t)
