@@ -184,14 +184,7 @@ func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
 	defer conn.Close()
 	closed := make(chan ws.StatusCode, 1)
 	go func() {
-		rd := io.Reader(conn)
-		if br != nil {
-			rd = io.MultiReader(br, conn)
-		}
-		rw := struct {
-			io.Reader
-			io.Writer
-		}{rd, conn}
+		rw := wsReadWriter(conn, br)
 		for {
 			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 			if _, err := wsutil.ReadServerText(rw); err != nil {
