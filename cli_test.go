@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 
 	"github.com/chatd/chatd/store"
 	_ "modernc.org/sqlite"
@@ -95,6 +99,123 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 	old := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "alice", "--name", "Old Timer", "--api-key", legacy, "--json").ok(t).stdout)
 	if old.APIKey != legacy {
 		t.Fatalf("adopted key = %q", old.APIKey)
+	}
+}
+
+// keyDigests renders the api_keys table, to show that a refused command
+// changed no key.
+func keyDigests(t testing.TB, db string) string {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var s string
+	if err := conn.QueryRow(`SELECT group_concat(hex(digest), ',') FROM (SELECT digest FROM api_keys ORDER BY digest)`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRotateAgentKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
+	helper := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "alice", "--name", "Helper", "--json").ok(t).stdout)
+	chatd(t, nil, "register-agent", "--db", db, "--owner", "bob", "--name", "Rover").ok(t)
+
+	before := keyDigests(t, db)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		exit int
+	}{
+		{"no agent", nil, "--agent is required", 2},
+		{"a person's handle", []string{"--agent", "alice"}, "--agent must be an agent's handle", 2},
+		{"a malformed handle", []string{"--agent", "alice/Bad Slug"}, "--agent must be an agent's handle", 2},
+		{"stray argument", []string{"--agent", "alice/helper", "now"}, "takes 0 argument", 2},
+		{"unknown person", []string{"--agent", "zed/helper"}, `no person has the handle "zed"`, 1},
+		{"unknown agent", []string{"--agent", "alice/rover"}, "@alice has no agent with the handle alice/rover", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := chatd(t, nil, append([]string{"rotate-agent-key", "--db", db}, tc.args...)...)
+			r.failsWithOneLine(t, tc.want)
+			if r.code != tc.exit {
+				t.Fatalf("exit %d, want %d", r.code, tc.exit)
+			}
+			if keyDigests(t, db) != before {
+				t.Fatal("a refused command changed the keys")
+			}
+		})
+	}
+
+	text := chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper").ok(t).stdout
+	if !strings.Contains(text, "Replaced the key of Helper (@alice/helper, id "+helper.ID+")") || !strings.Contains(text, "shown only now") {
+		t.Fatalf("text output: %s", text)
+	}
+	rotated := parseCreated(t, chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "@alice/helper", "--json").ok(t).stdout)
+	if rotated.ID != helper.ID || rotated.Handle != "alice/helper" || !strings.HasPrefix(rotated.APIKey, "band_a_") ||
+		rotated.APIKey == helper.APIKey || strings.Contains(text, rotated.APIKey) {
+		t.Fatalf("rotated = %+v", rotated)
+	}
+	if n := countRows(t, db, "api_keys"); n != 4 { // two people's, two agents'
+		t.Fatalf("%d keys after rotating twice, want 4", n)
+	}
+}
+
+// Rotating from the command line while a server runs: the server refuses
+// the old key within a second or so, even though it had cached it, and
+// closes the agent's socket opened with it.
+func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	srv := startServer(t, db)
+	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--json").ok(t).stdout)
+	if status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil); status != 200 {
+		t.Fatalf("agent/me: %d %s", status, body)
+	}
+	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&api_key=" + url.QueryEscape(agent.APIKey)
+	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed := make(chan ws.StatusCode, 1)
+	go func() {
+		rw := wsReadWriter(conn, br)
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := wsutil.ReadServerText(rw); err != nil {
+				var c wsutil.ClosedError
+				errors.As(err, &c)
+				closed <- c.Code
+				return
+			}
+		}
+	}()
+
+	rotated := parseCreated(t, chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper", "--json").ok(t).stdout)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, _ := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil)
+		if status == 401 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still answers the old key with %d", status)
+		}
+	}
+	if status, body := srv.call(t, "GET", "/api/v1/agent/me", rotated.APIKey, nil); status != 200 {
+		t.Fatalf("the new key: %d %s", status, body)
+	}
+	select {
+	case code := <-closed:
+		if code != 1008 {
+			t.Fatalf("the old key's socket closed with %d, want 1008", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old key's socket stayed open")
 	}
 }
 

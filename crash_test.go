@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -322,14 +321,7 @@ func (h *crashHistory) listen(t *testing.T, srv *serverProc, agent int, stop cha
 		return // the server is gone already
 	}
 	go func() { <-stop; conn.Close() }()
-	rd := io.Reader(conn)
-	if br != nil {
-		rd = io.MultiReader(br, conn)
-	}
-	rw := struct {
-		io.Reader
-		io.Writer
-	}{rd, conn}
+	rw := wsReadWriter(conn, br)
 	if err := wsutil.WriteClientText(conn, []byte(`["1","1","chat_room:`+h.room+`","phx_join",{}]`)); err != nil {
 		return
 	}

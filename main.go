@@ -86,7 +86,7 @@ Then:        chatd create-user --handle you --name "Your Name"
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
 	})
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(),
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
 		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd())
 	return root
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -298,6 +299,19 @@ func (p *serverProc) send(method, path string, headers map[string]string, body a
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	return res.StatusCode, b, err
+}
+
+// wsReadWriter is a dialled WebSocket for wsutil's readers (which answer
+// control frames): the connection, read after what the dialer buffered.
+func wsReadWriter(conn net.Conn, br *bufio.Reader) io.ReadWriter {
+	rd := io.Reader(conn)
+	if br != nil {
+		rd = io.MultiReader(br, conn)
+	}
+	return struct {
+		io.Reader
+		io.Writer
+	}{rd, conn}
 }
 
 // writeStorm is writers concurrent loops of write(w, i) against a server,

@@ -269,6 +269,34 @@ async function flow() {
     await visible(page.getByText("Helper", { exact: true }).first());
   });
 
+  await step("agent-new-key", async () => {
+    // A new key for the agent, after a confirmation: shown once, it works
+    // at once and the old one is refused.
+    const oldKey = state.agent.key;
+    await page.getByRole("button", { name: "New key for Helper" }).click();
+    const dialog = page.getByRole("dialog");
+    await visible(dialog.getByRole("heading", { name: "Replace the key of Helper?" }));
+    await visible(dialog.getByText(/stops working at once/));
+    await shot("04b-agent-new-key-confirm");
+    await dialog.getByRole("button", { name: "Replace key" }).click();
+    const secret = page.locator("code.secret");
+    await visible(secret);
+    const key = (await secret.innerText()).trim();
+    if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
+    if (key === oldKey) throw new Error("the new key is the old one");
+    await visible(page.getByText(/shown only once/));
+    await visible(page.getByRole("button", { name: "Copy" }).first());
+    await shot("04c-agent-new-key");
+    const status = async (k) => (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": k } })).status;
+    if ((await status(oldKey)) !== 401) throw new Error("the old key still works after its replacement");
+    if ((await status(key)) !== 200) throw new Error("the new key is refused");
+    await page.getByRole("button", { name: "Done, I stored it" }).click();
+    await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
+    await until("focus back on the button that asked", () =>
+      page.evaluate(() => document.activeElement && document.activeElement.getAttribute("aria-label") === "New key for Helper"));
+    state.agent.key = key;
+  });
+
   await step("new-room", async () => {
     await nav("Rooms");
     await page.getByRole("button", { name: "New room" }).click();

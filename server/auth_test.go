@@ -42,6 +42,7 @@ var authedRoutes = []struct {
 	{"GET", "/api/v1/me/agents", humansOnly},
 	{"POST", "/api/v1/me/agents/register", humansOnly},
 	{"DELETE", "/api/v1/me/agents/" + nilID, humansOnly},
+	{"POST", "/api/v1/me/agents/" + nilID + "/rotate-key", humansOnly},
 	{"GET", "/api/v1/me/peers", humansOnly},
 	{"GET", "/api/v1/me/chats", humansOnly},
 	{"POST", "/api/v1/me/chats", humansOnly},

@@ -238,14 +238,56 @@ func (rt *realtime) route(c store.Change) {
 	case store.ContactRequestReceived, store.ContactRequestUpdated, store.ContactAdded, store.ContactRemoved:
 		rt.contactChange(c)
 	case store.AgentDeleted:
-		rt.limits.mu.Lock()
-		conns := make([]*phx.Conn, 0, len(rt.limits.agents[c.Agent.ID]))
-		for conn := range rt.limits.agents[c.Agent.ID] {
+		for _, conn := range rt.agentConns(c.Agent.ID) {
+			conn.Close(phx.ClosePolicy, "the agent was deleted")
+		}
+	case store.AgentKeyRotated:
+		rt.closeRevokedKeys(rt.agentConns(c.Agent.ID))
+	case store.OtherProcessWrote:
+		// A chatd command may have rotated a key: recheck every agent's.
+		rt.closeRevokedKeys(rt.agentConns(""))
+	}
+}
+
+// agentConns returns the connections of an agent, or of every agent for "".
+func (rt *realtime) agentConns(agentID string) []*phx.Conn {
+	rt.limits.mu.Lock()
+	defer rt.limits.mu.Unlock()
+	var conns []*phx.Conn
+	for id, set := range rt.limits.agents {
+		if agentID != "" && id != agentID {
+			continue
+		}
+		for conn := range set {
 			conns = append(conns, conn)
 		}
-		rt.limits.mu.Unlock()
-		for _, conn := range conns {
-			conn.Close(phx.ClosePolicy, "the agent was deleted")
+	}
+	return conns
+}
+
+// closeRevokedKeys closes the connections among conns whose agent key no
+// longer exists (1008: the SDKs do not retry it). A connection opened with
+// the new key, even before this runs, stays.
+func (rt *realtime) closeRevokedKeys(conns []*phx.Conn) {
+	ids := make([]string, 0, len(conns))
+	for _, conn := range conns {
+		if id := conn.Value.(*socketConn).keyID; id != "" {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gone, err := rt.s.db.RevokedKeys(ctx, ids)
+	if err != nil {
+		rt.log.Warn("checking the keys of open connections failed", "err", err)
+		return
+	}
+	for _, conn := range conns {
+		if gone[conn.Value.(*socketConn).keyID] {
+			conn.Close(phx.ClosePolicy, "the agent's API key was replaced")
 		}
 	}
 }

@@ -119,6 +119,7 @@ var secBodies = map[string]any{
 	"DELETE /api/v1/me/chats/:chat_id":                          nil,
 	"POST /api/v1/me/chats/:chat_id/read":                       nil,
 	"DELETE /api/v1/me/agents/:id":                              nil,
+	"POST /api/v1/me/agents/:id/rotate-key":                     nil,
 	"DELETE /api/v1/me/memories/:id":                            nil,
 	"DELETE /api/v1/me/keys/:id":                                nil,
 	"POST /api/v1/me/keys":                                      map[string]any{"key": map[string]any{"name": "laptop"}},

@@ -231,6 +231,7 @@ func (s *Server) routes() {
 	s.handleNamed("POST", "/api/v1/me/agents/:id", humansOnly, map[string]handlerFunc{
 		"register": s.registerAgent, "bulk-delete": s.bulkDeleteAgents})
 	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
+	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, s.rotateAgentKey)
 	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
 	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
 	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)

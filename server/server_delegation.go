@@ -45,7 +45,8 @@ const (
 // delegationScope is the scope a delegated token needs for a Human API
 // route: "<part>:read" for GET, "<part>:write" otherwise, where the part is
 // the path's first segment under /api/v1/me. Routes outside the known parts
-// (delegations themselves included) need a scope no delegation can hold.
+// (delegations themselves and an agent's key rotation included) need a
+// scope no delegation can hold.
 // Polling a bulk deletion needs the read scope of what the job deletes
 // (bulkJobScope); starting one is a write of chats or agents.
 func delegationScope(method, path string) string {
@@ -54,6 +55,8 @@ func delegationScope(method, path string) string {
 	switch {
 	case strings.Contains(rest, "/delegations"):
 		return "" // a delegation never begets delegations
+	case strings.HasSuffix(rest, "/rotate-key"):
+		return "" // nor mints credentials
 	case part == "" || part == "profile":
 		part = "profile"
 	case part == "peers":

@@ -145,13 +145,36 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(map[string]any{
+	writeJSON(w, http.StatusCreated, data(agentWithKey(a, key)))
+	return nil
+}
+
+// agentWithKey is the answer that hands out an agent's key: the agent and
+// its credentials.
+func agentWithKey(a *store.Agent, key string) map[string]any {
+	return map[string]any{
 		"agent": map[string]any{
 			"id": a.ID, "name": a.Name, "handle": a.Handle, "slug": a.Slug, "description": a.Description,
 			"owner_id": a.OwnerID, "is_external": a.IsExternal, "inserted_at": timestamp(a.InsertedAt),
 		},
 		"credentials": map[string]string{"api_key": key},
-	}))
+	}
+}
+
+// rotateAgentKey is POST /api/v1/me/agents/{id}/rotate-key (chatd's own;
+// no body, or {}): the agent's keys are replaced by a new one, shown in
+// this answer only. The old key is refused from now on, and the agent's
+// connections opened with it are closed; its rooms, contacts and history
+// stay.
+func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), ps.ByName("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, data(agentWithKey(a, key)))
 	return nil
 }
 

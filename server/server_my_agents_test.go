@@ -2,9 +2,12 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chatd/chatd/store"
 )
@@ -96,6 +99,7 @@ func TestWritesAnswer503WhenTheWriteQueueIsFull(t *testing.T) {
 		{"PUT", "/api/v1/me/profile", map[string]any{"user": map[string]any{"first_name": "Al"}}},
 		{"POST", "/api/v1/me/agents/register", map[string]any{"agent": map[string]any{"name": "Bot", "description": "d"}}},
 		{"DELETE", "/api/v1/me/agents/" + agent.ID, nil},
+		{"POST", "/api/v1/me/agents/" + agent.ID + "/rotate-key", nil},
 	}
 	before := ts.snapshot(t)
 	release := ts.fillWriteQueue(t)
@@ -257,4 +261,118 @@ func TestListMyAgents(t *testing.T) {
 	if got := names(r); got != "" {
 		t.Fatalf("saw bob's agent: %s", got)
 	}
+}
+
+func rotatePath(agentID string) string { return "/api/v1/me/agents/" + agentID + "/rotate-key" }
+
+// Rotating an agent's key: only its owner, as a person, may do it; the old
+// key is refused at once, over REST and on the agent's open socket, and the
+// agent keeps its rooms.
+func TestRotateAgentKey(t *testing.T) {
+	k := newDgKit(t) // alice owns helper and scout; bob (another organization) owns rover
+	ts := k.ts
+	_, daveKey := ts.user("dave") // alice's organization
+	ts.db.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1, is_global = 1 WHERE id = ?`, k.scout.ID)
+		return err
+	})
+	_, allScopes := k.grant(t, store.DelegationScopes...)
+	delegatedTok := k.exchange(t, allScopes)
+
+	for _, tc := range []struct {
+		name   string
+		cred   cred
+		path   string
+		status int
+		code   string
+	}{
+		{"another person's agent", apiKey(k.bobKey), rotatePath(k.helper.ID), 404, "not_found"},
+		{"an agent the caller sees but does not own", apiKey(daveKey), rotatePath(k.scout.ID), 404, "not_found"},
+		{"unknown id", apiKey(k.aliceKey), rotatePath(nilID), 404, "not_found"},
+		{"malformed id", apiKey(k.aliceKey), rotatePath("not-a-uuid"), 404, "not_found"},
+		{"the agent's own key", apiKey(k.helperKey), rotatePath(k.helper.ID), 403, "forbidden"},
+		{"another agent's key", apiKey(k.scoutKey), rotatePath(k.helper.ID), 403, "forbidden"},
+		{"a delegated token with every scope", bearer(delegatedTok), rotatePath(k.helper.ID), 403, "forbidden"},
+		{"no credentials", noCred, rotatePath(k.helper.ID), 401, "unauthorized"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts.refused(t, "POST", tc.path, tc.cred, nil, tc.status, tc.code, "")
+		})
+	}
+
+	room := ts.room(t, k.helperKey, k.alice.ID)
+	helperSocket := newListener(t, ts, k.helperKey, "agent_rooms:"+k.helper.ID)
+	scoutSocket := newListener(t, ts, k.scoutKey, "agent_rooms:"+k.scout.ID)
+	aliceSocket := newListener(t, ts, k.aliceKey, "user_rooms:"+k.alice.ID)
+	_, pendingGrant := k.grant(t, "chats:read")
+
+	r := ts.do(t, "POST", rotatePath(k.helper.ID), apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	d := r.data(t)
+	agent := d["agent"].(map[string]any)
+	newKey, _ := d["credentials"].(map[string]any)["api_key"].(string)
+	if agent["id"] != k.helper.ID || agent["handle"] != "alice/helper" || agent["owner_id"] != k.alice.ID || agent["name"] != "Helper" {
+		t.Fatalf("agent = %v", agent)
+	}
+	if !strings.HasPrefix(newKey, "band_a_") || newKey == k.helperKey {
+		t.Fatalf("new key %q", newKey)
+	}
+	// The same shape as registering.
+	reg := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(k.aliceKey),
+		map[string]any{"agent": map[string]any{"name": "Shape", "description": "Compared"}}).data(t)
+	if fmt.Sprint(keysOf(reg)) != fmt.Sprint(keysOf(d)) || fmt.Sprint(keysOf(reg["agent"].(map[string]any))) != fmt.Sprint(keysOf(agent)) {
+		t.Fatalf("answer %v differs in shape from register's %v", d, reg)
+	}
+
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(k.helperKey), nil), 401, "unauthorized")
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(newKey), nil), 200, "")
+	rooms := ts.do(t, "GET", "/api/v1/agent/chats", apiKey(newKey), nil).list(t)
+	if len(rooms) != 1 || rooms[0].(map[string]any)["id"] != room {
+		t.Fatalf("the agent's rooms after rotation: %v", rooms)
+	}
+	helperSocket.awaitClose(t, 1008, "the connection opened with the old key") // 1008: terminal
+	for name, l := range map[string]*listener{"another agent's": scoutSocket, "the owner's": aliceSocket} {
+		if l.isClosed() {
+			t.Errorf("%s connection was closed too", name)
+		}
+	}
+
+	// Delegations: the token exchanged with the old key ends; a pending
+	// grant is exchanged with the new key, never the old one.
+	expect(t, ts.do(t, "GET", "/api/v1/me/chats", bearer(delegatedTok), nil), 401, "unauthorized")
+	expect(t, ts.do(t, "POST", exchangePath, apiKey(k.helperKey), exchangeBody(pendingGrant)), 401, "unauthorized")
+	expect(t, ts.do(t, "POST", exchangePath, apiKey(newKey), exchangeBody(pendingGrant)), 200, "")
+
+	// The rotation may be routed after the agent reconnected with its new
+	// key: that connection stays.
+	fresh := newListener(t, ts, newKey, "agent_rooms:"+k.helper.ID)
+	ts.srv.rt.publish(store.Change{Kind: store.AgentKeyRotated, Agent: k.helper})
+	time.Sleep(200 * time.Millisecond)
+	if fresh.isClosed() {
+		t.Fatal("the connection opened with the new key was closed")
+	}
+
+	// A connection as the agent through its owner's credentials does not
+	// use the agent's key: rotating leaves it open. A session token may
+	// rotate too.
+	asOwner, err := dialRaw(t, ts.socketURL(url.Values{"vsn": {"2.0.0"}, "agent_id": {k.scout.ID}}), http.Header{"X-Api-Key": {k.aliceKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ts.do(t, "POST", rotatePath(k.scout.ID), bearer(ts.token(k.alice, time.Hour)), nil), 200, "")
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(k.scoutKey), nil), 401, "unauthorized")
+	time.Sleep(200 * time.Millisecond)
+	asOwner.send(t, `["","7","phoenix","heartbeat",{}]`)
+	if m := asOwner.next(t); m[1] != "7" {
+		t.Fatalf("the owner's connection as the agent: %v", m)
+	}
+}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -25,6 +25,10 @@ type socketConn struct {
 	agent    *store.Agent // the agent the connection acts as, or nil
 	user     *store.User  // the human, for a human connection
 	limitKey string       // what the per-credential connection limit counts
+	// keyID is the agent key the connection authenticated with, checked
+	// again when the agent's keys are rotated; "" for a person's
+	// credentials (with agent_id or not), which rotation leaves alone.
+	keyID string
 }
 
 func (sc *socketConn) actor() store.Actor {
@@ -138,6 +142,9 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID}
 	if p.KeyID != "" {
 		sc.limitKey = "key:" + p.KeyID
+	}
+	if p.IsAgent() {
+		sc.keyID = p.KeyID
 	}
 	agentID := q.Get("agent_id")
 	switch {

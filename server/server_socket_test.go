@@ -141,6 +141,30 @@ func (l *listener) await(t *testing.T, topic, event string, match func(map[strin
 	return nil
 }
 
+// awaitClose waits for the server to close the connection and fails the
+// test unless it closed with code; what names the connection.
+func (l *listener) awaitClose(t *testing.T, code int, what string) {
+	t.Helper()
+	select {
+	case <-l.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s stayed open", what)
+	}
+	if l.code != code {
+		t.Fatalf("%s closed with %d, want %d", what, l.code, code)
+	}
+}
+
+// isClosed reports whether the connection has ended.
+func (l *listener) isClosed() bool {
+	select {
+	case <-l.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // count counts recorded pushes of event on topic.
 func (l *listener) count(topic, event string) int {
 	l.mu.Lock()
@@ -516,14 +540,7 @@ func TestSocketDeletedAgentIsDisconnected(t *testing.T) {
 	w := newSocketWorld(t)
 	c := newListener(t, w.ts, w.workerKey, "agent_rooms:"+w.workerID)
 	expect(t, w.ts.do(t, "DELETE", "/api/v1/me/agents/"+w.workerID, apiKey(w.aliceKey), nil), 200, "")
-	select {
-	case <-c.closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a deleted agent's connection stayed open")
-	}
-	if c.code != 1008 {
-		t.Fatalf("closed with %d, want 1008 (terminal: the key was revoked)", c.code)
-	}
+	c.awaitClose(t, 1008, "a deleted agent's connection") // 1008: terminal, the key was revoked
 }
 
 func TestSocketRoomEvents(t *testing.T) {

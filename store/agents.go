@@ -337,6 +337,54 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 	return out, nil
 }
 
+// RotateAgentKey replaces every API key of an agent the caller owns with
+// one new key, in one transaction, and returns the agent and the key (shown
+// this once; chatd keeps only its digest). The earlier keys stop working at
+// once, and the agent's connections that authenticated with one of them are
+// closed (AgentKeyRotated). Delegated tokens the agent obtained with an
+// earlier key (exchanged delegations still live) end too, since whoever held
+// the old key may hold them; pending grants stay, as exchanging one takes
+// the new key. The agent keeps its rooms, contacts, memories and history.
+//
+// Another person's agent is not found, as an unknown one, even one the
+// caller can see (a global or shared agent): only its owner may mint it a key.
+func (db *DB) RotateAgentKey(ctx context.Context, caller *User, agentID string) (*Agent, string, error) {
+	if !ValidID(agentID) {
+		return nil, "", notFound("agent")
+	}
+	var agent *Agent
+	var key string
+	err := db.Write(ctx, func(tx *Tx) error {
+		a, err := scanAgent(tx.QueryRow(`SELECT `+agentColumns+agentFromLiveAgent+` AND a.id = ? AND a.owner_id = ?`,
+			agentID, caller.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("agent")
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
+			return err
+		}
+		if key, err = insertKey(tx, AgentKey, a.ID, ""); err != nil {
+			return err
+		}
+		ts := tx.Now().UnixMicro()
+		if _, err := tx.Exec(`UPDATE delegations SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL
+			AND exchanged_at IS NOT NULL AND exchanged_at + token_ttl > ?`, ts, a.ID, ts); err != nil {
+			return err
+		}
+		tx.AfterCommit(db.creds.invalidate)
+		db.publish(tx, Change{Kind: AgentKeyRotated, Agent: a})
+		agent = a
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return agent, key, nil
+}
+
 // ownedAgent returns a live agent the caller owns. An agent the caller can
 // see but does not own (a global or shared one) is 403 ("only the owner may
 // <what>"); one it cannot see is 404.

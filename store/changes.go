@@ -21,6 +21,8 @@ const (
 	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
 	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
 	AgentDeleted       ChangeKind = "agent_deleted"       // Agent was deleted: its keys no longer work
+	AgentKeyRotated    ChangeKind = "agent_key_rotated"   // Agent's keys were replaced by a new one: the earlier ones no longer work
+	OtherProcessWrote  ChangeKind = "other_process_wrote" // another process (a chatd command) committed; keys may have been revoked
 
 	ContactRequestReceived ChangeKind = "contact_request_received" // ContactRequest was made
 	ContactRequestUpdated  ChangeKind = "contact_request_updated"  // ContactRequest was approved, rejected or cancelled
@@ -41,7 +43,7 @@ type Change struct {
 	Members []*Participant // everyone in the room (room_deleted, room_updated)
 	Message *Message       // message_created, message_updated (Deliveries: the changed one)
 	Board   *Board
-	Agent   *Agent // agent_deleted
+	Agent   *Agent // agent_deleted, agent_key_rotated
 
 	ContactRequest *ContactRequest // contact_request_*
 	Contact        *Contact        // contact_added, contact_removed (Party is nil for a removal)
@@ -61,6 +63,18 @@ func (db *DB) SetPublisher(p Publisher) {
 		return
 	}
 	db.publisher.p.Store(&p)
+}
+
+// otherProcessWrote runs on the writer goroutine when another process
+// committed to the database. What it changed is unknown: every cached
+// principal is dropped, so that a key it revoked stops working here too,
+// and OtherProcessWrote is published, so that connections opened with such
+// a key can be found and closed.
+func (db *DB) otherProcessWrote() {
+	db.creds.invalidate()
+	if p := db.publisher.p.Load(); p != nil {
+		(*p)(Change{Kind: OtherProcessWrote, At: now()})
+	}
 }
 
 // publish arranges for c to be published if and when tx commits.

@@ -196,6 +196,8 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.w = newWriter(conn, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.PassiveCheckpointsOnly, opts.Logger)
+	otherWrites := db.otherProcessWrote
+	db.w.otherWrites.Store(&otherWrites)
 	// The checkpointer's connection comes from its own pool of one, opened
 	// like the writer's (a query_only connection may not checkpoint).
 	ckptDB, err := sql.Open("sqlite", writeDSN)

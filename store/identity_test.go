@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustUser(t testing.TB, db *DB, handle string) (*User, string) {
@@ -298,6 +301,111 @@ func TestDeleteAgentVisibility(t *testing.T) {
 	}
 }
 
+func TestRotateAgentKey(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _ := mustUser(t, db, "alice")
+	bob, _ := mustUser(t, db, "bob")
+	carol, _, _ := db.CreateUser(ctx, NewUser{Handle: "carol", Name: "Carol", Organization: "Other"})
+	agent, oldKey := mustAgent(t, db, alice, "Helper")
+	shared, _ := mustAgent(t, db, alice, "Shared")
+	gone, _ := mustAgent(t, db, alice, "Gone")
+	if _, err := db.DeleteAgent(ctx, alice, gone.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1, is_global = 1 WHERE id = ?`, shared.ID)
+		return err
+	})
+	// The old key is in use, so its principal sits in the credential cache.
+	if _, err := db.Authenticate(ctx, oldKey); err != nil {
+		t.Fatal(err)
+	}
+	oldKeys, _ := db.AgentKeys(ctx, agent.ID)
+
+	for _, tc := range []struct {
+		name   string
+		caller *User
+		id     string
+	}{
+		{"another person's agent", bob, agent.ID},
+		{"an agent the caller sees but does not own", bob, shared.ID},
+		{"an agent of another organization", carol, agent.ID},
+		{"a deleted agent", alice, gone.ID},
+		{"unknown id", alice, "0190a000-0000-7000-8000-000000000000"},
+		{"malformed id", alice, "not-a-uuid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := db.RotateAgentKey(ctx, tc.caller, tc.id)
+			wantCode(t, err, CodeNotFound)
+		})
+	}
+	if p, err := db.Authenticate(ctx, oldKey); err != nil || p.Agent.ID != agent.ID {
+		t.Fatalf("a refused rotation touched the key: %+v, %v", p, err)
+	}
+
+	// Delegations: a live token (exchanged with the old key) ends, a
+	// pending grant and an expired token are left as they are.
+	delegation := func(exchange bool) string {
+		d, grant, err := db.CreateDelegation(ctx, alice, agent.ID, NewDelegation{Scopes: []string{"chats:read"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exchange {
+			if _, err := db.ExchangeDelegationGrant(ctx, agent, grant, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.ID
+	}
+	live, pending, expired := delegation(true), delegation(false), delegation(true)
+	db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.Exec(`UPDATE delegations SET exchanged_at = exchanged_at - token_ttl WHERE id = ?`, expired)
+		return err
+	})
+	rec := record(db)
+
+	a, newKey, err := db.RotateAgentKey(ctx, alice, agent.ID)
+	if err != nil || a.ID != agent.ID || a.Handle != "alice/helper" {
+		t.Fatalf("rotate: %+v, %v", a, err)
+	}
+	if KindOfKey(newKey) != AgentKey || newKey == oldKey {
+		t.Fatalf("new key %q", newKey)
+	}
+	if _, err := db.Authenticate(ctx, oldKey); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("the old key still authenticates: %v", err)
+	}
+	if _, err := db.AuthenticateCached(oldKey); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("the old key still authenticates from the cache: %v", err)
+	}
+	if p, err := db.Authenticate(ctx, newKey); err != nil || p.Agent.ID != agent.ID {
+		t.Fatalf("the new key: %+v, %v", p, err)
+	}
+	keys, _ := db.AgentKeys(ctx, agent.ID)
+	if len(keys) != 1 || !strings.HasPrefix(newKey, keys[0].Prefix) {
+		t.Fatalf("keys after rotation = %+v", keys)
+	}
+	revoked, err := db.RevokedKeys(ctx, []string{oldKeys[0].ID, keys[0].ID})
+	if err != nil || !revoked[oldKeys[0].ID] || revoked[keys[0].ID] {
+		t.Fatalf("RevokedKeys = %v, %v", revoked, err)
+	}
+	rec.mu.Lock()
+	changes := rec.changes
+	rec.mu.Unlock()
+	if len(changes) != 1 || changes[0].Kind != AgentKeyRotated || changes[0].Agent.ID != agent.ID {
+		t.Fatalf("published %+v", changes)
+	}
+	for id, want := range map[string]bool{live: true, pending: false, expired: false} {
+		var revokedAt sql.NullInt64
+		if err := db.read.QueryRow(`SELECT revoked_at FROM delegations WHERE id = ?`, id).Scan(&revokedAt); err != nil {
+			t.Fatal(err)
+		}
+		if revokedAt.Valid != want {
+			t.Errorf("delegation %s revoked = %v, want %v", id, revokedAt.Valid, want)
+		}
+	}
+}
+
 func TestListOwnedAgentsPaging(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
@@ -350,5 +458,46 @@ func TestListOwnedAgentsPaging(t *testing.T) {
 	page, err := db.ListOwnedAgents(ctx, alice.ID, AgentFilter{Sort: "name"}, PageRequest{Limit: 2, Offset: 2, WithTotal: true})
 	if err != nil || page.Total != 5 || len(page.Items) != 2 || page.Items[0].Name != "Charlie" || !page.HasMore {
 		t.Fatalf("offset page: %+v, %v", page, err)
+	}
+}
+
+// A key rotated by another process (the CLI beside a running server) stops
+// working in this one within a second or so, cached or not, and the change
+// is announced for the connections to recheck their keys.
+func TestAnotherProcessRotatingAKeyIsNoticed(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _ := mustUser(t, db, "alice")
+	agent, oldKey := mustAgent(t, db, alice, "Helper")
+	if _, err := db.Authenticate(ctx, oldKey); err != nil {
+		t.Fatal(err)
+	}
+	rec := record(db)
+	cli := openTestDBAt(t, db.Path(), Options{})
+	_, newKey, err := cli.RotateAgentKey(ctx, alice, agent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.Close() // as the command exits (its last checkpoint is a change too)
+	waitFor(t, "the old key to leave the cache", func() bool {
+		_, err := db.AuthenticateCached(oldKey)
+		return err != nil
+	})
+	if _, err := db.Authenticate(ctx, oldKey); !errors.Is(err, ErrBadCredentials) {
+		t.Fatalf("the old key still authenticates: %v", err)
+	}
+	if p, err := db.Authenticate(ctx, newKey); err != nil || p.Agent.ID != agent.ID {
+		t.Fatalf("the new key: %+v, %v", p, err)
+	}
+	waitFor(t, "other_process_wrote", func() bool {
+		return slices.Contains(rec.kinds(), string(OtherProcessWrote))
+	})
+	// This process's own writes are not taken for another's.
+	time.Sleep(3 * otherWritersEvery / 2)
+	rec.reset()
+	mustUser(t, db, "bob")
+	time.Sleep(3 * otherWritersEvery / 2)
+	if got := rec.kinds(); slices.Contains(got, string(OtherProcessWrote)) {
+		t.Fatalf("own writes announced as another process's: %v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -214,9 +215,10 @@ func (db *DB) TouchKey(p *Principal) {
 // credCache remembers the principals of recently used API keys, so that a
 // request does not read the database just to learn who sent it. Entries
 // live credTTL at most; anything that changes or revokes a principal (an
-// agent deleted, a profile edited) clears the cache when it commits. Other
-// chatd processes (the CLI) only add users and agents, which a cache of
-// found keys cannot contradict.
+// agent deleted, a key rotated, a profile edited) clears the cache when it
+// commits. Other chatd processes (the CLI) write to the same file: the
+// writer notices their commits within a second (otherProcessWrote) and
+// clears the cache then.
 type credCache struct {
 	mu  sync.Mutex
 	m   map[string]credEntry
@@ -311,4 +313,31 @@ func (db *DB) AgentKeys(ctx context.Context, agentID string) ([]KeyInfo, error) 
 		out = append(out, k)
 	}
 	return out, rows.Err()
+}
+
+// RevokedKeys returns which of the key ids name no key any more (deleted,
+// or replaced by RotateAgentKey), so that connections opened with them can
+// be closed.
+func (db *DB) RevokedKeys(ctx context.Context, ids []string) (map[string]bool, error) {
+	gone := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return gone, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.query(ctx, `SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		gone[id] = true
+	}
+	return gone, rows.Err()
 }

@@ -105,6 +105,11 @@ type writer struct {
 	// runs a TRUNCATE checkpoint (see Options.PassiveCheckpointsOnly).
 	passiveOnly bool
 	observer    atomic.Pointer[CommitObserver]
+	// otherWrites is called when another process committed to the
+	// database (see lookForOtherWriters); dataVersion is what the last
+	// look saw, 0 before the first.
+	otherWrites atomic.Pointer[func()]
+	dataVersion int64
 
 	jobs, failed, commits, refused, checkpoints atomic.Int64
 }
@@ -218,10 +223,15 @@ func (w *writer) run() {
 	defer close(w.stopped)
 	timer := time.NewTimer(w.idle)
 	defer timer.Stop()
+	look := time.NewTicker(otherWritersEvery)
+	defer look.Stop()
+	w.lookForOtherWriters()
 	dirty := false // written since the last checkpoint
 	batch := make([]*job, 0, maxBatch)
 	for {
 		select {
+		case <-look.C:
+			w.lookForOtherWriters()
 		case j := <-w.queue:
 			batch = w.collect(append(batch[:0], j))
 			if len(batch) < maxBatch && w.lastBatch > 1 {
@@ -260,6 +270,35 @@ func (w *writer) run() {
 			return
 		}
 	}
+}
+
+// otherWritersEvery is how often the writer looks for commits of other
+// processes.
+const otherWritersEvery = time.Second
+
+// lookForOtherWriters calls otherWrites when another process (a chatd
+// command beside a running server) committed since the last look. SQLite's
+// data_version, read on a connection, moves only with the commits of other
+// connections, and every write of this process goes through the writer's
+// connection, so a move means another process wrote.
+func (w *writer) lookForOtherWriters() {
+	st, err := w.stmt("PRAGMA data_version")
+	var v int64
+	if err == nil {
+		err = st.QueryRowContext(context.Background()).Scan(&v)
+	}
+	if err != nil {
+		if !isBusy(err) {
+			w.log.Warn("reading data_version failed", "err", err)
+		}
+		return
+	}
+	if w.dataVersion != 0 && v != w.dataVersion {
+		if f := w.otherWrites.Load(); f != nil {
+			w.safely(*f)
+		}
+	}
+	w.dataVersion = v
 }
 
 // When the previous batch showed that jobs arrive concurrently, the writer

@@ -107,7 +107,8 @@ export function secretPanel({ title, label, secret, extra = [], onDone }) {
 
 // SecretSlot is the place on a page where a new key shows once: showing
 // another replaces it, and the page's cleanup disposes of it. afterDone
-// runs when the person says they stored it (to put focus back).
+// runs when the person says they stored it (to put focus back); show may
+// name another for one key (put focus back where that one was asked for).
 export class SecretSlot {
   constructor(afterDone) {
     this.el = h("div", {});
@@ -115,13 +116,13 @@ export class SecretSlot {
     this.afterDone = afterDone;
   }
 
-  show(opts) {
+  show({ afterDone = this.afterDone, ...opts }) {
     this.dispose();
     this.current = secretPanel({
       ...opts,
       onDone: () => {
         this.current = null;
-        this.afterDone();
+        afterDone();
       },
     });
     this.el.append(this.current.panel);

@@ -1,6 +1,7 @@
 // The person's own agents: the list, registering a new one (whose API key
 // is shown once, with the settings a Band SDK needs to reach this server),
-// and deleting one after a confirmation.
+// replacing an agent's key (the new one shown the same way) and deleting
+// one, each after a confirmation.
 
 import { h, replace, field, busy, errorBox, showError, copyButton } from "../dom.js";
 import { cardTable, confirmDialog, SecretSlot, timeEl } from "../ui.js";
@@ -39,8 +40,11 @@ export function mount(root, ctx) {
           h("code", {}, `@${a.handle}`),
           a.description ? a.description : h("span", { class: "muted" }, "No description"),
           timeEl(a.inserted_at),
-          h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
-            onclick: () => remove(a) }, "Delete"),
+          h("div", { class: "row" },
+            h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
+              onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
+            h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
+              onclick: () => remove(a) }, "Delete")),
         ])));
     }
     more.hidden = !next;
@@ -93,6 +97,29 @@ export function mount(root, ctx) {
     notify(`Agent ${a.name} deleted.${gone}`);
     await load();
     listHeading.focus();
+  }
+
+  // rotate replaces an agent's key, after a confirmation, and shows the new
+  // one once; focus goes back to the button once it is stored.
+  async function rotate(a, button) {
+    const out = await confirmDialog({
+      title: `Replace the key of ${a.name}?`,
+      text: [
+        `@${a.handle} gets a new API key, shown once. The old key stops working at once, and ` +
+          "connected agents using it are disconnected: give the agent the new key to bring it back.",
+        "Delegated tokens it got with the old key end too. Its rooms, contacts and history stay.",
+      ],
+      confirm: "Replace key",
+      action: () => api.post(`/api/v1/me/agents/${esc(a.id)}/rotate-key`),
+    });
+    if (!out) return;
+    secrets.show({
+      title: `Store the new API key of ${out.agent.name} now`,
+      label: `The new API key of @${out.agent.handle}:`,
+      secret: out.credentials.api_key,
+      extra: sdkSettings(out.agent),
+      afterDone: () => (button.isConnected ? button : listHeading).focus(),
+    });
   }
 
   function sdkSettings(agent) {
