@@ -536,6 +536,10 @@ async function flow() {
     await dialog.getByRole("button", { name: "Delete", exact: true }).click();
     await until("the room to leave the address", async () => !hash().startsWith(`#/rooms/${state.room}`));
     await until("the room to leave the list", async () => (await page.getByRole("link", { name: /Launch plan/ }).count()) === 0);
+    // The deletion comes back as pushes too; the person is told once.
+    await page.waitForTimeout(500);
+    const told = await page.locator(".toast").filter({ hasText: /deleted|no longer in this room/ }).count();
+    if (told !== 1) throw new Error(`the deletion was announced ${told} times, want once`);
     await shot("09-room-deleted");
   });
 

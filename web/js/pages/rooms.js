@@ -135,13 +135,18 @@ export async function mount(root, ctx) {
   }
 
   const userRooms = ctx.socket.channel(`user_rooms:${ctx.me.id}`);
+  // A room leaves by several roads at once (the person's own delete, then
+  // room_deleted and room_removed pushes): only the first one counts.
+  const left = new Set();
   const gone = (id, message) => {
+    if (left.has(id)) return;
+    left.add(id);
     rooms.delete(id);
     unwatch(id);
     render();
     if (id === current) {
       if (opened) opened.abandon();
-      if (message) ctx.notify(message);
+      if (message && !(opened && opened.deleting())) ctx.notify(message);
       ctx.navigate("/rooms");
     }
   };
@@ -178,7 +183,14 @@ export async function mount(root, ctx) {
           if (held && r) rooms.set(current, { ...held, ...r, unread_count: 0 });
           render();
         },
-        onGone: (id) => gone(id, "This room was deleted."),
+        onGone: (id, message) => gone(id, message),
+        // The answer to a rename updates the list at once; the push that
+        // follows (or came first) carries the same title.
+        onRenamed: (r) => {
+          const held = rooms.get(r.id);
+          if (held) rooms.set(r.id, { ...held, title: r.title, title_locked: r.title_locked });
+          render();
+        },
       });
     } catch (e) {
       replace(roomPane, h("p", { class: "error", role: "alert" },

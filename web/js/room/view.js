@@ -9,7 +9,7 @@ import { Timeline } from "./timeline.js";
 import { composer } from "./composer.js";
 import { Participants, Board } from "./side.js";
 
-export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
+export async function openRoom(ctx, root, roomId, { onRead, onGone, onRenamed }) {
   const path = `/api/v1/me/chats/${ctx.esc(roomId)}`;
   let room = await ctx.api.get(path);
   const names = new Map();
@@ -30,6 +30,7 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
     try {
       room = await busy(renameForm, () => ctx.api.patch(path, { chat: { title: renameInput.value.trim() } }));
       showTitle();
+      onRenamed(room);
       renameForm.hidden = true;
       heading.focus();
     } catch (e) {
@@ -37,6 +38,7 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
     }
   });
 
+  let deleting = false;
   const actions = h("div", { class: "row" },
     h("button", { type: "button", class: "secondary", onclick: () => {
       renameInput.value = room.title || "";
@@ -49,13 +51,19 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
         text: "The room and its messages disappear for everyone in it. This cannot be undone.",
         confirm: "Delete",
         action: async () => {
-          await ctx.api.del(path);
+          deleting = true;
+          try {
+            await ctx.api.del(path);
+          } catch (e) {
+            deleting = false;
+            throw e;
+          }
           return true;
         },
       });
       if (!deleted) return;
       ctx.notify("Room deleted.");
-      onGone(roomId);
+      onGone(roomId, null);
     } }, "Delete room"));
 
   // Reading: while the page is visible, what arrives is read at once (a
@@ -112,7 +120,9 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
     chat.on("message_updated", (m) => timeline.update(m)),
     members.on("participant_added", () => quietly(participants.load())),
     members.on("participant_removed", () => quietly(participants.load())),
-    members.on("room_deleted", () => onGone(roomId)),
+    // The person's own deletion may be pushed back before its answer
+    // arrives: that one is announced by the answer, not here.
+    members.on("room_deleted", () => onGone(roomId, deleting ? null : "This room was deleted.")),
     tasks.on("board_updated", () => quietly(board.load())),
     ctx.socket.onReconnect(() => quietly(Promise.all([timeline.loadNewest(), participants.load(), board.load()]))),
   ];
@@ -125,6 +135,9 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone }) {
       room = { ...room, ...r };
       showTitle();
     },
+    // deleting says whether the person is deleting the room here: its
+    // removal pushes then need no announcement of their own.
+    deleting: () => deleting,
     // abandon drops a pending read: the room is gone, or the person is
     // no longer in it.
     abandon() {
