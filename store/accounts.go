@@ -253,20 +253,7 @@ func (db *DB) SetUpFirstUser(ctx context.Context, token string, nu NewUser, pass
 
 // UserKeys lists a person's own human API keys, oldest first.
 func (db *DB) UserKeys(ctx context.Context, userID string) ([]KeyInfo, error) {
-	rows, err := db.query(ctx, `SELECT `+keyInfoColumns+` FROM api_keys WHERE user_id = ? ORDER BY inserted_at, id`, userID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []KeyInfo
-	for rows.Next() {
-		k, err := scanKeyInfo(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return db.keyInfos(ctx, `WHERE user_id = ? ORDER BY inserted_at, id`, userID)
 }
 
 // CreateUserKey mints a human API key for the person, named name, and

@@ -299,7 +299,13 @@ func scanKeyInfo(row interface{ Scan(...any) error }) (KeyInfo, error) {
 
 // AgentKeys lists the keys of an agent (for tests and operators).
 func (db *DB) AgentKeys(ctx context.Context, agentID string) ([]KeyInfo, error) {
-	rows, err := db.query(ctx, `SELECT `+keyInfoColumns+` FROM api_keys WHERE agent_id = ? ORDER BY id`, agentID)
+	return db.keyInfos(ctx, `WHERE agent_id = ? ORDER BY id`, agentID)
+}
+
+// keyInfos lists the keys that where (a WHERE and ORDER BY clause of
+// chatd's own, never input) selects.
+func (db *DB) keyInfos(ctx context.Context, where string, args ...any) ([]KeyInfo, error) {
+	rows, err := db.query(ctx, `SELECT `+keyInfoColumns+` FROM api_keys `+where, args...)
 	if err != nil {
 		return nil, err
 	}
