@@ -7,9 +7,9 @@ let seq = 0;
 const nextId = (prefix) => `${prefix}-${++seq}`;
 
 // timeEl is a timestamp for people, with the exact time on hover.
-export function timeEl(iso) {
+export function timeEl(iso, attrs = {}) {
   if (!iso) return h("span", { class: "muted" }, "never");
-  return h("time", { datetime: iso, title: exactly(iso) }, when(iso));
+  return h("time", { ...attrs, datetime: iso, title: exactly(iso) }, when(iso));
 }
 
 // cardTable is a table whose rows become cards below 760px: each cell

@@ -3,7 +3,8 @@
 // person arrive on user_rooms, and each listed room's chat_room channel
 // counts what arrives in rooms that are not open.
 
-import { h, replace, field, busy, errorBox, showError, when, exactly } from "../dom.js";
+import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { timeEl } from "../ui.js";
 import { openRoom } from "../room/view.js";
 
 // watchLimit bounds the rooms whose messages are counted live; older rooms
@@ -78,7 +79,7 @@ export async function mount(root, ctx) {
         h("span", { class: "title" }, r.title || "Untitled room"),
         h("span", { class: "row" },
           unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread)) : null,
-          h("time", { class: "meta", datetime: activity(r), title: exactly(activity(r)) }, when(activity(r))))));
+          timeEl(activity(r), { class: "meta" }))));
     }) : h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."));
     for (const id of rooms.keys()) if (watched.size < watchLimit) watch(id);
   }

@@ -3,7 +3,8 @@
 // messages (an agent asking a person for something) carry a border and
 // background that stand out.
 
-import { h, when, exactly } from "../dom.js";
+import { h } from "../dom.js";
+import { timeEl } from "../ui.js";
 
 const kinds = {
   text: "",
@@ -41,7 +42,7 @@ export function renderMessage(msg, { meId, names, download }) {
   h("header", {},
     h("span", { class: "sender" }, msg.sender_name || "unknown"),
     kind ? h("span", { class: "kind" }, kind) : null,
-    h("time", { datetime: msg.inserted_at, title: exactly(msg.inserted_at) }, when(msg.inserted_at))),
+    timeEl(msg.inserted_at)),
   h("div", { class: "body" }, withMentions(msg.content || "", meta.mentions || [])),
   attachments(msg.attachments || [], download),
   deliveries(meta, names));

@@ -1,8 +1,8 @@
 // The room's side panel: who is in it (add from the peers not yet in the
 // room, remove), and the board goal with its history of edits.
 
-import { h, replace, field, busy, errorBox, showError, when, exactly } from "../dom.js";
-import { confirmDialog } from "../ui.js";
+import { h, replace, field, busy, errorBox, showError, when } from "../dom.js";
+import { confirmDialog, timeEl } from "../ui.js";
 
 export class Participants {
   constructor(ctx, roomId, onChange) {
@@ -112,7 +112,7 @@ export class Board {
     const events = b.history || [];
     replace(this.history, h("summary", {}, `History (${events.length}${b.history_truncated ? "+" : ""})`),
       events.length ? h("ol", { class: "board-history" }, events.slice().reverse().map((e) =>
-        h("li", {}, h("time", { datetime: e.at, title: exactly(e.at) }, when(e.at)), " ",
+        h("li", {}, timeEl(e.at), " ",
           (e.actor && e.actor.name) || "someone", ": ", describe(e)))) : h("p", { class: "muted" }, "No changes yet."));
   }
 
