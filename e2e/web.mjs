@@ -405,6 +405,20 @@ async function flow() {
   });
 
   await step("attachment", async () => {
+    // The SHA-256 the page falls back to without WebCrypto (plain http on a
+    // LAN address) agrees with WebCrypto on sizes around the block edges.
+    const mismatches = await page.evaluate(async () => {
+      const { digestForTest } = await import("/js/sha256.js");
+      const bad = [];
+      for (const n of [0, 1, 55, 56, 63, 64, 65, 1000, 100000]) {
+        const bytes = new Uint8Array(n).map((_, i) => (i * 31 + 7) & 255);
+        const want = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))]
+          .map((b) => b.toString(16).padStart(2, "0")).join("");
+        if (digestForTest(bytes) !== want) bad.push(n);
+      }
+      return bad;
+    });
+    if (mismatches.length) throw new Error(`the fallback SHA-256 differs from WebCrypto at sizes ${mismatches}`);
     // A file with a name beyond ASCII goes up with the message and comes
     // back byte for byte.
     const file = join(profile, "notes résumé.txt");
