@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -176,25 +177,7 @@ func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
 	if status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil); status != 200 {
 		t.Fatalf("agent/me: %d %s", status, body)
 	}
-	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&api_key=" + url.QueryEscape(agent.APIKey)
-	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	closed := make(chan ws.StatusCode, 1)
-	go func() {
-		rw := wsReadWriter(conn, br)
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if _, err := wsutil.ReadServerText(rw); err != nil {
-				var c wsutil.ClosedError
-				errors.As(err, &c)
-				closed <- c.Code
-				return
-			}
-		}
-	}()
+	closed := watchSocket(t, srv, "api_key="+url.QueryEscape(agent.APIKey))
 
 	rotated := parseCreated(t, chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper", "--json").ok(t).stdout)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -209,13 +192,71 @@ func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
 	if status, body := srv.call(t, "GET", "/api/v1/agent/me", rotated.APIKey, nil); status != 200 {
 		t.Fatalf("the new key: %d %s", status, body)
 	}
+	awaitSocketClose(t, closed, 1008, "the old key's socket")
+}
+
+// A password set with the CLI, while the server runs, signs the person out
+// everywhere: the socket opened with their session token closes.
+func TestSetPasswordAgainstARunningServerClosesSessionSockets(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	srv := startServer(t, db)
+	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	chatdWithInput(t, "first long password\n", "set-password", "--db", db, "--user", "alice").ok(t)
+	status, body, err := srv.send("POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "alice", "password": "first long password"})
+	if err != nil || status != 200 {
+		t.Fatalf("sign-in: %d %s %v", status, body, err)
+	}
+	var signedIn struct {
+		Data struct {
+			AccessToken string `json:"access_token"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &signedIn); err != nil {
+		t.Fatal(err)
+	}
+	closed := watchSocket(t, srv, "token="+url.QueryEscape(signedIn.Data.AccessToken))
+
+	chatdWithInput(t, "second long password\n", "set-password", "--db", db, "--user", "alice").ok(t)
+	awaitSocketClose(t, closed, 1008, "the session's socket")
+}
+
+// watchSocket opens a socket to srv with the credential in query and
+// reports the code the server closes it with.
+func watchSocket(t *testing.T, srv *serverProc, query string) <-chan ws.StatusCode {
+	t.Helper()
+	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&" + query
+	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	closed := make(chan ws.StatusCode, 1)
+	go func() {
+		rw := wsReadWriter(conn, br)
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := wsutil.ReadServerText(rw); err != nil {
+				var c wsutil.ClosedError
+				errors.As(err, &c)
+				closed <- c.Code
+				return
+			}
+		}
+	}()
+	return closed
+}
+
+// awaitSocketClose fails the test unless the socket closes with code within
+// the few seconds a change by another process takes to be noticed.
+func awaitSocketClose(t *testing.T, closed <-chan ws.StatusCode, code ws.StatusCode, what string) {
+	t.Helper()
 	select {
-	case code := <-closed:
-		if code != 1008 {
-			t.Fatalf("the old key's socket closed with %d, want 1008", code)
+	case got := <-closed:
+		if got != code {
+			t.Fatalf("%s closed with %d, want %d", what, got, code)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the old key's socket stayed open")
+		t.Fatalf("%s stayed open", what)
 	}
 }
 

@@ -173,7 +173,7 @@ func (s *Server) principalFromToken(ctx context.Context, token string) (*store.P
 		if err != nil {
 			return nil, err
 		}
-		return &store.Principal{User: u, SessionID: claims.ID}, nil
+		return &store.Principal{User: u, SessionID: claims.ID, Expires: claims.ExpiresAt.Time}, nil
 	}
 	u, err := s.db.UserByID(ctx, claims.Subject)
 	if store.ErrorCode(err) == store.CodeNotFound {
@@ -182,5 +182,5 @@ func (s *Server) principalFromToken(ctx context.Context, token string) (*store.P
 	if err != nil {
 		return nil, err
 	}
-	return &store.Principal{User: u}, nil
+	return &store.Principal{User: u, Expires: claims.ExpiresAt.Time}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -42,6 +44,10 @@ type realtime struct {
 	done    chan struct{}
 	dropped atomic.Int64
 	limits  socketLimits
+	// credentialsEnded counts the changes that may have ended credentials,
+	// so that a connection authenticated while one was routed is rechecked
+	// (register).
+	credentialsEnded atomic.Int64
 }
 
 // changeQueue bounds the changes waiting to be routed. Pushes are a
@@ -98,10 +104,15 @@ func (rt *realtime) close() {
 }
 
 // register records a new connection; for an agent it supersedes the
-// agent's older connections (last connection wins).
-func (rt *realtime) register(c *phx.Conn, sc *socketConn) {
+// agent's older connections (last connection wins). ended is the count of
+// credentialsEnded from before the connection's credential was checked.
+func (rt *realtime) register(c *phx.Conn, sc *socketConn, ended int64) {
 	lim := &rt.limits
 	lim.mu.Lock()
+	if sc.gone {
+		lim.mu.Unlock() // closed already: Closed has run and must not be undone
+		return
+	}
 	var older []*phx.Conn
 	if sc.agent != nil {
 		for o := range lim.agents[sc.agent.ID] {
@@ -110,7 +121,13 @@ func (rt *realtime) register(c *phx.Conn, sc *socketConn) {
 		addConn(lim.agents, sc.agent.ID, c)
 	}
 	addConn(lim.byID, sc.id(), c)
+	if !sc.expires.IsZero() {
+		sc.expiry = time.AfterFunc(time.Until(sc.expires), func() {
+			c.Close(phx.ClosePolicy, "the credential expired")
+		})
+	}
 	lim.mu.Unlock()
+	rt.recheckIfCredentialsEnded(c, ended)
 	for _, o := range older {
 		// Tell the older connection why it goes (the SDKs then stop
 		// reconnecting), on its control channel if it joined it.
@@ -156,6 +173,10 @@ func (rt *realtime) Closed(c *phx.Conn) {
 	rt.release(sc)
 	lim := &rt.limits
 	lim.mu.Lock()
+	sc.gone = true
+	if sc.expiry != nil {
+		sc.expiry.Stop()
+	}
 	if sc.agent != nil {
 		dropConn(lim.agents, sc.agent.ID, c)
 	}
@@ -241,55 +262,31 @@ func (rt *realtime) route(c store.Change) {
 		for _, conn := range rt.agentConns(c.Agent.ID) {
 			conn.Close(phx.ClosePolicy, "the agent was deleted")
 		}
-	case store.AgentKeyRotated:
-		rt.closeRevokedKeys(rt.agentConns(c.Agent.ID))
-	case store.OtherProcessWrote:
-		// A chatd command may have rotated a key: recheck every agent's.
-		rt.closeRevokedKeys(rt.agentConns(""))
+	case store.CredentialsEnded, store.OtherProcessWrote:
+		// A chatd command (another process) may have ended credentials too.
+		rt.credentialsEnded.Add(1)
+		rt.closeEndedCredentials(rt.allConns())
 	}
 }
 
-// agentConns returns the connections of an agent, or of every agent for "".
+// agentConns returns the connections of an agent.
 func (rt *realtime) agentConns(agentID string) []*phx.Conn {
 	rt.limits.mu.Lock()
 	defer rt.limits.mu.Unlock()
+	return slices.Collect(maps.Keys(rt.limits.agents[agentID]))
+}
+
+// allConns returns every registered connection.
+func (rt *realtime) allConns() []*phx.Conn {
+	rt.limits.mu.Lock()
+	defer rt.limits.mu.Unlock()
 	var conns []*phx.Conn
-	for id, set := range rt.limits.agents {
-		if agentID != "" && id != agentID {
-			continue
-		}
+	for _, set := range rt.limits.byID {
 		for conn := range set {
 			conns = append(conns, conn)
 		}
 	}
 	return conns
-}
-
-// closeRevokedKeys closes the connections among conns whose agent key no
-// longer exists (1008: the SDKs do not retry it). A connection opened with
-// the new key, even before this runs, stays.
-func (rt *realtime) closeRevokedKeys(conns []*phx.Conn) {
-	ids := make([]string, 0, len(conns))
-	for _, conn := range conns {
-		if id := conn.Value.(*socketConn).keyID; id != "" {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	gone, err := rt.s.db.RevokedKeys(ctx, ids)
-	if err != nil {
-		rt.log.Warn("checking the keys of open connections failed", "err", err)
-		return
-	}
-	for _, conn := range conns {
-		if gone[conn.Value.(*socketConn).keyID] {
-			conn.Close(phx.ClosePolicy, "the agent's API key was replaced")
-		}
-	}
 }
 
 // messageCreated pushes a new message: to people reading the room, every

@@ -346,7 +346,7 @@ func TestRotateAgentKey(t *testing.T) {
 	// The rotation may be routed after the agent reconnected with its new
 	// key: that connection stays.
 	fresh := newListener(t, ts, newKey, "agent_rooms:"+k.helper.ID)
-	ts.srv.rt.publish(store.Change{Kind: store.AgentKeyRotated, Agent: k.helper})
+	ts.srv.rt.publish(store.Change{Kind: store.CredentialsEnded, Agent: k.helper})
 	time.Sleep(200 * time.Millisecond)
 	if fresh.isClosed() {
 		t.Fatal("the connection opened with the new key was closed")

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -25,10 +26,16 @@ type socketConn struct {
 	agent    *store.Agent // the agent the connection acts as, or nil
 	user     *store.User  // the human, for a human connection
 	limitKey string       // what the per-credential connection limit counts
-	// keyID is the agent key the connection authenticated with, checked
-	// again when the agent's keys are rotated; "" for a person's
-	// credentials (with agent_id or not), which rotation leaves alone.
-	keyID string
+	// The credential the connection was opened with, checked again
+	// whenever credentials end (credentials.go): the API key (an agent's
+	// or a person's, with agent_id or not), or the session of a sign-in
+	// token, and when a bearer token expires (zero for keys).
+	keyID, sessionID string
+	expires          time.Time
+	// expiry closes the connection at expires; gone is set once it
+	// closed. Both are guarded by socketLimits.mu.
+	expiry *time.Timer
+	gone   bool
 }
 
 func (sc *socketConn) actor() store.Actor {
@@ -69,6 +76,9 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if onConflict != "supersede" && onConflict != "reject" {
 		return errBadOnConflict
 	}
+	// Credentials that end while this one is being checked must not miss
+	// the connection: register rechecks it if any ended meanwhile.
+	ended := s.rt.credentialsEnded.Load()
 	sc, err := s.socketPrincipal(w, r)
 	if err != nil {
 		return err
@@ -108,7 +118,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		c.Close(phx.CloseServerError, "unsupported serializer: connect with vsn=2.0.0")
 		return nil
 	}
-	s.rt.register(c, sc)
+	s.rt.register(c, sc, ended)
 	return nil
 }
 
@@ -139,12 +149,10 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 	if p.Delegation != nil {
 		return nil, errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
-	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID}
+	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID,
+		keyID: p.KeyID, sessionID: p.SessionID, expires: p.Expires}
 	if p.KeyID != "" {
 		sc.limitKey = "key:" + p.KeyID
-	}
-	if p.IsAgent() {
-		sc.keyID = p.KeyID
 	}
 	agentID := q.Get("agent_id")
 	switch {

@@ -78,7 +78,15 @@ type phxEventRecord struct {
 // what arrives from then on.
 func newListener(t *testing.T, ts *testServer, key string, topics ...string) *listener {
 	t.Helper()
-	raw, err := dialRaw(t, ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {key}}), nil)
+	return newListenerWith(t, ts, url.Values{"api_key": {key}}, topics...)
+}
+
+// newListenerWith is newListener with the credential (and agent_id, if any)
+// given as query parameters.
+func newListenerWith(t *testing.T, ts *testServer, params url.Values, topics ...string) *listener {
+	t.Helper()
+	params.Set("vsn", "2.0.0")
+	raw, err := dialRaw(t, ts.socketURL(params), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

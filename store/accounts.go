@@ -114,16 +114,19 @@ func (db *DB) SessionUser(ctx context.Context, sessionID, userID string) (*User,
 	return u, err
 }
 
-// EndSession signs a session out; its token stops working at once.
+// EndSession signs a session out; its token stops working at once, and the
+// connections opened with it close (CredentialsEnded).
 func (db *DB) EndSession(ctx context.Context, sessionID string) error {
 	return db.Write(ctx, func(tx *Tx) error {
 		_, err := tx.Exec(`UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, tx.Now().UnixMicro(), sessionID)
+		db.publish(tx, Change{Kind: CredentialsEnded})
 		return err
 	})
 }
 
 // SetPassword sets a person's password (hashed before the write) and ends
-// their sessions: whoever signed in with the old password is signed out.
+// their sessions: whoever signed in with the old password is signed out,
+// and their connections close (CredentialsEnded).
 func (db *DB) SetPassword(ctx context.Context, userID, password string) error {
 	if msg := checkPassword(password); msg != "" {
 		return Problems{"/password": {msg}}.Err(CodeValidation)
@@ -143,6 +146,7 @@ func (db *DB) SetPassword(ctx context.Context, userID, password string) error {
 			return err
 		}
 		_, err = tx.Exec(`UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, ts, userID)
+		db.publish(tx, Change{Kind: CredentialsEnded})
 		return err
 	})
 }
@@ -290,7 +294,7 @@ func (db *DB) CreateUserKey(ctx context.Context, userID, name string) (KeyInfo, 
 }
 
 // DeleteUserKey deletes one of the person's own keys; it stops working at
-// once. Another person's key is not found, as an unknown one.
+// once, and the connections opened with it close (CredentialsEnded). Another person's key is not found, as an unknown one.
 func (db *DB) DeleteUserKey(ctx context.Context, userID, id string) error {
 	if !ValidID(id) {
 		return notFound("api key")
@@ -304,6 +308,7 @@ func (db *DB) DeleteUserKey(ctx context.Context, userID, id string) error {
 			return notFound("api key")
 		}
 		tx.AfterCommit(db.creds.invalidate)
+		db.publish(tx, Change{Kind: CredentialsEnded})
 		return nil
 	})
 }

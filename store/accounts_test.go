@@ -199,3 +199,69 @@ func TestUserKeys(t *testing.T) {
 		t.Fatalf("key %d: %v", MaxKeysPerUser+1, err)
 	}
 }
+
+// Every way a person's credential ends is published, so that the server can
+// close the connections opened with it, and EndedCredentials names exactly
+// the ended ones.
+func TestEndedCredentials(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, aliceKey, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetPassword(ctx, alice.ID, "a long enough password"); err != nil {
+		t.Fatal(err)
+	}
+	_, signedOut, _ := db.SignIn(ctx, "alice", "a long enough password")
+	_, live, _ := db.SignIn(ctx, "alice", "a long enough password")
+	spare, _, err := db.CreateUserKey(ctx, alice.ID, "spare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.Authenticate(ctx, aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(db)
+	ended := func() map[string]bool {
+		t.Helper()
+		got, err := db.EndedCredentials(ctx, []string{p.KeyID, spare.ID, newID()}, []string{signedOut.ID, live.ID, newID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := ended(); len(got) != 2 || got[p.KeyID] || got[spare.ID] || got[signedOut.ID] || got[live.ID] {
+		t.Fatalf("before: ended %v, want only the two unknown ids", got)
+	}
+
+	steps := []struct {
+		name string
+		do   func() error
+		now  []string // ids that have ended after the step
+	}{
+		{"sign-out", func() error { return db.EndSession(ctx, signedOut.ID) }, []string{signedOut.ID}},
+		{"key deleted", func() error { return db.DeleteUserKey(ctx, alice.ID, spare.ID) }, []string{signedOut.ID, spare.ID}},
+		{"password set", func() error { return db.SetPassword(ctx, alice.ID, "another long password") },
+			[]string{signedOut.ID, spare.ID, live.ID}},
+	}
+	for _, step := range steps {
+		rec.reset()
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := rec.kinds(); len(got) != 1 || got[0] != string(CredentialsEnded) {
+			t.Fatalf("%s published %v, want credentials_ended", step.name, got)
+		}
+		got := ended()
+		for _, id := range step.now {
+			if !got[id] {
+				t.Fatalf("after %s: %s has not ended (%v)", step.name, id, got)
+			}
+		}
+		if got[p.KeyID] || len(got) != len(step.now)+2 {
+			t.Fatalf("after %s: ended %v, want %v and the unknown ids", step.name, got, step.now)
+		}
+	}
+}

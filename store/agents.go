@@ -341,7 +341,7 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 // one new key, in one transaction, and returns the agent and the key (shown
 // this once; chatd keeps only its digest). The earlier keys stop working at
 // once, and the agent's connections that authenticated with one of them are
-// closed (AgentKeyRotated). Delegated tokens the agent obtained with an
+// closed (CredentialsEnded). Delegated tokens the agent obtained with an
 // earlier key (exchanged delegations still live) end too, since whoever held
 // the old key may hold them; pending grants stay, as exchanging one takes
 // the new key. The agent keeps its rooms, contacts, memories and history.
@@ -375,7 +375,7 @@ func (db *DB) RotateAgentKey(ctx context.Context, caller *User, agentID string) 
 			return err
 		}
 		tx.AfterCommit(db.creds.invalidate)
-		db.publish(tx, Change{Kind: AgentKeyRotated, Agent: a})
+		db.publish(tx, Change{Kind: CredentialsEnded, Agent: a})
 		agent = a
 		return nil
 	})

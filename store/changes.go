@@ -21,8 +21,11 @@ const (
 	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
 	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
 	AgentDeleted       ChangeKind = "agent_deleted"       // Agent was deleted: its keys no longer work
-	AgentKeyRotated    ChangeKind = "agent_key_rotated"   // Agent's keys were replaced by a new one: the earlier ones no longer work
-	OtherProcessWrote  ChangeKind = "other_process_wrote" // another process (a chatd command) committed; keys may have been revoked
+	// CredentialsEnded: API keys were deleted or replaced, or sessions
+	// ended (signed out, or the person's password set); connections opened
+	// with them must close. Agent is set when an agent's keys were rotated.
+	CredentialsEnded  ChangeKind = "credentials_ended"
+	OtherProcessWrote ChangeKind = "other_process_wrote" // another process (a chatd command) committed; credentials may have ended
 
 	ContactRequestReceived ChangeKind = "contact_request_received" // ContactRequest was made
 	ContactRequestUpdated  ChangeKind = "contact_request_updated"  // ContactRequest was approved, rejected or cancelled
@@ -43,7 +46,7 @@ type Change struct {
 	Members []*Participant // everyone in the room (room_deleted, room_updated)
 	Message *Message       // message_created, message_updated (Deliveries: the changed one)
 	Board   *Board
-	Agent   *Agent // agent_deleted, agent_key_rotated
+	Agent   *Agent // agent_deleted, credentials_ended by a key rotation
 
 	ContactRequest *ContactRequest // contact_request_*
 	Contact        *Contact        // contact_added, contact_removed (Party is nil for a removal)

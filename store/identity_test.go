@@ -385,14 +385,14 @@ func TestRotateAgentKey(t *testing.T) {
 	if len(keys) != 1 || !strings.HasPrefix(newKey, keys[0].Prefix) {
 		t.Fatalf("keys after rotation = %+v", keys)
 	}
-	revoked, err := db.RevokedKeys(ctx, []string{oldKeys[0].ID, keys[0].ID})
-	if err != nil || !revoked[oldKeys[0].ID] || revoked[keys[0].ID] {
-		t.Fatalf("RevokedKeys = %v, %v", revoked, err)
+	ended, err := db.EndedCredentials(ctx, []string{oldKeys[0].ID, keys[0].ID}, nil)
+	if err != nil || !ended[oldKeys[0].ID] || ended[keys[0].ID] {
+		t.Fatalf("EndedCredentials = %v, %v", ended, err)
 	}
 	rec.mu.Lock()
 	changes := rec.changes
 	rec.mu.Unlock()
-	if len(changes) != 1 || changes[0].Kind != AgentKeyRotated || changes[0].Agent.ID != agent.ID {
+	if len(changes) != 1 || changes[0].Kind != CredentialsEnded || changes[0].Agent.ID != agent.ID {
 		t.Fatalf("published %+v", changes)
 	}
 	for id, want := range map[string]bool{live: true, pending: false, expired: false} {

@@ -110,8 +110,10 @@ type Principal struct {
 	// SessionID is set for a session token (a sign-in), which signing out
 	// ends; tokens minted by `chatd token` have none.
 	SessionID string
-	User      *User
-	Agent     *Agent
+	// Expires is when a bearer token stops working; zero for API keys.
+	Expires time.Time
+	User    *User
+	Agent   *Agent
 	// Delegation is set when an agent acts for User through a delegated
 	// token: User is whom the request acts for, Delegation.Agent who acts.
 	Delegation *Delegation
@@ -321,29 +323,42 @@ func (db *DB) keyInfos(ctx context.Context, where string, args ...any) ([]KeyInf
 	return out, rows.Err()
 }
 
-// RevokedKeys returns which of the key ids name no key any more (deleted,
-// or replaced by RotateAgentKey), so that connections opened with them can
-// be closed.
-func (db *DB) RevokedKeys(ctx context.Context, ids []string) (map[string]bool, error) {
-	gone := make(map[string]bool, len(ids))
+// EndedCredentials returns which of the given API key and session ids no
+// longer authenticate anyone: keys deleted or replaced (RotateAgentKey),
+// sessions signed out, ended by a new password, or expired. Connections
+// opened with them are closed.
+func (db *DB) EndedCredentials(ctx context.Context, keyIDs, sessionIDs []string) (map[string]bool, error) {
+	ended := make(map[string]bool)
+	if err := db.collectIDs(ctx, ended, keyIDs,
+		`SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`); err != nil {
+		return nil, err
+	}
+	err := db.collectIDs(ctx, ended, sessionIDs, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+		(SELECT 1 FROM sessions WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, now().UnixMicro())
+	return ended, err
+}
+
+// collectIDs adds to set the ids among ids that query (which takes them as
+// a JSON array in its first parameter, then args) returns.
+func (db *DB) collectIDs(ctx context.Context, set map[string]bool, ids []string, query string, args ...any) error {
 	if len(ids) == 0 {
-		return gone, nil
+		return nil
 	}
 	list, err := json.Marshal(ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rows, err := db.query(ctx, `SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`, string(list))
+	rows, err := db.query(ctx, query, append([]any{string(list)}, args...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, err
+			return err
 		}
-		gone[id] = true
+		set[id] = true
 	}
-	return gone, rows.Err()
+	return rows.Err()
 }

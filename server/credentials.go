@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/chatd/chatd/server/phx"
+)
+
+// A real-time connection lives no longer than the credential that opened
+// it. The REST API checks credentials on every request; a socket checks
+// them once, on upgrade, so the server closes it when its credential ends:
+//
+//   - an API key deleted (a person's, through the API or the web app) or
+//     replaced (an agent's key rotation), or its agent deleted;
+//   - a session ended by signing out, or by the person's password being
+//     set (through the API or `chatd set-password`);
+//   - a bearer token's expiry (a session's, or one from `chatd token`):
+//     a timer set when the connection registers.
+//
+// Each such write publishes store.CredentialsEnded; a write by another
+// process (a chatd command) is noticed within a second as
+// store.OtherProcessWrote. Either makes the server recheck the credentials
+// of every open connection in one read and close those that ended, with
+// 1008 (policy violation), which the Band SDKs treat as final rather than
+// reconnecting with the dead credential.
+
+// closeEndedCredentials closes the connections among conns whose key or
+// session no longer authenticates. A connection opened with a new key, even
+// before this runs, stays.
+func (rt *realtime) closeEndedCredentials(conns []*phx.Conn) {
+	var keys, sessions []string
+	for _, conn := range conns {
+		sc := conn.Value.(*socketConn)
+		if sc.keyID != "" {
+			keys = append(keys, sc.keyID)
+		}
+		if sc.sessionID != "" {
+			sessions = append(sessions, sc.sessionID)
+		}
+	}
+	if len(keys)+len(sessions) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ended, err := rt.s.db.EndedCredentials(ctx, keys, sessions)
+	if err != nil {
+		rt.log.Warn("checking the credentials of open connections failed", "err", err)
+		return
+	}
+	for _, conn := range conns {
+		sc := conn.Value.(*socketConn)
+		switch {
+		case ended[sc.keyID]:
+			conn.Close(phx.ClosePolicy, "the API key was deleted or replaced")
+		case ended[sc.sessionID]:
+			conn.Close(phx.ClosePolicy, "the session ended")
+		}
+	}
+}
+
+// recheckIfCredentialsEnded rechecks a new connection's credential if
+// credentials ended while it was being authenticated (ended is
+// credentialsEnded from before that): the recheck of all connections may
+// have run before this one was registered.
+func (rt *realtime) recheckIfCredentialsEnded(c *phx.Conn, ended int64) {
+	if rt.credentialsEnded.Load() != ended {
+		rt.closeEndedCredentials([]*phx.Conn{c})
+	}
+}
