@@ -288,7 +288,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return
 		}
 		noteCaller(r, p)
-		r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+		ctx := context.WithValue(r.Context(), principalKey, p)
+		if p.Delegation != nil {
+			ctx = store.WithDelegation(ctx, p.Delegation)
+		}
+		r = r.WithContext(ctx)
 	}
 	if err := h(w, r, ps); err != nil {
 		s.writeError(w, r, err)

@@ -42,21 +42,35 @@ const (
 	delegatedAudience    = "chatd:human-api"
 )
 
+// credentialRoutes answer with a new secret: a person's API key, an agent's
+// key, a delegation grant. A delegated token may call none of them, whatever
+// its scopes (and the store refuses it too: store.WithDelegation).
+var credentialRoutes = map[string]bool{
+	"POST /api/v1/me/keys":                   true,
+	"POST /api/v1/me/agents/register":        true,
+	"POST /api/v1/me/agents/:id/rotate-key":  true,
+	"POST /api/v1/me/agents/:id/delegations": true,
+}
+
+// credentialScope is the "scope" of a credential route: none grants it.
+const credentialScope = "(never: a credential)"
+
 // delegationScope is the scope a delegated token needs for a Human API
 // route: "<part>:read" for GET, "<part>:write" otherwise, where the part is
 // the path's first segment under /api/v1/me. Routes outside the known parts
-// (delegations themselves and an agent's key rotation included) need a
-// scope no delegation can hold.
+// (delegations themselves included) need a scope no delegation can hold,
+// and credential routes credentialScope.
 // Polling a bulk deletion needs the read scope of what the job deletes
 // (bulkJobScope); starting one is a write of chats or agents.
 func delegationScope(method, path string) string {
+	if credentialRoutes[method+" "+path] {
+		return credentialScope
+	}
 	rest := strings.TrimPrefix(path, "/api/v1/me")
 	part, _, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
 	switch {
 	case strings.Contains(rest, "/delegations"):
 		return "" // a delegation never begets delegations
-	case strings.HasSuffix(rest, "/rotate-key"):
-		return "" // nor mints credentials
 	case part == "" || part == "profile":
 		part = "profile"
 	case part == "peers":
@@ -80,6 +94,9 @@ func allowedFor(p *store.Principal, scope string) error {
 	}
 	if scope == bulkJobScope && bulkScopeAllows(p.Delegation.Scopes) {
 		return nil
+	}
+	if scope == credentialScope {
+		return store.ErrDelegatedCredential
 	}
 	if scope == "" || !slices.Contains(p.Delegation.Scopes, scope) {
 		need := scope

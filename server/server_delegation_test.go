@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -458,5 +459,72 @@ func (k *dgKit) rawExec(t *testing.T, query string, args ...any) {
 		return err
 	}); err != nil {
 		t.Fatal(fmt.Errorf("%s: %w", query, err))
+	}
+}
+
+// walkBodies are valid bodies for the Human API routes without an id that
+// take one (secBodies has those with an id), so that a route that could
+// mint a credential is asked in a way it would.
+var walkBodies = map[string]any{
+	"POST /api/v1/me/keys":            map[string]any{"key": map[string]any{"name": "laptop"}},
+	"POST /api/v1/me/agents/register": map[string]any{"agent": map[string]any{"name": "Minted", "description": "outlives"}},
+}
+
+func walkBody(route string) any {
+	if b, ok := walkBodies[route]; ok {
+		return b
+	}
+	return secBodies[route]
+}
+
+// secretInAnswer matches what a credential looks like in an answer.
+var secretInAnswer = regexp.MustCompile(`band_[augs]_|thnv_[au]_|"(access_token|api_key|grant)"\s*:\s*"`)
+
+// A delegated token never creates, reveals or rotates a credential, with any
+// scopes: each route that answers with a secret refuses it (403, the same
+// message, nothing written), and a walk over every Human API route finds no
+// answer to it carrying a secret, so a new route that mints one is caught.
+func TestDelegatedTokensNeverMintCredentials(t *testing.T) {
+	k := newDgKit(t)
+	_, grant := k.grant(t, store.DelegationScopes...)
+	tok := k.exchange(t, grant)
+	room := k.ts.room(t, k.helperKey, k.alice.ID)
+	key := k.ts.do(t, "POST", keysPath, apiKey(k.aliceKey), map[string]any{"key": map[string]any{"name": "spare"}}).data(t)["id"].(string)
+	delegation, _ := k.grant(t, "chats:read")
+	// alice's own objects; the scout, not the helper acting for her, so
+	// that deleting it on the walk leaves the token working.
+	ids := map[string]string{":chat_id": room, "agents/:id": k.scout.ID, "keys/:id": key, ":delegation_id": delegation}
+	fill := func(path string) string {
+		for param, id := range ids {
+			kind, name, found := strings.Cut(param, "/")
+			if !found {
+				path = strings.ReplaceAll(path, kind, id)
+				continue
+			}
+			path = strings.ReplaceAll(path, kind+"/"+name, kind+"/"+id)
+		}
+		return strings.ReplaceAll(path, ":id", nilID)
+	}
+
+	for route := range credentialRoutes {
+		method, path, _ := strings.Cut(route, " ")
+		r := k.ts.refused(t, method, fill(path), bearer(tok), walkBody(route), 403, "forbidden", "")
+		if msg := r.json(t)["error"].(map[string]any)["message"]; msg != store.ErrDelegatedCredential.Message {
+			t.Errorf("%s: message %q", route, msg)
+		}
+	}
+
+	for _, rt := range registeredRoutes(k.ts.srv) {
+		if rt.aud != humansOnly {
+			continue
+		}
+		route := rt.method + " " + rt.path
+		r := k.ts.do(t, rt.method, fill(rt.path), bearer(tok), walkBody(route))
+		if r.status == 401 {
+			t.Fatalf("%s ended the delegated token: %s", route, r.body)
+		}
+		if r.status < 300 && secretInAnswer.Match(r.body) {
+			t.Errorf("%s answered a delegated token with a secret: %s", route, r.body)
+		}
 	}
 }

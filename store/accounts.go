@@ -53,6 +53,9 @@ func createSession(tx *Tx, userID string) (*Session, error) {
 // SignIn checks a person's handle and password and starts a session. A
 // handle with no password (or no person) spends one hash all the same.
 func (db *DB) SignIn(ctx context.Context, handle, password string) (*User, *Session, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, nil, err
+	}
 	handle = strings.TrimPrefix(strings.TrimSpace(handle), "@")
 	var u *User
 	var hash string
@@ -128,6 +131,9 @@ func (db *DB) EndSession(ctx context.Context, sessionID string) error {
 // their sessions: whoever signed in with the old password is signed out,
 // and their connections close (CredentialsEnded).
 func (db *DB) SetPassword(ctx context.Context, userID, password string) error {
+	if err := refuseDelegated(ctx); err != nil {
+		return err
+	}
 	if msg := checkPassword(password); msg != "" {
 		return Problems{"/password": {msg}}.Err(CodeValidation)
 	}
@@ -155,6 +161,9 @@ func (db *DB) SetPassword(ctx context.Context, userID, password string) error {
 // SetupTokenTTL and once, and returns the token. Earlier tokens stop
 // working: only the link printed last opens setup.
 func (db *DB) CreateSetupToken(ctx context.Context) (string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return "", err
+	}
 	token := setupPrefix + strings.TrimPrefix(mintKey(UserKey), mintPrefix[UserKey])
 	err := db.Write(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(`DELETE FROM setup_tokens`); err != nil {
@@ -194,6 +203,9 @@ func setupTokenUsable(q interface {
 // of the default organization, with a password, and signs them in. Once
 // anyone exists it is refused (409), whatever the token.
 func (db *DB) SetUpFirstUser(ctx context.Context, token string, nu NewUser, password string) (*User, *Session, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, nil, err
+	}
 	nu.Organization, nu.APIKey = "", ""
 	c, err := checkNewUser(nu)
 	if msg := checkPassword(password); msg != "" {
@@ -263,6 +275,9 @@ func (db *DB) UserKeys(ctx context.Context, userID string) ([]KeyInfo, error) {
 // CreateUserKey mints a human API key for the person, named name, and
 // returns it (shown this once) with its description.
 func (db *DB) CreateUserKey(ctx context.Context, userID, name string) (KeyInfo, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return KeyInfo{}, "", err
+	}
 	name, msg := cleanText(name, 1, maxKeyNameLen)
 	if msg != "" {
 		return KeyInfo{}, "", Problems{"/key/name": {msg}}.Err(CodeValidation)

@@ -265,3 +265,62 @@ func TestEndedCredentials(t *testing.T) {
 		}
 	}
 }
+
+// No function that creates, reveals or rotates a secret runs for a request
+// made with a delegated token, whichever route reaches it, and a refusal
+// writes nothing.
+func TestDelegatedContextMintsNoCredential(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Helper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetPassword(ctx, alice.ID, "a long enough password"); err != nil {
+		t.Fatal(err)
+	}
+	delegated := WithDelegation(ctx, &Delegation{ID: newID(), UserID: alice.ID, Agent: agent})
+	const credentialRows = `SELECT (SELECT count(*) FROM api_keys) || '/' || (SELECT count(*) FROM agents) || '/' ||
+		(SELECT count(*) FROM users) || '/' || (SELECT count(*) FROM sessions) || '/' || (SELECT count(*) FROM delegations) || '/' ||
+		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT group_concat(hash) FROM user_passwords)`
+	var before string
+	if err := db.read.QueryRow(credentialRows).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for name, mint := range map[string]func() error{
+		"RegisterAgent": func() error {
+			_, _, err := db.RegisterAgent(delegated, NewAgent{OwnerID: alice.ID, Name: "Minted"})
+			return err
+		},
+		"RotateAgentKey": func() error { _, _, err := db.RotateAgentKey(delegated, alice, agent.ID); return err },
+		"CreateUserKey":  func() error { _, _, err := db.CreateUserKey(delegated, alice.ID, "laptop"); return err },
+		"CreateDelegation": func() error {
+			_, _, err := db.CreateDelegation(delegated, alice, agent.ID, NewDelegation{Scopes: []string{"chats:read"}})
+			return err
+		},
+		"ExchangeDelegationGrant": func() error { _, err := db.ExchangeDelegationGrant(delegated, agent, "band_g_x", nil); return err },
+		"CreateUser":              func() error { _, _, err := db.CreateUser(delegated, NewUser{Handle: "mallory", Name: "M"}); return err },
+		"SetPassword":             func() error { return db.SetPassword(delegated, alice.ID, "a password of my own") },
+		"SignIn":                  func() error { _, _, err := db.SignIn(delegated, "alice", "a long enough password"); return err },
+		"SetUpFirstUser": func() error {
+			_, _, err := db.SetUpFirstUser(delegated, "band_s_x", NewUser{Handle: "eve", Name: "E"}, "a long enough password")
+			return err
+		},
+		"CreateSetupToken": func() error { _, err := db.CreateSetupToken(delegated); return err },
+	} {
+		if err := mint(); err != ErrDelegatedCredential {
+			t.Errorf("%s with a delegated context: %v, want ErrDelegatedCredential", name, err)
+		}
+	}
+	var after string
+	if err := db.read.QueryRow(credentialRows).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("credential rows %s, before %s", after, before)
+	}
+}

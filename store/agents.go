@@ -78,6 +78,9 @@ type NewAgent struct {
 // RegisterAgent creates an external agent owned by a human, with its API
 // key, in one transaction, and returns the agent and the key.
 func (db *DB) RegisterAgent(ctx context.Context, na NewAgent) (*Agent, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, "", err
+	}
 	p := Problems{}
 	name, msg := cleanText(na.Name, minAgentNameLen, maxNameLen)
 	if msg != "" {
@@ -349,6 +352,9 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 // Another person's agent is not found, as an unknown one, even one the
 // caller can see (a global or shared agent): only its owner may mint it a key.
 func (db *DB) RotateAgentKey(ctx context.Context, caller *User, agentID string) (*Agent, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, "", err
+	}
 	if !ValidID(agentID) {
 		return nil, "", notFound("agent")
 	}

@@ -152,6 +152,9 @@ func nullMicros(v sql.NullInt64) *time.Time {
 // within nd.Scopes. It returns the delegation and its one-time grant, which
 // is shown this once and stored only as a digest.
 func (db *DB) CreateDelegation(ctx context.Context, caller *User, agentID string, nd NewDelegation) (*Delegation, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, "", err
+	}
 	if err := nd.check(); err != nil {
 		return nil, "", err
 	}
@@ -266,6 +269,9 @@ var errBadGrant = &Error{Code: CodeUnauthorized, Message: "invalid delegation gr
 // leaves the grant unspent). Unknown grants and grants made for another
 // agent are refused alike.
 func (db *DB) ExchangeDelegationGrant(ctx context.Context, agent *Agent, grant string, scopes []string) (*Delegation, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, err
+	}
 	if len(grant) != len(grantPrefix)+52 || grant[:len(grantPrefix)] != grantPrefix {
 		return nil, errBadGrant
 	}
@@ -379,4 +385,31 @@ func isSubset(some, all []string) bool {
 		}
 	}
 	return true
+}
+
+// A delegated token acts for a person within its scopes but never begets a
+// credential: an agent holding one could otherwise mint itself a key that
+// outlives the delegation's revocation. The server marks the context of a
+// delegated request (WithDelegation), and every function that creates,
+// reveals or rotates a secret refuses such a context (refuseDelegated),
+// whichever route reached it.
+
+type delegationCtxKey struct{}
+
+// WithDelegation marks ctx as a request made with delegated token d.
+func WithDelegation(ctx context.Context, d *Delegation) context.Context {
+	return context.WithValue(ctx, delegationCtxKey{}, d)
+}
+
+// ErrDelegatedCredential refuses a delegated token a credential.
+var ErrDelegatedCredential = &Error{Code: CodeForbidden,
+	Message: "a delegated token never creates, reveals or rotates a credential (API keys, agent keys, delegation grants); " +
+		"the person does that with their own key or sign-in"}
+
+// refuseDelegated returns ErrDelegatedCredential for a delegated request.
+func refuseDelegated(ctx context.Context) error {
+	if d, _ := ctx.Value(delegationCtxKey{}).(*Delegation); d != nil {
+		return ErrDelegatedCredential
+	}
+	return nil
 }

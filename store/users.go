@@ -57,6 +57,9 @@ func scanUser(row interface{ Scan(...any) error }) (*User, error) {
 // key, in one transaction, and returns the user and the key. The first user of
 // an organization is its admin.
 func (db *DB) CreateUser(ctx context.Context, nu NewUser) (*User, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, "", err
+	}
 	c, err := checkNewUser(nu)
 	if err != nil {
 		return nil, "", err
