@@ -110,7 +110,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 func restoreFixture(t *testing.T) (dir, db, backup string) {
 	t.Helper()
 	dir = t.TempDir()
-	db = filepath.Join(dir, "chatd.db")
+	db = newDatabase(t, filepath.Join(dir, "chatd.db"))
 	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
 	backup = filepath.Join(dir, "backup.db")
 	chatd(t, nil, "backup", "--db", db, backup).ok(t)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +43,7 @@ func countRows(t testing.TB, db, table string) int {
 }
 
 func TestCreateUserAndRegisterAgent(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "sub", "dir", "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "sub", "dir", "chatd.db"))
 
 	text := chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell").ok(t)
 	if !strings.Contains(text.stdout, "band_u_") || !strings.Contains(text.stdout, "shown only now") {
@@ -120,7 +121,7 @@ func keyDigests(t testing.TB, db string) string {
 }
 
 func TestRotateAgentKey(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
 	chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
 	helper := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "alice", "--name", "Helper", "--json").ok(t).stdout)
@@ -307,7 +308,7 @@ func TestMigrate(t *testing.T) {
 
 func TestBackup(t *testing.T) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "chatd.db")
+	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
 	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
 	copyPath := filepath.Join(dir, "backups", "copy.db")
 	os.Mkdir(filepath.Dir(copyPath), 0o700)
@@ -325,7 +326,11 @@ func TestBackup(t *testing.T) {
 		t.Fatalf("users in the replaced copy = %d", n)
 	}
 	chatd(t, nil, "backup", "--db", filepath.Join(dir, "missing.db"), filepath.Join(dir, "x.db")).failsWithOneLine(t, "no database")
-	chatd(t, nil, "backup", "--db", db, filepath.Join(dir, "no", "such", "dir", "x.db")).failsWithOneLine(t, "x.db")
+	// A folder that does not exist yet is created.
+	chatd(t, nil, "backup", "--db", db, filepath.Join(dir, "new", "dir", "x.db")).ok(t)
+	if n := countRows(t, filepath.Join(dir, "new", "dir", "x.db"), "users"); n != 2 {
+		t.Fatalf("users in the copy in a new folder = %d", n)
+	}
 	chatd(t, nil, "backup", "--db", db).failsWithOneLine(t, "takes 1 argument")
 	entries, _ := os.ReadDir(filepath.Dir(copyPath))
 	for _, e := range entries {
@@ -414,6 +419,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	chatd(t, []string{"CHATD_RATE_BURST=0"}, "serve", "--db", filepath.Join(dir, "chatd.db")).failsWithOneLine(t, "--rate-burst")
 	// CHATD_DB and CHATD_ADDR stand in for the flags.
 	db := filepath.Join(dir, "env.db")
+	chatd(t, []string{"CHATD_DB=" + db}, "migrate").ok(t)
 	chatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "alice", "--name", "A").ok(t)
 	if n := countRows(t, db, "users"); n != 1 {
 		t.Fatal("CHATD_DB was not used")
@@ -428,7 +434,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 
 func TestServeRateLimitFlags(t *testing.T) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "chatd.db")
+	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
 	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	statuses := func(srv *serverProc, n int) string {
 		var out []string
@@ -453,7 +459,7 @@ func TestServeRateLimitFlags(t *testing.T) {
 // listener does not.
 func TestServeMetricsListener(t *testing.T) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "chatd.db")
+	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
 	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	srv := startServer(t, db, "--metrics-addr", "127.0.0.1:0")
 	var metricsURL string
@@ -566,4 +572,88 @@ func TestSetupLinkAndSetPassword(t *testing.T) {
 	if help := chatd(t, nil, "set-password", "--help").ok(t).stdout; !strings.Contains(help, "standard input") {
 		t.Fatalf("set-password --help: %s", help)
 	}
+}
+
+// The first hour's sharp edges: usage mistakes exit 2, the version names
+// its commit, commands say which database they use and refuse to start a
+// new one by accident, register-agent lists whom to choose from, a person
+// can get a web app password at creation, and serve prints links that open.
+func TestFirstHourEdges(t *testing.T) {
+	t.Run("usage mistakes exit 2", func(t *testing.T) {
+		for _, args := range [][]string{{"foo"}, {"create-user", "--nope"}, {"version", "extra"}} {
+			r := chatd(t, nil, args...)
+			if r.code != 2 {
+				t.Errorf("chatd %v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+			}
+		}
+	})
+	t.Run("version", func(t *testing.T) {
+		line := chatd(t, nil, "version").ok(t).stdout
+		if !regexp.MustCompile(`^chatd \S+, commit \S+.*, go1\.\S+ \w+/\w+\n$`).MatchString(line) {
+			t.Fatalf("chatd version: %q", line)
+		}
+		if flag := chatd(t, nil, "--version").ok(t).stdout; flag != line {
+			t.Fatalf("--version %q differs from version %q", flag, line)
+		}
+	})
+	t.Run("no database created by accident", func(t *testing.T) {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "chatd.db")
+		for _, args := range [][]string{
+			{"create-user", "--handle", "alice", "--name", "Alice"},
+			{"register-agent", "--name", "Helper"},
+			{"rotate-agent-key", "--agent", "alice/helper"},
+			{"token", "--user", "alice"},
+			{"backup", filepath.Join(dir, "copy.db")},
+		} {
+			chatd(t, nil, append(args, "--db", db)...).failsWithOneLine(t, "no database at "+db)
+		}
+		chatdWithInput(t, "a long enough password\n", "set-password", "--db", db, "--user", "alice").
+			failsWithOneLine(t, "no database at "+db)
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Fatalf("the refused commands left %v behind", entries)
+		}
+	})
+	t.Run("commands name their database", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "chatd.db")
+		for _, args := range [][]string{{"migrate"}, {"create-user", "--handle", "alice", "--name", "Alice"}, {"backup", db + ".copy"}} {
+			r := chatd(t, nil, append(args, "--db", db)...).ok(t)
+			if first, _, _ := strings.Cut(r.stderr, "\n"); first != "chatd: database "+db {
+				t.Errorf("chatd %s: stderr %q does not name the database", args[0], r.stderr)
+			}
+		}
+	})
+	t.Run("register-agent names the people to choose from", func(t *testing.T) {
+		db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
+		chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
+		chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+		r := chatd(t, nil, "register-agent", "--db", db, "--name", "Helper")
+		r.failsWithOneLine(t, "there is more than one person: alice, bob; name the owner with --owner")
+		if r.code != 2 {
+			t.Fatalf("exit %d, want 2", r.code)
+		}
+	})
+	t.Run("create-user --password-stdin", func(t *testing.T) {
+		db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
+		chatdWithInput(t, "too short\n", "create-user", "--db", db, "--handle", "ada", "--name", "Ada", "--password-stdin").
+			failsWithOneLine(t, "12 to 256 characters")
+		if n := countRows(t, db, "users"); n != 0 {
+			t.Fatalf("a refused password left %d people behind", n)
+		}
+		chatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "ada", "--name", "Ada", "--password-stdin").ok(t)
+		srv := startServer(t, db)
+		if status, body, err := srv.send("POST", "/api/v1/auth/sign-in", nil,
+			map[string]any{"handle": "ada", "password": "a long enough password"}); err != nil || status != 200 {
+			t.Fatalf("sign-in with the password given at creation: %d %s %v", status, body, err)
+		}
+	})
+	t.Run("serve on every interface prints a link that opens", func(t *testing.T) {
+		srv := startServer(t, filepath.Join(t.TempDir(), "chatd.db"), "--addr", "0.0.0.0:0")
+		if !strings.HasPrefix(srv.url, "http://127.0.0.1:") {
+			t.Fatalf("serve printed %s", srv.url)
+		}
+		if status, _ := srv.call(t, "GET", "/healthz", "", nil); status != 200 {
+			t.Fatalf("GET %s/healthz: %d", srv.url, status)
+		}
+	})
 }

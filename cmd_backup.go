@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,8 @@ func newBackupCmd() *cobra.Command {
 		Long: `Write a consistent copy of the database to FILE while chatd serve keeps running.
 The copy is one self-contained SQLite file (messages, files, keys and the
 token-signing secret), checked with SQLite's integrity check before it is moved
-into place; FILE is never left half-written. An existing FILE is kept unless
+into place; FILE is never left half-written, and its folder is created if
+missing. An existing FILE is kept unless
 --force is given.
 
 To restore, stop the server and run chatd restore FILE.`,
@@ -26,9 +28,12 @@ To restore, stop the server and run chatd restore FILE.`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			force, _ := cmd.Flags().GetBool("force")
-			db, _ := cmd.Flags().GetString("db")
-			if _, err := os.Stat(db); err != nil {
-				return fmt.Errorf("no database at %s", db)
+			db, err := databasePath(cmd)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(args[0]), 0o750); err != nil {
+				return fmt.Errorf("create the backup's folder: %w", err)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()

@@ -19,8 +19,12 @@ once: store it now (chatd keeps only a hash).
 The handle is how others @-mention the person: 2 to 39 letters, digits, '-',
 '_' or '.', starting and ending with a letter or digit, unique regardless of
 case. The first person in an organization is its admin; the organization
-("default" unless --org names another) is created on first use.`,
-		Example: `  chatd create-user --handle alice --name "Alice Liddell"
+("default" unless --org names another) is created on first use.
+
+With --password-stdin the person also gets a password for the web app, read
+from standard input as chatd set-password reads it (at a terminal, asked
+twice without echo).`,
+		Example: `  chatd create-user --handle alice --name "Alice Liddell" --password-stdin
   chatd create-user --handle bob --name Bob --email bob@example.com --json`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,15 +39,33 @@ case. The first person in an organization is its admin; the organization
 			nu.Organization, _ = f.GetString("org")
 			nu.APIKey, _ = f.GetString("api-key")
 			asJSON, _ := f.GetBool("json")
+			withPassword, _ := f.GetBool("password-stdin")
+			var password string
+			if withPassword {
+				var err error
+				if password, err = readPassword(cmd); err != nil {
+					return err
+				}
+				if err := store.CheckPassword(password); err != nil {
+					return passwordUsageError()
+				}
+			}
 
 			db, err := openStore(cmd, store.Options{})
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			u, key, err := db.CreateUser(context.Background(), nu)
+			ctx := context.Background()
+			u, key, err := db.CreateUser(ctx, nu)
 			if err != nil {
 				return err
+			}
+			if withPassword {
+				if err := db.SetPassword(ctx, u.ID, password); err != nil {
+					return fmt.Errorf("%s was created, but setting the password failed (set it with chatd set-password --user %s): %w",
+						u.Handle, u.Handle, err)
+				}
 			}
 			return printResult(cmd.OutOrStdout(), asJSON,
 				map[string]string{"id": u.ID, "handle": u.Handle, "api_key": key},
@@ -57,6 +79,7 @@ case. The first person in an organization is its admin; the organization
 	f.String("email", "", "email address (optional)")
 	f.String("org", store.DefaultOrganization, "organization to join; created if it does not exist")
 	f.String("api-key", "", "adopt this existing human key (band_u_… or thnv_u_…) instead of minting a new one")
+	f.Bool("password-stdin", false, "also set the password the person signs in to the web app with, read from standard input as set-password does")
 	f.Bool("json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
 	return cmd
 }

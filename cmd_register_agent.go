@@ -52,7 +52,7 @@ Give the key to a Band SDK as its agent API key, with
 			if owner == "" {
 				u, err = db.OnlyUser(ctx)
 				if store.ErrorCode(err) == store.CodeBadRequest {
-					return usageError{fmt.Errorf("there is more than one person; name the owner with --owner")}
+					return usageError{fmt.Errorf("%s; name the owner with --owner", describeError(err))}
 				}
 			} else {
 				u, err = personByHandle(ctx, db, owner)

@@ -39,7 +39,10 @@ as create-user) finish first: they do not hold the server's lock.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			force, _ := cmd.Flags().GetBool("force")
-			db, _ := cmd.Flags().GetString("db")
+			db, err := databasePath(cmd)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			if err := store.Restore(ctx, args[0], db, schemaSQL, force); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -173,15 +174,18 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	// process has the database open; the kernel drops it if we die.
 	// Taken before the database is opened: a second server must not even
 	// migrate it or discard the first one's unfinished uploads.
-	if dbPath, _ := f.GetString("db"); strings.TrimSpace(dbPath) != "" { // store.Open reports an empty path
-		lock, err := lockServer(dbPath)
-		if err != nil {
-			closeListeners()
-			return err
-		}
-		defer lock.Release()
+	dbPath, err := databasePath(cmd)
+	if err != nil {
+		closeListeners()
+		return err
 	}
-	db, err := openStore(cmd, store.Options{
+	lock, err := lockServer(dbPath)
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	defer lock.Release()
+	db, err := openStoreAt(dbPath, store.Options{
 		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger, Limits: limits, AttemptTimeout: attemptTimeout,
 		BulkQueue: bulkQueue, PassiveCheckpointsOnly: checkpoints == "passive",
 	})
@@ -219,7 +223,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	url := "http://" + ln.Addr().String()
+	url := "http://" + openableAddr(ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(cmd.OutOrStdout(), "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
 		version, url, db.Path(), db.SchemaVersion(), syncMode)
 	if n, err := db.CountUsers(ctx); err == nil && n == 0 {
@@ -235,7 +239,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "or without a browser:  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
 				url, token)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "or with  chatd create-user --db %s --handle you --name \"Your Name\"\n", db.Path())
+		fmt.Fprintf(cmd.OutOrStdout(), "or with  chatd create-user --db %s --handle you --name \"Your Name\" --password-stdin\n", db.Path())
 	}
 	logger.Info("serving", "url", url, "db", db.Path())
 	var metricsSrv *http.Server
@@ -296,4 +300,14 @@ func newLogger(cmd *cobra.Command) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
 	}
 	return nil, usageError{fmt.Errorf(`--log-format must be "text" or "json", not %q`, format)}
+}
+
+// openableAddr is the listening address as a browser on this machine can
+// open it: an unspecified address (0.0.0.0, [::]) listens on every
+// interface, loopback included, but is no address to open.
+func openableAddr(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return a.String()
 }

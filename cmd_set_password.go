@@ -50,9 +50,8 @@ hash. Setting a password signs the person out of every session.`, store.MinPassw
 				return err
 			}
 			if err := db.SetPassword(ctx, u.ID, password); err != nil {
-				var e *store.Error
-				if errors.As(err, &e) && e.Code == store.CodeValidation {
-					return usageError{fmt.Errorf("the password must be %d to %d characters long", store.MinPasswordLen, store.MaxPasswordLen)}
+				if store.ErrorCode(err) == store.CodeValidation {
+					return passwordUsageError()
 				}
 				return err
 			}
@@ -93,4 +92,8 @@ func readPassword(cmd *cobra.Command) (string, error) {
 		return "", usageError{errors.New("no password on standard input: give it as one line")}
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r"), nil
+}
+
+func passwordUsageError() error {
+	return usageError{fmt.Errorf("the password must be %d to %d characters long", store.MinPasswordLen, store.MaxPasswordLen)}
 }

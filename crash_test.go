@@ -38,7 +38,7 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 	}
 	rounds := envInt(t, "CHATD_CRASH_ROUNDS", 4)
 	roundSeconds := envInt(t, "CHATD_CRASH_SECONDS", 2)
-	db := filepath.Join(t.TempDir(), "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	var agents []created
 	for i := 0; i < 3; i++ {

@@ -14,7 +14,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a server")
 	}
-	db := filepath.Join(t.TempDir(), "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	serverArgs := []string{"--sync", "full", "--max-agents-per-user", "1000000"}
 

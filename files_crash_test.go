@@ -19,7 +19,7 @@ func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a server")
 	}
-	db := filepath.Join(t.TempDir(), "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	srv := startServer(t, db, "--max-file-size", "1000000")
 	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})

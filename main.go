@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,7 +40,8 @@ func main() {
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "chatd: "+describeError(err))
 		var u usageError
-		if errors.As(err, &u) {
+		// cobra's own usage mistakes (an unknown command) are plain errors.
+		if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command ") {
 			os.Exit(2)
 		}
 		os.Exit(1)
@@ -73,13 +75,14 @@ Point the Band SDKs at it with
 Start with:  chatd serve
 Then:        chatd create-user --handle you --name "Your Name"
              chatd register-agent --name "Helper"`,
-		Version:       version,
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd)
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().String("db", "./data/chatd.db", "path of the SQLite database file; its directory is created if missing")
 	envFlag(root.PersistentFlags(), "db", "CHATD_DB")
@@ -87,7 +90,7 @@ Then:        chatd create-user --handle you --name "Your Name"
 		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
 	})
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
-		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd())
+		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd(), newVersionCmd())
 	return root
 }
 
@@ -134,7 +137,6 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
-// openStore opens the database named by --db, creating or upgrading it.
 // personByHandle finds the person a command names, with the error a
 // newcomer can act on when nobody has that handle.
 func personByHandle(ctx context.Context, db *store.DB, handle string) (*store.User, error) {
@@ -145,8 +147,46 @@ func personByHandle(ctx context.Context, db *store.DB, handle string) (*store.Us
 	return u, err
 }
 
-func openStore(cmd *cobra.Command, opts store.Options) (*store.DB, error) {
+// createsDatabase names the commands that create the database when --db
+// names no file yet. The others refuse: run from another directory, they
+// would otherwise start a second, empty database at the relative default
+// path and leave the user wondering where their data went.
+var createsDatabase = map[string]bool{"serve": true, "migrate": true, "dev": true, "restore": true}
+
+// databasePath returns the absolute path --db names, refusing a missing
+// file for commands that do not create one, and says on stderr which file
+// the command uses.
+func databasePath(cmd *cobra.Command) (string, error) {
 	path, _ := cmd.Flags().GetString("db")
+	if strings.TrimSpace(path) == "" {
+		return "", usageError{errors.New("--db is empty: name the database file")}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if !createsDatabase[cmd.Name()] {
+		if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("no database at %s: start one with chatd serve (or chatd migrate), "+
+				"or name an existing one with --db or CHATD_DB", abs)
+		}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "chatd: database %s\n", abs)
+	return abs, nil
+}
+
+// openStore opens the database named by --db, upgrading its schema (and
+// creating it, for the commands that may: createsDatabase).
+func openStore(cmd *cobra.Command, opts store.Options) (*store.DB, error) {
+	path, err := databasePath(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return openStoreAt(path, opts)
+}
+
+// openStoreAt opens the database at path (from databasePath).
+func openStoreAt(path string, opts store.Options) (*store.DB, error) {
 	opts.Schema = schemaSQL
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

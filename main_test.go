@@ -41,6 +41,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// newDatabase creates an empty database at path with chatd migrate (the
+// commands that add people and agents do not create one) and returns path.
+func newDatabase(t testing.TB, path string) string {
+	t.Helper()
+	chatd(t, nil, "migrate", "--db", path).ok(t)
+	return path
+}
+
 type result struct {
 	stdout, stderr string
 	code           int
@@ -85,13 +93,16 @@ func (r result) ok(t testing.TB) result {
 }
 
 // failsWithOneLine fails the test unless the command failed with exactly one
-// line on stderr containing want.
+// line on stderr containing want, besides the line naming the database.
 func (r result) failsWithOneLine(t testing.TB, want string) {
 	t.Helper()
 	if r.code == 0 {
 		t.Fatalf("succeeded; stdout: %s", r.stdout)
 	}
 	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if len(lines) > 1 && strings.HasPrefix(lines[0], "chatd: database /") {
+		lines = lines[1:]
+	}
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "chatd: ") {
 		t.Fatalf("stderr is not one chatd: line: %q", r.stderr)
 	}

@@ -29,7 +29,7 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 	}
 	const clients = 64
 	seconds := envInt(t, "CHATD_OVERLOAD_SECONDS", 2)
-	db := filepath.Join(t.TempDir(), "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	var agents [2]created
 	for i := range agents {

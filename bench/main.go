@@ -114,6 +114,9 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 	}
 	defer os.RemoveAll(dir)
 	db := filepath.Join(dir, "chatd.db")
+	if err := exec.Command(bin, "migrate", "--db", db).Run(); err != nil {
+		return fmt.Errorf("chatd migrate: %w", err)
+	}
 	var person struct {
 		APIKey string `json:"api_key"`
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +112,9 @@ func wsServer(bin string) (base, personKey, personID string, stop func(), pid in
 		return
 	}
 	db := dir + "/chatd.db"
+	if err = exec.Command(bin, "migrate", "--db", db).Run(); err != nil {
+		return
+	}
 	var person struct {
 		ID     string `json:"id"`
 		APIKey string `json:"api_key"`

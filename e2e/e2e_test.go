@@ -40,6 +40,9 @@ func TestPhoenixJSAgentAcrossARestart(t *testing.T) {
 	}
 	bin := buildChatd(t)
 	db := filepath.Join(t.TempDir(), "chatd.db")
+	if out, err := exec.Command(bin, "migrate", "--db", db).CombinedOutput(); err != nil {
+		t.Fatalf("chatd migrate: %v\n%s", err, out)
+	}
 	alice := cli(t, bin, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json")
 	poster := cli(t, bin, "register-agent", "--db", db, "--name", "Poster", "--json")
 	worker := cli(t, bin, "register-agent", "--db", db, "--name", "Worker", "--json")

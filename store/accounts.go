@@ -134,8 +134,8 @@ func (db *DB) SetPassword(ctx context.Context, userID, password string) error {
 	if err := refuseDelegated(ctx); err != nil {
 		return err
 	}
-	if msg := checkPassword(password); msg != "" {
-		return Problems{"/password": {msg}}.Err(CodeValidation)
+	if err := CheckPassword(password); err != nil {
+		return err
 	}
 	hash, err := hashPassword(ctx, password)
 	if err != nil {

@@ -38,6 +38,15 @@ const (
 var hashSlots = make(chan struct{}, 4)
 
 // checkPassword returns why a password is not acceptable, or "".
+// CheckPassword refuses a password SetPassword would refuse, without
+// hashing it, so that a command can check it before anything else.
+func CheckPassword(pw string) error {
+	if msg := checkPassword(pw); msg != "" {
+		return Problems{"/password": {msg}}.Err(CodeValidation)
+	}
+	return nil
+}
+
 func checkPassword(pw string) string {
 	if !utf8.ValidString(pw) {
 		return "must be valid UTF-8"

@@ -188,9 +188,12 @@ func (db *DB) CountUsers(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// OnlyUser returns the single human when exactly one exists.
+// OnlyUser returns the single person when exactly one exists. With more,
+// the error names them (the first ten handles in order), so that a command
+// can say whom to choose from.
 func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
-	rows, err := db.query(ctx, `SELECT `+userColumns+` FROM users LIMIT 2`)
+	const listed = 10
+	rows, err := db.query(ctx, `SELECT `+userColumns+` FROM users ORDER BY handle LIMIT ?`, listed+1)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +211,18 @@ func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
 	}
 	switch len(users) {
 	case 0:
-		return nil, &Error{Code: CodeNotFound, Message: "there are no users yet; create one first"}
+		return nil, &Error{Code: CodeNotFound, Message: "there are no people yet; create one first"}
 	case 1:
 		return users[0], nil
 	}
-	return nil, &Error{Code: CodeBadRequest, Message: "there is more than one user; name the owner"}
+	handles := make([]string, 0, listed+1)
+	for _, u := range users[:min(len(users), listed)] {
+		handles = append(handles, u.Handle)
+	}
+	if len(users) > listed {
+		handles = append(handles, "…")
+	}
+	return nil, &Error{Code: CodeBadRequest, Message: "there is more than one person: " + strings.Join(handles, ", ")}
 }
 
 // ProfileUpdate holds the profile fields to change; nil leaves a field as it is.
