@@ -278,7 +278,8 @@ func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *r
 }
 
 // checkResponse holds for every response: a request id header, the error
-// envelope (with that request id) for every error, and the documented shape.
+// envelope (with that request id and a message that describes the problem
+// its code names) for every error, and the documented shape.
 func (ts *testServer) checkResponse(t testing.TB, method, path string, r *response) {
 	t.Helper()
 	rid := r.header.Get("X-Request-Id")
@@ -296,6 +297,9 @@ func (ts *testServer) checkResponse(t testing.TB, method, path string, r *respon
 		}
 		if ct := r.header.Get("Content-Type"); ct != "application/json" {
 			t.Errorf("%s %s: error content type %q", method, path, ct)
+		}
+		if err := apitest.CheckStory(r.status, r.body); err != nil {
+			t.Errorf("%s %s: the error tells two stories: %v", method, path, err)
 		}
 	}
 	if err := ts.oas.ValidateResponse(method, path, r.status, r.body); err != nil {
