@@ -100,6 +100,18 @@ func (ts *testServer) user(handle string, org ...string) (*store.User, string) {
 	return u, key
 }
 
+// personWithoutEmail creates a human the way the README's walkthrough does
+// (chatd create-user --handle H --name N, no --email) and returns it with
+// its API key.
+func (ts *testServer) personWithoutEmail(handle, name string) (*store.User, string) {
+	ts.t.Helper()
+	u, key, err := ts.db.CreateUser(context.Background(), store.NewUser{Handle: handle, Name: name})
+	if err != nil {
+		ts.t.Fatalf("create user %s: %v", handle, err)
+	}
+	return u, key
+}
+
 // agent registers an agent owned by owner and returns it with its API key.
 func (ts *testServer) agent(owner *store.User, name string) (*store.Agent, string) {
 	ts.t.Helper()
@@ -343,16 +355,7 @@ func (ts *testServer) refused(t testing.TB, method, path string, c cred, body an
 // so a test can show that a refused request changed nothing.
 func (ts *testServer) snapshot(t testing.TB) string {
 	t.Helper()
-	if ts.reader == nil {
-		conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetMaxOpenConns(1)
-		ts.t.Cleanup(func() { conn.Close() })
-		ts.reader = conn
-	}
-	conn := ts.reader
+	conn := ts.readConn(t)
 	rows, err := conn.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
 	if err != nil {
 		t.Fatal(err)
@@ -396,6 +399,22 @@ func (ts *testServer) snapshot(t testing.TB) string {
 		}
 	}
 	return out.String()
+}
+
+// readConn is a read-only connection of the test's own to the database, to
+// look at what the server stored.
+func (ts *testServer) readConn(t testing.TB) *sql.DB {
+	t.Helper()
+	if ts.reader == nil {
+		conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetMaxOpenConns(1)
+		ts.t.Cleanup(func() { conn.Close() })
+		ts.reader = conn
+	}
+	return ts.reader
 }
 
 // unchanged fails the test when the database differs from before.
