@@ -394,7 +394,7 @@ func (db *DB) dropContactsOf(tx *Tx, partyID string) error {
 
 // ListContacts lists the actor's contacts, oldest first.
 func (db *DB) ListContacts(ctx context.Context, actor Actor, pr PageRequest) (*Page[*Contact], error) {
-	page := &Page[*Contact]{}
+	page := &Page[*Contact]{PageInfo: PageInfo{Before: pr.Offset}}
 	err := db.readTx(ctx, func(q readQ) error {
 		if err := q.QueryRow(`SELECT count(*) FROM contacts WHERE owner_id = ?`, actor.ID).Scan(&page.Total); err != nil {
 			return err
@@ -457,7 +457,7 @@ func (db *DB) ListContactRequests(ctx context.Context, actor Actor, received boo
 			args = append(args, s)
 		}
 	}
-	page := &Page[*ContactRequest]{}
+	page := &Page[*ContactRequest]{PageInfo: PageInfo{Before: pr.Offset}}
 	err := db.readTx(ctx, func(q readQ) error {
 		if err := q.QueryRow(`SELECT count(*) FROM contact_requests WHERE `+where, args...).Scan(&page.Total); err != nil {
 			return err
