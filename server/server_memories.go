@@ -296,7 +296,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, scope stri
 	for i, m := range page.Items {
 		items[i] = memoryOut(r, m)
 	}
-	meta := s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)
+	meta := s.meta(w, pq, scope, page.PageInfo)
 	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": meta, "meta": meta})
 	return nil
 }

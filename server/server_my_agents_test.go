@@ -192,8 +192,10 @@ func TestListMyAgents(t *testing.T) {
 	if meta["has_more"] != false || meta["limit"] != float64(20) || meta["next_cursor"] != nil {
 		t.Fatalf("metadata = %v", meta)
 	}
-	if _, ok := meta["total_count"]; ok {
-		t.Fatalf("cursor mode leaks offset fields: %v", meta)
+	// The document: "responses always include both metadata shapes during
+	// the transition".
+	if meta["page"] != float64(1) || meta["page_size"] != float64(20) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(1) {
+		t.Fatalf("cursor mode lacks the offset fields: %v", meta)
 	}
 	if len(meta["available_filters"].([]any)) != 3 || len(meta["sortable_fields"].([]any)) != 3 {
 		t.Fatalf("filters/sorts = %v", meta)
