@@ -448,7 +448,13 @@ func (rt *realtime) contactChange(c store.Change) {
 		}
 		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
 	case store.ContactRemoved:
+		// The SDKs need only the record's id; the party it named says who
+		// is gone without a lookup (the record is gone too).
 		ct := c.Contact
-		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(map[string]string{"id": ct.ID}), nil)
+		ev := map[string]string{"id": ct.ID}
+		if p := ct.Party; p != nil {
+			ev["handle"], ev["name"], ev["type"] = p.Handle, p.Name, p.Type
+		}
+		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
 	}
 }
