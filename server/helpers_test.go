@@ -100,6 +100,18 @@ func (ts *testServer) user(handle string, org ...string) (*store.User, string) {
 	return u, key
 }
 
+// personWithoutEmail creates a human the way the README's walkthrough does
+// (chatd create-user --handle H --name N, no --email) and returns it with
+// its API key.
+func (ts *testServer) personWithoutEmail(handle, name string) (*store.User, string) {
+	ts.t.Helper()
+	u, key, err := ts.db.CreateUser(context.Background(), store.NewUser{Handle: handle, Name: name})
+	if err != nil {
+		ts.t.Fatalf("create user %s: %v", handle, err)
+	}
+	return u, key
+}
+
 // agent registers an agent owned by owner and returns it with its API key.
 func (ts *testServer) agent(owner *store.User, name string) (*store.Agent, string) {
 	ts.t.Helper()
@@ -278,7 +290,8 @@ func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *r
 }
 
 // checkResponse holds for every response: a request id header, the error
-// envelope (with that request id) for every error, and the documented shape.
+// envelope (with that request id and a message that describes the problem
+// its code names) for every error, and the documented shape.
 func (ts *testServer) checkResponse(t testing.TB, method, path string, r *response) {
 	t.Helper()
 	rid := r.header.Get("X-Request-Id")
@@ -296,6 +309,9 @@ func (ts *testServer) checkResponse(t testing.TB, method, path string, r *respon
 		}
 		if ct := r.header.Get("Content-Type"); ct != "application/json" {
 			t.Errorf("%s %s: error content type %q", method, path, ct)
+		}
+		if err := apitest.CheckStory(r.status, r.body); err != nil {
+			t.Errorf("%s %s: the error tells two stories: %v", method, path, err)
 		}
 	}
 	if err := ts.oas.ValidateResponse(method, path, r.status, r.body); err != nil {
@@ -339,16 +355,7 @@ func (ts *testServer) refused(t testing.TB, method, path string, c cred, body an
 // so a test can show that a refused request changed nothing.
 func (ts *testServer) snapshot(t testing.TB) string {
 	t.Helper()
-	if ts.reader == nil {
-		conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetMaxOpenConns(1)
-		ts.t.Cleanup(func() { conn.Close() })
-		ts.reader = conn
-	}
-	conn := ts.reader
+	conn := ts.readConn(t)
 	rows, err := conn.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
 	if err != nil {
 		t.Fatal(err)
@@ -392,6 +399,22 @@ func (ts *testServer) snapshot(t testing.TB) string {
 		}
 	}
 	return out.String()
+}
+
+// readConn is a read-only connection of the test's own to the database, to
+// look at what the server stored.
+func (ts *testServer) readConn(t testing.TB) *sql.DB {
+	t.Helper()
+	if ts.reader == nil {
+		conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetMaxOpenConns(1)
+		ts.t.Cleanup(func() { conn.Close() })
+		ts.reader = conn
+	}
+	return ts.reader
 }
 
 // unchanged fails the test when the database differs from before.

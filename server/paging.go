@@ -81,12 +81,18 @@ func (s *Server) decodeCursor(scope, c string) (*store.Keyset, bool) {
 // listing describes one paged endpoint's limits.
 type listing struct {
 	defaultLimit, maxLimit int
+	// bothShapes: the document says the listing's metadata carries the
+	// offset fields (page, page_size, total_count, total_pages) in cursor
+	// mode too, "during the transition"; elsewhere they answer the
+	// deprecated parameters only.
+	bothShapes bool
 }
 
 // pageQuery is a parsed page request.
 type pageQuery struct {
 	store.PageRequest
 	legacy         bool // page/page_size were used
+	bothShapes     bool // the offset fields are answered in cursor mode too
 	page, pageSize int
 }
 
@@ -114,11 +120,12 @@ func (s *Server) parsePage(q url.Values, scope string, l listing) (pageQuery, er
 	if err := p.Err(store.CodeValidation); err != nil {
 		return pq, err
 	}
+	pq.bothShapes, pq.WithTotal = l.bothShapes, l.bothShapes
 	if c := q.Get("cursor"); c != "" {
 		pos, ok := s.decodeCursor(scope, c)
 		if !ok {
 			return pq, &store.Error{Code: codeInvalidCursor,
-				Message: "cursor is not valid for this listing (use metadata.next_cursor from the previous page, with the same sort)",
+				Message: "/cursor is not valid for this listing (use metadata.next_cursor from the previous page, with the same sort)",
 				Details: store.Problems{"/cursor": {"is not valid for this listing"}}}
 		}
 		pq.After = pos
@@ -175,7 +182,7 @@ func enumParam(q url.Values, name, def string, allowed []string, p store.Problem
 
 // pageMeta is the paging part of a listing's metadata. The cursor fields are
 // always present (clients require them even in page mode); the offset fields
-// only when page/page_size were used.
+// when page/page_size were used or the listing answers both shapes.
 type pageMeta struct {
 	HasMore    bool    `json:"has_more"`
 	Limit      int     `json:"limit"`
@@ -187,18 +194,27 @@ type pageMeta struct {
 }
 
 // meta builds the metadata of a page and, for the deprecated parameters,
-// sets the Deprecation and Sunset headers.
-func (s *Server) meta(w http.ResponseWriter, pq pageQuery, scope string, hasMore bool, next *store.Keyset, total int) pageMeta {
-	m := pageMeta{HasMore: hasMore, Limit: pq.Limit}
-	if hasMore {
-		m.NextCursor = s.encodeCursor(scope, next)
+// sets the Deprecation and Sunset headers. In cursor mode, a listing that
+// answers both shapes numbers its pages by the rows before the page, in
+// pages of the requested limit.
+func (s *Server) meta(w http.ResponseWriter, pq pageQuery, scope string, info store.PageInfo) pageMeta {
+	m := pageMeta{HasMore: info.HasMore, Limit: pq.Limit}
+	if info.HasMore {
+		m.NextCursor = s.encodeCursor(scope, info.Next)
 	}
-	if pq.legacy {
+	switch {
+	case pq.legacy:
 		h := w.Header()
 		h.Set("Deprecation", deprecationHeader)
 		h.Set("Sunset", sunsetHeader)
-		pages := (total + pq.pageSize - 1) / pq.pageSize
-		m.Page, m.PageSize, m.TotalCount, m.TotalPages = &pq.page, &pq.pageSize, &total, &pages
+		m.setOffsetFields(pq.page, pq.pageSize, info.Total)
+	case pq.bothShapes:
+		m.setOffsetFields(info.Before/pq.Limit+1, pq.Limit, info.Total)
 	}
 	return m
+}
+
+func (m *pageMeta) setOffsetFields(page, size, total int) {
+	pages := (total + size - 1) / size
+	m.Page, m.PageSize, m.TotalCount, m.TotalPages = &page, &size, &total, &pages
 }

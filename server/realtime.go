@@ -250,8 +250,7 @@ func (rt *realtime) route(c store.Change) {
 	case store.ParticipantAdded:
 		rt.hub.Broadcast("room_participants:"+room.ID, "participant_added", payloadJSON(participantEvent(c.Member)), nil)
 	case store.ParticipantRemoved:
-		rt.hub.Broadcast("room_participants:"+room.ID, "participant_removed",
-			payloadJSON(map[string]string{"id": c.Member.ID, "type": c.Member.Type}), nil)
+		rt.hub.Broadcast("room_participants:"+room.ID, "participant_removed", payloadJSON(participantRemovedEvent(c.Member)), nil)
 	case store.BoardUpdated:
 		rt.hub.Broadcast("room_tasks:"+room.ID, "board_updated", payloadJSON(newBoardView(c.Board, false)), nil)
 	case store.TaskCreated, store.TaskUpdated:
@@ -373,6 +372,13 @@ func participantEvent(p *store.Participant) map[string]any {
 		ev["description"], ev["is_external"] = p.Description, p.IsExternal != nil && *p.IsExternal
 	}
 	return ev
+}
+
+// participantRemovedEvent is participant_removed: who left, by name, handle
+// and type as participant_added says who came, so that a client can tell
+// its user who left without a lookup (the participant is no longer listed).
+func participantRemovedEvent(p *store.Participant) map[string]string {
+	return map[string]string{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle}
 }
 
 func payloadJSON(v any) []byte {

@@ -45,6 +45,7 @@ func TestSetupCreatesTheFirstPerson(t *testing.T) {
 		{"bad handle", setupBody(token, func(b map[string]any) { b["handle"] = "-x-" }), 422, "validation_error", "/handle"},
 		{"no name", setupBody(token, func(b map[string]any) { delete(b, "name") }), 422, "validation_error", "/name"},
 		{"bad email", setupBody(token, func(b map[string]any) { b["email"] = "not an email" }), 422, "validation_error", "/email"},
+		{"an .invalid email", setupBody(token, func(b map[string]any) { b["email"] = "ada@noreply.invalid" }), 422, "validation_error", "/email"},
 		{"unknown field", setupBody(token, func(b map[string]any) { b["role"] = "admin" }), 400, "unknown_field", "/role"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,16 +68,20 @@ type contactUserView struct {
 	ID                string   `json:"id"`
 	Handle            string   `json:"handle"`
 	Name              string   `json:"name"`
-	Email             string   `json:"email,omitempty"` // contacts see each other's email; agents have none
+	Email             string   `json:"email,omitempty"` // contacts see each other's email (a person's placeholder when none); agents have none
 	ListedInDirectory bool     `json:"listed_in_directory"`
 	Tags              []string `json:"tags"`
 }
 
 func newContactView(c *store.Contact) contactView {
 	p := c.Party
+	email := p.Email
+	if p.Type == "User" {
+		email = store.ReportedEmail(p.Handle, p.Email)
+	}
 	return contactView{ID: c.ID, ContactID: p.ID, ContactType: p.Type, Status: "active", Source: "request",
 		InsertedAt: timestamp(c.InsertedAt),
-		User:       contactUserView{ID: p.ID, Handle: p.Handle, Name: p.Name, Email: p.Email, ListedInDirectory: p.ListedInDirectory, Tags: p.Tags}}
+		User:       contactUserView{ID: p.ID, Handle: p.Handle, Name: p.Name, Email: email, ListedInDirectory: p.ListedInDirectory, Tags: p.Tags}}
 }
 
 // partyRef is the {id, handle, name} of a request's requester or recipient.
@@ -444,7 +448,13 @@ func (rt *realtime) contactChange(c store.Change) {
 		}
 		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
 	case store.ContactRemoved:
+		// The SDKs need only the record's id; the party it named says who
+		// is gone without a lookup (the record is gone too).
 		ct := c.Contact
-		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(map[string]string{"id": ct.ID}), nil)
+		ev := map[string]string{"id": ct.ID}
+		if p := ct.Party; p != nil {
+			ev["handle"], ev["name"], ev["type"] = p.Handle, p.Name, p.Type
+		}
+		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
 	}
 }

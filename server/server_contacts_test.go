@@ -245,6 +245,11 @@ func ctSameJSON(t testing.TB, what string, got, want any) {
 }
 
 // ctOffsetMeta is {page, page_size, total_count, total_pages} as decoded.
+// ctRemoved is the contact_removed payload of record id, naming who.
+func ctRemoved(id string, who *ctParty) map[string]any {
+	return map[string]any{"id": id, "handle": who.handle, "name": who.name, "type": ctPartyType(who)}
+}
+
 func ctOffsetMeta(page, size, total, pages int) map[string]any {
 	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
 }
@@ -1466,8 +1471,8 @@ func TestContactsAgentDeletion(t *testing.T) {
 		t.Errorf("erin's request = %v", it)
 	}
 	// The other sides heard of it.
-	ctSameJSON(t, "carol's contact_removed", cl.await(t, "user_contacts:"+carol.id, "contact_removed", ctWithID(carolsRecord)), map[string]any{"id": carolsRecord})
-	ctSameJSON(t, "scout's contact_removed", sl.await(t, "agent_contacts:"+scout.id, "contact_removed", ctWithID(scoutsRecord)), map[string]any{"id": scoutsRecord})
+	ctSameJSON(t, "carol's contact_removed", cl.await(t, "user_contacts:"+carol.id, "contact_removed", ctWithID(carolsRecord)), ctRemoved(carolsRecord, helper))
+	ctSameJSON(t, "scout's contact_removed", sl.await(t, "agent_contacts:"+scout.id, "contact_removed", ctWithID(scoutsRecord)), ctRemoved(scoutsRecord, helper))
 	ctSameJSON(t, "dave's contact_request_updated", dl.await(t, "user_contacts:"+dave.id, "contact_request_updated", ctWithID(toDave)),
 		map[string]any{"id": toDave, "status": "cancelled"})
 	ctSameJSON(t, "erin's contact_request_updated", el.await(t, "user_contacts:"+erin.id, "contact_request_updated", ctWithID(fromErin)),
@@ -1796,11 +1801,11 @@ func TestContactsRealtime(t *testing.T) {
 	// 7. carol removes helper; 8. helper removes scout: each side hears of
 	// its own record.
 	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", carol.cred(), map[string]any{"handle": "alice/helper"}), 200, "")
-	ctSameJSON(t, "carol's contact_removed", cl.await(t, ct, "contact_removed", ctWithID(carolsHelper)), map[string]any{"id": carolsHelper})
-	ctSameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersCarol)), map[string]any{"id": helpersCarol})
+	ctSameJSON(t, "carol's contact_removed", cl.await(t, ct, "contact_removed", ctWithID(carolsHelper)), ctRemoved(carolsHelper, helper))
+	ctSameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersCarol)), ctRemoved(helpersCarol, carol))
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"contact_id": helpersScout}), 200, "")
-	ctSameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersScout)), map[string]any{"id": helpersScout})
-	ctSameJSON(t, "scout's contact_removed", sl.await(t, st, "contact_removed", ctWithID(scoutsHelper)), map[string]any{"id": scoutsHelper})
+	ctSameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersScout)), ctRemoved(helpersScout, scout))
+	ctSameJSON(t, "scout's contact_removed", sl.await(t, st, "contact_removed", ctWithID(scoutsHelper)), ctRemoved(scoutsHelper, helper))
 
 	// 9. A last request to carol: once it is there, so is all before it.
 	id5 := k.request(t, helper, carol)

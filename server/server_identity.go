@@ -45,7 +45,9 @@ func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request, _ httprouter
 	return nil
 }
 
-// userView is UserDetails: /me and /me/profile.
+// userView is UserDetails: /me and /me/profile. Its email is required there,
+// so a person without one is answered with their placeholder address
+// (store.ReportedEmail).
 type userView struct {
 	ID                string `json:"id"`
 	Handle            string `json:"handle"`
@@ -62,7 +64,7 @@ type userView struct {
 
 func newUserView(u *store.User) userView {
 	return userView{
-		ID: u.ID, Handle: u.Handle, Email: u.Email, Name: u.Name(), FirstName: u.FirstName, LastName: u.LastName,
+		ID: u.ID, Handle: u.Handle, Email: store.ReportedEmail(u.Handle, u.Email), Name: u.Name(), FirstName: u.FirstName, LastName: u.LastName,
 		Role: u.Role, ListedInDirectory: u.ListedInDirectory, OrganizationID: u.OrganizationID,
 		InsertedAt: timestamp(u.InsertedAt), UpdatedAt: timestamp(u.UpdatedAt),
 	}
@@ -74,10 +76,13 @@ func (s *Server) getMe(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	return nil
 }
 
+// updateProfileRequest is the document's profile update, plus chatd's
+// email: an address to set, or "" to remove the person's own.
 type updateProfileRequest struct {
 	User *struct {
 		FirstName *string `json:"first_name"`
 		LastName  *string `json:"last_name"`
+		Email     *string `json:"email"`
 	} `json:"user"`
 }
 
@@ -91,7 +96,7 @@ func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, _ httprou
 		return store.Problems{"/user": {"is required"}}.Err(store.CodeValidation)
 	}
 	u, err := s.db.UpdateProfile(r.Context(), callerUser(r).ID, store.ProfileUpdate{
-		FirstName: req.User.FirstName, LastName: req.User.LastName,
+		FirstName: req.User.FirstName, LastName: req.User.LastName, Email: req.User.Email,
 	})
 	if err != nil {
 		return err

@@ -99,3 +99,86 @@ func TestUpdateProfile(t *testing.T) {
 		})
 	}
 }
+
+// A person created without an email (create-user without --email, the setup
+// form's optional field) is answered with <handle>@noreply.invalid wherever
+// the API reports a person's email, so that UserDetails holds; nothing is
+// stored for it, and the placeholder cannot be set.
+func TestPeopleWithoutEmail(t *testing.T) {
+	k := newCtKit(t)
+	ts := k.ts
+	alice, aliceKey := ts.personWithoutEmail("alice", "Alice Liddell")
+	storedEmail := func() any {
+		var v any
+		if err := ts.readConn(t).QueryRow(`SELECT email FROM users WHERE id = ?`, alice.ID).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	reads := func(want string) {
+		t.Helper()
+		for _, path := range []string{"/api/v1/me", "/api/v1/me/profile"} {
+			for _, c := range []cred{apiKey(aliceKey), bearer(ts.token(alice, time.Hour))} {
+				r := ts.do(t, "GET", path, c, nil) // /me/profile is validated against the document here
+				expect(t, r, 200, "")
+				if err := ts.oas.ValidateSchema("UserDetails", mustJSON(t, r.data(t))); err != nil {
+					t.Errorf("%s is not UserDetails: %v", path, err)
+				}
+				if got := r.data(t)["email"]; got != want {
+					t.Errorf("%s email = %v, want %s", path, got, want)
+				}
+			}
+		}
+	}
+	reads("alice@noreply.invalid")
+	if v := storedEmail(); v != nil {
+		t.Fatalf("stored email = %v, want NULL", v)
+	}
+
+	// Contacts see the placeholder too; agents still have no email.
+	me := &ctParty{handle: "alice", id: alice.ID, name: alice.Name(), key: aliceKey, user: alice}
+	bob := k.human("bob")
+	helper := k.bot(bob, "Helper")
+	k.connect(t, bob, me)
+	k.connect(t, helper, me)
+	for _, c := range k.contactItems(t, bob) {
+		if u := c["user"].(map[string]any); u["id"] == alice.ID && u["email"] != "alice@noreply.invalid" {
+			t.Errorf("bob's contact alice reads %v", u)
+		}
+	}
+	for _, c := range k.contactItems(t, me) {
+		u := c["user"].(map[string]any)
+		switch want, has := u["email"]; u["id"] {
+		case bob.id:
+			if want != "bob@example.com" {
+				t.Errorf("alice's contact bob reads %v", u)
+			}
+		case helper.id:
+			if has {
+				t.Errorf("an agent contact has an email: %v", u)
+			}
+		}
+	}
+
+	// The placeholder, or any .invalid address, cannot be set; a real one
+	// can, and "" removes it again.
+	for _, email := range []string{"alice@noreply.invalid", "someone@example.INVALID", "a@b.invalid."} {
+		ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(aliceKey), map[string]any{"user": map[string]any{"email": email}},
+			422, "validation_error", "/user/email")
+	}
+	ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(aliceKey), map[string]any{"user": map[string]any{"email": "Bob@Example.com"}},
+		409, "conflict", "/user/email")
+	ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(aliceKey), map[string]any{"user": map[string]any{"email": "not an address"}},
+		422, "validation_error", "/user/email")
+	r := ts.do(t, "PUT", "/api/v1/me/profile", apiKey(aliceKey), map[string]any{"user": map[string]any{"email": " alice@example.org "}})
+	expect(t, r, 200, "")
+	reads("alice@example.org")
+	if v := storedEmail(); v != "alice@example.org" {
+		t.Fatalf("stored email = %v", v)
+	}
+	expect(t, ts.do(t, "PUT", "/api/v1/me/profile", apiKey(aliceKey), map[string]any{"user": map[string]any{"email": ""}}), 200, "")
+	reads("alice@noreply.invalid")
+	if v := storedEmail(); v != nil {
+		t.Fatalf("stored email after removing it = %v, want NULL", v)
+	}
+}

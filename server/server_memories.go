@@ -296,19 +296,23 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, scope stri
 	for i, m := range page.Items {
 		items[i] = memoryOut(r, m)
 	}
-	meta := s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)
+	meta := s.meta(w, pq, scope, page.PageInfo)
 	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": meta, "meta": meta})
 	return nil
 }
 
 // listAgentMemories is GET /agent/memories. scope subject takes a
 // subject_id; without a scope, a subject_id lists the memories about that
-// subject and the organization-wide ones.
+// subject and the organization-wide ones. scope agent (newer servers') lists
+// the memories about the calling agent, as an agent-scope memory is stored.
 func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := memoryFilters(q, p)
-	f.Scope = enumParam(q, "scope", "", []string{"subject", "organization", "all"}, p)
+	f.Scope = enumParam(q, "scope", "", []string{"subject", "organization", "agent", "all"}, p)
+	if f.Scope == "agent" {
+		f.Scope = "about_me"
+	}
 	f.SubjectID = idParam(q, "subject_id", p)
 	if _, sent := q["subject_id"]; f.Scope == "subject" && !sent {
 		p.Add("/subject_id", "is required when scope is subject")

@@ -264,7 +264,8 @@ func TestMemoryCreate(t *testing.T) {
 		{"unknown segment", memBody(map[string]any{"segment": "system"}), "/memory/segment"},
 		{"no thought", memBody(map[string]any{"thought": memAbsent}), "/memory/thought"},
 		{"thought too long", memBody(map[string]any{"thought": strings.Repeat("x", store.MaxMemoryThought+1)}), "/memory/thought"},
-		{"unknown scope", memBody(map[string]any{"scope": "agent"}), "/memory/scope"},
+		{"unknown scope", memBody(map[string]any{"scope": "self"}), "/memory/scope"},
+		{"agent scope with a subject", memBody(map[string]any{"scope": "agent", "subject_id": k.ids["a1"]}), "/memory/subject_id"},
 		{"subject scope without a subject", memBody(nil), "/memory/subject_id"},
 		{"subject id not a UUID", memBody(map[string]any{"subject_id": "alice"}), "/memory/subject_id"},
 		{"subject who does not exist", memBody(map[string]any{"subject_id": nilID}), "/memory/subject_id"},
@@ -565,7 +566,7 @@ func TestMemoryAgentFilters(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct{ query, pointer string }{
-		{"scope=agent", "/scope"},
+		{"scope=self", "/scope"},
 		{"scope=about_me", "/scope"},
 		{"scope=subject", "/subject_id"},
 		{"scope=subject&subject_id=", "/subject_id"},
@@ -818,6 +819,50 @@ func TestMemoryAgentLifecycle(t *testing.T) {
 	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), nil, 409, "conflict", "")
 	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), memBody(k.about("alice")), 409, "conflict", "")
 	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/archive"), k.cred("a1"), nil, 422, "validation_error", "")
+}
+
+// scope "agent" (newer servers accept it) is a memory an agent keeps about
+// itself: stored and answered as a subject memory whose subject is the
+// storing agent, so every client reads a documented scope; scope=agent
+// lists the memories about the caller.
+func TestMemoryAgentScope(t *testing.T) {
+	k := newMemKit(t)
+	self1 := k.store(t, "a1", "self1", map[string]any{"scope": "agent", "segment": "agent", "content": "I answer in French"})
+	if self1["scope"] != "subject" || self1["subject_id"] != k.ids["a1"] || self1["source_agent_id"] != k.ids["a1"] {
+		t.Fatalf("an agent-scope memory reads %v", self1)
+	}
+	k.store(t, "a2", "aboutA1", k.about("a1"))
+	k.store(t, "a2", "self2", map[string]any{"scope": "agent"})
+	k.store(t, "b1", "self3", map[string]any{"scope": "agent"})
+	k.store(t, "a1", "org", map[string]any{"scope": "organization"})
+	for _, tc := range []struct{ who, query, want string }{
+		{"a1", "scope=agent", "aboutA1 self1"},
+		{"a2", "scope=agent", "self2"},
+		{"b1", "scope=agent", "self3"},
+		{"c1", "scope=agent", ""},
+		{"a1", "scope=subject&subject_id=" + k.ids["a1"], "aboutA1 self1"},
+		// The visibility rule is that of any memory about an agent: its
+		// owner and the owner's agents see it, others of the organization
+		// do not.
+		{"a2", "scope=subject&subject_id=" + k.ids["a1"], "aboutA1 self1"},
+		{"b1", "scope=subject&subject_id=" + k.ids["a1"], ""},
+		{"alice", "scope=all", "aboutA1 org self1 self2"},
+		{"bob", "scope=all", "org self3"},
+	} {
+		if got := k.labels(k.list(t, tc.who, tc.query)); got != tc.want {
+			t.Errorf("%s lists ?%s = %q, want %q", tc.who, tc.query, got, tc.want)
+		}
+	}
+	// A replacement may be agent-scope too.
+	r := k.ts.do(t, "POST", k.path("a1", "/"+k.ids["self1"]+"/supersede"), k.cred("a1"),
+		memBody(map[string]any{"scope": "agent", "content": "I answer in the asker's language"}))
+	expect(t, r, 200, "")
+	k.ids["self1b"] = r.data(t)["superseded_by"].(string)
+	if got := k.labels(k.list(t, "a1", "scope=agent")); got != "aboutA1 self1b" {
+		t.Errorf("after the supersede a1 lists %q", got)
+	}
+	k.ts.refused(t, "POST", k.path("a1", "/"+k.ids["self1b"]+"/supersede"), k.cred("a1"),
+		memBody(map[string]any{"scope": "agent", "subject_id": k.ids["alice"]}), 422, "validation_error", "/memory/subject_id")
 }
 
 func TestMemorySupersedeWithReplacement(t *testing.T) {

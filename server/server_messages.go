@@ -167,7 +167,7 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps ht
 	if err != nil {
 		return err
 	}
-	meta := messagesMeta{pageMeta: s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)}
+	meta := messagesMeta{pageMeta: s.meta(w, pq, scope, page.PageInfo)}
 	if _, given := q["status"]; given {
 		meta.StatusFilter = &status
 	}
@@ -190,7 +190,7 @@ func (s *Server) listContext(w http.ResponseWriter, r *http.Request, ps httprout
 	if err != nil {
 		return err
 	}
-	meta := s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)
+	meta := s.meta(w, pq, scope, page.PageInfo)
 	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agent.ID), "metadata": meta, "meta": meta})
 	return nil
 }
@@ -226,7 +226,7 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprout
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"data":     messageViews(page.Items, ""),
-		"metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total),
+		"metadata": s.meta(w, pq, scope, page.PageInfo),
 	})
 	return nil
 }

@@ -340,6 +340,9 @@ func sendRefusals(w *msgWorld, self msgParty) []msgRefusal {
 		v422("a missing identifier before an unknown handle", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "nobody"), mentionOf())), "mention_missing_identifier", "/message/mentions/1"),
 		v422("the first entry's problem wins among entries", msgOf("content", "hi", "mentions", mentions(byID(w.idle), byID(self), mentionOf("handle", "nobody"))), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/mentions/1", "/message/mentions/2/handle"),
 		v422("a mention problem before an unknown attachment", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "nobody")), "attachment_ids", attachment), "handle_not_found", "/message/mentions/0/handle", "/message/attachment_ids/0"),
+		// The message leads with the problem the code names, though another
+		// pointer sorts first (the kit checks the message of every refusal).
+		v422("a mentioned outsider before an unknown attachment", msgOf("content", "hi", "mentions", mentions(byID(w.idle)), "attachment_ids", attachment), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/attachment_ids/0"),
 		// Unknown fields are 400.
 		rf("unknown field in the message", msgOf("content", "hi", "mentions", mentions(coder), "priority", "high"), 400, "unknown_field", "/message/priority"),
 		rf("unknown field in a mention", msgOf("content", "hi", "mentions", mentions(mentionOf("id", w.coder.id, "email", "coder@example.com"))), 400, "unknown_field", "/message/mentions/0/email"),

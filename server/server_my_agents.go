@@ -58,7 +58,7 @@ var (
 		{Label: "Updated", Param: "updated_at"},
 		{Label: "Name", Param: "name"},
 	}
-	agentListing = listing{defaultLimit: 20, maxLimit: 100}
+	agentListing = listing{defaultLimit: 20, maxLimit: 100, bothShapes: true}
 )
 
 type myAgentsMeta struct {
@@ -98,7 +98,7 @@ func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request, _ httprout
 	writeJSON(w, http.StatusOK, map[string]any{
 		"data": items,
 		"metadata": myAgentsMeta{
-			pageMeta:         s.meta(w, pq, scope, page.HasMore, page.Next, page.Total),
+			pageMeta:         s.meta(w, pq, scope, page.PageInfo),
 			AvailableFilters: agentFilters,
 			SortableFields:   agentSortFields,
 		},

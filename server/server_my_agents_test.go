@@ -158,6 +158,20 @@ func TestDeleteAgent(t *testing.T) {
 	if d := r.data(t); d["id"] != private.ID || d["name"] != "Private" || d["executions_deleted"] != float64(0) {
 		t.Fatalf("deleted = %v", d)
 	}
+
+	// An agent that processed a message goes only with force.
+	busy, busyKey := ts.agent(alice, "Busy")
+	room := ts.room(t, busyKey, alice.ID)
+	msg := ts.do(t, "POST", "/api/v1/me/chats/"+room+"/messages", apiKey(aliceKey),
+		map[string]any{"message": map[string]any{"content": "please", "mentions": []any{map[string]any{"id": busy.ID}}}})
+	expect(t, msg, 201, "")
+	expect(t, ts.do(t, "POST", "/api/v1/agent/chats/"+room+"/messages/"+msg.data(t)["id"].(string)+"/processing", apiKey(busyKey), nil), 200, "")
+	ts.refused(t, "DELETE", "/api/v1/me/agents/"+busy.ID, apiKey(aliceKey), nil, 422, "execution_history_exists", "/force")
+	r = ts.do(t, "DELETE", "/api/v1/me/agents/"+busy.ID+"?force=true", apiKey(aliceKey), nil)
+	expect(t, r, 200, "")
+	if d := r.data(t); d["executions_deleted"] != float64(1) {
+		t.Fatalf("deleted with its history = %v", d)
+	}
 	expect(t, ts.do(t, "DELETE", "/api/v1/me/agents/"+private.ID, apiKey(aliceKey), nil), 404, "not_found")
 	list := ts.do(t, "GET", "/api/v1/me/agents", apiKey(aliceKey), nil).list(t)
 	if len(list) != 1 || list[0].(map[string]any)["id"] != shared.ID {
@@ -192,8 +206,10 @@ func TestListMyAgents(t *testing.T) {
 	if meta["has_more"] != false || meta["limit"] != float64(20) || meta["next_cursor"] != nil {
 		t.Fatalf("metadata = %v", meta)
 	}
-	if _, ok := meta["total_count"]; ok {
-		t.Fatalf("cursor mode leaks offset fields: %v", meta)
+	// The document: "responses always include both metadata shapes during
+	// the transition".
+	if meta["page"] != float64(1) || meta["page_size"] != float64(20) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(1) {
+		t.Fatalf("cursor mode lacks the offset fields: %v", meta)
 	}
 	if len(meta["available_filters"].([]any)) != 3 || len(meta["sortable_fields"].([]any)) != 3 {
 		t.Fatalf("filters/sorts = %v", meta)

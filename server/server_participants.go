@@ -44,7 +44,7 @@ func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request, ps htt
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"data":     s.participantViews(page.Items),
-		"metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total),
+		"metadata": s.meta(w, pq, scope, page.PageInfo),
 	})
 	return nil
 }

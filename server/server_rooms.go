@@ -172,7 +172,7 @@ func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httproute
 	for i, room := range page.Items {
 		items[i] = newMeChatRoomView(room)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)})
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
 	return nil
 }
 

@@ -101,7 +101,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, ps httprouter
 	for i, t := range page.Items {
 		views[i] = newTaskView(t, false)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": views, "metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)})
+	writeJSON(w, http.StatusOK, map[string]any{"data": views, "metadata": s.meta(w, pq, scope, page.PageInfo)})
 	return nil
 }
 
@@ -183,6 +183,6 @@ func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": page.Items, "metadata": s.meta(w, pq, scope, page.HasMore, page.Next, page.Total)})
+	writeJSON(w, http.StatusOK, map[string]any{"data": page.Items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
 	return nil
 }

@@ -303,9 +303,8 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 		return nil, err
 	}
 	if executions > 0 && !force {
-		return nil, &Error{Code: CodeExecutionHistoryExists,
-			Message: "the agent has processed messages; delete it with force=true to delete that history too",
-			Details: Problems{"/force": {"must be true to delete an agent with execution history"}}}
+		return nil, Problems{"/force": {"must be true to delete an agent that has processed messages (that history is deleted with it)"}}.
+			Err(CodeExecutionHistoryExists)
 	}
 	out := &DeletedAgent{Agent: a}
 	if force {

@@ -332,6 +332,15 @@ func (db *DB) RemoveContact(ctx context.Context, actor Actor, recordID, handle s
 			}
 			otherID = other.ID
 		}
+		// Each side's contact_removed names the party it lost.
+		parties := map[string]*Party{}
+		for _, id := range []string{actor.ID, otherID} {
+			p, err := partyByID(tx, id)
+			if err != nil {
+				return err
+			}
+			parties[id] = p
+		}
 		for _, pair := range [][2]string{{actor.ID, otherID}, {otherID, actor.ID}} {
 			var id, ownerType string
 			err := tx.QueryRow(`SELECT id, owner_type FROM contacts WHERE owner_id = ? AND contact_id = ?`, pair[0], pair[1]).Scan(&id, &ownerType)
@@ -347,7 +356,7 @@ func (db *DB) RemoveContact(ctx context.Context, actor Actor, recordID, handle s
 			if _, err := tx.Exec(`DELETE FROM contacts WHERE id = ?`, id); err != nil {
 				return err
 			}
-			db.publish(tx, Change{Kind: ContactRemoved, Contact: &Contact{ID: id, OwnerID: pair[0], OwnerType: ownerType}})
+			db.publish(tx, Change{Kind: ContactRemoved, Contact: &Contact{ID: id, OwnerID: pair[0], OwnerType: ownerType, Party: parties[pair[1]]}})
 		}
 		return nil
 	})
@@ -356,13 +365,17 @@ func (db *DB) RemoveContact(ctx context.Context, actor Actor, recordID, handle s
 // dropContactsOf ends the contacts of a party that is going away (a deleted
 // agent) and cancels the requests it had pending; the other sides hear of it.
 func (db *DB) dropContactsOf(tx *Tx, partyID string) error {
+	leaving, err := partyByID(tx, partyID)
+	if err != nil {
+		return err
+	}
 	rows, err := tx.Query(`SELECT id, owner_id, owner_type FROM contacts WHERE contact_id = ?`, partyID)
 	if err != nil {
 		return err
 	}
 	var gone []*Contact
 	for rows.Next() {
-		var c Contact
+		c := Contact{Party: leaving}
 		if err := rows.Scan(&c.ID, &c.OwnerID, &c.OwnerType); err != nil {
 			rows.Close()
 			return err
@@ -394,7 +407,7 @@ func (db *DB) dropContactsOf(tx *Tx, partyID string) error {
 
 // ListContacts lists the actor's contacts, oldest first.
 func (db *DB) ListContacts(ctx context.Context, actor Actor, pr PageRequest) (*Page[*Contact], error) {
-	page := &Page[*Contact]{}
+	page := &Page[*Contact]{PageInfo: PageInfo{Before: pr.Offset}}
 	err := db.readTx(ctx, func(q readQ) error {
 		if err := q.QueryRow(`SELECT count(*) FROM contacts WHERE owner_id = ?`, actor.ID).Scan(&page.Total); err != nil {
 			return err
@@ -457,7 +470,7 @@ func (db *DB) ListContactRequests(ctx context.Context, actor Actor, received boo
 			args = append(args, s)
 		}
 	}
-	page := &Page[*ContactRequest]{}
+	page := &Page[*ContactRequest]{PageInfo: PageInfo{Before: pr.Offset}}
 	err := db.readTx(ctx, func(q readQ) error {
 		if err := q.QueryRow(`SELECT count(*) FROM contact_requests WHERE `+where, args...).Scan(&page.Total); err != nil {
 			return err

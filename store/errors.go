@@ -81,20 +81,28 @@ func (p Problems) Add(pointer, format string, args ...any) {
 }
 
 // Err returns nil when nothing was recorded, otherwise an *Error with the given
-// code whose message names the first problem and whose details hold them all.
-func (p Problems) Err(code Code) error {
+// code whose message names the first problem (in pointer order) and whose
+// details hold them all. When the code is about one problem in particular,
+// use ErrAt, so that the message and the code tell the same story.
+func (p Problems) Err(code Code) error { return p.ErrAt(code, "") }
+
+// ErrAt is Err with the message led by the problem at pointer lead, the one
+// the code names; "" or a pointer with no problem leads with the first.
+func (p Problems) ErrAt(code Code, lead string) error {
 	if len(p) == 0 {
 		return nil
 	}
-	pointers := make([]string, 0, len(p))
-	for k := range p {
-		pointers = append(pointers, k)
+	if len(p[lead]) == 0 {
+		pointers := make([]string, 0, len(p))
+		for k := range p {
+			pointers = append(pointers, k)
+		}
+		sort.Strings(pointers)
+		lead = pointers[0]
 	}
-	sort.Strings(pointers)
-	first := pointers[0]
-	msg := first + " " + p[first][0]
-	if len(pointers) > 1 {
-		msg += fmt.Sprintf(" (and %d more)", len(pointers)-1)
+	msg := lead + " " + p[lead][0]
+	if len(p) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(p)-1)
 	}
 	return &Error{Code: code, Message: strings.TrimSpace(msg), Details: p}
 }

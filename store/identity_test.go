@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/mail"
 	"slices"
 	"strings"
 	"testing"
@@ -61,6 +62,26 @@ func TestCreateUser(t *testing.T) {
 	}
 }
 
+// ReportedEmail answers a person's own address, or a placeholder that is a
+// valid address (UserDetails requires format email) under .invalid.
+func TestReportedEmail(t *testing.T) {
+	for _, tc := range []struct{ handle, email, want string }{
+		{"alice", "alice@example.com", "alice@example.com"},
+		{"alice", "", "alice@noreply.invalid"},
+		{"Alice.Liddell", "", "alice.liddell@noreply.invalid"},
+		{"a..b", "", "a.b@noreply.invalid"},
+		{"a...b_c-d", "", "a.b_c-d@noreply.invalid"},
+	} {
+		got := ReportedEmail(tc.handle, tc.email)
+		if got != tc.want {
+			t.Errorf("ReportedEmail(%q, %q) = %q, want %q", tc.handle, tc.email, got, tc.want)
+		}
+		if a, err := mail.ParseAddress(got); err != nil || a.Address != got {
+			t.Errorf("%q is not an address: %v", got, err)
+		}
+	}
+}
+
 func TestCreateUserRefusals(t *testing.T) {
 	db := openTestDB(t, Options{})
 	mustUser(t, db, "alice")
@@ -82,6 +103,8 @@ func TestCreateUserRefusals(t *testing.T) {
 		{"blank name", NewUser{Handle: "erin", Name: "   "}, CodeValidation, "/name"},
 		{"name with newline", NewUser{Handle: "erin", Name: "Erin\nX"}, CodeValidation, "/name"},
 		{"bad email", NewUser{Handle: "erin", Name: "Erin", Email: "Erin <erin@x.y>"}, CodeValidation, "/email"},
+		{"the placeholder of a person without one", NewUser{Handle: "erin", Name: "Erin", Email: "erin@noreply.invalid"}, CodeValidation, "/email"},
+		{"any .invalid address", NewUser{Handle: "erin", Name: "Erin", Email: "erin@Mail.Invalid"}, CodeValidation, "/email"},
 		{"adopted key of the wrong kind", NewUser{Handle: "erin", Name: "Erin", APIKey: "band_a_" + strings.Repeat("x", 30)}, CodeValidation, "/api_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

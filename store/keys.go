@@ -86,7 +86,7 @@ func insertKey(tx *Tx, kind KeyKind, ownerID, key string) (string, error) {
 	} else if KindOfKey(key) != kind {
 		msg := "must start with " + mintPrefix[kind] + " or " + strings.Replace(mintPrefix[kind], "band", "thnv", 1) +
 			" followed by at least 24 letters, digits, '-' or '_'"
-		return "", &Error{Code: CodeValidation, Message: "api key " + msg, Details: Problems{"/api_key": {msg}}}
+		return "", Problems{"/api_key": {msg}}.Err(CodeValidation)
 	}
 	userID, agentID := sql.NullString{}, sql.NullString{}
 	if kind == UserKey {

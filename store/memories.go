@@ -81,6 +81,13 @@ var (
 	MemorySegments = []string{"user", "agent", "tool", "guideline"}
 	MemoryStatuses = []string{"active", "superseded", "archived"}
 	MemoryScopes   = []string{"subject", "organization"}
+	// MemoryInputScopes are the scopes a memory may be stored with: the
+	// stored ones and "agent", which newer Band servers accept for a memory
+	// an agent keeps about itself (it needs no subject_id). chatd stores it
+	// as what it is, a subject memory whose subject is the storing agent,
+	// so it reads back as scope subject, the documents' enum, with the
+	// agent's id as subject_id, and the visibility rule applies unchanged.
+	MemoryInputScopes = []string{"subject", "organization", "agent"}
 )
 
 // memoryTypesOf pairs each system with the types it holds (the Band SDK's
@@ -123,6 +130,7 @@ type NewMemory struct {
 type memoryRow struct {
 	content, system, typ, segment, thought, scope string
 	subjectID, chatRoomID                         *string
+	aboutSource                                   bool // scope agent: the subject is the storing agent
 	metadata                                      sql.NullString
 }
 
@@ -179,20 +187,9 @@ func (nm NewMemory) check(at string, p Problems) *memoryRow {
 		p.Add(at+"/type", "%s is not a type of the %s system (use %s)", row.typ, row.system, strings.Join(memoryTypesOf[row.system], ", "))
 	}
 	if nm.Scope != nil {
-		row.scope = enum("scope", nm.Scope, MemoryScopes)
+		row.scope = enum("scope", nm.Scope, MemoryInputScopes)
 	}
-	switch {
-	case row.scope == "subject" && nm.SubjectID == nil:
-		p.Add(at+"/subject_id", "is required for a subject-scope memory")
-	case row.scope == "subject":
-		id := strings.ToLower(*nm.SubjectID)
-		if !ValidID(id) {
-			p.Add(at+"/subject_id", "must be a UUID")
-		}
-		row.subjectID = &id
-	case row.scope == "organization" && nm.SubjectID != nil:
-		p.Add(at+"/subject_id", "must be absent for an organization-scope memory")
-	}
+	row.checkSubject(nm.SubjectID, at, p)
 	if nm.ChatRoomID != nil {
 		id := strings.ToLower(*nm.ChatRoomID)
 		if !ValidID(id) {
@@ -202,6 +199,26 @@ func (nm NewMemory) check(at string, p Problems) *memoryRow {
 	}
 	row.metadata = checkMemoryMetadata(nm.Metadata, at+"/metadata", p)
 	return row
+}
+
+// checkSubject checks the subject_id sent against the memory's scope.
+func (row *memoryRow) checkSubject(subjectID *string, at string, p Problems) {
+	switch {
+	case row.scope == "subject" && subjectID == nil:
+		p.Add(at+"/subject_id", "is required for a subject-scope memory")
+	case row.scope == "subject":
+		id := strings.ToLower(*subjectID)
+		if !ValidID(id) {
+			p.Add(at+"/subject_id", "must be a UUID")
+		}
+		row.subjectID = &id
+	case row.scope == "organization" && subjectID != nil:
+		p.Add(at+"/subject_id", "must be absent for an organization-scope memory")
+	case row.scope == "agent" && subjectID != nil:
+		p.Add(at+"/subject_id", "must be absent for an agent-scope memory (it is about the agent that stores it)")
+	case row.scope == "agent":
+		row.scope, row.aboutSource = "subject", true
+	}
 }
 
 // checkMemoryMetadata validates the metadata object (tags and references,
@@ -468,6 +485,10 @@ func (db *DB) CreateMemory(ctx context.Context, actor Actor, nm NewMemory) (*Mem
 // insertMemory checks what row refers to (its subject and room), the
 // source agent's quota, and stores it.
 func (db *DB) insertMemory(tx *Tx, actor Actor, row *memoryRow, at string) (*Memory, error) {
+	if row.aboutSource {
+		id := actor.ID
+		row.subjectID = &id
+	}
 	p := Problems{}
 	if row.subjectID != nil {
 		var n int

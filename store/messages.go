@@ -98,10 +98,11 @@ type TextInput struct {
 
 // codedProblems collects validation problems; the error's code is the code
 // of the first problem found (checks run in a fixed order: the body's own
-// checks, then those against the room), and its details hold every problem
-// of the stage that found one.
+// checks, then those against the room), its message leads with that problem,
+// and its details hold every problem of the stage that found one.
 type codedProblems struct {
 	code Code
+	lead string // the pointer of the problem the code names
 	p    Problems
 }
 
@@ -110,7 +111,7 @@ func (c *codedProblems) add(code Code, pointer, msg string) {
 		c.p = Problems{}
 	}
 	if c.code == "" {
-		c.code = code
+		c.code, c.lead = code, pointer
 	}
 	c.p[pointer] = append(c.p[pointer], msg)
 }
@@ -119,8 +120,7 @@ func (c *codedProblems) err() error {
 	if c.code == "" {
 		return nil
 	}
-	e := c.p.Err(c.code).(*Error)
-	return e
+	return c.p.ErrAt(c.code, c.lead)
 }
 
 // checkText checks what can be checked of a text message without the

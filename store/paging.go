@@ -15,18 +15,27 @@ type Keyset struct {
 // possibly nil for the first page) or, for the deprecated page/page_size
 // parameters, an Offset.
 type PageRequest struct {
-	Limit     int
-	After     *Keyset
-	Offset    int
-	WithTotal bool // also count every matching row
+	Limit  int
+	After  *Keyset
+	Offset int
+	// WithTotal also counts every matching row and, for keyset paging, the
+	// rows before the page (a listing that answers page numbers in cursor
+	// mode too needs both).
+	WithTotal bool
 }
 
 // Page is one page of a listing.
 type Page[T any] struct {
-	Items   []T
+	Items []T
+	PageInfo
+}
+
+// PageInfo is what a page says about its place in the listing.
+type PageInfo struct {
 	HasMore bool
 	Next    *Keyset // the position after the last item; nil when the page is empty
 	Total   int     // set when the request asked WithTotal
+	Before  int     // the matching rows before this page; set when the request asked WithTotal
 }
 
 // sortSpec describes one sortable column of a listing.

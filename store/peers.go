@@ -91,7 +91,7 @@ func (db *DB) ListPeers(ctx context.Context, actor Actor, f PeerFilter, pr PageR
 		conds = append(conds, "type = ?")
 		args = append(args, f.Type)
 	}
-	page := &Page[*Peer]{}
+	page := &Page[*Peer]{PageInfo: PageInfo{Before: pr.Offset}}
 	err := db.readTx(ctx, func(q readQ) error {
 		if f.NotInChat != "" {
 			if _, err := loadAccess(q, actor, f.NotInChat); err == nil {

@@ -292,15 +292,28 @@ func listPage[T any](ctx context.Context, db *DB, base string, conds []string, a
 func listPageIn[T any](q readQ, base string, conds []string, args []any, sort sortSpec, pr PageRequest,
 	scan func(interface{ Scan(...any) error }) (T, error)) (*Page[T], error) {
 	page := &Page[T]{}
-	if pr.WithTotal {
-		if err := q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`)`, args...).Scan(&page.Total); err != nil {
-			return nil, err
-		}
+	count := func(conds []string, args []any) (n int, err error) {
+		err = q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`)`, args...).Scan(&n)
+		return n, err
 	}
 	pageConds, pageArgs := conds, args
 	if cond, cargs := sort.keysetWhere(pr.After); cond != "" {
 		pageConds = append(append([]string{}, conds...), cond)
 		pageArgs = append(append([]any{}, args...), cargs...)
+	}
+	if pr.WithTotal {
+		var err error
+		if page.Total, err = count(conds, args); err != nil {
+			return nil, err
+		}
+		page.Before = pr.Offset
+		if pr.After != nil {
+			from, err := count(pageConds, pageArgs)
+			if err != nil {
+				return nil, err
+			}
+			page.Before += page.Total - from
+		}
 	}
 	rows, err := q.Query(base+where(pageConds)+sort.orderBy()+` LIMIT ? OFFSET ?`, append(pageArgs, pr.Limit+1, pr.Offset)...)
 	if err != nil {

@@ -674,7 +674,7 @@ func notActive(t *Task, up TaskUpdate) error {
 			p.Add(ptr, "cannot be changed: the task is %s, and only active tasks accept work", t.State)
 		}
 	}
-	return &Error{Code: CodeValidation, Message: "task is not active", Details: p}
+	return p.Err(CodeValidation)
 }
 
 func stateChange(from, to string) FromTo { return FromTo{From: &from, To: &to} }

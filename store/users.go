@@ -28,6 +28,27 @@ type User struct {
 // Name is the display name: first and last name.
 func (u *User) Name() string { return strings.TrimSpace(u.FirstName + " " + u.LastName) }
 
+// NoEmailDomain is the domain of the address reported for a person without
+// an email. The API's UserDetails requires an email, and a person may be
+// created without one; .invalid is reserved (RFC 2606, RFC 6761) and never
+// delivers, so the placeholder can be neither mistaken for a real address
+// nor mailed. Nothing is stored for it.
+const NoEmailDomain = "noreply.invalid"
+
+// ReportedEmail is the email the API reports for a person: their own, or,
+// when they have none, <handle>@noreply.invalid (lower case, with runs of
+// dots, which handles allow and addresses do not, made single).
+func ReportedEmail(handle, email string) string {
+	if email != "" {
+		return email
+	}
+	local := strings.ToLower(handle)
+	for strings.Contains(local, "..") {
+		local = strings.ReplaceAll(local, "..", ".")
+	}
+	return local + "@" + NoEmailDomain
+}
+
 // NewUser is what CreateUser needs.
 type NewUser struct {
 	Handle       string
@@ -229,13 +250,14 @@ func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
 type ProfileUpdate struct {
 	FirstName *string
 	LastName  *string
+	Email     *string // "" removes the person's address
 }
 
-// UpdateProfile changes the caller's own profile. Problems are reported under
-// /user/<field>, as the fields appear in the API's request body.
-func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate) (*User, error) {
+// checkProfile validates a profile update, outside any transaction, and
+// returns its fields cleaned. Problems are reported under /user/<field>, as
+// the fields appear in the API's request body.
+func checkProfile(up ProfileUpdate) (first, last, email string, err error) {
 	p := Problems{}
-	var first, last string
 	var msg string
 	if up.FirstName != nil {
 		if first, msg = cleanText(*up.FirstName, 1, maxNameLen); msg != "" {
@@ -247,11 +269,24 @@ func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate
 			p.Add("/user/last_name", "%s", msg)
 		}
 	}
-	if err := p.Err(CodeValidation); err != nil {
+	if up.Email != nil {
+		if email = strings.TrimSpace(*up.Email); email != "" {
+			if msg = validEmail(email); msg != "" {
+				p.Add("/user/email", "%s", msg)
+			}
+		}
+	}
+	return first, last, email, p.Err(CodeValidation)
+}
+
+// UpdateProfile changes the caller's own profile.
+func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate) (*User, error) {
+	first, last, email, err := checkProfile(up)
+	if err != nil {
 		return nil, err
 	}
 	var user *User
-	err := db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *Tx) error {
 		u, err := scanUser(tx.QueryRow(`SELECT `+userColumns+` FROM users WHERE id = ?`, userID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("user")
@@ -259,6 +294,7 @@ func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate
 		if err != nil {
 			return err
 		}
+		user = u
 		changed := false
 		if up.FirstName != nil && u.FirstName != first {
 			u.FirstName, changed = first, true
@@ -266,14 +302,23 @@ func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate
 		if up.LastName != nil && u.LastName != last {
 			u.LastName, changed = last, true
 		}
-		if changed {
-			u.UpdatedAt = tx.Now()
-			_, err = tx.Exec(`UPDATE users SET first_name = ?, last_name = ?, updated_at = ? WHERE id = ?`,
-				u.FirstName, u.LastName, u.UpdatedAt.UnixMicro(), u.ID)
-			tx.AfterCommit(db.creds.invalidate)
+		if up.Email != nil && u.Email != email {
+			u.Email, changed = email, true
 		}
-		user = u
-		return err
+		if !changed {
+			return nil
+		}
+		u.UpdatedAt = tx.Now()
+		_, err = tx.Exec(`UPDATE users SET first_name = ?, last_name = ?, email = ?, updated_at = ? WHERE id = ?`,
+			u.FirstName, u.LastName, sql.NullString{String: u.Email, Valid: u.Email != ""}, u.UpdatedAt.UnixMicro(), u.ID)
+		if isConstraint(err) {
+			return Problems{"/user/email": {"is already in use"}}.Err(CodeConflict)
+		}
+		if err != nil {
+			return err
+		}
+		tx.AfterCommit(db.creds.invalidate)
+		return nil
 	})
 	return user, err
 }

@@ -101,7 +101,10 @@ func cleanText(s string, min, max int) (string, string) {
 	return s, ""
 }
 
-// validEmail reports what is wrong with e as an email address ("" when nothing is).
+// validEmail reports what is wrong with e as a person's email address (""
+// when nothing is). Addresses under the reserved .invalid top-level domain
+// are refused: chatd answers NoEmailDomain addresses for people without
+// one, and a stored one would pass for that placeholder.
 func validEmail(e string) string {
 	if len(e) > maxEmailLen {
 		return "is too long"
@@ -109,6 +112,10 @@ func validEmail(e string) string {
 	a, err := mail.ParseAddress(e)
 	if err != nil || a.Address != e || a.Name != "" {
 		return "is not a valid email address"
+	}
+	if strings.HasSuffix(strings.ToLower(strings.TrimRight(e, ".")), ".invalid") {
+		return "must be a deliverable address: the .invalid domain is reserved (chatd shows <handle>@" + NoEmailDomain +
+			" for people without an email)"
 	}
 	return ""
 }

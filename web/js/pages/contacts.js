@@ -14,6 +14,10 @@ const EVENTS = ["contact_request_received", "contact_request_updated", "contact_
 const kindOf = (type) => (type === "Agent" ? "agent" : "person");
 const who = (p) => [h("strong", {}, p.name || p.handle), " ", h("code", { class: "handle" }, `@${p.handle}`)];
 const messageCell = (m) => (m ? h("span", { class: "message" }, m) : h("span", { class: "muted" }, "No message"));
+// A person without an email is reported as <handle>@noreply.invalid, an
+// address that never delivers (see the README): shown as none, not as a link.
+const emailCell = (e) => (e && !/@noreply\.invalid$/i.test(e)
+  ? h("a", { href: `mailto:${e}` }, e) : h("span", { class: "muted" }, "—"));
 
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;
@@ -169,7 +173,7 @@ export function mount(root, ctx) {
         contacts.heading.focus();
       });
       return [who(u), c.contact_type === "Agent" ? "Agent" : "Person",
-        u.email ? h("a", { href: `mailto:${u.email}` }, u.email) : h("span", { class: "muted" }, "—"),
+        emailCell(u.email),
         timeEl(c.inserted_at), remove];
     },
   });

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chatd/chatd/internal/apitest"
+)
+
+// TestReadmeFirstSteps runs the README's "First steps" as written: a person
+// made by create-user without --email, an agent, then the three requests,
+// each answer checked against the official OpenAPI document. A person
+// without an email reads as <handle>@noreply.invalid, which UserDetails
+// (email required, format email) accepts.
+func TestReadmeFirstSteps(t *testing.T) {
+	oas, err := apitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "chatd.db")
+	text := chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell").ok(t).stdout
+	humanKey := keyIn(t, text, "band_u_")
+	agentKey := keyIn(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper").ok(t).stdout, "band_a_")
+	srv := startServer(t, db)
+	token := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice").ok(t).stdout)
+
+	get := func(path string, headers map[string]string) []byte {
+		t.Helper()
+		status, body, err := srv.tryWith("GET", path, headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != 200 {
+			t.Fatalf("GET %s: %d %s", path, status, body)
+		}
+		if oas.Documented("GET", path) {
+			if err := oas.ValidateResponse("GET", path, status, body); err != nil {
+				t.Errorf("GET %s: %v", path, err)
+			}
+		}
+		return body
+	}
+	get("/api/v1/agent/me", map[string]string{"X-API-Key": agentKey})
+	get("/api/v1/me/agents", map[string]string{"X-API-Key": humanKey})
+	for path, headers := range map[string]map[string]string{
+		"/api/v1/me":         {"Authorization": "Bearer " + token},
+		"/api/v1/me/profile": {"X-API-Key": humanKey},
+	} {
+		var me struct {
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(get(path, headers), &me); err != nil {
+			t.Fatal(err)
+		}
+		if err := oas.ValidateSchema("UserDetails", me.Data); err != nil {
+			t.Errorf("GET %s is not UserDetails: %v", path, err)
+		}
+		if !strings.Contains(string(me.Data), `"email":"alice@noreply.invalid"`) {
+			t.Errorf("GET %s: %s", path, me.Data)
+		}
+	}
+}
+
+// keyIn returns the API key with the given prefix that a command printed.
+func keyIn(t testing.TB, stdout, prefix string) string {
+	t.Helper()
+	for _, f := range strings.Fields(stdout) {
+		if strings.HasPrefix(f, prefix) {
+			return f
+		}
+	}
+	t.Fatalf("no %s… key in %q", prefix, stdout)
+	return ""
+}
