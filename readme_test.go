@@ -9,8 +9,9 @@ import (
 	"github.com/chatd/chatd/internal/apitest"
 )
 
-// TestReadmeFirstSteps runs the README's "First steps" as written: a person
-// made by create-user without --email, an agent, then the three requests,
+// TestReadmeFirstSteps runs the README's "First steps" as written: with the
+// server running, a person made by create-user without --email (with a
+// password from stdin), an agent, then the three requests,
 // each answer checked against the official OpenAPI document. A person
 // without an email reads as <handle>@noreply.invalid, which UserDetails
 // (email required, format email) accepts.
@@ -20,10 +21,11 @@ func TestReadmeFirstSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(t.TempDir(), "chatd.db")
-	text := chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell").ok(t).stdout
+	srv := startServer(t, db)
+	text := chatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell",
+		"--password-stdin").ok(t).stdout
 	humanKey := keyIn(t, text, "band_u_")
 	agentKey := keyIn(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper").ok(t).stdout, "band_a_")
-	srv := startServer(t, db)
 	token := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice").ok(t).stdout)
 
 	get := func(path string, headers map[string]string) []byte {
