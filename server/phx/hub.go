@@ -27,9 +27,15 @@ type Handler interface {
 
 // Options bound what one connection may cost.
 type Options struct {
-	SendQueue   int           // frames queued per connection before it counts as too slow; default 256
-	IdleTimeout time.Duration // a connection silent this long is closed; default 60s
-	MaxMessage  int64         // largest message a client may send; default 64 KiB
+	SendQueue int // frames queued per connection before it counts as too slow; default 256
+	// SendQueueBytes bounds the bytes queued for one connection or being
+	// written to it; beyond, it counts as too slow. Default 2 MiB: a few
+	// of the largest pushes there are (a message of 32768 characters, each
+	// escaped by JSON to six bytes, is about 200 KB), and with the read
+	// buffers well under 8 MiB of memory per connection.
+	SendQueueBytes int
+	IdleTimeout    time.Duration // a connection silent this long is closed; default 60s
+	MaxMessage     int64         // largest message a client may send; default 64 KiB
 }
 
 // Hub holds the open connections and who joined which topic.
@@ -49,6 +55,9 @@ type Hub struct {
 func NewHub(h Handler, opts Options) *Hub {
 	if opts.SendQueue <= 0 {
 		opts.SendQueue = 256
+	}
+	if opts.SendQueueBytes <= 0 {
+		opts.SendQueueBytes = 2 << 20
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 60 * time.Second
