@@ -10,8 +10,11 @@ import (
 )
 
 // Close codes, as the clients read them: 1000/1001 normal (no reconnect),
-// 1008 policy (terminal: superseded or revoked), 1011 server error, 1012
-// service restart (reconnect soon), 1013 try again later (a slow consumer).
+// 1008 policy (terminal: superseded, revoked, or a message over the field
+// caps), 1011 server error, 1012 service restart (reconnect soon), 1013 try
+// again later (a slow consumer). A client that breaks RFC 6455 gets 1002
+// (unmasked, fragmented or over-long control frames, bad continuations),
+// 1003 (binary frames) or 1009 (a message over 64 KiB).
 const (
 	CloseNormal      = ws.StatusNormalClosure
 	ClosePolicy      = ws.StatusPolicyViolation
