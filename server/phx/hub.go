@@ -36,6 +36,10 @@ type Options struct {
 	SendQueueBytes int
 	IdleTimeout    time.Duration // a connection silent this long is closed; default 60s
 	MaxMessage     int64         // largest message a client may send; default 64 KiB
+	// MaxJoins bounds the topics one connection holds joined, each about
+	// 400 bytes; a join beyond is refused. Default 4096 (about 1.6 MiB): an
+	// agent's SDK joins two topics for each of its rooms.
+	MaxJoins int
 }
 
 // Hub holds the open connections and who joined which topic.
@@ -58,6 +62,9 @@ func NewHub(h Handler, opts Options) *Hub {
 	}
 	if opts.SendQueueBytes <= 0 {
 		opts.SendQueueBytes = 2 << 20
+	}
+	if opts.MaxJoins <= 0 {
+		opts.MaxJoins = 4096
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 60 * time.Second
@@ -332,11 +339,16 @@ func (c *Conn) reply(to Message, status string, response any) {
 	c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(to, status, response))))
 }
 
-// join subscribes c to m.Topic if the handler allows it.
+// join subscribes c to m.Topic if the handler allows it and c has not
+// joined too many topics already.
 func (c *Conn) join(m Message) {
 	h := c.hub
 	if m.JoinRef == "" {
 		m.JoinRef = m.Ref // the join's own ref is its join_ref
+	}
+	if h.joinsFull(c, m.Topic) {
+		c.reply(m, "error", map[string]string{"reason": "too many joined topics"})
+		return
 	}
 	if reason := h.handler.Authorize(c, m.Topic); reason != "" {
 		c.reply(m, "error", map[string]string{"reason": reason})
@@ -352,4 +364,13 @@ func (c *Conn) join(m Message) {
 	}
 	c.reply(m, "ok", struct{}{})
 	h.handler.Joined(c, m.Topic)
+}
+
+// joinsFull says whether joining topic would take c past Options.MaxJoins;
+// joining a topic again does not.
+func (h *Hub) joinsFull(c *Conn, topic string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	_, again := c.joins[topic]
+	return !again && len(c.joins) >= h.opts.MaxJoins
 }

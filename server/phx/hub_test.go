@@ -138,3 +138,30 @@ func TestHubCutsOffAClientHoldingTooManyBytes(t *testing.T) {
 		t.Fatalf("the client was cut off after %d pushes (%d KiB), over the bound of %d KiB", sent, held>>10, bound>>10)
 	}
 }
+
+// A connection joins at most MaxJoins topics; joining one of them again,
+// or a new one after leaving another, is fine.
+func TestHubRefusesJoinsBeyondMaxJoins(t *testing.T) {
+	_, addr := serveHub(t, phx.Options{MaxJoins: 2}, false)
+	nc := dial(t, addr, false)
+	for _, step := range []struct{ message, status, reason string }{
+		{`["1","1","a","phx_join",{}]`, "ok", ""},
+		{`["2","2","b","phx_join",{}]`, "ok", ""},
+		{`["3","3","c","phx_join",{}]`, "error", "too many joined topics"},
+		{`["4","4","a","phx_join",{}]`, "ok", ""},
+		{`["2","5","b","phx_leave",{}]`, "ok", ""},
+	} {
+		status, response := call(t, nc, step.message)
+		if status != step.status || (step.reason != "" && response["reason"] != step.reason) {
+			t.Fatalf("%s: %s %v, want %s %q", step.message, status, response, step.status, step.reason)
+		}
+	}
+	// phx_leave is followed by phx_close.
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := wsutil.ReadServerText(nc); err != nil || !strings.Contains(string(b), "phx_close") {
+		t.Fatalf("after the leave: %s %v", b, err)
+	}
+	if status, _ := call(t, nc, `["6","6","c","phx_join",{}]`); status != "ok" {
+		t.Fatalf("a join after leaving: %s", status)
+	}
+}
