@@ -10,8 +10,11 @@ import (
 )
 
 // Close codes, as the clients read them: 1000/1001 normal (no reconnect),
-// 1008 policy (terminal: superseded or revoked), 1011 server error, 1012
-// service restart (reconnect soon), 1013 try again later (a slow consumer).
+// 1008 policy (terminal: superseded, revoked, or a message over the field
+// caps), 1011 server error, 1012 service restart (reconnect soon), 1013 try
+// again later (a slow consumer). A client that breaks RFC 6455 gets 1002
+// (unmasked, fragmented or over-long control frames, bad continuations),
+// 1003 (binary frames) or 1009 (a message over 64 KiB).
 const (
 	CloseNormal      = ws.StatusNormalClosure
 	ClosePolicy      = ws.StatusPolicyViolation
@@ -38,26 +41,31 @@ type Conn struct {
 	// Value is the server's own state for the connection (who it is).
 	Value any
 
-	mu      sync.Mutex
-	queue   [][]byte
-	writing bool
-	closing bool // no more pushes; the queue ends with a close frame
-	closed  bool // the network connection is closed
+	mu    sync.Mutex
+	queue [][]byte
+	// Frames and bytes queued or being written, held to Options.SendQueue
+	// and SendQueueBytes: a batch being written is in memory as much as the
+	// queue is.
+	pendingFrames, pendingBytes int
+	writing                     bool
+	closing                     bool // no more pushes; the queue ends with a close frame
+	closed                      bool // the network connection is closed
 
 	// joins maps joined topics to their join_ref; guarded by hub.mu.
 	joins map[string]string
 }
 
-// push queues one already-framed message. A full queue means the client
-// cannot keep up: it is disconnected rather than allowed to hold memory or
-// slow anyone else, and it can reconnect and catch up over REST.
+// push queues one already-framed message. A full queue (in frames, or in
+// bytes queued and being written) means the client cannot keep up, or does
+// not read: it is disconnected rather than allowed to hold memory or slow
+// anyone else, and it can reconnect and catch up over REST.
 func (c *Conn) push(frame []byte) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return false
 	}
-	if len(c.queue) >= c.hub.opts.SendQueue {
+	if c.pendingFrames >= c.hub.opts.SendQueue || c.pendingBytes+len(frame) > c.hub.opts.SendQueueBytes {
 		c.mu.Unlock()
 		c.hub.slowConsumers.Add(1)
 		c.Close(CloseTryLater, "too slow: reconnect and catch up")
@@ -66,7 +74,7 @@ func (c *Conn) push(frame []byte) bool {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		return false
 	}
-	c.queue = append(c.queue, frame)
+	c.enqueueLocked(frame)
 	start := !c.writing
 	c.writing = true
 	c.mu.Unlock()
@@ -76,14 +84,32 @@ func (c *Conn) push(frame []byte) bool {
 	return true
 }
 
+func (c *Conn) enqueueLocked(frame []byte) {
+	c.queue = append(c.queue, frame)
+	c.pendingFrames++
+	c.pendingBytes += len(frame)
+}
+
+// dropQueueLocked forgets what is queued and not yet being written.
+func (c *Conn) dropQueueLocked() {
+	for _, f := range c.queue {
+		c.pendingBytes -= len(f)
+	}
+	c.pendingFrames -= len(c.queue)
+	c.queue = nil
+}
+
 // Push sends a message on topic with the given join_ref.
 func (c *Conn) Push(joinRef, topic, event string, payload []byte) bool {
 	return c.push(ws.MustCompileFrame(ws.NewTextFrame(Encode(joinRef, "", topic, event, payload))))
 }
 
 func (c *Conn) writeLoop() {
+	sentFrames, sentBytes := 0, 0 // the batch written last, pending until now
 	for {
 		c.mu.Lock()
+		c.pendingFrames -= sentFrames
+		c.pendingBytes -= sentBytes
 		frames := c.queue
 		c.queue = nil
 		if len(frames) == 0 {
@@ -96,11 +122,16 @@ func (c *Conn) writeLoop() {
 			return
 		}
 		c.mu.Unlock()
+		sentFrames, sentBytes = len(frames), 0
+		for _, f := range frames {
+			sentBytes += len(f)
+		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		bufs := net.Buffers(frames)
 		if _, err := bufs.WriteTo(c.nc); err != nil {
 			c.mu.Lock()
 			c.closing, c.queue, c.writing = true, nil, false
+			c.pendingFrames, c.pendingBytes = 0, 0
 			c.mu.Unlock()
 			c.shutdown()
 			return
@@ -119,9 +150,9 @@ func (c *Conn) Close(code ws.StatusCode, reason string) {
 	}
 	c.closing = true
 	if code == CloseTryLater {
-		c.queue = nil // a slow consumer's backlog is dropped, not delivered
+		c.dropQueueLocked() // a slow consumer's backlog is dropped, not delivered
 	}
-	c.queue = append(c.queue, frame)
+	c.enqueueLocked(frame)
 	start := !c.writing
 	c.writing = true
 	c.mu.Unlock()
@@ -133,7 +164,8 @@ func (c *Conn) Close(code ws.StatusCode, reason string) {
 // abort stops pushes and closes the connection at once, sending nothing more.
 func (c *Conn) abort() {
 	c.mu.Lock()
-	c.closing, c.queue = true, nil
+	c.closing = true
+	c.dropQueueLocked()
 	writing := c.writing
 	c.mu.Unlock()
 	if !writing {

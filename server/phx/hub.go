@@ -27,9 +27,19 @@ type Handler interface {
 
 // Options bound what one connection may cost.
 type Options struct {
-	SendQueue   int           // frames queued per connection before it counts as too slow; default 256
-	IdleTimeout time.Duration // a connection silent this long is closed; default 60s
-	MaxMessage  int64         // largest message a client may send; default 64 KiB
+	SendQueue int // frames queued per connection before it counts as too slow; default 256
+	// SendQueueBytes bounds the bytes queued for one connection or being
+	// written to it; beyond, it counts as too slow. Default 2 MiB: a few
+	// of the largest pushes there are (a message of 32768 characters, each
+	// escaped by JSON to six bytes, is about 200 KB), and with the read
+	// buffers well under 8 MiB of memory per connection.
+	SendQueueBytes int
+	IdleTimeout    time.Duration // a connection silent this long is closed; default 60s
+	MaxMessage     int64         // largest message a client may send; default 64 KiB
+	// MaxJoins bounds the topics one connection holds joined, each about
+	// 400 bytes; a join beyond is refused. Default 4096 (about 1.6 MiB): an
+	// agent's SDK joins two topics for each of its rooms.
+	MaxJoins int
 }
 
 // Hub holds the open connections and who joined which topic.
@@ -49,6 +59,12 @@ type Hub struct {
 func NewHub(h Handler, opts Options) *Hub {
 	if opts.SendQueue <= 0 {
 		opts.SendQueue = 256
+	}
+	if opts.SendQueueBytes <= 0 {
+		opts.SendQueueBytes = 2 << 20
+	}
+	if opts.MaxJoins <= 0 {
+		opts.MaxJoins = 4096
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 60 * time.Second
@@ -224,36 +240,45 @@ func (h *Hub) remove(c *Conn) {
 // readLoop reads the client's frames until the connection ends. A client
 // that went silent past the idle timeout, or whose connection broke, is
 // dropped without a close frame: a close code would tell a live client not
-// to reconnect.
+// to reconnect. A client the server closed on gets its close frame.
 func (c *Conn) readLoop() {
-	defer func() {
+	defer c.hub.remove(c)
+	if broken := c.readMessages(); broken {
 		c.abort()
-		c.hub.remove(c)
-	}()
+	}
+}
+
+// readMessages answers the client's messages until the connection breaks
+// (broken) or the server closes it for what the client sent.
+func (c *Conn) readMessages() (broken bool) {
+	state := ws.StateServerSide
 	var message []byte // a text message being assembled from fragments
 	for {
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.hub.opts.IdleTimeout))
 		hdr, err := ws.ReadHeader(c.rd)
 		if err != nil {
-			return
+			return true
 		}
-		if !hdr.Masked {
-			c.Close(closeProtocol, "client frames must be masked")
-			return
+		// RFC 6455's rules, which also bound what a frame can make the
+		// server hold: masked frames only, control frames of at most 125
+		// bytes (a pong echoes them) and never fragmented.
+		if err := ws.CheckHeader(hdr, state); err != nil {
+			c.Close(closeProtocol, err.Error())
+			return false
 		}
 		if hdr.Length > c.hub.opts.MaxMessage || int64(len(message))+hdr.Length > c.hub.opts.MaxMessage {
 			c.Close(closeTooBig, "message too large")
-			return
+			return false
 		}
 		payload := make([]byte, hdr.Length)
 		if _, err := io.ReadFull(c.rd, payload); err != nil {
-			return
+			return true
 		}
 		ws.Cipher(payload, hdr.Mask, 0)
 		switch hdr.OpCode {
 		case ws.OpClose:
 			c.Close(CloseNormal, "")
-			return
+			return false
 		case ws.OpPing:
 			c.push(ws.MustCompileFrame(ws.NewPongFrame(payload)))
 			continue
@@ -261,56 +286,91 @@ func (c *Conn) readLoop() {
 			continue
 		case ws.OpBinary:
 			c.Close(closeUnsupported, "this socket speaks JSON text frames")
-			return
+			return false
 		case ws.OpText:
 			message = payload
 		case ws.OpContinuation:
 			message = append(message, payload...)
 		}
 		if !hdr.Fin {
+			state = state.Set(ws.StateFragmented)
 			continue
 		}
-		c.handle(message)
+		state = state.Clear(ws.StateFragmented)
+		if !c.handle(message) {
+			return false
+		}
 		message = nil
 	}
 }
 
-// handle answers one client message.
-func (c *Conn) handle(raw []byte) {
+// handle answers one client message; false means it closed the connection.
+func (c *Conn) handle(raw []byte) bool {
 	m, err := Decode(raw)
 	if err != nil {
-		return // nothing to reply to: no ref
+		return true // nothing to reply to: no ref
 	}
-	h := c.hub
+	if field := m.fieldOverCap(); field != "" {
+		// No real client sends one, and echoing it would make a large
+		// reply of a small message.
+		c.Close(ClosePolicy, field+" too long")
+		return false
+	}
 	switch {
 	case m.Topic == "phoenix" && m.Event == "heartbeat":
-		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "ok", struct{}{}))))
+		c.reply(m, "ok", struct{}{})
 	case m.Event == "phx_join":
-		if m.JoinRef == "" {
-			m.JoinRef = m.Ref // the join's own ref is its join_ref
-		}
-		if reason := h.handler.Authorize(c, m.Topic); reason != "" {
-			c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "error", map[string]string{"reason": reason}))))
-			return
-		}
-		h.subscribe(c, m.Topic, m.JoinRef)
-		if reason := h.handler.Authorize(c, m.Topic); reason != "" {
-			h.mu.Lock()
-			h.unsubscribeLocked(c, m.Topic)
-			h.mu.Unlock()
-			c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "error", map[string]string{"reason": reason}))))
-			return
-		}
-		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "ok", struct{}{}))))
-		h.handler.Joined(c, m.Topic)
+		c.join(m)
 	case m.Event == "phx_leave":
+		h := c.hub
 		h.mu.Lock()
 		h.unsubscribeLocked(c, m.Topic)
 		h.mu.Unlock()
-		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "ok", struct{}{}))))
+		c.reply(m, "ok", struct{}{})
 		c.push(ws.MustCompileFrame(ws.NewTextFrame(Encode(m.JoinRef, m.JoinRef, m.Topic, "phx_close", []byte("{}")))))
 	default:
 		// Every channel is read-only for clients.
-		c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(m, "error", map[string]string{"reason": "unsupported event " + m.Event}))))
+		c.reply(m, "error", map[string]string{"reason": "unsupported event " + m.Event})
 	}
+	return true
+}
+
+func (c *Conn) reply(to Message, status string, response any) {
+	c.push(ws.MustCompileFrame(ws.NewTextFrame(Reply(to, status, response))))
+}
+
+// join subscribes c to m.Topic if the handler allows it and c has not
+// joined too many topics already.
+func (c *Conn) join(m Message) {
+	h := c.hub
+	if m.JoinRef == "" {
+		m.JoinRef = m.Ref // the join's own ref is its join_ref
+	}
+	if h.joinsFull(c, m.Topic) {
+		c.reply(m, "error", map[string]string{"reason": "too many joined topics"})
+		return
+	}
+	if reason := h.handler.Authorize(c, m.Topic); reason != "" {
+		c.reply(m, "error", map[string]string{"reason": reason})
+		return
+	}
+	h.subscribe(c, m.Topic, m.JoinRef)
+	if reason := h.handler.Authorize(c, m.Topic); reason != "" {
+		h.mu.Lock()
+		h.unsubscribeLocked(c, m.Topic)
+		h.mu.Unlock()
+		c.reply(m, "error", map[string]string{"reason": reason})
+		return
+	}
+	c.reply(m, "ok", struct{}{})
+	h.handler.Joined(c, m.Topic)
+}
+
+// joinsFull says whether joining topic would take c past Options.MaxJoins;
+// joining a topic again does not.
+func (h *Hub) joinsFull(c *Conn, topic string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	_, again := c.joins[topic]
+	return !again && len(c.joins) >= h.opts.MaxJoins
 }

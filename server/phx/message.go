@@ -26,6 +26,33 @@ type Message struct {
 	Payload json.RawMessage // an object; {} when the client sent null
 }
 
+// Caps on the fields of a client message that replies echo: without them a
+// 64 KiB message could make a reply six times its size (JSON escapes "<" as
+// \u003c), three times over for phx_leave, which echoes the join_ref in two
+// frames. Real clients stay far below: refs are counters, the longest topic
+// is "room_participants:<uuid>" (54 bytes), and the events a client may
+// send are phx_join, phx_leave and heartbeat.
+const (
+	MaxRefLen   = 64 // join_ref and ref
+	MaxTopicLen = 128
+	MaxEventLen = 64
+)
+
+// fieldOverCap names the first field of m longer than its cap, or is "".
+func (m Message) fieldOverCap() string {
+	switch {
+	case len(m.JoinRef) > MaxRefLen:
+		return "join_ref"
+	case len(m.Ref) > MaxRefLen:
+		return "ref"
+	case len(m.Topic) > MaxTopicLen:
+		return "topic"
+	case len(m.Event) > MaxEventLen:
+		return "event"
+	}
+	return ""
+}
+
 // Errors of Decode.
 var (
 	ErrNotAMessage = errors.New("phx: a message is a JSON array [join_ref, ref, topic, event, payload]")
