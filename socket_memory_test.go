@@ -97,7 +97,7 @@ type attackTarget struct {
 }
 
 func newAttackTarget(t *testing.T) *attackTarget {
-	db := filepath.Join(t.TempDir(), "chatd.db")
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	w := &attackTarget{
 		alice: parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout),
 		agent: parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Echo Agent", "--json").ok(t).stdout),
