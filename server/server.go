@@ -46,8 +46,8 @@ type Config struct {
 	// connection open; default DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 	// TransferTimeout is the minimum transfer rate: each 16 KiB of a request
-	// body must arrive within it (transfer.go); default
-	// DefaultTransferTimeout.
+	// body must arrive, and each 16 KiB of a response be taken by the
+	// client, within it (transfer.go); default DefaultTransferTimeout.
 	TransferTimeout time.Duration
 	// Version is reported by /healthz.
 	Version string
@@ -367,13 +367,10 @@ const DefaultHeaderTimeout = 10 * time.Second
 // it stops accepting connections and waits (up to grace) for requests in
 // flight, whose writes the store then drains.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	// There is no WriteTimeout: it would cut off downloads of large files
-	// over slow links. A download whose client stops reading holds its
-	// connection until the client goes; real-time sockets have their own
-	// write deadlines. There is no ReadTimeout: it bounds a whole body,
-	// which a large upload at an ordinary speed can exceed, while a trickle
-	// keeps the connection for all of it; every request body has a minimum
-	// rate instead (transfer.go).
+	// Neither ReadTimeout nor WriteTimeout: each bounds a whole body, which
+	// a large file at an ordinary speed can exceed, while a trickle keeps a
+	// connection for all of it. Every body and response has a minimum rate
+	// instead (transfer.go); real-time sockets have their own deadlines.
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.headerTimeout,

@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// Every request body has a minimum rate: each transferUnit bytes must arrive
-// within the transfer timeout (Config.TransferTimeout). The limit is on the
-// rate, not on the whole transfer, so a large file at any ordinary speed
-// takes as long as it needs, while a client that trickles a byte now and
-// then (each byte would reset an idle deadline) is cut off and frees what
-// it holds.
+// Every transfer has a minimum rate: each transferUnit bytes of a request
+// body must arrive, and each transferUnit bytes of a response must be taken
+// by the client, within the transfer timeout (Config.TransferTimeout). The
+// limit is on the rate, not on the whole transfer, so a large file at any
+// ordinary speed takes as long as it needs, while a client that trickles a
+// byte now and then (each byte would reset an idle deadline) or stops
+// reading is cut off and frees what it holds.
 
 // transferUnit is the amount that must move within each transfer timeout:
 // with the default 15 s, about 1 KiB/s, far below any real link.
@@ -37,6 +38,8 @@ type minRateBody struct {
 	timeout time.Duration
 	waited  time.Duration // waiting in Read since the last unit completed
 	got     int           // bytes since the last unit completed
+	// deadline is the read deadline in force, for minRateWriter.
+	deadline time.Time
 	// err is the first error, io.EOF included. Once the body has ended
 	// net/http reads the connection itself (to notice a client going
 	// away), and a deadline set then would cancel the request's context.
@@ -48,7 +51,8 @@ func (b *minRateBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	start := time.Now()
-	_ = b.rc.SetReadDeadline(start.Add(b.timeout - b.waited))
+	b.deadline = start.Add(b.timeout - b.waited)
+	_ = b.rc.SetReadDeadline(b.deadline)
 	n, err := b.body.Read(p)
 	b.waited += time.Since(start)
 	if b.got += n; b.got >= transferUnit {
@@ -63,15 +67,67 @@ func (b *minRateBody) Read(p []byte) (int, error) {
 
 func (b *minRateBody) Close() error { return b.body.Close() }
 
-// limitTransferRates puts r's body under the minimum rate. A body starts
-// with a deadline, because net/http itself reads up to 256 KiB of a body its
-// handler left unread before it answers, and that must not wait for a
-// trickle forever either.
-func (s *Server) limitTransferRates(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	if r.Body != nil && r.Body != http.NoBody {
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(s.transferTimeout))
-		r.Body = &minRateBody{body: r.Body, rc: rc, timeout: s.transferTimeout}
+// minRateWriter is a response whose client must take each transferUnit bytes
+// within the transfer timeout. Each piece written gets a fresh write
+// deadline, so the deadline moves forward only as the client takes bytes;
+// writing in pieces keeps a large write (a file's chunk) from needing a
+// higher rate than a small one. The last deadline also covers what net/http
+// still holds in its buffer when the handler returns (handlers write last);
+// net/http clears it after each response, and a hijacked connection (the
+// WebSocket) starts without one.
+type minRateWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	body    *minRateBody // nil for a request without one
+}
+
+// extendDeadline gives the client the transfer timeout to take what is
+// written next. Before it writes a response, net/http reads what the handler
+// left of the request body (up to 256 KiB), for as long as the body's read
+// deadline allows: the timeout starts once that is over.
+func (w *minRateWriter) extendDeadline() {
+	from := time.Now()
+	if b := w.body; b != nil && b.err == nil && b.deadline.After(from) {
+		from = b.deadline
 	}
-	return w
+	_ = w.rc.SetWriteDeadline(from.Add(w.timeout))
+}
+
+func (w *minRateWriter) WriteHeader(code int) {
+	w.extendDeadline()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *minRateWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		piece := p[:min(len(p), transferUnit)]
+		w.extendDeadline()
+		n, err := w.ResponseWriter.Write(piece)
+		written += n
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *minRateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// limitTransferRates puts r's body and w under the minimum rate. A body
+// starts with a deadline, because net/http itself reads up to 256 KiB of a
+// body its handler left unread before it answers, and that must not wait
+// for a trickle forever either.
+func (s *Server) limitTransferRates(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	rc := http.NewResponseController(w)
+	mw := &minRateWriter{ResponseWriter: w, rc: rc, timeout: s.transferTimeout}
+	if r.Body != nil && r.Body != http.NoBody {
+		mw.body = &minRateBody{body: r.Body, rc: rc, timeout: s.transferTimeout, deadline: time.Now().Add(s.transferTimeout)}
+		_ = rc.SetReadDeadline(mw.body.deadline)
+		r.Body = mw.body
+	}
+	return mw
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -15,8 +17,9 @@ import (
 
 // The minimum transfer rate (transfer.go), with a transfer timeout of a
 // second so that the tests are quick: a body that does not deliver 16 KiB
-// in a second of waiting is cut with 408, and a slow but steady transfer
-// goes through however long it takes.
+// in a second of waiting is cut with 408, a client that takes nothing of a
+// response for a second is cut off, and a slow but steady transfer goes
+// through however long it takes.
 
 const testTransferTimeout = time.Second
 
@@ -83,6 +86,41 @@ func TestSlowButSteadyBodiesGoThrough(t *testing.T) {
 	// JSON allows any amount of white space around a value.
 	body := append([]byte("{}"), bytes.Repeat([]byte(" "), pieces*transferUnit)...)
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats", apiKey(k.helperKey), &pacedReader{data: body, every: 250 * time.Millisecond}), 201, "")
+}
+
+// A client that stops reading a download is cut off once it has taken
+// nothing for the transfer timeout; until it stopped, it got the file.
+func TestStalledDownloadIsCut(t *testing.T) {
+	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 4 << 20 })
+	file := bytes.Repeat([]byte("stalled download"), 4<<20/16)
+	id := k.upload(t, k.helperKey, k.room, "big.bin", file)["id"].(string)
+	// Small socket buffers on both ends, so that the kernel cannot hold the
+	// file on the server's behalf.
+	hs := httptest.NewUnstartedServer(k.ts.srv.Handler())
+	hs.Listener = smallBuffers{hs.Listener}
+	hs.Start()
+	defer hs.Close()
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(64 << 10)
+	fmt.Fprintf(conn, "GET %s/%s HTTP/1.1\r\nHost: chatd\r\nX-API-Key: %s\r\n\r\n", k.files(k.scoutKey, k.room), id, k.scoutKey)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != 200 || res.ContentLength != int64(len(file)) {
+		t.Fatalf("download: %v %v", res, err)
+	}
+	time.Sleep(3 * testTransferTimeout) // takes nothing
+	_ = conn.SetReadDeadline(time.Now().Add(closeBound))
+	got, err := io.ReadAll(res.Body)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the download was still open %v after its client stopped reading", 3*testTransferTimeout+closeBound)
+	}
+	if len(got) >= len(file) || !bytes.Equal(got, file[:len(got)]) {
+		t.Fatalf("got %d bytes of %d (%v), want a true prefix of the file", len(got), len(file), err)
+	}
 }
 
 // rawExchange sends head (a request's header block, without the blank line
@@ -156,4 +194,15 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	n := copy(b[:min(len(b), transferUnit)], p.data)
 	p.data = p.data[n:]
 	return n, nil
+}
+
+// smallBuffers gives each connection it accepts a small send buffer.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(64 << 10)
+	}
+	return c, err
 }
