@@ -88,38 +88,51 @@ func TestSlowButSteadyBodiesGoThrough(t *testing.T) {
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats", apiKey(k.helperKey), &pacedReader{data: body, every: 250 * time.Millisecond}), 201, "")
 }
 
-// A client that stops reading a download is cut off once it has taken
-// nothing for the transfer timeout; until it stopped, it got the file.
-func TestStalledDownloadIsCut(t *testing.T) {
+// A client that stops reading a response, a download or a page of a
+// listing, is cut off once it has taken nothing for the transfer timeout;
+// until it stopped, it got what it asked for.
+func TestStalledResponsesAreCut(t *testing.T) {
 	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 4 << 20 })
-	file := bytes.Repeat([]byte("stalled download"), 4<<20/16)
-	id := k.upload(t, k.helperKey, k.room, "big.bin", file)["id"].(string)
+	id := k.upload(t, k.helperKey, k.room, "big.bin", bytes.Repeat([]byte("stalled download"), 4<<20/16))["id"].(string)
+	for range 20 { // about 640 KiB of JSON on a page
+		expect(t, k.ts.do(t, "POST", "/api/v1/me/chats/"+k.room+"/messages", apiKey(k.aliceKey), map[string]any{"message": map[string]any{
+			"content": "@Helper " + strings.Repeat("long message ", 2400), "mentions": []any{map[string]any{"id": k.helper.ID}}}}), 201, "")
+	}
 	// Small socket buffers on both ends, so that the kernel cannot hold the
-	// file on the server's behalf.
+	// response on the server's behalf.
 	hs := httptest.NewUnstartedServer(k.ts.srv.Handler())
 	hs.Listener = smallBuffers{hs.Listener}
 	hs.Start()
 	defer hs.Close()
-	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(64 << 10)
-	fmt.Fprintf(conn, "GET %s/%s HTTP/1.1\r\nHost: chatd\r\nX-API-Key: %s\r\n\r\n", k.files(k.scoutKey, k.room), id, k.scoutKey)
-	br := bufio.NewReader(conn)
-	res, err := http.ReadResponse(br, nil)
-	if err != nil || res.StatusCode != 200 || res.ContentLength != int64(len(file)) {
-		t.Fatalf("download: %v %v", res, err)
-	}
-	time.Sleep(3 * testTransferTimeout) // takes nothing
-	_ = conn.SetReadDeadline(time.Now().Add(closeBound))
-	got, err := io.ReadAll(res.Body)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("the download was still open %v after its client stopped reading", 3*testTransferTimeout+closeBound)
-	}
-	if len(got) >= len(file) || !bytes.Equal(got, file[:len(got)]) {
-		t.Fatalf("got %d bytes of %d (%v), want a true prefix of the file", len(got), len(file), err)
+	for _, tc := range []struct{ name, path, key string }{
+		{"a file download", k.files(k.scoutKey, k.room) + "/" + id, k.scoutKey},
+		{"a page of 20 long messages", "/api/v1/me/chats/" + k.room + "/messages?limit=20", k.aliceKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, key := tc.path, tc.key
+			whole := k.ts.do(t, "GET", path, apiKey(key), nil)
+			expect(t, whole, 200, "")
+			conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.(*net.TCPConn).SetReadBuffer(64 << 10)
+			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: chatd\r\nX-API-Key: %s\r\n\r\n", path, key)
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil || res.StatusCode != 200 {
+				t.Fatalf("GET: %v %v", res, err)
+			}
+			time.Sleep(3 * testTransferTimeout) // takes nothing
+			_ = conn.SetReadDeadline(time.Now().Add(closeBound))
+			got, err := io.ReadAll(res.Body)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("the response was still open %v after its client stopped reading", 3*testTransferTimeout+closeBound)
+			}
+			if !errors.Is(err, io.ErrUnexpectedEOF) || !bytes.HasPrefix(whole.body, got) {
+				t.Fatalf("got %d bytes of %d (%v), want a true prefix of the response", len(got), len(whole.body), err)
+			}
+		})
 	}
 }
 
