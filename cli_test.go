@@ -413,6 +413,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		{[]string{"serve", "--rate-limit", "-1"}, "--rate-limit"},
 		{[]string{"serve", "--auth-failure-burst", "0"}, "--auth-failure-burst"},
 		{[]string{"serve", "--header-timeout", "0s"}, "--header-timeout"},
+		{[]string{"serve", "--transfer-timeout", "0s"}, "--transfer-timeout"},
 	} {
 		chatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
 	}

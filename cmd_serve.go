@@ -68,6 +68,7 @@ database and exits 0.`,
 	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	f.Duration("shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
 	f.Duration("header-timeout", server.DefaultHeaderTimeout, "how long a client may take to send a request's headers before its connection is closed")
+	f.Duration("transfer-timeout", server.DefaultTransferTimeout, "minimum transfer rate: each 16 KiB of a request body must arrive, and of a response be taken by the client, within this, or the connection is cut (408 request_timeout for a body)")
 	for flag, env := range map[string]string{
 		"addr": "CHATD_ADDR", "write-queue": "CHATD_WRITE_QUEUE", "sync": "CHATD_SYNC", "max-body": "CHATD_MAX_BODY",
 		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
@@ -81,7 +82,7 @@ database and exits 0.`,
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
 		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS",
 		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
-		"header-timeout": "CHATD_HEADER_TIMEOUT",
+		"header-timeout": "CHATD_HEADER_TIMEOUT", "transfer-timeout": "CHATD_TRANSFER_TIMEOUT",
 	} {
 		envFlag(f, flag, env)
 	}
@@ -117,6 +118,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	metricsAddr, _ := f.GetString("metrics-addr")
 	checkpoints, _ := f.GetString("checkpoints")
 	headerTimeout, _ := f.GetDuration("header-timeout")
+	transferTimeout, _ := f.GetDuration("transfer-timeout")
 	switch {
 	case queue < 1 || queue > 1_000_000:
 		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", queue)}
@@ -145,6 +147,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usageError{fmt.Errorf(`--checkpoints must be "full" or "passive", not %q`, checkpoints)}
 	case headerTimeout <= 0:
 		return usageError{fmt.Errorf("--header-timeout must be positive")}
+	case transferTimeout <= 0:
+		return usageError{fmt.Errorf("--transfer-timeout must be positive")}
 	}
 	logger, err := newLogger(cmd)
 	if err != nil {
@@ -210,7 +214,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	} else if n > 0 {
 		logger.Info("removed uploads left unfinished by the last run", "files", n)
 	}
-	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, HeaderTimeout: headerTimeout, Version: version,
+	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, HeaderTimeout: headerTimeout, TransferTimeout: transferTimeout, Version: version,
 		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks,
 		RateLimit: rateLimit, RateBurst: rateBurst, DisableRateLimit: rateLimit == 0,
 		AuthFailureRate: authFailureRate, AuthFailureBurst: authFailureBurst, DisableAuthFailureLimit: authFailureRate == 0,

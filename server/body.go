@@ -38,7 +38,8 @@ func data(v any) map[string]any { return map[string]any{"data": v} }
 // are all optional). A body that is not exactly one JSON value is 400
 // invalid_json; a field dst does not declare is 400 unknown_field, with the
 // JSON Pointer of each such field; a value of the wrong type is 422
-// validation_error at its pointer. A body over the size limit is 413.
+// validation_error at its pointer. A body over the size limit is 413, one
+// that arrives too slowly 408.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	// A declared length over the limit is refused before the body is read:
 	// otherwise a client could make the server wait for, and read, the
@@ -48,11 +49,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
-		}
-		return errorf(store.CodeBadRequest, "could not read the request body")
+		return s.bodyReadError(err, errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
@@ -86,6 +83,20 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 		return errorf(codeInvalidJSON, "request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return nil
+}
+
+// bodyReadError answers a request body that could not be read to its end:
+// tooLarge past its size limit, 408 request_timeout when it came slower than
+// the minimum rate, 400 otherwise (a broken chunked encoding, a client gone).
+func (s *Server) bodyReadError(err, tooLarge error) error {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return tooLarge
+	case errors.Is(err, errBodyTooSlow):
+		return errorf(codeRequestTimeout, "the request body arrived too slowly: less than %d KiB in %s", transferUnit>>10, s.transferTimeout)
+	}
+	return errorf(store.CodeBadRequest, "could not read the request body")
 }
 
 var rawMessageType = reflect.TypeOf(json.RawMessage(nil))

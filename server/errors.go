@@ -24,6 +24,7 @@ const (
 	codeFeatureDisabled        store.Code = "feature_disabled"      // the operator switched this feature off
 	codeRangeNotSatisfiable    store.Code = "range_not_satisfiable" // file download: the Range starts past the end
 	codeRateLimited            store.Code = "rate_limited"          // over a rate limit (ratelimit.go)
+	codeRequestTimeout         store.Code = "request_timeout"       // the request body came slower than the minimum rate (transfer.go)
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -43,6 +44,7 @@ var statusOf = map[store.Code]int{
 	store.CodeLimitReached:             http.StatusForbidden,
 	store.CodeNotFound:                 http.StatusNotFound,
 	codeMethodNotAllowed:               http.StatusMethodNotAllowed,
+	codeRequestTimeout:                 http.StatusRequestTimeout,
 	store.CodeConflict:                 http.StatusConflict,
 	codePayloadTooLarge:                http.StatusRequestEntityTooLarge,
 	codeRangeNotSatisfiable:            http.StatusRequestedRangeNotSatisfiable,
@@ -97,6 +99,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// Validation errors always carry details keyed by JSON Pointer; the
 		// empty pointer names the whole request.
 		body.Details = store.Problems{"": {e.Message}}
+	}
+	if e.Code == codeRequestTimeout {
+		// The rest of the body is still on its way: the connection cannot
+		// carry another request.
+		w.Header().Set("Connection", "close")
 	}
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		after := retryAfterOf(err)

@@ -106,9 +106,10 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // withRequestScope wraps every request: it assigns the request id (echoed in
-// x-request-id), sets headers every response carries, turns a panic into a
-// 500 in the envelope, and logs one line per request. The query string is
-// never logged: it may carry credentials (WebSocket api_key/token).
+// x-request-id), sets headers every response carries, holds the body and the
+// response to the minimum transfer rate, turns a panic into a 500 in the
+// envelope, and logs one line per request. The query string is never
+// logged: it may carry credentials (WebSocket api_key/token).
 func (s *Server) withRequestScope(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -121,7 +122,7 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("X-Request-Id", id)
 		h.Set("X-Content-Type-Options", "nosniff")
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &statusRecorder{ResponseWriter: s.limitTransferRates(w, r)}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -45,6 +45,10 @@ type Config struct {
 	// headers, so that a client trickling them (slowloris) cannot hold a
 	// connection open; default DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
+	// TransferTimeout is the minimum transfer rate: each 16 KiB of a request
+	// body must arrive, and each 16 KiB of a response be taken by the
+	// client, within it (transfer.go); default DefaultTransferTimeout.
+	TransferTimeout time.Duration
 	// Version is reported by /healthz.
 	Version string
 	// MaxSockets bounds open real-time connections; default 20000.
@@ -96,6 +100,9 @@ type Server struct {
 	rt            *realtime
 	upgrader      ws.HTTPUpgrader
 
+	// transferTimeout is Config.TransferTimeout (transfer.go).
+	transferTimeout time.Duration
+
 	maxSockets, maxSocketsPerKey int
 	memories, roomTasks          bool
 	// requests is the per-credential rate limit, authFailures the limit on
@@ -143,6 +150,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.headerTimeout = cfg.HeaderTimeout; s.headerTimeout <= 0 {
 		s.headerTimeout = DefaultHeaderTimeout
+	}
+	if s.transferTimeout = cfg.TransferTimeout; s.transferTimeout <= 0 {
+		s.transferTimeout = DefaultTransferTimeout
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
@@ -361,15 +371,13 @@ const DefaultHeaderTimeout = 10 * time.Second
 // it stops accepting connections and waits (up to grace) for requests in
 // flight, whose writes the store then drains.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	// There is no WriteTimeout: it would cut off downloads of large files
-	// over slow links. A download whose client stops reading holds its
-	// connection until the client goes; real-time sockets have their own
-	// write deadlines. ReadTimeout bounds a request body (uploads push their
-	// own deadline ahead while bytes keep coming).
+	// Neither ReadTimeout nor WriteTimeout: each bounds a whole body, which
+	// a large file at an ordinary speed can exceed, while a trickle keeps a
+	// connection for all of it. Every body and response has a minimum rate
+	// instead (transfer.go); real-time sockets have their own deadlines.
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.headerTimeout,
-		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

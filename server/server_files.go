@@ -1,13 +1,11 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -21,12 +19,6 @@ import (
 
 // DefaultMaxFileBytes is the default bound on an uploaded file.
 const DefaultMaxFileBytes = 25 << 20
-
-// uploadIdleTimeout is how long an upload may go without receiving a byte.
-// The server's ReadTimeout bounds a whole request, which a large file on a
-// slow link legitimately exceeds; the upload route rolls its own deadline
-// forward instead, so only a stalled client is cut off.
-const uploadIdleTimeout = 60 * time.Second
 
 func (s *Server) fileRoutes() {
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/files", agentsOnly, s.uploadFile)
@@ -42,16 +34,15 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, ps httproute
 	if r.ContentLength > s.maxFile {
 		return s.fileTooLarge()
 	}
-	body := &uploadBody{r: http.MaxBytesReader(w, r.Body, s.maxFile), rc: http.NewResponseController(w)}
+	// The body is under the minimum transfer rate like every request body
+	// (transfer.go), so a trickled upload is cut off, and the store removes
+	// what it had written of it.
+	body := &uploadBody{r: http.MaxBytesReader(w, r.Body, s.maxFile)}
 	f, err := s.db.UploadFile(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), store.FileInput{
 		Name: r.Header.Get("X-File-Name"), ContentType: r.Header.Get("Content-Type"), SHA256: r.Header.Get("X-File-Sha256"),
 	}, body)
 	if body.err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(body.err, &tooBig) {
-			return s.fileTooLarge()
-		}
-		return errorf(store.CodeBadRequest, "could not read the request body")
+		return s.bodyReadError(body.err, s.fileTooLarge())
 	}
 	if err != nil {
 		return err
@@ -64,20 +55,14 @@ func (s *Server) fileTooLarge() error {
 	return errorf(codePayloadTooLarge, "the file is larger than %d bytes", s.maxFile)
 }
 
-// uploadBody reads an upload, remembering the read error (which is the
-// client's fault, not the database's) and keeping the read deadline ahead.
+// uploadBody reads an upload, remembering the read error: it is the
+// client's fault, not the database's, whatever the store makes of it.
 type uploadBody struct {
-	r        io.Reader
-	rc       *http.ResponseController
-	extended time.Time
-	err      error
+	r   io.Reader
+	err error
 }
 
 func (b *uploadBody) Read(p []byte) (int, error) {
-	if now := time.Now(); now.Sub(b.extended) > time.Second {
-		_ = b.rc.SetReadDeadline(now.Add(uploadIdleTimeout)) // unsupported only on test recorders
-		b.extended = now
-	}
 	n, err := b.r.Read(p)
 	if err != nil && err != io.EOF {
 		b.err = err

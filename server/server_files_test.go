@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -466,4 +469,82 @@ func TestDeletingARoomDeletesItsFiles(t *testing.T) {
 	}
 	expect(t, k.download(t, k.helperKey, k.room, gone, ""), 404, "not_found")
 	expect(t, k.download(t, k.helperKey, k.other, kept, ""), 200, "")
+}
+
+// An upload that fails halfway, for whatever reason, leaves no trace: its
+// 'uploading' row and the chunks already stored are removed before the
+// answer, or at once when nobody is left to answer.
+func TestAbandonedUploadsLeaveNoTrace(t *testing.T) {
+	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 1000 },
+		func(o *store.Options) { o.FileChunkSize = 16; o.QueueSize = 8 })
+	file := bytes.Repeat([]byte("abandoned upload"), 30) // 480 bytes
+	const sent = 100                                     // before the upload is abandoned: six chunks stored
+	rest := func(c net.Conn) { sendChunk(c, file[sent:]); sendChunk(c, nil) }
+	for _, tc := range []struct {
+		name   string
+		sha    string
+		finish func(t *testing.T, c net.Conn)
+		status int // 0: no answer, the client is gone
+		code   string
+	}{
+		{"the client goes away", hexDigest(file), func(_ *testing.T, c net.Conn) { c.Close() }, 0, ""},
+		{"the client stalls", hexDigest(file), func(*testing.T, net.Conn) {}, 408, "request_timeout"},
+		{"the body passes the size limit", hexDigest(file), func(_ *testing.T, c net.Conn) { sendChunk(c, file); sendChunk(c, file) }, 413, "payload_too_large"},
+		{"the body does not match its digest", hexDigest([]byte("other")), func(_ *testing.T, c net.Conn) { rest(c) }, 422, "validation_error"},
+		{"the write queue is full", hexDigest(file), func(t *testing.T, c net.Conn) {
+			release := k.ts.fillWriteQueue(t)
+			refused := k.ts.db.WriterStats().Refused
+			go func() { // frees the queue once the next chunk was refused
+				for deadline := time.Now().Add(closeBound); k.ts.db.WriterStats().Refused == refused && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+				release()
+			}()
+			rest(c)
+		}, 503, "service_unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := k.ts.snapshot(t)
+			conn, err := net.Dial("tcp", k.ts.http.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: chatd\r\nX-API-Key: %s\r\nX-File-Name: a.bin\r\nX-File-Sha256: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
+				k.files(k.helperKey, k.room), k.helperKey, tc.sha)
+			sendChunk(conn, file[:sent])
+			for deadline := time.Now().Add(closeBound); k.rawRows(t, `SELECT count(*) FROM file_chunks`) < sent/16; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the first chunks were never stored")
+				}
+			}
+			tc.finish(t, conn)
+			if tc.status == 0 {
+				for deadline := time.Now().Add(closeBound); k.ts.snapshot(t) != before; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						k.ts.unchanged(t, before)
+					}
+				}
+				return
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(testTransferTimeout + closeBound))
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &response{status: res.StatusCode, header: res.Header}
+			r.body, _ = io.ReadAll(res.Body)
+			k.ts.checkResponse(t, "POST", k.files(k.helperKey, k.room), r)
+			expect(t, r, tc.status, tc.code)
+			k.ts.unchanged(t, before)
+		})
+	}
+}
+
+// sendChunk writes b as one chunk of a chunked body; no b is the last chunk.
+func sendChunk(w io.Writer, b []byte) {
+	fmt.Fprintf(w, "%x\r\n%s\r\n", len(b), b)
+	if len(b) == 0 {
+		io.WriteString(w, "\r\n")
+	}
 }

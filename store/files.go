@@ -158,12 +158,28 @@ func (db *DB) UploadFile(ctx context.Context, sender Actor, roomID string, in Fi
 	return f, nil
 }
 
-// discardUpload removes a failed upload. The request's context may be over
-// (the client went away), and the cleanup must still run.
+// discardUploadPatience bounds how long the removal of a failed upload waits
+// for room in a full write queue. An upload often fails because the queue is
+// full (a chunk's write was refused), so giving up at the first refusal would
+// leave its rows to the next start; waiting a little is cheap, since the
+// client is being refused anyway.
+const discardUploadPatience = 10 * time.Second
+
+// discardUpload removes a failed upload at once. The request's context may be
+// over (the client went away or was cut off), and the cleanup must still run.
 func (db *DB) discardUpload(ctx context.Context, fileID string) {
-	err := db.Write(context.WithoutCancel(ctx), func(tx *Tx) error { return deleteFiles(tx, `id = ?`, fileID) })
-	if err != nil {
-		db.log.Warn("could not remove a failed upload; the next start removes it", "file", fileID, "err", err)
+	ctx = context.WithoutCancel(ctx)
+	giveUp := time.Now().Add(discardUploadPatience)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := db.Write(ctx, func(tx *Tx) error { return deleteFiles(tx, `id = ?`, fileID) })
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrQueueFull) || time.Now().After(giveUp) {
+			db.log.Warn("could not remove a failed upload; the next start removes it", "file", fileID, "err", err)
+			return
+		}
+		time.Sleep(pause)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func fileDigest(b []byte) string {
@@ -117,7 +118,9 @@ func TestFileChunksAndRanges(t *testing.T) {
 	}
 }
 
-// An upload that fails for any reason leaves nothing behind.
+// An upload that fails for any reason leaves nothing behind, at once: also
+// when it failed because the write queue was full, which its removal then
+// waits out.
 func TestFailedUploadsLeaveNothing(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t, Options{FileChunkSize: 4})
@@ -127,14 +130,23 @@ func TestFailedUploadsLeaveNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sha  string
-		body io.Reader
+		body func(t *testing.T) io.Reader
 		want func(error) bool
 	}{
-		{"digest mismatch", fileDigest([]byte("other")), bytes.NewReader(data), func(err error) bool { return ErrorCode(err) == CodeValidation }},
-		{"connection dropped", fileDigest(data), &failingReader{bytes.NewReader(data)}, func(err error) bool { return errors.Is(err, errDropped) }},
+		{"digest mismatch", fileDigest([]byte("other")),
+			func(*testing.T) io.Reader { return bytes.NewReader(data) },
+			func(err error) bool { return ErrorCode(err) == CodeValidation }},
+		{"connection dropped", fileDigest(data),
+			func(*testing.T) io.Reader { return &failingReader{bytes.NewReader(data)} },
+			func(err error) bool { return errors.Is(err, errDropped) }},
+		{"the write queue full after two chunks", fileDigest(data),
+			func(t *testing.T) io.Reader {
+				return io.MultiReader(bytes.NewReader(data[:8]), &beforeRead{do: func() { fillQueueBriefly(t, db) }, r: bytes.NewReader(data[8:])})
+			},
+			func(err error) bool { return errors.Is(err, ErrQueueFull) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := db.UploadFile(ctx, UserActor(alice), room.ID, FileInput{Name: "a.txt", SHA256: tc.sha}, tc.body)
+			_, err := db.UploadFile(ctx, UserActor(alice), room.ID, FileInput{Name: "a.txt", SHA256: tc.sha}, tc.body(t))
 			if !tc.want(err) {
 				t.Fatalf("err = %v", err)
 			}
@@ -143,4 +155,29 @@ func TestFailedUploadsLeaveNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// beforeRead runs do once, before the first read of r.
+type beforeRead struct {
+	do func()
+	r  io.Reader
+}
+
+func (b *beforeRead) Read(p []byte) (int, error) {
+	if b.do != nil {
+		b.do()
+		b.do = nil
+	}
+	return b.r.Read(p)
+}
+
+// fillQueueBriefly fills the writer's queue, so that the next write is
+// refused, and frees it a moment later.
+func fillQueueBriefly(t *testing.T, db *DB) {
+	release := blockWriter(t, db)
+	for db.WriteAsync(func(*Tx) error { return nil }) == nil {
+	}
+	freed := make(chan struct{})
+	time.AfterFunc(100*time.Millisecond, func() { release(); close(freed) })
+	t.Cleanup(func() { <-freed })
 }
