@@ -104,8 +104,8 @@ func checkStalledDownloadIsCut(t *testing.T, s *slowTransferServer) {
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("download: %v %v", res, err)
 	}
-	stopped, sockets := time.Now(), openSockets(t, s.srv.cmd.Process.Pid)
-	for openSockets(t, s.srv.cmd.Process.Pid) >= sockets {
+	stopped, sockets := time.Now(), processSockets(t, s.srv.cmd.Process.Pid)
+	for processSockets(t, s.srv.cmd.Process.Pid) >= sockets {
 		if time.Since(stopped) > slowTransferBound {
 			t.Fatalf("the server still held the download's connection %v after its client stopped reading", slowTransferBound)
 		}
@@ -126,7 +126,7 @@ type slowTransferServer struct {
 
 func startSlowTransferServer(t *testing.T, flags ...string) *slowTransferServer {
 	t.Helper()
-	s := &slowTransferServer{db: filepath.Join(t.TempDir(), "chatd.db")}
+	s := &slowTransferServer{db: newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))}
 	s.key = parseCreated(t, chatd(t, nil, "create-user", "--db", s.db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout).APIKey
 	s.srv = startServer(t, s.db, flags...)
 	status, body := s.srv.call(t, "POST", "/api/v1/me/chats", s.key, map[string]any{})
@@ -197,8 +197,8 @@ func (s *slowTransferServer) upload(t *testing.T, file []byte) string {
 	return out.Data.ID
 }
 
-// openSockets counts the sockets process pid has open, as Linux lists them.
-func openSockets(t *testing.T, pid int) int {
+// processSockets counts the sockets process pid has open, as Linux lists them.
+func processSockets(t *testing.T, pid int) int {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	fds, err := os.ReadDir(dir)

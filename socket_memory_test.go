@@ -241,7 +241,7 @@ func (w *attackTarget) awaitSockets(t *testing.T, n int, limit time.Duration) bo
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		if openSockets(t, w.metrics) == n {
+		if realtimeSockets(t, w.metrics) == n {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -251,7 +251,9 @@ func (w *attackTarget) awaitSockets(t *testing.T, n int, limit time.Duration) bo
 	}
 }
 
-func openSockets(t *testing.T, metricsURL string) int {
+// realtimeSockets is the number of open real-time connections the server
+// reports at metricsURL.
+func realtimeSockets(t *testing.T, metricsURL string) int {
 	t.Helper()
 	res, err := http.Get(metricsURL)
 	if err != nil {
