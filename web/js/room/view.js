@@ -73,6 +73,9 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone, onRenamed })
   let readPending = false;
   const sendRead = async () => {
     readPending = false;
+    // A room being deleted here has nothing left to mark read: the read
+    // would only race the deletion and be refused.
+    if (deleting) return;
     const newest = timeline.newestId();
     try {
       const r = await ctx.api.post(`${path}/read`, newest ? { message_id: newest } : {});
