@@ -371,7 +371,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(s.jsonRefusals(srv, ln)) }()
 	select {
 	case err := <-errc:
 		return err
