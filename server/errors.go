@@ -27,7 +27,7 @@ const (
 
 	// Refusals of requests that are not valid HTTP/1.1, which net/http
 	// decides before any handler runs (refusal.go rewrites its answers into
-	// the envelope).
+	// the envelope), and of WebSocket handshakes gobwas/ws would refuse.
 	codeMalformedRequest            store.Code = "malformed_request"             // request line, target (a bad %-escape), header line, Content-Length
 	codeHostRequired                store.Code = "host_required"                 // an HTTP/1.1 request without Host
 	codeInvalidHost                 store.Code = "invalid_host"                  // a Host header that is no host
@@ -36,6 +36,8 @@ const (
 	codeHeadersTooLarge             store.Code = "headers_too_large"             // request line and headers over the server's limit
 	codeUnsupportedTransferEncoding store.Code = "unsupported_transfer_encoding" // a Transfer-Encoding other than chunked
 	codeHTTPVersionNotSupported     store.Code = "http_version_not_supported"    // neither HTTP/1.0 nor HTTP/1.1 (HTTP/2 included)
+	codeInvalidHandshake            store.Code = "invalid_handshake"             // socket: a WebSocket handshake gobwas/ws would refuse
+	codeUpgradeRequired             store.Code = "upgrade_required"              // socket: not a WebSocket upgrade, or not version 13
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -50,7 +52,9 @@ var statusOf = map[store.Code]int{
 	codeHostRequired:                   http.StatusBadRequest,
 	codeInvalidHost:                    http.StatusBadRequest,
 	codeInvalidHeader:                  http.StatusBadRequest,
+	codeInvalidHandshake:               http.StatusBadRequest,
 	codeExpectationFailed:              http.StatusExpectationFailed,
+	codeUpgradeRequired:                http.StatusUpgradeRequired,
 	codeHeadersTooLarge:                http.StatusRequestHeaderFieldsTooLarge,
 	codeUnsupportedTransferEncoding:    http.StatusNotImplemented,
 	codeHTTPVersionNotSupported:        http.StatusHTTPVersionNotSupported,
