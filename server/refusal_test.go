@@ -45,9 +45,10 @@ type wireResponse struct {
 }
 
 // exchange sends raw on a new connection to addr and reads the responses:
-// as many as raw holds whole requests (waiting up to timeout), then any more
-// that come within quiet of the last, until the server closes the connection or,
-// after a 101, switches protocols. It also returns every byte read. A
+// as many as raw holds whole requests (waiting up to timeout), then, if
+// anything follows those, any more that come within quiet of the last;
+// until the server closes the connection or, after a 101, switches
+// protocols. It also returns every byte read. A
 // response cut short by the server closing is not an error: what was read
 // of it is in the bytes. The connection is never half-closed: net/http
 // cancels the context of a request whose client did that, mid-request.
@@ -63,7 +64,10 @@ func exchange(addr, raw string, timeout, quiet time.Duration) ([]wireResponse, [
 	}
 	var seen bytes.Buffer
 	br := bufio.NewReader(io.TeeReader(conn, &seen))
-	methods := requestMethods(raw)
+	methods, more := requestMethods(raw)
+	if !more {
+		quiet = 0
+	}
 	var out []wireResponse
 	for {
 		wait := timeout
@@ -95,6 +99,12 @@ func exchange(addr, raw string, timeout, quiet time.Duration) ([]wireResponse, [
 		}
 		body, err := io.ReadAll(res.Body)
 		res.Body.Close()
+		if req.Method == http.MethodHead && res.Close && err == nil {
+			// The request may not have been read as HEAD at all (a
+			// refusal has a body whatever the method): what follows the
+			// head until the server closes is this response's.
+			body, err = io.ReadAll(br)
+		}
 		if err != nil && !isReset(err) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			return out, seen.Bytes(), err
 		}
@@ -109,12 +119,12 @@ func isReset(err error) bool {
 }
 
 // requestMethods reads the methods of the whole requests in raw, as the
-// server will (a response to HEAD has no body, whatever its length says).
-// A request whose body is cut short is not counted: the server waits for
-// the rest of it.
-func requestMethods(raw string) []string {
-	var methods []string
-	br := bufio.NewReader(strings.NewReader(raw))
+// server will (a response to HEAD has no body, whatever its length says),
+// and whether anything follows them. A request whose body is cut short is
+// not counted: the server waits for the rest of it.
+func requestMethods(raw string) (methods []string, more bool) {
+	r := strings.NewReader(raw)
+	br := bufio.NewReader(r)
 	for len(methods) < 100 {
 		req, err := http.ReadRequest(br)
 		if err != nil {
@@ -124,8 +134,11 @@ func requestMethods(raw string) []string {
 			break
 		}
 		methods = append(methods, req.Method)
+		if r.Len()+br.Buffered() == 0 {
+			return methods, false
+		}
 	}
-	return methods
+	return methods, len(raw) > 0
 }
 
 // envelopeProblem says what keeps r from being an error answer as every
