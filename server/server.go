@@ -276,6 +276,11 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 // serve authenticates the caller as aud requires (a delegated caller also
 // needs scope), within the rate limits, and runs h.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
+	// Every path parameter is an id (or a task's board number): one
+	// normalization here serves every route.
+	for i := range ps {
+		ps[i].Value = store.NormalizeID(ps[i].Value)
+	}
 	if aud != public {
 		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
 			return s.authenticate(r, aud, cachedOnly)

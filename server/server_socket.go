@@ -212,7 +212,7 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 	if p.IsAgent() {
 		sc.keyID = p.KeyID
 	}
-	agentID := q.Get("agent_id")
+	agentID := store.NormalizeID(q.Get("agent_id"))
 	switch {
 	case agentID == "":
 	case p.IsAgent() && agentID != p.Agent.ID:

@@ -417,6 +417,15 @@ func checkEvent(in EventInput) (json.RawMessage, string, error) {
 		var obj map[string]json.RawMessage
 		_ = json.Unmarshal(meta, &obj)
 		taskID = checkAttention(obj, p)
+		if lower, _ := json.Marshal(taskID); taskID != "" && !bytes.Equal(obj["task_id"], lower) {
+			// The task id is kept as chatd spells ids, whatever the case sent.
+			obj["task_id"] = lower
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(obj)
+			meta = bytes.TrimSpace(buf.Bytes())
+		}
 	}
 	return meta, taskID, p.Err(CodeValidation)
 }
@@ -435,12 +444,12 @@ func checkAttention(meta map[string]json.RawMessage, p Problems) (taskID string)
 		}
 	}
 	if raw, ok := meta["task_id"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &taskID) != nil || !ValidID(taskID) {
+		if json.Unmarshal(raw, &taskID) != nil || !ValidID(NormalizeID(taskID)) {
 			p.Add("/event/metadata/task_id", "is not a task of this room")
 			taskID = ""
 		}
 	}
-	return taskID
+	return NormalizeID(taskID)
 }
 
 // PostEvent records an event (a tool call, a thought, ...) in a room. Events
