@@ -190,3 +190,33 @@ func TestSocketIDsInUpperCase(t *testing.T) {
 		t.Fatalf("join with an upper-case id: %v", msg)
 	}
 }
+
+// A mention's id that is no UUID, no participant's, or a blocked
+// participant's is refused with a message that says which, changing
+// nothing; an id in upper case or with the right id in braces is no
+// exception to the rules.
+func TestMentionIDMessages(t *testing.T) {
+	w := newIDsWorld(t)
+	ts := w.ts
+	expect(t, ts.do(t, "PATCH", "/api/v1/me/chats/"+w.room+"/participants/"+w.bob, apiKey(w.aliceKey),
+		map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
+	path := "/api/v1/me/chats/" + w.room + "/messages"
+	for _, tc := range []struct {
+		name, id, message string
+	}{
+		{"not a UUID", "helper", `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits): "helper"`},
+		{"a UUID in braces", "{" + w.helper + "}", `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits): "{` + w.helper + `}"`},
+		{"no UUID, long", strings.Repeat("x", 100), `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits): "` + strings.Repeat("x", 40) + `…"`},
+		{"no participant's", nilID, "/message/mentions/0/id is not the id of a participant of this room: " + nilID},
+		{"no participant's, in upper case", strings.ToUpper(w.carol), "/message/mentions/0/id is not the id of a participant of this room: " + w.carol},
+		{"a blocked participant's", strings.ToUpper(w.bob), "/message/mentions/0/id is the id of a participant blocked in this room, who cannot be mentioned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": tc.id}}}}
+			r := ts.refused(t, "POST", path, apiKey(w.aliceKey), body, 422, "mentioned_participant_not_in_room", "/message/mentions/0/id")
+			if got := r.json(t)["error"].(map[string]any)["message"]; got != tc.message {
+				t.Fatalf("message %q, want %q", got, tc.message)
+			}
+		})
+	}
+}
