@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -20,8 +21,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		// Only a programming error (an unencodable type) gets here.
-		http.Error(w, `{"error":{"code":"internal_error","message":"response encoding failed","request_id":""}}`, http.StatusInternalServerError)
+		// Only a programming error (an unencodable type) gets here; the
+		// answer is still the envelope, with the id withRequestScope set.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = fmt.Fprintf(w, `{"error":{"code":"internal_error","message":"response encoding failed","request_id":%s}}`+"\n",
+			strconv.Quote(w.Header().Get("X-Request-Id")))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
