@@ -224,7 +224,7 @@ func FuzzRequestHead(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line, header, tail string) {
 		raw := expand.Replace(line + "\r\n" + header + "\r\n\r\n" + tail)
-		responses, seen, err := exchange(addr, raw, 10*time.Second, 300*time.Millisecond)
+		responses, seen, err := exchange(addr, raw, 10*time.Second)
 		if err != nil {
 			t.Fatalf("sent %q: %v; read %q", raw, err, seen)
 		}

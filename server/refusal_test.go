@@ -44,45 +44,41 @@ type wireResponse struct {
 	body   []byte
 }
 
-// exchange sends raw on a new connection to addr and reads the responses:
-// as many as raw holds whole requests (waiting up to timeout), then, if
-// anything follows those, any more that come within quiet of the last;
-// until the server closes the connection or, after a 101, switches
-// protocols. It also returns every byte read. A
-// response cut short by the server closing is not an error: what was read
-// of it is in the bytes. The connection is never half-closed: net/http
-// cancels the context of a request whose client did that, mid-request.
-func exchange(addr, raw string, timeout, quiet time.Duration) ([]wireResponse, []byte, error) {
+// exchange sends raw on a new connection to addr and reads the responses,
+// waiting up to timeout: as many as raw holds whole requests; then, if
+// anything follows those, it half-closes the connection and reads what
+// comes until the server closes it. It stops early after a 101. It also
+// returns every byte read. A response cut short by the server closing is
+// not an error: what was read of it is in the bytes. The half-close waits
+// for the answers to the whole requests: net/http cancels the context of a
+// request whose client half-closes while it is served.
+func exchange(addr, raw string, timeout time.Duration) ([]wireResponse, []byte, error) {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer conn.Close()
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	_ = conn.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(conn, raw); err != nil && !isReset(err) {
 		return nil, nil, err
 	}
 	var seen bytes.Buffer
 	br := bufio.NewReader(io.TeeReader(conn, &seen))
 	methods, more := requestMethods(raw)
-	if !more {
-		quiet = 0
-	}
 	var out []wireResponse
 	for {
-		wait := timeout
 		if len(out) >= len(methods) {
-			wait = quiet
+			if !more {
+				return out, seen.Bytes(), nil
+			}
+			_ = conn.(*net.TCPConn).CloseWrite()
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(wait))
 		if _, err := br.Peek(1); err != nil {
-			var ne net.Error
-			if err == io.EOF || isReset(err) || errors.As(err, &ne) && ne.Timeout() && len(out) >= len(methods) {
+			if err == io.EOF || isReset(err) {
 				return out, seen.Bytes(), nil
 			}
 			return out, seen.Bytes(), fmt.Errorf("%d responses of %d: %w", len(out), len(methods), err)
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(timeout))
 		req := &http.Request{Method: "GET"}
 		if len(out) < len(methods) {
 			req.Method = methods[len(out)]
@@ -226,7 +222,7 @@ func TestEarlyRefusalsAnswerInTheEnvelope(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ts.snapshot(t)
-			responses, raw, err := exchange(addr, tc.request, 10*time.Second, 2*time.Second)
+			responses, raw, err := exchange(addr, tc.request, 10*time.Second)
 			if err != nil {
 				t.Fatalf("%v; read %q", err, raw)
 			}
@@ -268,7 +264,7 @@ func TestHandlerOutputIsNeverRewritten(t *testing.T) {
 		fileHeaders(agentKey, "refusal.txt", hexDigest([]byte(content)), "text/plain"), []byte(content))
 	expect(t, up, 201, "")
 	get := "GET /api/v1/agent/chats/" + room + "/files/" + up.data(t)["id"].(string) + " HTTP/1.1\r\nHost: chatd\r\nX-API-Key: " + agentKey + "\r\n\r\n"
-	responses, raw, err := exchange(addr, get+strings.Replace(get, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1), 10*time.Second, 2*time.Second)
+	responses, raw, err := exchange(addr, get+strings.Replace(get, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
