@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -20,8 +21,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		// Only a programming error (an unencodable type) gets here.
-		http.Error(w, `{"error":{"code":"internal_error","message":"response encoding failed","request_id":""}}`, http.StatusInternalServerError)
+		// Only a programming error (an unencodable type) gets here; the
+		// answer is still the envelope, with the id withRequestScope set.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = fmt.Fprintf(w, `{"error":{"code":"internal_error","message":"response encoding failed","request_id":%s}}`+"\n",
+			strconv.Quote(w.Header().Get("X-Request-Id")))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -39,7 +44,8 @@ func data(v any) map[string]any { return map[string]any{"data": v} }
 // invalid_json; a field dst does not declare is 400 unknown_field, with the
 // JSON Pointer of each such field; a value of the wrong type is 422
 // validation_error at its pointer. A body over the size limit is 413, one
-// that arrives too slowly 408.
+// that arrives too slowly 408. The ids in dst's id fields are normalized
+// (normalizeIDs).
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	// A declared length over the limit is refused before the body is read:
 	// otherwise a client could make the server wait for, and read, the
@@ -82,6 +88,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 		}
 		return errorf(codeInvalidJSON, "request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
+	normalizeIDs(reflect.ValueOf(dst), false)
 	return nil
 }
 
@@ -97,6 +104,43 @@ func (s *Server) bodyReadError(err, tooLarge error) error {
 		return errorf(codeRequestTimeout, "the request body arrived too slowly: less than %d KiB in %s", transferUnit>>10, s.transferTimeout)
 	}
 	return errorf(store.CodeBadRequest, "could not read the request body")
+}
+
+// normalizeIDs puts the UUIDs a decoded body holds in its id fields into
+// the lower case chatd stores (store.NormalizeID). An id field is one whose
+// JSON name is id or ids or ends in _id or _ids, unless it is tagged
+// chatd:"verbatim" (an id of the client's own, echoed as sent); it holds a
+// string, a pointer to one, or a list of either. isID says whether v is
+// (inside) such a field.
+func normalizeIDs(v reflect.Value, isID bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			normalizeIDs(v.Elem(), isID)
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return // json.RawMessage: the client's own JSON, kept as sent
+		}
+		for i := 0; i < v.Len(); i++ {
+			normalizeIDs(v.Index(i), isID)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() && !f.Anonymous || name == "-" {
+				continue
+			}
+			id := name == "id" || name == "ids" || strings.HasSuffix(name, "_id") || strings.HasSuffix(name, "_ids")
+			normalizeIDs(v.Field(i), id && f.Tag.Get("chatd") != "verbatim")
+		}
+	case reflect.String:
+		if isID && v.CanSet() {
+			v.SetString(store.NormalizeID(v.String()))
+		}
+	}
 }
 
 var rawMessageType = reflect.TypeOf(json.RawMessage(nil))

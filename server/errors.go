@@ -25,6 +25,20 @@ const (
 	codeRangeNotSatisfiable    store.Code = "range_not_satisfiable" // file download: the Range starts past the end
 	codeRateLimited            store.Code = "rate_limited"          // over a rate limit (ratelimit.go)
 	codeRequestTimeout         store.Code = "request_timeout"       // the request body came slower than the minimum rate (transfer.go)
+
+	// Refusals of requests that are not valid HTTP/1.1, which net/http
+	// decides before any handler runs (refusal.go rewrites its answers into
+	// the envelope), and of WebSocket handshakes gobwas/ws would refuse.
+	codeMalformedRequest            store.Code = "malformed_request"             // request line, target (a bad %-escape), header line, Content-Length
+	codeHostRequired                store.Code = "host_required"                 // an HTTP/1.1 request without Host
+	codeInvalidHost                 store.Code = "invalid_host"                  // a Host header that is no host
+	codeInvalidHeader               store.Code = "invalid_header"                // a header name that is no token, a value with control characters
+	codeExpectationFailed           store.Code = "expectation_failed"            // an Expect other than 100-continue
+	codeHeadersTooLarge             store.Code = "headers_too_large"             // request line and headers over the server's limit
+	codeUnsupportedTransferEncoding store.Code = "unsupported_transfer_encoding" // a Transfer-Encoding other than chunked
+	codeHTTPVersionNotSupported     store.Code = "http_version_not_supported"    // neither HTTP/1.0 nor HTTP/1.1 (HTTP/2 included)
+	codeInvalidHandshake            store.Code = "invalid_handshake"             // socket: a WebSocket handshake gobwas/ws would refuse
+	codeUpgradeRequired             store.Code = "upgrade_required"              // socket: not a WebSocket upgrade, or not version 13
 )
 
 // statusOf maps every code to its HTTP status. A code missing here is a bug
@@ -35,6 +49,16 @@ var statusOf = map[store.Code]int{
 	codeUnknownField:                   http.StatusBadRequest,
 	codeConflictingCredentials:         http.StatusBadRequest,
 	codeInvalidOnConflict:              http.StatusBadRequest,
+	codeMalformedRequest:               http.StatusBadRequest,
+	codeHostRequired:                   http.StatusBadRequest,
+	codeInvalidHost:                    http.StatusBadRequest,
+	codeInvalidHeader:                  http.StatusBadRequest,
+	codeInvalidHandshake:               http.StatusBadRequest,
+	codeExpectationFailed:              http.StatusExpectationFailed,
+	codeUpgradeRequired:                http.StatusUpgradeRequired,
+	codeHeadersTooLarge:                http.StatusRequestHeaderFieldsTooLarge,
+	codeUnsupportedTransferEncoding:    http.StatusNotImplemented,
+	codeHTTPVersionNotSupported:        http.StatusHTTPVersionNotSupported,
 	codeConnectionConflict:             http.StatusConflict,
 	codeTooManyRequests:                http.StatusTooManyRequests,
 	codeRateLimited:                    http.StatusTooManyRequests,

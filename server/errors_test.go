@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -106,5 +107,17 @@ func TestRequestIDs(t *testing.T) {
 	b := ts.do(t, "GET", "/healthz", noCred, nil).header.Get("X-Request-Id")
 	if a == b {
 		t.Fatal("request ids repeat")
+	}
+}
+
+// A response that cannot be encoded (a programming error) is still a 500
+// in the envelope, with the request id.
+func TestUnencodableResponseIsAnEnvelope(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Request-Id", "req_test")
+	writeJSON(rec, http.StatusOK, map[string]any{"data": make(chan int)})
+	r := wireResponse{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	if p := envelopeProblem(r, false); p != "" || r.status != 500 || r.code(t) != "internal_error" {
+		t.Fatalf("%d %s: %s", r.status, p, r.body)
 	}
 }

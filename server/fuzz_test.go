@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/chatd/chatd/store"
@@ -116,7 +117,7 @@ func FuzzDecodeCursor(f *testing.F) {
 // a success or a client error (400 invalid_json or unknown_field, 413, 422),
 // never a 500; a JSON object with a field the type does not declare is 400
 // unknown_field; and what it accepts, encoding/json accepts too with unknown
-// fields disallowed, to the same value.
+// fields disallowed, to the same value once its ids are in lower case.
 func FuzzDecodeBody(f *testing.F) {
 	ts := newTestServerWith(f, func(c *Config) { c.MaxBodyBytes = 4096 })
 	s := ts.srv
@@ -161,6 +162,7 @@ func FuzzDecodeBody(f *testing.F) {
 		if err := dec.Decode(&strict); err != nil {
 			t.Fatalf("decodeBody accepted %q, which encoding/json refuses: %v", body, err)
 		}
+		normalizeIDs(reflect.ValueOf(&strict), false)
 		if a, b := mustJSON(t, req), mustJSON(t, strict); !bytes.Equal(a, b) {
 			t.Fatalf("decoding %q: decodeBody gives %s, encoding/json %s", body, a, b)
 		}
@@ -176,4 +178,84 @@ func oneValue(b []byte) bool {
 	}
 	_, err := dec.Token()
 	return err != nil
+}
+
+// FuzzRequestHead: whatever request line and header block a client sends,
+// and whatever follows them, over a real connection to a server started as
+// chatd serve starts it, every final answer carries a request id, is never
+// a 500, and is either a success or the error envelope in JSON (never
+// text/plain); or the connection closes without an answer. In the input,
+// $KEY and $UKEY stand for an agent's and a person's key and $ROOM for a
+// room of theirs, so that the fuzzer reaches past authentication.
+func FuzzRequestHead(f *testing.F) {
+	ts := newTestServerWith(f, func(c *Config) { c.DisableRateLimit = true })
+	u, userKey := ts.user("alice")
+	_, agentKey := ts.agent(u, "Helper")
+	room := ts.room(f, agentKey, u.ID)
+	addr := ts.serveOnSocket(f)
+	expand := strings.NewReplacer("$KEY", agentKey, "$UKEY", userKey, "$ROOM", room)
+	const host, auth = "Host: chatd", "Host: chatd\r\nX-API-Key: $KEY"
+	for _, seed := range [][3]string{
+		{"GET /healthz HTTP/1.1", host, ""},
+		{"GET /api/v1/agent/chats/%zz HTTP/1.1", host, ""},
+		{"GET /api/v1/agent/me HTTP/1.1", auth, ""},
+		{"GET /api/v1/agent/chats/$ROOM/messages?limit=5 HTTP/1.1", auth, ""},
+		{"POST /api/v1/agent/chats/$ROOM/messages HTTP/1.1", auth + "\r\nContent-Type: application/json\r\nContent-Length: 60",
+			`{"message":{"content":"hi","mentions":[{"handle":"alice"}]}}`},
+		{"POST /api/v1/agent/chats HTTP/1.1", auth + "\r\nTransfer-Encoding: chunked", "2\r\n{}\r\n0\r\n\r\n"},
+		{"POST /api/v1/agent/chats HTTP/1.1", auth + "\r\nExpect: 100-continue\r\nContent-Length: 2", "{}"},
+		{"GET /api/v1/socket/websocket?vsn=2.0.0 HTTP/1.1", auth + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", ""},
+		{"GET /api/v1/socket/websocket HTTP/1.1", host, ""},
+		{"GET /api/v1/me/chats/$ROOM HTTP/1.0", "X-API-Key: $UKEY", ""},
+		{"HEAD /api/v1/nothing HTTP/1.1", host, ""},
+		{"PRI * HTTP/2.0", "", "SM\r\n\r\n"},
+		{"OPTIONS * HTTP/1.1", host, ""},
+		{"GET / HTTP/1.1", "", ""},
+		{"GET / HTTP/1.1", "Host: a b", ""},
+		{"GET / HTTP/1.1", host + "\r\nBad Name: x", ""},
+		{"GET / HTTP/1.1", host + "\r\nExpect: a-miracle", ""},
+		{"POST /api/v1/agent/chats HTTP/1.1", host + "\r\nTransfer-Encoding: gzip", ""},
+		{"GET / HTTP/3.0", host, ""},
+		{"GARBAGE", "", ""},
+		{"GET /healthz HTTP/1.1", host, "GET /healthz HTTP/1.1\r\nHost: chatd\r\n\r\nBAD\r\n\r\n"},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	f.Fuzz(func(t *testing.T, line, header, tail string) {
+		raw := expand.Replace(line + "\r\n" + header + "\r\n\r\n" + tail)
+		responses, seen, err := exchange(addr, raw, 10*time.Second)
+		if err != nil {
+			t.Fatalf("sent %q: %v; read %q", raw, err, seen)
+		}
+		methods, _ := requestMethods(raw)
+		plain := 0 // text/plain successes (a file download may be one)
+		for i, r := range responses {
+			if r.status == http.StatusSwitchingProtocols {
+				continue
+			}
+			// 501 and 505 are the client's doing; 503 a full write queue.
+			if r.status >= 500 && r.status != 501 && r.status != 503 && r.status != 505 {
+				t.Fatalf("sent %q: %d; read %q", raw, r.status, seen)
+			}
+			if r.status < 300 || r.status == http.StatusNotModified {
+				if r.header.Get("X-Request-Id") == "" {
+					t.Fatalf("sent %q: no x-request-id; read %q", raw, seen)
+				}
+				if strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+					plain++
+				}
+				continue
+			}
+			head := i < len(methods) && methods[i] == http.MethodHead
+			if p := envelopeProblem(r, head); p != "" {
+				t.Fatalf("sent %q: %d: %s; read %q", raw, r.status, p, seen)
+			}
+		}
+		// A response cut short by the server closing is not among those
+		// read whole: it must not be text/plain either.
+		if n := bytes.Count(seen, []byte("Content-Type: text/plain")); n > plain {
+			t.Fatalf("sent %q: text/plain on the wire; read %q", raw, seen)
+		}
+	})
 }

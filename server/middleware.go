@@ -18,6 +18,7 @@ const (
 	requestIDKey ctxKey = iota
 	principalKey
 	callerKey
+	connKey // the *refusalConn a request came on (refusal.go)
 )
 
 // callerNote is who made a request, filled in once authentication has
@@ -113,6 +114,7 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 func (s *Server) withRequestScope(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		markHandling(r)
 		id := r.Header.Get("X-Request-Id")
 		if !validRequestID(id) {
 			id = newRequestID()
@@ -151,6 +153,13 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 				s.metrics.observeRequest(r.Method, caller.route, status, time.Since(start))
 			}
 		}()
+		if r.ProtoMajor != 1 {
+			// net/http passes on "PRI * HTTP/2.0", the preface of HTTP/2
+			// spoken without upgrading, for handlers that speak HTTP/2
+			// themselves; chatd speaks HTTP/1.1 only.
+			s.writeError(rec, r, errorf(codeHTTPVersionNotSupported, "HTTP/2 is not served here: use HTTP/1.1"))
+			return
+		}
 		next.ServeHTTP(rec, r)
 	})
 }

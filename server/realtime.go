@@ -191,6 +191,12 @@ func (rt *realtime) Joined(*phx.Conn, string) {}
 func (rt *realtime) Authorize(c *phx.Conn, topic string) string {
 	sc := c.Value.(*socketConn)
 	kind, id, _ := strings.Cut(topic, ":")
+	if store.NormalizeID(id) != id {
+		// Pushes carry the topic as joined and clients match them to their
+		// channel by it exactly, so a join is refused rather than made
+		// under a spelling the pushes, addressed in lower case, would miss.
+		return "the id in a topic must be in lower case, as chatd sends ids"
+	}
 	switch kind {
 	case "agent_control", "agent_rooms", "agent_contacts":
 		if sc.agent != nil && id == sc.agent.ID {

@@ -286,6 +286,11 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 // serve authenticates the caller as aud requires (a delegated caller also
 // needs scope), within the rate limits, and runs h.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
+	// Every path parameter is an id (or a task's board number): one
+	// normalization here serves every route.
+	for i := range ps {
+		ps[i].Value = store.NormalizeID(ps[i].Value)
+	}
 	if aud != public {
 		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
 			return s.authenticate(r, aud, cachedOnly)
@@ -383,7 +388,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(s.jsonRefusals(srv, ln)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -265,7 +265,7 @@ func idParam(q url.Values, name string, p store.Problems) string {
 	if !ok {
 		return ""
 	}
-	id := strings.ToLower(strings.TrimSpace(v[0]))
+	id := store.NormalizeID(strings.TrimSpace(v[0]))
 	if !store.ValidID(id) {
 		p.Add("/"+name, "must be a UUID")
 		return ""

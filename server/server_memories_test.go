@@ -359,8 +359,15 @@ func TestMemoryVisibility(t *testing.T) {
 			}
 		})
 	}
-	// Ids that are no memory at all read as missing, like invisible ones.
-	for _, id := range []string{nilID, "nope", strings.ToUpper(k.ids["orgA"])} {
+	// Ids that are no memory at all read as missing, like invisible ones; an
+	// id in upper case is the same id (RFC 9562), but not in braces.
+	for _, who := range []string{"a1", "alice"} {
+		r := k.ts.do(t, "GET", k.path(who, "/"+strings.ToUpper(k.ids["orgA"])), k.cred(who), nil)
+		if expect(t, r, 200, ""); r.data(t)["id"] != k.ids["orgA"] {
+			t.Fatalf("%s reads %v by the upper-case id of %s", who, r.data(t)["id"], k.ids["orgA"])
+		}
+	}
+	for _, id := range []string{nilID, "nope", "{" + k.ids["orgA"] + "}"} {
 		expect(t, k.ts.do(t, "GET", k.path("a1", "/"+url.PathEscape(id)), k.cred("a1"), nil), 404, "not_found")
 		expect(t, k.ts.do(t, "GET", k.path("alice", "/"+url.PathEscape(id)), k.cred("alice"), nil), 404, "not_found")
 	}

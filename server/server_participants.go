@@ -124,7 +124,7 @@ func (s *Server) listPeers(w http.ResponseWriter, r *http.Request, _ httprouter.
 	q := r.URL.Query()
 	p := principal(r)
 	problems := store.Problems{}
-	f := store.PeerFilter{NotInChat: q.Get("not_in_chat")}
+	f := store.PeerFilter{NotInChat: store.NormalizeID(q.Get("not_in_chat"))}
 	if f.NotInChat != "" && !store.ValidID(f.NotInChat) {
 		problems.Add("/not_in_chat", "must be a chat room id (UUID)")
 	}

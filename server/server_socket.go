@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"sync"
@@ -68,6 +69,9 @@ var (
 
 // socket is GET /api/v1/socket/websocket.
 func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+	if err := checkHandshake(w, r); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	onConflict := q.Get("on_conflict")
 	if onConflict == "" {
@@ -122,6 +126,68 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	return nil
 }
 
+// checkHandshake refuses, in the envelope, what gobwas/ws's upgrader
+// would refuse itself in text/plain after hijacking the connection: it
+// checks what that upgrader checks (RFC 6455 section 4.2.1), as strictly or
+// more. A request that is no upgrade at all (a browser or curl opening the
+// URL) is told to upgrade.
+func checkHandshake(w http.ResponseWriter, r *http.Request) error {
+	// gobwas reads the first value of each header, as Header.Get does.
+	version := r.Header.Get("Sec-WebSocket-Version")
+	switch {
+	case !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || !hasUpgradeToken(r.Header.Get("Connection")):
+		w.Header().Set("Upgrade", "websocket")
+		return errorf(codeUpgradeRequired, "this endpoint speaks WebSocket only: send Connection: Upgrade and Upgrade: websocket")
+	case !r.ProtoAtLeast(1, 1):
+		return errorf(codeInvalidHandshake, "a WebSocket upgrade needs HTTP/1.1")
+	case r.Host == "":
+		return errorf(codeInvalidHandshake, "a WebSocket upgrade needs a Host header")
+	case !validWebSocketKey(r.Header.Get("Sec-WebSocket-Key")):
+		return errorf(codeInvalidHandshake, "Sec-WebSocket-Key must be 16 bytes in base64")
+	case version == "":
+		return errorf(codeInvalidHandshake, "Sec-WebSocket-Version is required: send 13")
+	case version != "13":
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		return errorf(codeUpgradeRequired, "the WebSocket version served is 13")
+	}
+	return nil
+}
+
+// hasUpgradeToken reports whether a Connection header lists "upgrade",
+// every element before it being a token: stricter than gobwas, which also
+// takes elements it cannot read as long as it reaches "upgrade" (and takes
+// no tab between elements, which is why only spaces are trimmed here).
+func hasUpgradeToken(connection string) bool {
+	for _, el := range strings.Split(connection, ",") {
+		el = strings.Trim(el, " ")
+		if !isToken(el) {
+			return false
+		}
+		if strings.EqualFold(el, "upgrade") {
+			return true
+		}
+	}
+	return false
+}
+
+// isToken reports whether s is an RFC 9110 token.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// validWebSocketKey reports whether key is a nonce as RFC 6455 defines it:
+// 16 bytes in base64 (gobwas checks only its length, 24).
+func validWebSocketKey(key string) bool {
+	b, err := base64.StdEncoding.DecodeString(key)
+	return len(key) == 24 && err == nil && len(b) == 16
+}
+
 // socketPrincipal authenticates an upgrade request (an upgrade counts
 // against the rate limits like any request) and resolves agent_id.
 func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socketConn, error) {
@@ -154,7 +220,7 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 	if p.KeyID != "" {
 		sc.limitKey = "key:" + p.KeyID
 	}
-	agentID := q.Get("agent_id")
+	agentID := store.NormalizeID(q.Get("agent_id"))
 	switch {
 	case agentID == "":
 	case p.IsAgent() && agentID != p.Agent.ID:

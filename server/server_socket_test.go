@@ -624,3 +624,79 @@ func mustAgentIDByKey(t *testing.T, ts *testServer, key string) string {
 	}
 	return p.Agent.ID
 }
+
+// An upgrade gobwas/ws would refuse in text/plain is refused before it, in
+// the envelope: whatever is wrong with the handshake, and a plain GET.
+func TestSocketHandshakeRefusals(t *testing.T) {
+	ts := newTestServer(t)
+	u, _ := ts.user("alice")
+	_, agentKey := ts.agent(u, "Helper")
+	addr := ts.serveOnSocket(t)
+	const path = "/api/v1/socket/websocket?vsn=2.0.0&api_key="
+	good := map[string]string{"Host": "chatd", "Connection": "Upgrade", "Upgrade": "websocket",
+		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+	request := func(version string, change map[string]string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "GET %s%s %s\r\n", path, agentKey, version)
+		for k, v := range good {
+			if nv, ok := change[k]; ok {
+				v = nv
+			}
+			if v != "" {
+				fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+			}
+		}
+		return b.String() + "\r\n"
+	}
+	all := map[string]string{}
+	for k := range good {
+		if k != "Host" {
+			all[k] = ""
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		request string
+		status  int
+		code    string
+		header  [2]string
+	}{
+		{"a plain GET", request("HTTP/1.1", all), 426, "upgrade_required", [2]string{"Upgrade", "websocket"}},
+		{"a plain GET without credentials", "GET /api/v1/socket/websocket HTTP/1.1\r\nHost: chatd\r\n\r\n", 426, "upgrade_required", [2]string{"Upgrade", "websocket"}},
+		{"no Upgrade", request("HTTP/1.1", map[string]string{"Upgrade": ""}), 426, "upgrade_required", [2]string{}},
+		{"Upgrade: h2c", request("HTTP/1.1", map[string]string{"Upgrade": "h2c"}), 426, "upgrade_required", [2]string{}},
+		{"Connection: keep-alive", request("HTTP/1.1", map[string]string{"Connection": "keep-alive"}), 426, "upgrade_required", [2]string{}},
+		{"a Connection gobwas cannot read", request("HTTP/1.1", map[string]string{"Connection": "keep-alive;x, Upgrade"}), 426, "upgrade_required", [2]string{}},
+		{"a tab in Connection", request("HTTP/1.1", map[string]string{"Connection": "keep-alive,\tUpgrade"}), 426, "upgrade_required", [2]string{}},
+		{"HTTP/1.0", request("HTTP/1.0", nil), 400, "invalid_handshake", [2]string{}},
+		{"no key", request("HTTP/1.1", map[string]string{"Sec-WebSocket-Key": ""}), 400, "invalid_handshake", [2]string{}},
+		{"a short key", request("HTTP/1.1", map[string]string{"Sec-WebSocket-Key": "c2hvcnQ="}), 400, "invalid_handshake", [2]string{}},
+		{"a key that is not base64", request("HTTP/1.1", map[string]string{"Sec-WebSocket-Key": "!!!!!!!!!!!!!!!!!!!!!!!!"}), 400, "invalid_handshake", [2]string{}},
+		{"no version", request("HTTP/1.1", map[string]string{"Sec-WebSocket-Version": ""}), 400, "invalid_handshake", [2]string{}},
+		{"version 8", request("HTTP/1.1", map[string]string{"Sec-WebSocket-Version": "8"}), 426, "upgrade_required", [2]string{"Sec-Websocket-Version", "13"}},
+		{"the right handshake", request("HTTP/1.1", map[string]string{"Connection": "keep-alive, Upgrade", "Upgrade": "WebSocket"}), 101, "", [2]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			responses, raw, err := exchange(addr, tc.request, 10*time.Second)
+			if err != nil || len(responses) != 1 {
+				t.Fatalf("%v, %d responses; read %q", err, len(responses), raw)
+			}
+			r := responses[0]
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d; read %q", r.status, tc.status, raw)
+			}
+			if tc.status == 101 {
+				return
+			}
+			if p := envelopeProblem(r, false); p != "" {
+				t.Fatalf("%s; read %q", p, raw)
+			}
+			if code := r.code(t); code != tc.code {
+				t.Fatalf("code %q, want %q", code, tc.code)
+			}
+			if tc.header[0] != "" && r.header.Get(tc.header[0]) != tc.header[1] {
+				t.Fatalf("%s: %q, want %q", tc.header[0], r.header.Get(tc.header[0]), tc.header[1])
+			}
+		})
+	}
+}

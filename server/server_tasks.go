@@ -144,7 +144,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, ps httprouter.P
 type updateTaskRequest struct {
 	Status         *string `json:"status"`
 	ActiveForm     *string `json:"active_form"`
-	LinkedNativeID *string `json:"linked_native_id"`
+	LinkedNativeID *string `json:"linked_native_id" chatd:"verbatim"` // the agent's own task id
 	Comment        *string `json:"comment"`
 	Subject        *string `json:"subject"`
 	Detail         *string `json:"detail"`

@@ -319,8 +319,8 @@ func TestTasksGet(t *testing.T) {
 		t.Fatalf("archived task reads as %+v", got)
 	}
 
-	for _, ref := range []string{foreign.ID, "2", "0", "-1", "+1", "01", "1.0", "abc", "%23" + "1", strings.ToUpper(one.ID),
-		strings.ReplaceAll(one.ID, "-", ""), taskUnknownID, "99999999999999999999"} {
+	for _, ref := range []string{foreign.ID, "2", "0", "-1", "+1", "01", "1.0", "abc", "%23" + "1", "{" + one.ID + "}",
+		strings.ToUpper(strings.ReplaceAll(one.ID, "-", "")), taskUnknownID, "99999999999999999999"} {
 		t.Run("ref "+ref, func(t *testing.T) {
 			for _, q := range []string{"", "?include=history"} {
 				expect(t, k.ts.do(t, "GET", tasksPath(k.room, ref)+q, k.helperCred, nil), 404, "not_found")
@@ -902,9 +902,21 @@ func TestTasksAttentionEvents(t *testing.T) {
 		{"unknown task", k.scoutCred, "POST", path, attention(taskUnknownID), 422, "validation_error", "/event/metadata/task_id"},
 		{"board number", k.scoutCred, "POST", path, attention("1"), 422, "validation_error", "/event/metadata/task_id"},
 		{"number", k.scoutCred, "POST", path, attention(1), 422, "validation_error", "/event/metadata/task_id"},
-		{"upper-case id", k.scoutCred, "POST", path, attention(strings.ToUpper(mine.ID)), 422, "validation_error", "/event/metadata/task_id"},
 		{"not a participant", k.lonCred, "POST", path, attention(mine.ID), 404, "not_found", ""},
 	})
+	// An id in upper case names the same task, and is kept as chatd spells it.
+	r := k.ts.do(t, "POST", path, k.scoutCred, attention(strings.ToUpper(mine.ID)))
+	expect(t, r, 201, "")
+	ctx := k.ts.do(t, "GET", "/api/v1/agent/chats/"+k.room+"/context?limit=100", k.scoutCred, nil)
+	var taskID any = "nothing: the event is not listed"
+	for _, m := range ctx.list(t) {
+		if m := m.(map[string]any); m["id"] == r.data(t)["id"] {
+			taskID = m["metadata"].(map[string]any)["task_id"]
+		}
+	}
+	if taskID != mine.ID {
+		t.Fatalf("the attention event's task_id reads %v, want %s", taskID, mine.ID)
+	}
 	// The task id is only checked on attention events.
 	expect(t, k.ts.do(t, "POST", path, k.scoutCred, map[string]any{"event": map[string]any{"content": "x", "message_type": "task",
 		"metadata": map[string]any{"task_id": foreign.ID}}}), 201, "")

@@ -191,7 +191,7 @@ func (nm NewMemory) check(at string, p Problems) *memoryRow {
 	}
 	row.checkSubject(nm.SubjectID, at, p)
 	if nm.ChatRoomID != nil {
-		id := strings.ToLower(*nm.ChatRoomID)
+		id := NormalizeID(*nm.ChatRoomID)
 		if !ValidID(id) {
 			p.Add(at+"/chat_room_id", "must be a UUID")
 		}
@@ -207,7 +207,7 @@ func (row *memoryRow) checkSubject(subjectID *string, at string, p Problems) {
 	case row.scope == "subject" && subjectID == nil:
 		p.Add(at+"/subject_id", "is required for a subject-scope memory")
 	case row.scope == "subject":
-		id := strings.ToLower(*subjectID)
+		id := NormalizeID(*subjectID)
 		if !ValidID(id) {
 			p.Add(at+"/subject_id", "must be a UUID")
 		}
@@ -270,8 +270,9 @@ func checkMemoryMetadata(raw json.RawMessage, at string, p Problems) sql.NullStr
 	}
 	if refs, ok := strs("references", maxMemoryReferences); ok {
 		for i, ref := range refs {
-			if !ValidID(ref) {
-				p.Add(at+"/references/"+strconv.Itoa(i), "must be a memory id (a lower-case UUID)")
+			// Kept in the metadata as chatd spells ids, whatever the case sent.
+			if refs[i] = NormalizeID(ref); !ValidID(refs[i]) {
+				p.Add(at+"/references/"+strconv.Itoa(i), "must be a memory id (a UUID)")
 			}
 		}
 		out.References = refs

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -210,11 +211,10 @@ func resolveMentions(c *codedProblems, in []MentionInput, members []*Participant
 	byID := map[string]*Participant{}
 	byHandle := map[string]*Participant{}
 	for _, p := range members {
-		if p.Status != "active" {
-			continue // a blocked participant cannot be addressed
-		}
 		byID[p.ID] = p
-		byHandle[strings.ToLower(p.Handle)] = p
+		if p.Status == "active" { // a blocked participant cannot be addressed
+			byHandle[strings.ToLower(p.Handle)] = p
+		}
 	}
 	out := make([]Mention, 0, len(in))
 	seen := map[string]int{}
@@ -222,8 +222,8 @@ func resolveMentions(c *codedProblems, in []MentionInput, members []*Participant
 		var p *Participant
 		switch {
 		case m.ID != nil && *m.ID != "":
-			if p = byID[*m.ID]; p == nil {
-				c.add(CodeMentionNotInRoom, Pointer("message", "mentions", i, "id"), "is not a participant of this room")
+			if p = byID[*m.ID]; p == nil || p.Status != "active" {
+				c.add(CodeMentionNotInRoom, Pointer("message", "mentions", i, "id"), unmentionable(*m.ID, p))
 				continue
 			}
 		case m.Handle != nil:
@@ -254,6 +254,23 @@ func resolveMentions(c *codedProblems, in []MentionInput, members []*Participant
 		out = append(out, Mention{ID: p.ID, Handle: p.Handle, Name: p.Name, Kind: kind})
 	}
 	return out
+}
+
+// unmentionable says why id, which names p (nil if no one in the room),
+// cannot be mentioned: not a UUID, no participant's, or a blocked one's.
+// The code is mentioned_participant_not_in_room for all three, as the API
+// documents for an entry that names no one in the room.
+func unmentionable(id string, p *Participant) string {
+	switch {
+	case p != nil:
+		return "is the id of a participant blocked in this room, who cannot be mentioned"
+	case !ValidID(id):
+		if len(id) > 40 {
+			id = strings.ToValidUTF8(id[:40], "") + "…"
+		}
+		return fmt.Sprintf("is not a UUID (8-4-4-4-12 hexadecimal digits): %q", id)
+	}
+	return "is not the id of a participant of this room: " + id
 }
 
 // withMentionsPrepended returns content with "@handle " prepended for each
@@ -417,6 +434,15 @@ func checkEvent(in EventInput) (json.RawMessage, string, error) {
 		var obj map[string]json.RawMessage
 		_ = json.Unmarshal(meta, &obj)
 		taskID = checkAttention(obj, p)
+		if lower, _ := json.Marshal(taskID); taskID != "" && !bytes.Equal(obj["task_id"], lower) {
+			// The task id is kept as chatd spells ids, whatever the case sent.
+			obj["task_id"] = lower
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(obj)
+			meta = bytes.TrimSpace(buf.Bytes())
+		}
 	}
 	return meta, taskID, p.Err(CodeValidation)
 }
@@ -435,12 +461,12 @@ func checkAttention(meta map[string]json.RawMessage, p Problems) (taskID string)
 		}
 	}
 	if raw, ok := meta["task_id"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &taskID) != nil || !ValidID(taskID) {
+		if json.Unmarshal(raw, &taskID) != nil || !ValidID(NormalizeID(taskID)) {
 			p.Add("/event/metadata/task_id", "is not a task of this room")
 			taskID = ""
 		}
 	}
-	return taskID
+	return NormalizeID(taskID)
 }
 
 // PostEvent records an event (a tool call, a thought, ...) in a room. Events
