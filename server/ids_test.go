@@ -204,9 +204,9 @@ func TestMentionIDMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name, id, message string
 	}{
-		{"not a UUID", "helper", `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits): "helper"`},
-		{"a UUID in braces", "{" + w.helper + "}", `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits): "{` + w.helper + `}"`},
-		{"no UUID, long", strings.Repeat("x", 100), `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits): "` + strings.Repeat("x", 40) + `…"`},
+		{"not a UUID", "helper", `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits), so it names no participant: "helper"`},
+		{"a UUID in braces", "{" + w.helper + "}", `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits), so it names no participant: "{` + w.helper + `}"`},
+		{"no UUID, long", strings.Repeat("x", 100), `/message/mentions/0/id is not a UUID (8-4-4-4-12 hexadecimal digits), so it names no participant: "` + strings.Repeat("x", 40) + `…"`},
 		{"no participant's", nilID, "/message/mentions/0/id is not the id of a participant of this room: " + nilID},
 		{"no participant's, in upper case", strings.ToUpper(w.carol), "/message/mentions/0/id is not the id of a participant of this room: " + w.carol},
 		{"a blocked participant's", strings.ToUpper(w.bob), "/message/mentions/0/id is the id of a participant blocked in this room, who cannot be mentioned"},

@@ -268,7 +268,7 @@ func unmentionable(id string, p *Participant) string {
 		if len(id) > 40 {
 			id = strings.ToValidUTF8(id[:40], "") + "…"
 		}
-		return fmt.Sprintf("is not a UUID (8-4-4-4-12 hexadecimal digits): %q", id)
+		return fmt.Sprintf("is not a UUID (8-4-4-4-12 hexadecimal digits), so it names no participant: %q", id)
 	}
 	return "is not the id of a participant of this room: " + id
 }
