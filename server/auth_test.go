@@ -132,6 +132,7 @@ func TestAuthTableCoversEveryRoute(t *testing.T) {
 }
 
 func TestEveryRouteEnforcesItsAudience(t *testing.T) {
+	t.Parallel() // its own server and database
 	ts := newTestServer(t)
 	alice, humanKey := ts.user("alice")
 	_, agentKey := ts.agent(alice, "Helper")

@@ -50,7 +50,7 @@ func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
 // newTestServerWith starts a server whose configuration configure adjusts.
 func newTestServerWith(t testing.TB, configure func(*Config), opts ...func(*store.Options)) *testServer {
 	t.Helper()
-	o := store.Options{Schema: testSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := store.Options{Schema: testSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Sync: store.SyncNormal}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -151,6 +151,7 @@ var secBodies = map[string]any{
 // not_found, as for an id that names nothing, and changes nothing. A new
 // route with an id is caught by the walk over the router's routes.
 func TestObjectLevelAuthorization(t *testing.T) {
+	t.Parallel() // its own server and database
 	w := newSecWorld(t)
 	ts := w.ts
 	for _, rt := range registeredRoutes(ts.srv) {
@@ -261,6 +262,7 @@ var secForbiddenFields = map[string]any{
 // unknown_field, changing nothing: what a caller may set is exactly what a
 // route declares.
 func TestMassAssignment(t *testing.T) {
+	t.Parallel() // its own server and database
 	w := newSecWorld(t)
 	ts := w.ts
 	for _, rt := range registeredRoutes(ts.srv) {

@@ -485,6 +485,7 @@ var secretInAnswer = regexp.MustCompile(`band_[augs]_|thnv_[au]_|"(access_token|
 // message, nothing written), and a walk over every Human API route finds no
 // answer to it carrying a secret, so a new route that mints one is caught.
 func TestDelegatedTokensNeverMintCredentials(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newDgKit(t)
 	_, grant := k.grant(t, store.DelegationScopes...)
 	tok := k.exchange(t, grant)

@@ -239,6 +239,7 @@ func dlvDetails(t testing.TB, r *response) map[string]any {
 // store's "anything else" row) on a fresh message each. The spec's "none"
 // (no delivery status yet) reads as "pending" in the API.
 func TestDeliveryStateTable(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newDlvKit(t)
 	for _, tc := range []struct {
 		name    string
@@ -790,6 +791,7 @@ func (m *dlvModel) list(filter string) []string {
 // TestDeliveryMatchesModel drives random operations over HTTP and against
 // dlvModel, comparing every answer.
 func TestDeliveryMatchesModel(t *testing.T) {
+	t.Parallel() // its own server and database
 	// A thousand requests with one key as fast as loopback allows: far
 	// beyond any agent's pace, so the per-credential limit is off here.
 	k := newDlvKitOn(t, newTestServerWith(t, func(c *Config) { c.DisableRateLimit = true }))

@@ -370,6 +370,7 @@ func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
 }
 
 func TestFileAttachmentsOnMessages(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newFileKit(t, nil)
 	plan := k.upload(t, k.helperKey, k.room, "plan.md", []byte("# Plan"))
 	data := k.upload(t, k.aliceKey, k.room, "data.csv", []byte("a,b\n1,2\n"))

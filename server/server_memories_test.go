@@ -175,6 +175,7 @@ func (k *memKit) delete(t testing.TB, who, id string) *response {
 }
 
 func TestMemoryCreate(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	room := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{})
 	expect(t, room, 201, "")
@@ -602,6 +603,7 @@ func TestMemoryAgentFilters(t *testing.T) {
 
 // No content_query is an FTS syntax error: every input answers 200 or 422.
 func TestMemorySearchOddInputs(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	k.store(t, "a1", "plain", map[string]any{"content": `he said "NEAR(a b)" OR -not * col:x`, "scope": "organization"})
 	inputs := []string{`"`, `""`, `"""`, `*`, `**`, `"*`, `NEAR(`, `NEAR(a b, 2)`, `-`, `-a`, `a OR`, `OR`, `AND`, `NOT`, `a AND NOT b`,
@@ -624,6 +626,7 @@ func TestMemorySearchOddInputs(t *testing.T) {
 }
 
 func TestMemoryPaging(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	var want []string // newest first
 	for i := 0; i < 25; i++ {
@@ -709,6 +712,7 @@ func TestMemoryPaging(t *testing.T) {
 }
 
 func TestMemoryHumanFilters(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	mine := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{}) // alice reads it through a1
 	expect(t, mine, 201, "")
@@ -783,6 +787,7 @@ func (k *memKit) ftsEntries(t testing.TB) int {
 }
 
 func TestMemoryAgentLifecycle(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	mem := k.store(t, "a1", "m", k.about("alice"))
 	id := mem["id"].(string)
@@ -833,6 +838,7 @@ func TestMemoryAgentLifecycle(t *testing.T) {
 // storing agent, so every client reads a documented scope; scope=agent
 // lists the memories about the caller.
 func TestMemoryAgentScope(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	self1 := k.store(t, "a1", "self1", map[string]any{"scope": "agent", "segment": "agent", "content": "I answer in French"})
 	if self1["scope"] != "subject" || self1["subject_id"] != k.ids["a1"] || self1["source_agent_id"] != k.ids["a1"] {
@@ -873,6 +879,7 @@ func TestMemoryAgentScope(t *testing.T) {
 }
 
 func TestMemorySupersedeWithReplacement(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	old := k.store(t, "a1", "old", map[string]any{"content": "alice drinks coffee", "subject_id": k.ids["alice"]})["id"].(string)
 
@@ -920,6 +927,7 @@ func TestMemorySupersedeWithReplacement(t *testing.T) {
 }
 
 func TestMemoryHumanLifecycle(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newMemKit(t)
 	mine := k.store(t, "a1", "mine", map[string]any{"content": "zebra crossing", "subject_id": k.ids["alice"]})
 	k.store(t, "b1", "mine-by-b1", k.about("alice"))
@@ -1060,6 +1068,7 @@ func mustUser(t testing.TB, k *memKit, who string) *store.User {
 // after authentication: bad credentials are still 401 and the wrong kind
 // of key still 403 forbidden.
 func TestMemoriesSwitchedOff(t *testing.T) {
+	t.Parallel() // its own server and database
 	ts := newTestServerWith(t, func(c *Config) { c.DisableMemories = true })
 	alice, humanKey := ts.user("alice")
 	_, agentKey := ts.agent(alice, "Helper")

@@ -360,6 +360,7 @@ func (w *msgWorld) helperOr(self msgParty) msgParty {
 }
 
 func TestMessagesSendRefusals(t *testing.T) {
+	t.Parallel() // its own server and database
 	w := newMsgWorld(t)
 	for _, self := range []msgParty{w.helper, w.alice} {
 		api := map[string]string{msgAgentAPI: "agent API", msgHumanAPI: "human API"}[self.base]
@@ -752,6 +753,7 @@ func TestMessagesWriteQueueFull(t *testing.T) {
 // Events.
 
 func TestEvents(t *testing.T) {
+	t.Parallel() // its own server and database
 	w := newMsgWorld(t)
 	path := w.helper.at(w.room, "events")
 	metadataFor := map[string]any{
@@ -874,6 +876,7 @@ func TestEvents(t *testing.T) {
 // Reading.
 
 func TestAgentMessageListing(t *testing.T) {
+	t.Parallel() // its own server and database
 	w := newMsgWorld(t)
 	room := w.room
 	// What helper must not see: messages to others, its own, events,
@@ -1055,6 +1058,7 @@ func TestAgentMessageListing(t *testing.T) {
 }
 
 func TestHumanMessageHistory(t *testing.T) {
+	t.Parallel() // its own server and database
 	w := newMsgWorld(t)
 	room := w.room
 	w.mustSend(t, "t1", w.alice, room, "one", byID(w.helper))

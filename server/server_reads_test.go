@@ -168,6 +168,7 @@ func TestReadsThroughAnAgent(t *testing.T) {
 // The count stops at store.UnreadCap, however long the backlog: 100 reads
 // "100 or more".
 func TestReadsUnreadCountIsCapped(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newRoomsKit(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")

@@ -364,6 +364,7 @@ func TestRoomsAgentListing(t *testing.T) {
 }
 
 func TestRoomsHumanListing(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newRoomsKit(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
@@ -1129,6 +1130,7 @@ func TestParticipantsRemove(t *testing.T) {
 }
 
 func TestParticipantsBlock(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newRoomsKit(t)
 	alice := k.human("alice")
 	bob := k.human("bob")

@@ -463,6 +463,7 @@ func TestTasksUpdateFields(t *testing.T) {
 }
 
 func TestTasksUpdateRefusals(t *testing.T) {
+	t.Parallel() // its own server and database
 	k := newTaskKit(t)
 	k.subject(t, k.helperCred, k.room, "Work")
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"status": "in_progress"})
