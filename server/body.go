@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,7 +167,7 @@ func checkShape(v any, t reflect.Type, at string, unknown, wrongType store.Probl
 			for k, sub := range val {
 				ft, ok := fields[k]
 				if !ok {
-					unknown.Add(at+store.Pointer(k), "is not a recognised field")
+					unknown.Add(at+store.Pointer(k), "is not a recognised field; accepted here: %s", acceptedFields(fields))
 					continue
 				}
 				checkShape(sub, ft, at+store.Pointer(k), unknown, wrongType)
@@ -242,6 +244,16 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = f.Type
 	}
 	return out
+}
+
+// acceptedFields lists the field names of an object, in order, for a
+// refusal that tells the client what it could have sent instead.
+func acceptedFields(fields map[string]reflect.Type) string {
+	names := slices.Sorted(maps.Keys(fields))
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.

@@ -118,6 +118,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("error code missing from the status table", "code", e.Code, "request_id", requestID(r))
 		status = http.StatusInternalServerError
 	}
+	noteErrorCode(r, e.Code)
 	body := errorBody{Code: e.Code, Message: e.Message, RequestID: requestID(r), Details: e.Details}
 	if status == http.StatusUnprocessableEntity && body.Details == nil {
 		// Validation errors always carry details keyed by JSON Pointer; the

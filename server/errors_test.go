@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -119,5 +120,29 @@ func TestUnencodableResponseIsAnEnvelope(t *testing.T) {
 	r := wireResponse{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 	if p := envelopeProblem(r, false); p != "" || r.status != 500 || r.code(t) != "internal_error" {
 		t.Fatalf("%d %s: %s", r.status, p, r.body)
+	}
+}
+
+// A refusal's request log line carries its envelope code, and an unknown
+// field's refusal lists the fields the object accepts.
+func TestRefusalsNameTheirCodeAndTheAcceptedFields(t *testing.T) {
+	ts := newTestServer(t)
+	_, key := ts.user("alice")
+	var logs syncBuffer
+	ts.srv.log = slog.New(slog.NewTextHandler(&logs, nil))
+	r := ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(key), map[string]any{"user": map[string]any{"nickname": "al"}},
+		400, "unknown_field", "/user/nickname")
+	details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	if got := fmt.Sprint(details["/user/nickname"]); !strings.Contains(got, "accepted here: email, first_name, last_name") {
+		t.Fatalf("the refusal does not list the accepted fields: %s", got)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, r.header.Get("X-Request-Id")) {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "status=400") || !strings.Contains(line, "error=unknown_field") {
+		t.Fatalf("the request's log line does not name its code: %q", line)
 	}
 }

@@ -28,7 +28,15 @@ type callerNote struct {
 	actingAgent   string // a delegated token: the agent acting for id
 	delegationID  string
 	authenticated bool
-	route         string // the route pattern matched, for the metrics; "" if none
+	route         string     // the route pattern matched, for the metrics; "" if none
+	errorCode     store.Code // the envelope's code of a refusal, for the log line
+}
+
+// noteErrorCode records the code a refusal of r answered with.
+func noteErrorCode(r *http.Request, code store.Code) {
+	if n, _ := r.Context().Value(callerKey).(*callerNote); n != nil {
+		n.errorCode = code
+	}
 }
 
 // noteCaller records the caller of r for its log line. Every request an
@@ -142,6 +150,9 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 			}
 			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", status,
 				"bytes", rec.bytes, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+			if caller.errorCode != "" {
+				attrs = append(attrs, "error", string(caller.errorCode))
+			}
 			if caller.authenticated {
 				attrs = append(attrs, caller.kind, caller.id)
 				if caller.actingAgent != "" {
