@@ -1,11 +1,14 @@
 // Package e2e drives chatd with real clients in their own runtimes: the
 // phoenix JS client (over the ws transport, as the Band TypeScript SDK uses
-// it) against a real `chatd serve`, across a server restart; and the web
-// app in headless Chromium (web_test.go).
+// it) against a real `chatd serve`, across a server restart; the web app in
+// headless Chromium (web_test.go); `chatd dev` and the lines it prints,
+// pasted into a shell (dev_test.go); and the sample agents of examples/
+// (samples_test.go).
 //
 // It needs Node and the packages of package.json (`npm ci` in this folder;
-// .ci/run does it), and Chromium for the web app. Without them the tests
-// are skipped, unless CHATD_E2E_REQUIRED is set, as it is in CI.
+// .ci/run does it), Chromium for the web app, Python 3 and the packages of
+// examples/node for the sample agents. Without them the tests are skipped,
+// unless CHATD_E2E_REQUIRED is set, as it is in CI.
 package e2e
 
 import (

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The sample agents of examples/, each run as a developer runs it: chatd
+// dev's lines pasted into its environment, a person mentioning it in the
+// dev room, and its answer and the delivery's end awaited from the
+// person's side.
+
+func TestPythonSampleAgentRoundTrip(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		missing(t, "python3 is not on the PATH: install Python 3 (the standard library is all it needs) to run examples/python/agent.py")
+	}
+	bin := buildChatd(t)
+	d := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
+	env := paste(t, d.blocks[0])
+	agent := startSample(t, "../examples/python", env, python, "agent.py")
+	agent.await(t, "is working")
+	roundTrip(t, d, env)
+	agent.stop(t)
+}
+
+func TestNodeSampleAgentRoundTrip(t *testing.T) {
+	if _, err := os.Stat("../examples/node/node_modules/phoenix"); err != nil {
+		missing(t, "examples/node/node_modules is missing: run npm ci in examples/node/ to run its sample agent")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing(t, "node is not installed")
+	}
+	bin := buildChatd(t)
+	d := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
+	env := paste(t, d.blocks[0])
+	agent := startSample(t, "../examples/node", env, node, "agent.mjs")
+	// Posted once the agent listens in the room, the message reaches it
+	// as a push.
+	agent.await(t, "joined chat_room:")
+	id := roundTrip(t, d, env)
+	agent.await(t, "processed "+id+" in ")
+	for _, line := range strings.Split(agent.out.String(), "\n") {
+		if strings.Contains(line, "processed "+id) && !strings.HasSuffix(line, "(push)") {
+			t.Fatalf("the message was not worked on as a push: %s", line)
+		}
+	}
+	agent.stop(t)
+}
+
+// missing skips the test for a runtime or package that is not installed,
+// unless CHATD_E2E_REQUIRED is set, as it is in CI.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CHATD_E2E_REQUIRED") != "" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// sample is a running sample agent.
+type sample struct {
+	cmd  *exec.Cmd
+	out  *output
+	done chan struct{}
+}
+
+// startSample runs a sample agent in dir with nothing in its environment but
+// the PATH and the pasted variables.
+func startSample(t *testing.T, dir string, env map[string]string, name string, args ...string) *sample {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "POLL_SECONDS=0.2"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	s := &sample{cmd: cmd, out: &output{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			cmd.Process.Kill()
+			<-s.done
+		}
+		t.Logf("%s %s printed:\n%s", name, strings.Join(args, " "), s.out)
+	})
+	return s
+}
+
+// await waits until the agent has printed text.
+func (s *sample) await(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(s.out.String(), text) {
+		select {
+		case <-s.done:
+			t.Fatalf("the agent exited (%v) before printing %q", s.cmd.ProcessState, text)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not print %q within 30 s", text)
+		}
+	}
+}
+
+// stop sends SIGTERM and wants the agent to exit 0, promptly.
+func (s *sample) stop(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not stop within 10 s of SIGTERM")
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("the agent exited %d on SIGTERM", code)
+	}
+}
+
+// roundTrip has the person of chatd dev's link mention the agent in the dev
+// room, and waits for the agent's answer mentioning the person and for the
+// delivery to end processed. It returns the message's id.
+func roundTrip(t *testing.T, d *devProc, env map[string]string) string {
+	t.Helper()
+	base, agentID := env["BAND_REST_URL"], env["BAND_AGENT_ID"]
+	me := bearer(t, base, d.token, "GET", "/api/v1/me")
+	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
+	started := time.Now()
+	sent := bearerPost(t, base, d.token, "/api/v1/me/chats/"+room+"/messages",
+		map[string]any{"message": map[string]any{"content": "ping from the test", "mentions": []map[string]string{{"id": agentID}}}})
+	id := sent["id"].(string)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var answered bool
+		var status any
+		for _, m := range bearerList(t, base, d.token, "/api/v1/me/chats/"+room+"/messages") {
+			m := m.(map[string]any)
+			meta, _ := m["metadata"].(map[string]any)
+			if m["id"] == id {
+				status = meta["delivery_status"].(map[string]any)[agentID].(map[string]any)["status"]
+			}
+			if m["sender_id"] == agentID && mentions(meta, me["id"].(string)) && strings.Contains(m["content"].(string), "ping from the test") {
+				answered = true
+			}
+		}
+		if answered && status == "processed" {
+			t.Logf("round trip: mentioned, answered and processed in %s", time.Since(started).Round(time.Millisecond))
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: answered %v, delivery %v", answered, status)
+		}
+	}
+}
+
+func mentions(meta map[string]any, id string) bool {
+	list, _ := meta["mentions"].([]any)
+	for _, m := range list {
+		if m, ok := m.(map[string]any); ok && m["id"] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// bearerPost makes a Human API POST with a bearer token and returns its
+// data.
+func bearerPost(t *testing.T, base, token, path string, body any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", base+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v struct{ Data map[string]any }
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || res.StatusCode != 201 {
+		t.Fatalf("POST %s: %d %v", path, res.StatusCode, err)
+	}
+	return v.Data
+}
