@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -391,6 +392,23 @@ func TestDevRefusals(t *testing.T) {
 		})
 	}
 
+	// A database a server is running on, and an address that is taken.
+	srv := serve(t, bin, theirs, freeAddr(t))
+	cmd := devCommand(t, bin, nil, "--db", theirs, "--addr", "127.0.0.1:0")
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "another chatd serve (or a restore) is using "+theirs) {
+		t.Fatalf("chatd dev on a served database: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+	srv.stop(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd = devCommand(t, bin, nil, "--addr", ln.Addr().String())
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "address already in use: choose another with --addr") {
+		t.Fatalf("chatd dev on a taken address: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+
 	// Named with --db, the database gets dev's person beside alice, in an
 	// organization of its own.
 	d := startDev(t, bin, nil, "--db", theirs, "--addr", "127.0.0.1:0")
@@ -412,7 +430,7 @@ func TestDevRefusals(t *testing.T) {
 			t.Fatalf("chatd %v: %v\n%s", args, err, out)
 		}
 	}
-	cmd := devCommand(t, bin, nil, "--db", taken, "--addr", "127.0.0.1:0")
+	cmd = devCommand(t, bin, nil, "--db", taken, "--addr", "127.0.0.1:0")
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), `the handle @dev belongs to a person chatd dev did not make (of the organization "default")`) {
 		t.Fatalf("chatd dev on a database whose @dev is real: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
