@@ -151,13 +151,13 @@ func (d *devDatabase) prepare(ctx context.Context, stderr io.Writer, reset bool)
 	if d.throwaway != "" {
 		return nil
 	}
-	others, err := store.PeopleOutside(ctx, d.path, devOrganization, 5)
+	others, err := store.PeopleOutside(ctx, d.path, devOrganization, 6)
 	if err != nil {
 		return err
 	}
 	list := strings.Join(others, ", ")
-	if len(others) == 5 {
-		list += ", …"
+	if len(others) > 5 {
+		list = strings.Join(others[:5], ", ") + ", …"
 	}
 	switch {
 	case len(others) > 0 && reset:
@@ -302,8 +302,8 @@ func devAgentNumber(ctx context.Context, db *store.DB, owner *store.User, i int)
 	return devAgent{id: a.ID, handle: a.Handle, name: a.Name, key: key}, nil
 }
 
-// devRoom finds dev's room (the oldest room of that title the person is
-// in), or makes it, and adds the agents not in it yet.
+// devRoom finds dev's room (the oldest room of that title among the
+// person's first hundred), or makes it, and adds the agents not in it yet.
 func devRoom(ctx context.Context, db *store.DB, owner *store.User, agents []devAgent) error {
 	actor := store.UserActor(owner)
 	rooms, err := db.ListRooms(ctx, actor, store.RoomFilter{}, store.PageRequest{Limit: 100})

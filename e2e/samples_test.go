@@ -42,15 +42,21 @@ func TestNodeSampleAgentRoundTrip(t *testing.T) {
 	bin := buildChatd(t)
 	d := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 	env := paste(t, d.blocks[0])
+	// A message sent before the agent runs is never pushed to it: it
+	// finds it with /next when it joins the room.
+	early := mention(t, d, env, "sent before the agent started")
 	agent := startSample(t, "../examples/node", env, node, "agent.mjs")
-	// Posted once the agent listens in the room, the message reaches it
-	// as a push.
+	awaitAnswer(t, d, env, early, "sent before the agent started")
+	agent.await(t, "processed "+early+" in ")
+	// Posted once the agent listens in the room, a message reaches it as a
+	// push.
 	agent.await(t, "joined chat_room:")
 	id := roundTrip(t, d, env)
 	agent.await(t, "processed "+id+" in ")
 	for _, line := range strings.Split(agent.out.String(), "\n") {
-		if strings.Contains(line, "processed "+id) && !strings.HasSuffix(line, "(push)") {
-			t.Fatalf("the message was not worked on as a push: %s", line)
+		if strings.Contains(line, "processed "+early) && !strings.HasSuffix(line, "(next)") ||
+			strings.Contains(line, "processed "+id) && !strings.HasSuffix(line, "(push)") {
+			t.Fatalf("a message came the wrong way: %s", line)
 		}
 	}
 	agent.stop(t)
@@ -136,13 +142,32 @@ func (s *sample) stop(t *testing.T) {
 // delivery to end processed. It returns the message's id.
 func roundTrip(t *testing.T, d *devProc, env map[string]string) string {
 	t.Helper()
-	base, agentID := env["BAND_REST_URL"], env["BAND_AGENT_ID"]
-	me := bearer(t, base, d.token, "GET", "/api/v1/me")
-	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
 	started := time.Now()
+	id := mention(t, d, env, "ping from the test")
+	awaitAnswer(t, d, env, id, "ping from the test")
+	t.Logf("round trip: mentioned, answered and processed in %s", time.Since(started).Round(time.Millisecond))
+	return id
+}
+
+// mention has the person of chatd dev's link send text in the dev room,
+// mentioning the agent, and returns the message's id.
+func mention(t *testing.T, d *devProc, env map[string]string, text string) string {
+	t.Helper()
+	base := env["BAND_REST_URL"]
+	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
 	sent := bearerPost(t, base, d.token, "/api/v1/me/chats/"+room+"/messages",
-		map[string]any{"message": map[string]any{"content": "ping from the test", "mentions": []map[string]string{{"id": agentID}}}})
-	id := sent["id"].(string)
+		map[string]any{"message": map[string]any{"content": text, "mentions": []map[string]string{{"id": env["BAND_AGENT_ID"]}}}})
+	return sent["id"].(string)
+}
+
+// awaitAnswer waits until the agent has answered the message id (whose
+// text its answer quotes) mentioning the person, and its delivery to the
+// agent is processed.
+func awaitAnswer(t *testing.T, d *devProc, env map[string]string, id, text string) {
+	t.Helper()
+	base, agentID := env["BAND_REST_URL"], env["BAND_AGENT_ID"]
+	person := bearer(t, base, d.token, "GET", "/api/v1/me")["id"].(string)
+	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var answered bool
 		var status any
@@ -152,16 +177,15 @@ func roundTrip(t *testing.T, d *devProc, env map[string]string) string {
 			if m["id"] == id {
 				status = meta["delivery_status"].(map[string]any)[agentID].(map[string]any)["status"]
 			}
-			if m["sender_id"] == agentID && mentions(meta, me["id"].(string)) && strings.Contains(m["content"].(string), "ping from the test") {
+			if m["sender_id"] == agentID && mentions(meta, person) && strings.Contains(m["content"].(string), text) {
 				answered = true
 			}
 		}
 		if answered && status == "processed" {
-			t.Logf("round trip: mentioned, answered and processed in %s", time.Since(started).Round(time.Millisecond))
-			return id
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: answered %v, delivery %v", answered, status)
+			t.Fatalf("after 30 s: %q answered %v, its delivery %v", text, answered, status)
 		}
 	}
 }

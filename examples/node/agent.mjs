@@ -8,13 +8,10 @@
 // the person who wrote it, marked /processed (or /failed, with the reason).
 // Whenever a room's topic is joined (at start and after any reconnect) it
 // first drains GET .../messages/next until 204, since pushes are not
-// replayed. SIGTERM or SIGINT (Ctrl-C) stops it once the work at hand is
-// done.
+// replayed. SIGTERM or SIGINT (Ctrl-C) stops it once the work at hand is done.
 //
-// It needs the four variables `chatd dev` prints for an agent:
-// BAND_REST_URL, BAND_WS_URL, BAND_AGENT_ID and BAND_API_KEY.
-//
-//   cd examples/node && npm ci && node agent.mjs
+// It needs the four variables `chatd dev` prints for an agent: BAND_REST_URL,
+// BAND_WS_URL, BAND_AGENT_ID and BAND_API_KEY.   npm ci && node agent.mjs
 
 import { Socket } from "phoenix";
 import WebSocket from "ws";
@@ -113,9 +110,11 @@ function joinRoom(roomId) {
   rooms.set(roomId, channel);
 }
 
+// The SDKs join agent_control first; "supersede" there means another
+// connection of this agent took over, and this one should go.
 const control = socket.channel(`agent_control:${agentId}`);
 control.on("supersede", () => stop("another connection of this agent took over", 1));
-control.join();
+control.join().receive("error", (e) => stop(`could not join ${control.topic}: ${e.reason}`, 1));
 
 const agentRooms = socket.channel(`agent_rooms:${agentId}`);
 agentRooms.on("room_added", (room) => joinRoom(room.id));
