@@ -26,7 +26,7 @@ import (
 // line.
 type devProc struct {
 	cmd    *exec.Cmd
-	done   chan struct{}
+	done   <-chan struct{}
 	stderr *output
 	// cwd is the directory it runs in, empty unless it writes there.
 	cwd string
@@ -48,24 +48,13 @@ var (
 func startDev(t *testing.T, bin string, env []string, args ...string) *devProc {
 	t.Helper()
 	cmd := devCommand(t, bin, env, args...)
-	d := &devProc{cmd: cmd, done: make(chan struct{}), stderr: &output{}, cwd: cmd.Dir}
+	d := &devProc{cmd: cmd, stderr: &output{}, cwd: cmd.Dir}
 	cmd.Stderr = d.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			cmd.Process.Kill()
-			<-d.done
-		}
-	})
+	d.done = start(t, cmd)
 	ready := make(chan bool, 1)
 	go d.read(stdout, ready)
 	select {
@@ -210,7 +199,7 @@ func TestDevPrintsLinesThatWorkWhenPasted(t *testing.T) {
 
 	// The link's token is a session of @dev, who is in that room; the
 	// password signs in too.
-	person := bearer(t, env["BAND_REST_URL"], d.token, "GET", "/api/v1/me")
+	person := bearer(t, env["BAND_REST_URL"], d.token, "GET", "/api/v1/me", nil)
 	if person["handle"] != "dev" || members[person["id"].(string)] != "User" {
 		t.Fatalf("the link signs in %v, not the person in the room %v", person, members)
 	}
@@ -275,21 +264,25 @@ func joinControl(t *testing.T, env map[string]string) {
 	}
 }
 
-// bearer makes a Human API call with a bearer token and returns its data.
-func bearer(t *testing.T, base, token, method, path string) map[string]any {
+// bearer makes a Human API call with a person's bearer token and returns
+// its data.
+func bearer(t *testing.T, base, token, method, path string, body any) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	d, ok := requestWith(t, base, "Authorization", "Bearer "+token, method, path, body)["data"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s %s: no data object", method, path)
 	}
-	defer res.Body.Close()
-	var v struct{ Data map[string]any }
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || res.StatusCode != 200 {
-		t.Fatalf("%s %s with the bearer token: %d %v", method, path, res.StatusCode, err)
+	return d
+}
+
+// bearerList is a Human API listing read with a person's bearer token.
+func bearerList(t *testing.T, base, token, path string) []any {
+	t.Helper()
+	d, ok := requestWith(t, base, "Authorization", "Bearer "+token, "GET", path, nil)["data"].([]any)
+	if !ok {
+		t.Fatalf("GET %s: no data array", path)
 	}
-	return v.Data
+	return d
 }
 
 // signIn signs in with a handle and password and returns the status.
@@ -316,7 +309,7 @@ func TestDevNamedDatabases(t *testing.T) {
 	a1 := paste(t, first.blocks[0])
 	base := a1["BAND_REST_URL"]
 	room := callList(t, base, a1["BAND_API_KEY"], "GET", "/api/v1/agent/chats")[0].(map[string]any)["id"].(string)
-	person := bearer(t, base, first.token, "GET", "/api/v1/me")["id"].(string)
+	person := bearer(t, base, first.token, "GET", "/api/v1/me", nil)["id"].(string)
 	call(t, base, a1["BAND_API_KEY"], "POST", "/api/v1/agent/chats/"+room+"/messages",
 		map[string]any{"message": map[string]any{"content": "kept?", "mentions": []map[string]string{{"id": person}}}})
 	first.stop(t)
@@ -448,23 +441,6 @@ func keyStatus(t *testing.T, base, key string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
-}
-
-// bearerList is a Human API listing read with a bearer token.
-func bearerList(t *testing.T, base, token, path string) []any {
-	t.Helper()
-	req, _ := http.NewRequest("GET", base+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var v struct{ Data []any }
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || res.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %v", path, res.StatusCode, err)
-	}
-	return v.Data
 }
 
 func fileDigest(t *testing.T, path string) [32]byte {

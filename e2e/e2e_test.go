@@ -192,7 +192,7 @@ func freeAddr(t *testing.T) string {
 
 type server struct {
 	cmd    *exec.Cmd
-	done   chan struct{}
+	done   <-chan struct{}
 	stdout *output
 }
 
@@ -219,21 +219,10 @@ func (o *output) String() string {
 func serve(t *testing.T, bin, db, addr string) *server {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--db", db, "--addr", addr, "--log-level", "warn")
-	s := &server{cmd: cmd, done: make(chan struct{}), stdout: &output{}}
+	s := &server{cmd: cmd, stdout: &output{}}
 	cmd.Stdout = s.stdout
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			cmd.Process.Kill()
-			<-s.done
-		}
-	})
+	s.done = start(t, cmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
@@ -245,6 +234,26 @@ func serve(t *testing.T, bin, db, addr string) *server {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// start starts cmd and returns a channel closed once it has exited. A
+// process still running when the test ends is killed.
+func start(t *testing.T, cmd *exec.Cmd) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return done
 }
 
 func (s *server) stop(t *testing.T) {
@@ -288,13 +297,20 @@ func postWhileDown(t *testing.T, db, posterKey, room, workerID string) string {
 
 func request(t *testing.T, base, key, method, path string, body any) map[string]any {
 	t.Helper()
+	return requestWith(t, base, "X-API-Key", key, method, path, body)
+}
+
+// requestWith makes a request authenticated by one header (an API key, a
+// bearer token), wants a 2xx answer and returns its decoded body.
+func requestWith(t *testing.T, base, header, credential, method, path string, body any) map[string]any {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, base+path, rd)
-	req.Header.Set("X-API-Key", key)
+	req.Header.Set(header, credential)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

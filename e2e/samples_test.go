@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -76,7 +73,7 @@ func missing(t *testing.T, why string) {
 type sample struct {
 	cmd  *exec.Cmd
 	out  *output
-	done chan struct{}
+	done <-chan struct{}
 }
 
 // startSample runs a sample agent in dir with nothing in its environment but
@@ -89,21 +86,11 @@ func startSample(t *testing.T, dir string, env map[string]string, name string, a
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	s := &sample{cmd: cmd, out: &output{}, done: make(chan struct{})}
+	s := &sample{cmd: cmd, out: &output{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			cmd.Process.Kill()
-			<-s.done
-		}
-		t.Logf("%s %s printed:\n%s", name, strings.Join(args, " "), s.out)
-	})
+	// Registered first, so it runs last: after the agent has exited.
+	t.Cleanup(func() { t.Logf("%s %s printed:\n%s", name, strings.Join(args, " "), s.out) })
+	s.done = start(t, cmd)
 	return s
 }
 
@@ -155,7 +142,7 @@ func mention(t *testing.T, d *devProc, env map[string]string, text string) strin
 	t.Helper()
 	base := env["BAND_REST_URL"]
 	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
-	sent := bearerPost(t, base, d.token, "/api/v1/me/chats/"+room+"/messages",
+	sent := bearer(t, base, d.token, "POST", "/api/v1/me/chats/"+room+"/messages",
 		map[string]any{"message": map[string]any{"content": text, "mentions": []map[string]string{{"id": env["BAND_AGENT_ID"]}}}})
 	return sent["id"].(string)
 }
@@ -166,7 +153,7 @@ func mention(t *testing.T, d *devProc, env map[string]string, text string) strin
 func awaitAnswer(t *testing.T, d *devProc, env map[string]string, id, text string) {
 	t.Helper()
 	base, agentID := env["BAND_REST_URL"], env["BAND_AGENT_ID"]
-	person := bearer(t, base, d.token, "GET", "/api/v1/me")["id"].(string)
+	person := bearer(t, base, d.token, "GET", "/api/v1/me", nil)["id"].(string)
 	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var answered bool
@@ -198,24 +185,4 @@ func mentions(meta map[string]any, id string) bool {
 		}
 	}
 	return false
-}
-
-// bearerPost makes a Human API POST with a bearer token and returns its
-// data.
-func bearerPost(t *testing.T, base, token, path string, body any) map[string]any {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", base+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var v struct{ Data map[string]any }
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || res.StatusCode != 201 {
-		t.Fatalf("POST %s: %d %v", path, res.StatusCode, err)
-	}
-	return v.Data
 }
