@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +53,12 @@ func startDev(t *testing.T, bin string, env []string, args ...string) *devProc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Registered first, so it runs last: after the process has exited.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("chatd dev %v printed on stderr:\n%s", args, d.stderr)
+		}
+	})
 	d.done = start(t, cmd)
 	ready := make(chan bool, 1)
 	go d.read(stdout, ready)
@@ -119,15 +124,7 @@ func devCommand(t *testing.T, bin string, env []string, args ...string) *exec.Cm
 // stop ends chatd dev with SIGTERM and wants it to exit 0.
 func (d *devProc) stop(t *testing.T) {
 	t.Helper()
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("chatd dev did not stop")
-	}
-	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("chatd dev exited %d; stderr:\n%s", code, d.stderr)
-	}
+	terminate(t, d.cmd, d.done, "chatd dev", 30*time.Second)
 }
 
 // bandVars names the variables the Band SDKs read, as dev prints them.

@@ -258,14 +258,21 @@ func start(t *testing.T, cmd *exec.Cmd) <-chan struct{} {
 
 func (s *server) stop(t *testing.T) {
 	t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
+	terminate(t, s.cmd, s.done, "chatd serve", 30*time.Second)
+}
+
+// terminate sends SIGTERM to what start started and wants it to exit 0
+// within the time given.
+func terminate(t *testing.T, cmd *exec.Cmd, done <-chan struct{}, what string, within time.Duration) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("chatd serve did not stop")
+	case <-done:
+	case <-time.After(within):
+		t.Fatalf("%s did not stop within %s of SIGTERM", what, within)
 	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("chatd serve exited %d", code)
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s exited %d on SIGTERM", what, code)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -113,15 +112,7 @@ func (s *sample) await(t *testing.T, text string) {
 // stop sends SIGTERM and wants the agent to exit 0, promptly.
 func (s *sample) stop(t *testing.T) {
 	t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not stop within 10 s of SIGTERM")
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("the agent exited %d on SIGTERM", code)
-	}
+	terminate(t, s.cmd, s.done, "the agent", 10*time.Second)
 }
 
 // roundTrip has the person of chatd dev's link mention the agent in the dev
