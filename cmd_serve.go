@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -90,186 +91,262 @@ database and exits 0.`,
 }
 
 func runServe(cmd *cobra.Command, _ []string) error {
-	f := cmd.Flags()
-	addr, _ := f.GetString("addr")
-	queue, _ := f.GetInt("write-queue")
-	syncMode, _ := f.GetString("sync")
-	maxBody, _ := f.GetInt64("max-body")
-	maxFile, _ := f.GetInt64("max-file-size")
-	limits := store.Limits{}
-	limits.AgentsPerUser, _ = f.GetInt("max-agents-per-user")
-	limits.TagsPerAgent, _ = f.GetInt("max-tags-per-agent")
-	limits.ChatsPerUser, _ = f.GetInt("max-chats-per-user")
-	limits.ParticipantsPerRoom, _ = f.GetInt("max-participants-per-room")
-	limits.MessagesPerRoom, _ = f.GetInt("max-messages-per-room")
-	limits.MemoriesPerAgent, _ = f.GetInt("max-memories-per-agent")
-	limits.TasksPerRoom, _ = f.GetInt("max-tasks-per-room")
-	memories, _ := f.GetBool("memories")
-	roomTasks, _ := f.GetBool("room-tasks")
-	attemptTimeout, _ := f.GetDuration("attempt-timeout")
-	bulkQueue, _ := f.GetInt("bulk-queue")
-	maxSockets, _ := f.GetInt("ws-max-conns")
-	maxSocketsPerKey, _ := f.GetInt("ws-max-per-key")
-	rateLimit, _ := f.GetFloat64("rate-limit")
-	rateBurst, _ := f.GetInt("rate-burst")
-	authFailureRate, _ := f.GetFloat64("auth-failure-rate")
-	authFailureBurst, _ := f.GetInt("auth-failure-burst")
-	grace, _ := f.GetDuration("shutdown-grace")
-	metricsAddr, _ := f.GetString("metrics-addr")
-	checkpoints, _ := f.GetString("checkpoints")
-	headerTimeout, _ := f.GetDuration("header-timeout")
-	transferTimeout, _ := f.GetDuration("transfer-timeout")
-	switch {
-	case queue < 1 || queue > 1_000_000:
-		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", queue)}
-	case syncMode != string(store.SyncFull) && syncMode != string(store.SyncNormal):
-		return usageError{fmt.Errorf(`--sync must be "full" or "normal", not %q`, syncMode)}
-	case maxBody < 1024:
-		return usageError{fmt.Errorf("--max-body must be at least 1024 bytes")}
-	case maxFile < 1:
-		return usageError{fmt.Errorf("--max-file-size must be at least 1 byte")}
-	case min(limits.AgentsPerUser, limits.TagsPerAgent, limits.ChatsPerUser, limits.ParticipantsPerRoom, limits.MessagesPerRoom,
-		limits.MemoriesPerAgent, limits.TasksPerRoom) < 1:
-		return usageError{fmt.Errorf("quotas must be at least 1")}
-	case attemptTimeout <= 0:
-		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
-	case bulkQueue < 1 || bulkQueue > 100_000:
-		return usageError{fmt.Errorf("--bulk-queue must be from 1 to 100000, not %d", bulkQueue)}
-	case maxSockets < 1 || maxSocketsPerKey < 1:
-		return usageError{fmt.Errorf("--ws-max-conns and --ws-max-per-key must be at least 1")}
-	case rateLimit < 0 || authFailureRate < 0 || math.IsNaN(rateLimit) || math.IsNaN(authFailureRate):
-		return usageError{fmt.Errorf("--rate-limit and --auth-failure-rate must be 0 (off) or positive")}
-	case rateBurst < 1 || authFailureBurst < 1:
-		return usageError{fmt.Errorf("--rate-burst and --auth-failure-burst must be at least 1")}
-	case grace <= 0:
-		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
-	case checkpoints != "full" && checkpoints != "passive":
-		return usageError{fmt.Errorf(`--checkpoints must be "full" or "passive", not %q`, checkpoints)}
-	case headerTimeout <= 0:
-		return usageError{fmt.Errorf("--header-timeout must be positive")}
-	case transferTimeout <= 0:
-		return usageError{fmt.Errorf("--transfer-timeout must be positive")}
+	cfg, err := serveConfigFrom(cmd)
+	if err != nil {
+		return err
 	}
 	logger, err := newLogger(cmd)
 	if err != nil {
 		return err
 	}
+	if cfg.dbPath, err = databasePath(cmd); err != nil {
+		return err
+	}
+	p, err := startProgram(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
 
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
+		version, p.url, p.db.Path(), p.db.SchemaVersion(), cfg.store.Sync)
+	if n, err := p.db.CountUsers(ctx); err == nil && n == 0 {
+		printSetupLink(ctx, out, p)
+	}
+	logger.Info("serving", "url", p.url, "db", p.db.Path())
+	if p.metricsLn != nil {
+		fmt.Fprintf(out, "metrics at http://%s/metrics\n", p.metricsLn.Addr())
+	}
+	return p.Run(ctx)
+}
+
+// printSetupLink prints how to create the first account on a database with
+// nobody in it.
+func printSetupLink(ctx context.Context, out io.Writer, p *program) {
+	// The link carries the token in its fragment, which the browser keeps
+	// to itself: the web app's setup page reads it there and sends it in a
+	// request body, so it never reaches the server's or a proxy's access
+	// logs. The curl line does the same without a browser.
+	if token, err := p.db.CreateSetupToken(ctx); err != nil {
+		p.log.Error("creating the setup link", "err", err)
+	} else {
+		fmt.Fprintf(out, "Open this link within %d minutes to create the first account: %s/#/setup/%s\n",
+			int(store.SetupTokenTTL.Minutes()), p.url, token)
+		fmt.Fprintf(out, "or without a browser:  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
+			p.url, token)
+	}
+	fmt.Fprintf(out, "or with  chatd create-user --db %s --handle you --name \"Your Name\" --password-stdin\n", p.db.Path())
+}
+
+// serveConfig is what running a server takes: serve reads it from its
+// flags, dev sets the few it needs and leaves the rest to the defaults of
+// store.Open and server.New.
+type serveConfig struct {
+	addr, metricsAddr, dbPath string
+	// store and server are completed by startProgram: the schema, the
+	// logger, the database, the web app and the version.
+	store  store.Options
+	server server.Config
+	grace  time.Duration
+	// prepare, when set, runs while the server lock is held and before the
+	// database is opened: the moment to look at or replace the file.
+	prepare func() error
+}
+
+// serveConfigFrom reads serve's flags.
+func serveConfigFrom(cmd *cobra.Command) (serveConfig, error) {
+	f := cmd.Flags()
+	var c serveConfig
+	c.addr, _ = f.GetString("addr")
+	c.metricsAddr, _ = f.GetString("metrics-addr")
+	c.grace, _ = f.GetDuration("shutdown-grace")
+	syncMode, _ := f.GetString("sync")
+	checkpoints, _ := f.GetString("checkpoints")
+	c.store.Sync, c.store.PassiveCheckpointsOnly = store.Sync(syncMode), checkpoints == "passive"
+	c.store.QueueSize, _ = f.GetInt("write-queue")
+	c.store.AttemptTimeout, _ = f.GetDuration("attempt-timeout")
+	c.store.BulkQueue, _ = f.GetInt("bulk-queue")
+	l := &c.store.Limits
+	l.AgentsPerUser, _ = f.GetInt("max-agents-per-user")
+	l.TagsPerAgent, _ = f.GetInt("max-tags-per-agent")
+	l.ChatsPerUser, _ = f.GetInt("max-chats-per-user")
+	l.ParticipantsPerRoom, _ = f.GetInt("max-participants-per-room")
+	l.MessagesPerRoom, _ = f.GetInt("max-messages-per-room")
+	l.MemoriesPerAgent, _ = f.GetInt("max-memories-per-agent")
+	l.TasksPerRoom, _ = f.GetInt("max-tasks-per-room")
+	s := &c.server
+	s.MaxBodyBytes, _ = f.GetInt64("max-body")
+	s.MaxFileBytes, _ = f.GetInt64("max-file-size")
+	memories, _ := f.GetBool("memories")
+	roomTasks, _ := f.GetBool("room-tasks")
+	s.DisableMemories, s.DisableRoomTasks = !memories, !roomTasks
+	s.MaxSockets, _ = f.GetInt("ws-max-conns")
+	s.MaxSocketsPerKey, _ = f.GetInt("ws-max-per-key")
+	s.RateLimit, _ = f.GetFloat64("rate-limit")
+	s.RateBurst, _ = f.GetInt("rate-burst")
+	s.AuthFailureRate, _ = f.GetFloat64("auth-failure-rate")
+	s.AuthFailureBurst, _ = f.GetInt("auth-failure-burst")
+	s.DisableRateLimit, s.DisableAuthFailureLimit = s.RateLimit == 0, s.AuthFailureRate == 0
+	s.HeaderTimeout, _ = f.GetDuration("header-timeout")
+	s.TransferTimeout, _ = f.GetDuration("transfer-timeout")
+	if checkpoints != "full" && checkpoints != "passive" {
+		return c, usageError{fmt.Errorf(`--checkpoints must be "full" or "passive", not %q`, checkpoints)}
+	}
+	return c, c.check()
+}
+
+// check refuses settings serve's flags may not take, as usage errors.
+func (c serveConfig) check() error {
+	st, s, l := c.store, c.server, c.store.Limits
+	switch {
+	case st.QueueSize < 1 || st.QueueSize > 1_000_000:
+		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", st.QueueSize)}
+	case st.Sync != store.SyncFull && st.Sync != store.SyncNormal:
+		return usageError{fmt.Errorf(`--sync must be "full" or "normal", not %q`, st.Sync)}
+	case s.MaxBodyBytes < 1024:
+		return usageError{fmt.Errorf("--max-body must be at least 1024 bytes")}
+	case s.MaxFileBytes < 1:
+		return usageError{fmt.Errorf("--max-file-size must be at least 1 byte")}
+	case min(l.AgentsPerUser, l.TagsPerAgent, l.ChatsPerUser, l.ParticipantsPerRoom, l.MessagesPerRoom,
+		l.MemoriesPerAgent, l.TasksPerRoom) < 1:
+		return usageError{fmt.Errorf("quotas must be at least 1")}
+	case st.AttemptTimeout <= 0:
+		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
+	case st.BulkQueue < 1 || st.BulkQueue > 100_000:
+		return usageError{fmt.Errorf("--bulk-queue must be from 1 to 100000, not %d", st.BulkQueue)}
+	case s.MaxSockets < 1 || s.MaxSocketsPerKey < 1:
+		return usageError{fmt.Errorf("--ws-max-conns and --ws-max-per-key must be at least 1")}
+	case s.RateLimit < 0 || s.AuthFailureRate < 0 || math.IsNaN(s.RateLimit) || math.IsNaN(s.AuthFailureRate):
+		return usageError{fmt.Errorf("--rate-limit and --auth-failure-rate must be 0 (off) or positive")}
+	case s.RateBurst < 1 || s.AuthFailureBurst < 1:
+		return usageError{fmt.Errorf("--rate-burst and --auth-failure-burst must be at least 1")}
+	case c.grace <= 0:
+		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
+	case s.HeaderTimeout <= 0:
+		return usageError{fmt.Errorf("--header-timeout must be positive")}
+	case s.TransferTimeout <= 0:
+		return usageError{fmt.Errorf("--transfer-timeout must be positive")}
+	}
+	return nil
+}
+
+// program is a started server: listening, holding the server lock of its
+// database, the database open. Run serves; Close lets go of whatever is
+// still held, so a caller may stop after startProgram without running.
+type program struct {
+	cfg           serveConfig
+	log           *slog.Logger
+	ln, metricsLn net.Listener
+	lock          *store.ServerLock
+	db            *store.DB
+	srv           *server.Server
+	// url is where a browser or client on this machine reaches the server.
+	url string
+}
+
+// startProgram listens, locks and opens the database, and builds the
+// server; on failure it has released everything again.
+func startProgram(cfg serveConfig, logger *slog.Logger) (*program, error) {
+	p := &program{cfg: cfg, log: logger}
+	if err := p.start(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *program) start() error {
+	var err error
 	// Listen before opening the database, so a taken or bad address fails
 	// without touching the file.
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+	if p.ln, err = net.Listen("tcp", p.cfg.addr); err != nil {
+		return fmt.Errorf("listen on %s: %w", p.cfg.addr, err)
 	}
-	var metricsLn net.Listener
-	if metricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
-			ln.Close()
-			return fmt.Errorf("listen on %s for metrics: %w", metricsAddr, err)
-		}
-	}
-	closeListeners := func() {
-		ln.Close()
-		if metricsLn != nil {
-			metricsLn.Close()
+	p.url = "http://" + openableAddr(p.ln.Addr().(*net.TCPAddr))
+	if p.cfg.metricsAddr != "" {
+		if p.metricsLn, err = net.Listen("tcp", p.cfg.metricsAddr); err != nil {
+			return fmt.Errorf("listen on %s for metrics: %w", p.cfg.metricsAddr, err)
 		}
 	}
 	// The server lock tells `chatd restore` (and a second serve) that this
 	// process has the database open; the kernel drops it if we die.
 	// Taken before the database is opened: a second server must not even
 	// migrate it or discard the first one's unfinished uploads.
-	dbPath, err := databasePath(cmd)
-	if err != nil {
-		closeListeners()
+	if p.lock, err = lockServer(p.cfg.dbPath); err != nil {
 		return err
 	}
-	lock, err := lockServer(dbPath)
-	if err != nil {
-		closeListeners()
-		return err
-	}
-	defer lock.Release()
-	db, err := openStoreAt(dbPath, store.Options{
-		Sync: store.Sync(syncMode), QueueSize: queue, Logger: logger, Limits: limits, AttemptTimeout: attemptTimeout,
-		BulkQueue: bulkQueue, PassiveCheckpointsOnly: checkpoints == "passive",
-	})
-	if err != nil {
-		closeListeners()
-		return err
-	}
-	closeDB := func() {
-		if err := db.Close(); err != nil {
-			logger.Error("closing the database", "err", err)
+	if p.cfg.prepare != nil {
+		if err := p.cfg.prepare(); err != nil {
+			return err
 		}
 	}
-	if db.MigratedFrom() != db.SchemaVersion() {
-		logger.Info("database schema ready", "from_version", db.MigratedFrom(), "to_version", db.SchemaVersion())
+	opts := p.cfg.store
+	opts.Logger = p.log
+	if p.db, err = openStoreAt(p.cfg.dbPath, opts); err != nil {
+		return err
+	}
+	if p.db.MigratedFrom() != p.db.SchemaVersion() {
+		p.log.Info("database schema ready", "from_version", p.db.MigratedFrom(), "to_version", p.db.SchemaVersion())
 	}
 	// Only the server takes uploads, so an 'uploading' file found before it
 	// listens was left by a server that stopped mid-upload.
-	if n, err := db.DiscardUnfinishedUploads(context.Background()); err != nil {
-		closeListeners()
-		closeDB()
+	if n, err := p.db.DiscardUnfinishedUploads(context.Background()); err != nil {
 		return err
 	} else if n > 0 {
-		logger.Info("removed uploads left unfinished by the last run", "files", n)
+		p.log.Info("removed uploads left unfinished by the last run", "files", n)
 	}
-	srv, err := server.New(server.Config{DB: db, Web: webFS(), Logger: logger, MaxBodyBytes: maxBody, MaxFileBytes: maxFile, HeaderTimeout: headerTimeout, TransferTimeout: transferTimeout, Version: version,
-		MaxSockets: maxSockets, MaxSocketsPerKey: maxSocketsPerKey, DisableMemories: !memories, DisableRoomTasks: !roomTasks,
-		RateLimit: rateLimit, RateBurst: rateBurst, DisableRateLimit: rateLimit == 0,
-		AuthFailureRate: authFailureRate, AuthFailureBurst: authFailureBurst, DisableAuthFailureLimit: authFailureRate == 0,
-		Metrics: metricsLn != nil})
-	if err != nil {
-		closeListeners()
-		closeDB()
-		return err
-	}
+	sc := p.cfg.server
+	sc.DB, sc.Web, sc.Logger, sc.Version, sc.Metrics = p.db, webFS(), p.log, version, p.metricsLn != nil
+	p.srv, err = server.New(sc)
+	return err
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	url := "http://" + openableAddr(ln.Addr().(*net.TCPAddr))
-	fmt.Fprintf(cmd.OutOrStdout(), "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
-		version, url, db.Path(), db.SchemaVersion(), syncMode)
-	if n, err := db.CountUsers(ctx); err == nil && n == 0 {
-		// The link carries the token in its fragment, which the browser
-		// keeps to itself: the web app's setup page reads it there and
-		// sends it in a request body, so it never reaches the server's or a
-		// proxy's access logs. The curl line does the same without a browser.
-		if token, err := db.CreateSetupToken(ctx); err != nil {
-			logger.Error("creating the setup link", "err", err)
-		} else {
-			fmt.Fprintf(cmd.OutOrStdout(), "Open this link within %d minutes to create the first account: %s/#/setup/%s\n",
-				int(store.SetupTokenTTL.Minutes()), url, token)
-			fmt.Fprintf(cmd.OutOrStdout(), "or without a browser:  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
-				url, token)
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "or with  chatd create-user --db %s --handle you --name \"Your Name\" --password-stdin\n", db.Path())
-	}
-	logger.Info("serving", "url", url, "db", db.Path())
-	var metricsSrv *http.Server
-	if metricsLn != nil {
-		metricsURL := "http://" + metricsLn.Addr().String() + "/metrics"
-		fmt.Fprintf(cmd.OutOrStdout(), "metrics at %s\n", metricsURL)
-		metricsSrv = &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+// Run serves until ctx ends, then stops: requests in flight get the grace
+// period, and everything already accepted is written and checkpointed.
+func (p *program) Run(ctx context.Context) error {
+	if p.metricsLn != nil {
+		metricsSrv := &http.Server{Handler: p.srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
 		go func() {
-			if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("metrics listener failed", "err", err)
+			if err := metricsSrv.Serve(p.metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				p.log.Error("metrics listener failed", "err", err)
 			}
 		}()
+		defer metricsSrv.Close()
 	}
-
-	serveErr := srv.Serve(ctx, ln, grace)
-	if metricsSrv != nil {
-		metricsSrv.Close()
-	}
-	logger.Info("shutting down: writing what was accepted and checkpointing")
-	closeDB()
+	serveErr := p.srv.Serve(ctx, p.ln, p.cfg.grace)
+	p.log.Info("shutting down: writing what was accepted and checkpointing")
+	p.closeDB()
 	if serveErr != nil {
 		return serveErr
 	}
-	logger.Info("stopped cleanly")
+	p.log.Info("stopped cleanly")
 	return nil
+}
+
+func (p *program) closeDB() {
+	if p.db == nil {
+		return
+	}
+	if err := p.db.Close(); err != nil {
+		p.log.Error("closing the database", "err", err)
+	}
+	p.db = nil
+}
+
+// Close releases the listeners, the database and then the server lock, as
+// far as Run has not already; calling it twice is harmless.
+func (p *program) Close() {
+	for _, ln := range []net.Listener{p.ln, p.metricsLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	p.closeDB()
+	p.lock.Release()
 }
 
 // lockServer takes the server lock of the database at path, creating its

@@ -74,7 +74,9 @@ Point the Band SDKs at it with
 
 Start with:  chatd serve
 Then:        chatd create-user --handle you --name "Your Name"
-             chatd register-agent --name "Helper"`,
+             chatd register-agent --name "Helper"
+Or, to develop an agent against a throwaway server with agents ready:
+             chatd dev`,
 		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -89,7 +91,7 @@ Then:        chatd create-user --handle you --name "Your Name"
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
 	})
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
+	root.AddCommand(newServeCmd(), newDevCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
 		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd(), newVersionCmd())
 	return root
 }

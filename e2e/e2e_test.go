@@ -1,11 +1,14 @@
 // Package e2e drives chatd with real clients in their own runtimes: the
 // phoenix JS client (over the ws transport, as the Band TypeScript SDK uses
-// it) against a real `chatd serve`, across a server restart; and the web
-// app in headless Chromium (web_test.go).
+// it) against a real `chatd serve`, across a server restart; the web app in
+// headless Chromium (web_test.go); `chatd dev` and the lines it prints,
+// pasted into a shell (dev_test.go); and the sample agents of examples/
+// (samples_test.go).
 //
 // It needs Node and the packages of package.json (`npm ci` in this folder;
-// .ci/run does it), and Chromium for the web app. Without them the tests
-// are skipped, unless CHATD_E2E_REQUIRED is set, as it is in CI.
+// .ci/run does it), Chromium for the web app, Python 3 and the packages of
+// examples/node for the sample agents. Without them the tests are skipped,
+// unless CHATD_E2E_REQUIRED is set, as it is in CI.
 package e2e
 
 import (
@@ -189,7 +192,7 @@ func freeAddr(t *testing.T) string {
 
 type server struct {
 	cmd    *exec.Cmd
-	done   chan struct{}
+	done   <-chan struct{}
 	stdout *output
 }
 
@@ -216,21 +219,10 @@ func (o *output) String() string {
 func serve(t *testing.T, bin, db, addr string) *server {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--db", db, "--addr", addr, "--log-level", "warn")
-	s := &server{cmd: cmd, done: make(chan struct{}), stdout: &output{}}
+	s := &server{cmd: cmd, stdout: &output{}}
 	cmd.Stdout = s.stdout
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			cmd.Process.Kill()
-			<-s.done
-		}
-	})
+	s.done = start(t, cmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
@@ -244,16 +236,43 @@ func serve(t *testing.T, bin, db, addr string) *server {
 	}
 }
 
+// start starts cmd and returns a channel closed once it has exited. A
+// process still running when the test ends is killed.
+func start(t *testing.T, cmd *exec.Cmd) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return done
+}
+
 func (s *server) stop(t *testing.T) {
 	t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
+	terminate(t, s.cmd, s.done, "chatd serve", 30*time.Second)
+}
+
+// terminate sends SIGTERM to what start started and wants it to exit 0
+// within the time given.
+func terminate(t *testing.T, cmd *exec.Cmd, done <-chan struct{}, what string, within time.Duration) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("chatd serve did not stop")
+	case <-done:
+	case <-time.After(within):
+		t.Fatalf("%s did not stop within %s of SIGTERM", what, within)
 	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("chatd serve exited %d", code)
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("%s exited %d on SIGTERM", what, code)
 	}
 }
 
@@ -285,13 +304,20 @@ func postWhileDown(t *testing.T, db, posterKey, room, workerID string) string {
 
 func request(t *testing.T, base, key, method, path string, body any) map[string]any {
 	t.Helper()
+	return requestWith(t, base, "X-API-Key", key, method, path, body)
+}
+
+// requestWith makes a request authenticated by one header (an API key, a
+// bearer token), wants a 2xx answer and returns its decoded body.
+func requestWith(t *testing.T, base, header, credential, method, path string, body any) map[string]any {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, base+path, rd)
-	req.Header.Set("X-API-Key", key)
+	req.Header.Set(header, credential)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,10 @@
 // (a Content-Security-Policy violation is such a console error).
 //
 // Environment: CHATD_URL (http://host:port), SETUP_URL (the one-time link
-// chatd serve printed), CHROMIUM (the browser's path), SCREENSHOTS (a
-// directory for the PNGs), PROFILE_DIR (an empty directory for the browser's
-// profile; a temporary one when unset).
+// chatd serve printed), DEV_LINK (the signed-in link a `chatd dev` printed),
+// CHROMIUM (the browser's path), SCREENSHOTS (a directory for the PNGs),
+// PROFILE_DIR (an empty directory for the browser's profile; a temporary one
+// when unset).
 
 import { chromium } from "playwright-core";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -19,6 +20,7 @@ import { join } from "node:path";
 
 const base = need("CHATD_URL").replace(/\/$/, "");
 const setupURL = need("SETUP_URL");
+const devLink = need("DEV_LINK");
 const executablePath = need("CHROMIUM");
 const shots = need("SCREENSHOTS");
 
@@ -585,6 +587,31 @@ async function flow() {
     await visible(page.getByText("No agents yet: register one above."));
     const status = (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": state.agent.key } })).status;
     if (status !== 401) throw new Error(`the deleted agent's key answers ${status}, want 401`);
+  });
+
+  await step("dev-link", async () => {
+    // The link chatd dev prints (another server, so another origin with a
+    // localStorage of its own) opens the rooms signed in as @dev, and
+    // leaves its token neither in the address bar nor in the history.
+    const { hash: fragment } = new URL(devLink);
+    const token = decodeURIComponent(fragment.replace(/^#\/session\//, ""));
+    await page.goto(devLink);
+    await atHash(/^#\/rooms$/);
+    await signedIn();
+    await visible(page.getByRole("link", { name: /^Dev room/ }));
+    await visible(page.locator("#who").getByText("Dev", { exact: true }));
+    await shot("12-dev-link");
+    if ((await sessionToken()) !== token) throw new Error("the stored session is not the link's");
+    if (page.url().includes(token)) throw new Error(`the token is still in the address bar: ${page.url()}`);
+    // The link followed again in the open page: its history entry is
+    // rewritten rather than followed by another, so Back never shows it.
+    const entries = await page.evaluate(() => history.length);
+    await page.evaluate((h) => { location.hash = h; }, fragment);
+    await atHash(/^#\/rooms$/);
+    await signedIn();
+    await visible(page.getByRole("link", { name: /^Dev room/ }));
+    const added = (await page.evaluate(() => history.length)) - entries;
+    if (added !== 1) throw new Error(`following the link added ${added} history entries, want 1`);
   });
 }
 

@@ -26,8 +26,8 @@ var (
 // TestWebAppInChromium drives the embedded web app in headless Chromium
 // (web.mjs, with playwright-core) against a real `chatd serve` on a new
 // database: first-run setup from the link the server prints, sign-out,
-// sign-in, and what a person does next. Screenshots land in
-// e2e/screenshots/.
+// sign-in, and what a person does next; last, the link chatd dev prints
+// opens it signed in. Screenshots land in e2e/screenshots/.
 //
 // It needs Node, the packages of package.json and Chromium (CHATD_CHROMIUM,
 // else /usr/bin/chromium or chromium on the PATH). Without them the test is
@@ -71,6 +71,8 @@ func TestWebAppInChromium(t *testing.T) {
 	srv := serve(t, bin, db, addr)
 	setupURL := awaitSetupURL(t, srv)
 	t.Logf("setup link: %s", setupURL)
+	// chatd dev's link, for the step that opens the web app signed in.
+	dev := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 
 	// Chromium's profile is a directory of the test's own, so that whatever
 	// still runs with it after a timeout can be found and ended.
@@ -79,7 +81,7 @@ func TestWebAppInChromium(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "web.mjs")
 	cmd.Env = append(os.Environ(), "CHATD_URL="+base, "SETUP_URL="+setupURL, "CHROMIUM="+chromium,
-		"SCREENSHOTS="+shots, "PROFILE_DIR="+profile)
+		"SCREENSHOTS="+shots, "PROFILE_DIR="+profile, "DEV_LINK="+dev.link)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// On timeout: SIGTERM to the script's process group (playwright-core
 	// closes its browser on it), then SIGKILL to the group and to every
@@ -107,6 +109,7 @@ func TestWebAppInChromium(t *testing.T) {
 		t.Fatalf("node web.mjs: %v; it printed:\n%s", err, out.all())
 	}
 	srv.stop(t)
+	dev.stop(t)
 }
 
 func findChromium() string {

@@ -28,8 +28,9 @@ func (s *Server) accountRoutes() {
 	s.handle("DELETE", "/api/v1/me/keys/:id", humansOnly, s.deleteKey)
 }
 
-// issueSessionToken signs the bearer token of a session.
-func (s *Server) issueSessionToken(sess *store.Session) (string, error) {
+// SessionToken signs the bearer token of a session, as a sign-in answers
+// it; chatd dev signs its person in with it.
+func (s *Server) SessionToken(sess *store.Session) (string, error) {
 	now := time.Now()
 	claims := jwt.RegisteredClaims{
 		Issuer:    tokenIssuer,
@@ -44,7 +45,7 @@ func (s *Server) issueSessionToken(sess *store.Session) (string, error) {
 
 // sessionAnswer is the token part of the answer to a sign-in or a setup.
 func (s *Server) sessionAnswer(sess *store.Session) (map[string]any, error) {
-	tok, err := s.issueSessionToken(sess)
+	tok, err := s.SessionToken(sess)
 	if err != nil {
 		return nil, err
 	}

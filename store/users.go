@@ -4,6 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -202,11 +206,62 @@ func (db *DB) UserByHandle(ctx context.Context, handle string) (*User, error) {
 	return u, err
 }
 
+// OrganizationName returns the name of an organization.
+func (db *DB) OrganizationName(ctx context.Context, id string) (string, error) {
+	var name string
+	err := db.queryRow(ctx, `SELECT name FROM organizations WHERE id = ?`, id).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("organization")
+	}
+	return name, err
+}
+
 // CountUsers returns how many humans exist.
 func (db *DB) CountUsers(ctx context.Context) (int, error) {
 	var n int
 	err := db.queryRow(ctx, `SELECT count(*) FROM users`).Scan(&n)
 	return n, err
+}
+
+// PeopleOutside returns the handles, in order, of at most limit people of
+// the database at path who are not in the named organization. It reads the
+// file as it is, without opening it as a store: no schema upgrade, no
+// secret, nothing written, so a command may look before it decides to use a
+// database. A missing file, or one without chatd's tables yet, has nobody.
+func PeopleOutside(ctx context.Context, path, organization string, limit int) ([]string, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+
+		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var tables int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table'
+		AND name IN ('users', 'organizations')`).Scan(&tables); err != nil {
+		return nil, describeOpenError(path, err)
+	}
+	if tables < 2 {
+		return nil, nil
+	}
+	// organizations.name compares without case, as it is unique.
+	rows, err := conn.QueryContext(ctx, `SELECT u.handle FROM users u JOIN organizations o ON o.id = u.organization_id
+		WHERE o.name <> ? ORDER BY u.handle LIMIT ?`, organization, limit)
+	if err != nil {
+		return nil, describeOpenError(path, err)
+	}
+	defer rows.Close()
+	var handles []string
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		handles = append(handles, h)
+	}
+	return handles, rows.Err()
 }
 
 // OnlyUser returns the single person when exactly one exists. With more,

@@ -108,8 +108,23 @@ async function ensureSignedIn() {
   return true;
 }
 
+// adoptSessionLink signs the page in with the session a `chatd dev` link
+// carries in its fragment (#/session/<token>): browsers never send a
+// fragment, so the token stays out of every log. It is stored as a sign-in's
+// token is, and taken out of the address bar and the history at once.
+function adoptSessionLink() {
+  const link = /^#\/session\/([^/]+)$/.exec(location.hash);
+  if (!link) return;
+  history.replaceState(null, "", `${location.pathname}${location.search}#/rooms`);
+  if (socket) socket.disconnect();
+  socket = null;
+  me = null;
+  session.set(decodeURIComponent(link[1]));
+}
+
 async function route() {
   const n = ++routing;
+  adoptSessionLink();
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   let name = parts[0] || "rooms";
   if (!pages[name]) name = "rooms";
