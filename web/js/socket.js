@@ -101,6 +101,9 @@ export class Socket {
     this.setStatus("offline");
     this.failures += 1;
     if (this.onFailure) this.onFailure(this.failures);
+    // While the browser says it is offline an attempt can only fail (and
+    // logs an error): the "online" event retries at once instead.
+    if (!navigator.onLine) return;
     const delay = BACKOFF_MS[Math.min(this.failures - 1, BACKOFF_MS.length - 1)];
     this.timer = setTimeout(() => this.connect(), delay);
   }
