@@ -76,11 +76,17 @@ func loadWebFiles(fsys fs.FS) (map[string]*webFile, error) {
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(body)
-		files[name] = &webFile{body: body, ctype: webContentType(name), etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+		files[name] = newWebFile(name, body)
 		return nil
 	})
 	return files, err
+}
+
+// newWebFile prepares body, served under name, with its content type and a
+// strong ETag.
+func newWebFile(name string, body []byte) *webFile {
+	sum := sha256.Sum256(body)
+	return &webFile{body: body, ctype: webContentType(name), etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
 }
 
 // notFound answers every path no route matched: the web app's files for
