@@ -116,8 +116,15 @@ func (s *Server) webFileAt(urlPath string) *webFile {
 	case strings.HasSuffix(urlPath, "/"):
 		return nil
 	}
+	if page, ok := webPages[name]; ok {
+		name = page
+	}
 	return s.webFiles[name]
 }
+
+// webPages are the pages served at a path of their own rather than at their
+// file's name.
+var webPages = map[string]string{"docs/api": "docs/api/index.html"}
 
 // serveWebFile answers with f, or 304 when the client holds it already.
 // no-cache has the browser check every time, which costs a 304 when nothing
