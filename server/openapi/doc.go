@@ -23,7 +23,19 @@
 // defined twice) and renders two extensions into prose for readers of the
 // reference: each error response's x-error-codes (the envelope codes it can
 // carry, which the test validator also enforces) and each operation's
-// x-chatd-extension (not part of the Band API).
+// x-chatd-extension (not part of the Band API). An error response written
+// inline with only its x-error-codes (and perhaps a description) gets the
+// error envelope as its content (ValidationError for 422).
+//
+// To add a route: describe it in its group's file (a new group: a new file,
+// and its tag in openapi.yaml), with every status it answers and each error
+// status's x-error-codes; run the -update command above; commit the YAML
+// and openapi.json. The server's tests then fail for a response, status or
+// code the document does not list, and for a route it lacks.
+//
+// internal/apitest validates against this document; TestBandCompatibility
+// (compat_test.go) compares it with the official Band document when that
+// is beside the repository.
 package openapi
 
 import _ "embed"
