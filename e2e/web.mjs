@@ -613,6 +613,30 @@ async function flow() {
     const added = (await page.evaluate(() => history.length)) - entries;
     if (added !== 1) throw new Error(`following the link added ${added} history entries, want 1`);
   });
+  await step("api-reference", apiReference);
+}
+
+// apiReference opens the readable API reference the navigation links to:
+// Swagger UI, vendored, rendering chatd's own document under the web app's
+// strict Content-Security-Policy (a violation is a console error, which
+// fails the run). It checks that an operation renders with the error codes
+// the document lists for it.
+async function apiReference() {
+  await page.setViewportSize({ width: 1200, height: 800 });
+  await page.goto(`${base}/#/rooms`);
+  await page.getByRole("link", { name: "API reference" }).click();
+  await until("the address to be /docs/api", () => pathOf(page.url()) === "/docs/api");
+  // The viewer parses a 1.7 MB bundle and the whole document before it
+  // shows anything: on two busy cores that can take longer than a step of
+  // the app.
+  const slow = { state: "visible", timeout: 4 * T };
+  await page.getByRole("heading", { name: /chatd API/ }).waitFor(slow);
+  await page.locator("#operations-tag-Messages_and_delivery").click();
+  const send = page.locator("#operations-Messages_and_delivery-sendAgentMessage");
+  await send.getByText("Send a text message").waitFor(slow);
+  await send.locator(".opblock-summary").click();
+  await send.getByText("mentions_required").first().waitFor(slow);
+  await shot("13-api-reference");
 }
 
 // fitsWidth fails when the page scrolls sideways at its viewport's width.

@@ -245,8 +245,8 @@ func (r *response) errorCode(t testing.TB) string {
 	return env.Error.Code
 }
 
-// do sends a request and validates the response against the OpenAPI
-// document (and, for errors, the envelope and its request id). body may be
+// do sends a request and validates the response against chatd's OpenAPI
+// document (server/openapi) (and, for errors, the envelope and its request id). body may be
 // nil, a string or []byte (sent as is), an io.Reader (streamed, with no
 // declared length) or a value (sent as JSON).
 func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *response {

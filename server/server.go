@@ -212,6 +212,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/healthz", public, s.healthz)
 	s.handle("GET", "/readyz", public, s.readyz)
 	s.handle("GET", "/api/v1/socket/websocket", public, s.socket)
+	s.handle("GET", "/api/v1/openapi.json", public, s.openAPIDocument)
 
 	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
 	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)

@@ -76,11 +76,17 @@ func loadWebFiles(fsys fs.FS) (map[string]*webFile, error) {
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(body)
-		files[name] = &webFile{body: body, ctype: webContentType(name), etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+		files[name] = newWebFile(name, body)
 		return nil
 	})
 	return files, err
+}
+
+// newWebFile prepares body, served under name, with its content type and a
+// strong ETag.
+func newWebFile(name string, body []byte) *webFile {
+	sum := sha256.Sum256(body)
+	return &webFile{body: body, ctype: webContentType(name), etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
 }
 
 // notFound answers every path no route matched: the web app's files for
@@ -110,8 +116,15 @@ func (s *Server) webFileAt(urlPath string) *webFile {
 	case strings.HasSuffix(urlPath, "/"):
 		return nil
 	}
+	if page, ok := webPages[name]; ok {
+		name = page
+	}
 	return s.webFiles[name]
 }
+
+// webPages are the pages served at a path of their own rather than at their
+// file's name.
+var webPages = map[string]string{"docs/api": "docs/api/index.html"}
 
 // serveWebFile answers with f, or 304 when the client holds it already.
 // no-cache has the browser check every time, which costs a 304 when nothing

@@ -32,6 +32,7 @@ func webTestFS(t testing.TB) fs.FS {
 		"web/NOTICE":                {Data: []byte("<html><script>alert(1)</script>")}, // no extension: never sniffed into HTML
 		"web/assets/fonts/ui.woff2": {Data: []byte("wOF2")},
 		"web/api/notes.txt":         {Data: []byte("shadowing the API")},
+		"web/docs/api/index.html":   {Data: []byte("<!doctype html><title>chatd API reference</title>")},
 	}
 	web, err := fs.Sub(root, "web")
 	if err != nil {
@@ -74,6 +75,8 @@ func TestWebFiles(t *testing.T) {
 		{"/NOTICE", "application/octet-stream", ""},
 		{"/assets/fonts/ui.woff2", "font/woff2", ""},
 		{"/assets/./fonts/../fonts/ui.woff2", "font/woff2", "wOF2"},
+		{"/docs/api", "text/html; charset=utf-8", "<!doctype html><title>chatd API reference</title>"}, // the page at its own path
+		{"/docs/api/index.html", "text/html; charset=utf-8", ""},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			r := ts.do(t, "GET", tc.path, noCred, nil)
@@ -202,6 +205,8 @@ func TestWebFilesNotServed(t *testing.T) {
 		{"GET", "/assets/fonts/"},
 		{"GET", "/missing.js"},
 		{"GET", "/index.html/"},
+		{"GET", "/docs/api/"},
+		{"GET", "/docs"},
 		{"POST", "/index.html"},
 		{"PUT", "/app.js"},
 		{"DELETE", "/"},

@@ -1,6 +1,11 @@
-// Package apitest checks chatd's HTTP responses against the official Band
-// OpenAPI document. It is imported only by tests, so kin-openapi never ends
-// up in the chatd binary.
+// Package apitest checks chatd's HTTP responses against chatd's own OpenAPI
+// document (server/openapi, the document the binary serves). It is imported
+// only by tests, so kin-openapi never ends up in the chatd binary.
+//
+// The check is strict: a response whose status the operation does not list
+// fails, and so does an error whose envelope code is not among the codes
+// the document lists for that status (x-error-codes). So the document must
+// say everything the server answers, and the server suite proves it.
 package apitest
 
 import (
@@ -9,17 +14,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/chatd/chatd/server/openapi"
 )
 
-// Validator validates responses against the OpenAPI document.
+// Validator validates responses against an OpenAPI document.
 type Validator struct {
 	doc    *openapi3.T
 	router routers.Router
@@ -31,33 +38,30 @@ var (
 	loadErr  error
 )
 
-// SpecPath is where the document lives: in the shared spec folder beside the
-// repository (CI checks the repository out next to it).
-func SpecPath() string {
-	if p := os.Getenv("CHATD_OPENAPI"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "spec", "band-openapi.json")
-}
-
-// Load returns the validator for the document at SpecPath, loading it once.
+// Load returns the validator for chatd's own document, loading it once.
 func Load() (*Validator, error) {
-	loadOnce.Do(func() { shared, loadErr = load(SpecPath()) })
+	loadOnce.Do(func() { shared, loadErr = load(openapi.JSON) })
 	return shared, loadErr
 }
 
-func load(path string) (*Validator, error) {
+// LoadFile returns a validator for the OpenAPI document at path (the
+// official Band document, for the compatibility test).
+func LoadFile(path string) (*Validator, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read OpenAPI document: %w", err)
 	}
+	return load(raw)
+}
+
+func load(raw []byte) (*Validator, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
-	// The document's schema names hold "/" and spaces ("Agent API/Identity_…"),
-	// which a JSON Pointer resolver splits; rename them consistently.
+	// The Band document's schema names hold "/" and spaces ("Agent
+	// API/Identity_…"), which a JSON Pointer resolver splits; rename them
+	// consistently (chatd's own names are left as they are).
 	if comps, ok := doc["components"].(map[string]any); ok {
 		if schemas, ok := comps["schemas"].(map[string]any); ok {
 			renamed := make(map[string]any, len(schemas))
@@ -68,6 +72,8 @@ func load(path string) (*Validator, error) {
 		}
 	}
 	rewriteRefs(doc)
+	// The router matches full URLs; the tests' paths are made absolute
+	// against this one server.
 	doc["servers"] = []any{map[string]any{"url": "http://localhost"}}
 	norm, _ := json.Marshal(doc)
 
@@ -104,6 +110,31 @@ func rewriteRefs(v any) {
 	}
 }
 
+// Doc is the loaded document.
+func (v *Validator) Doc() *openapi3.T { return v.doc }
+
+// Operation is one documented operation.
+type Operation struct {
+	Method, Path string // "GET", "/api/v1/me/chats/{id}"
+	Op           *openapi3.Operation
+	Item         *openapi3.PathItem
+}
+
+// Operations lists every operation of the document, sorted by path and
+// method.
+func (v *Validator) Operations() []Operation {
+	var ops []Operation
+	for path, item := range v.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ops = append(ops, Operation{Method: method, Path: path, Op: op, Item: item})
+		}
+	}
+	slices.SortFunc(ops, func(a, b Operation) int {
+		return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method)
+	})
+	return ops
+}
+
 // Documented reports whether the document has an operation for method and path.
 func (v *Validator) Documented(method, path string) bool {
 	_, _, err := v.find(method, path)
@@ -118,43 +149,109 @@ func (v *Validator) find(method, path string) (*routers.Route, map[string]string
 	return v.router.FindRoute(req)
 }
 
-// ValidateResponse checks a response to method path (a concrete path, such as
-// /api/v1/me/agents/0190…): a documented status must match its schema; an
-// undocumented error status must still be the error envelope. Responses of
-// operations the document lacks are checked only when they are errors.
+// ValidateResponse checks a response to method path (a concrete path, such
+// as /api/v1/me/agents/0190…). For a documented operation the status must be
+// documented, the body must match its schema, and an error's code must be
+// one the document lists for that status. A request no operation matches
+// must be refused: under /api/ or for a documented path, with 404 or 405;
+// elsewhere (the web app's files) only errors are checked.
 func (v *Validator) ValidateResponse(method, path string, status int, body []byte) error {
 	route, _, err := v.find(method, path)
 	if err != nil {
-		if status >= 400 {
-			return v.validateError(status, body)
-		}
-		return nil
+		return v.validateUnrouted(method, path, status, body)
 	}
-	resp := route.Operation.Responses.Status(status)
-	if status == http.StatusNoContent && resp == nil && strings.Contains(route.Operation.Description, "204") {
-		// /messages/next documents its 204 in prose only.
+	where := method + " " + route.Path
+	ref := route.Operation.Responses.Status(status)
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("%s: status %d is not documented (body %q)", where, status, body)
+	}
+	resp := ref.Value
+	if status >= 400 {
+		if err := checkErrorCode(resp, body); err != nil {
+			return fmt.Errorf("%s %d: %w", where, status, err)
+		}
+	}
+	if resp.Content == nil || len(resp.Content) == 0 {
 		if len(bytes.TrimSpace(body)) != 0 {
-			return fmt.Errorf("%s %s: 204 with a body %q", method, route.Path, body)
+			return fmt.Errorf("%s %d: documented without a body, got %q", where, status, body)
 		}
 		return nil
 	}
-	if resp == nil || resp.Value == nil {
-		if status >= 400 {
-			return v.validateError(status, body)
-		}
-		return fmt.Errorf("%s %s: status %d is not documented", method, route.Path, status)
-	}
-	media := resp.Value.Content.Get("application/json")
+	media := resp.Content["application/json"] // not Get, which would match a file's */*
 	if media == nil || media.Schema == nil {
-		if len(bytes.TrimSpace(body)) != 0 {
-			return fmt.Errorf("%s %s %d: documented without a body, got %q", method, route.Path, status, body)
-		}
-		return nil
+		return nil // a file: the body is whatever was stored
 	}
 	if err := visit(media.Schema.Value, body); err != nil {
-		return fmt.Errorf("%s %s %d: %w", method, route.Path, status, err)
+		return fmt.Errorf("%s %d: %w", where, status, err)
 	}
 	return nil
+}
+
+// validateUnrouted checks the answer to a request no operation matches: the
+// router's 404 and 405 in the envelope, or a web app file.
+func (v *Validator) validateUnrouted(method, path string, status int, body []byte) error {
+	api := strings.HasPrefix(path, "/api/") || v.pathDocumented(path)
+	if api && status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+		return fmt.Errorf("%s %s: no documented operation, yet answered %d %q", method, path, status, body)
+	}
+	if status >= 400 {
+		return v.validateError(status, body)
+	}
+	return nil
+}
+
+// pathDocumented reports whether any method of path is documented.
+func (v *Validator) pathDocumented(path string) bool {
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		if v.Documented(m, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkErrorCode holds an error body's code to the response's x-error-codes.
+func checkErrorCode(resp *openapi3.Response, body []byte) error {
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return fmt.Errorf("error body is not JSON: %q", body)
+	}
+	codes := ErrorCodes(resp)
+	if !slices.Contains(codes, env.Error.Code) {
+		return fmt.Errorf("error code %q is not among the documented %v", env.Error.Code, codes)
+	}
+	return nil
+}
+
+// ErrorCodes returns a response's x-error-codes.
+func ErrorCodes(resp *openapi3.Response) []string {
+	var codes []string
+	switch raw := resp.Extensions["x-error-codes"].(type) {
+	case []any:
+		for _, c := range raw {
+			codes = append(codes, fmt.Sprint(c))
+		}
+	case []string:
+		codes = raw
+	}
+	return codes
+}
+
+// ErrorStatuses returns an operation's documented error statuses with their
+// codes.
+func ErrorStatuses(op *openapi3.Operation) map[int][]string {
+	out := map[int][]string{}
+	for status, ref := range op.Responses.Map() {
+		n, err := strconv.Atoi(status)
+		if err == nil && n >= 400 && ref.Value != nil {
+			out[n] = ErrorCodes(ref.Value)
+		}
+	}
+	return out
 }
 
 // ValidateSchema checks a JSON body against a named component schema (as
@@ -196,7 +293,7 @@ func visit(schema *openapi3.Schema, body []byte) error {
 	)
 }
 
-// formats adds the string formats the document uses beyond kin-openapi's
+// formats adds the string formats the documents use beyond kin-openapi's
 // built-in date and date-time (UUIDs of any RFC 9562 version: chatd's are v7).
 var formats = map[string]openapi3.StringFormatValidator{
 	"uuid":  openapi3.NewRegexpFormatValidator(openapi3.FormatOfStringForUUIDOfRFC9562),
