@@ -35,22 +35,6 @@ export function replace(el, ...children) {
   return el;
 }
 
-// when formats an API timestamp for people: the time today, else the date.
-export function when(iso) {
-  if (!iso) return "";
-  const d = new Date(iso);
-  const now = new Date();
-  if (d.toDateString() === now.toDateString()) {
-    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  }
-  return d.toLocaleDateString([], { year: "numeric", month: "short", day: "numeric" });
-}
-
-// exactly is the full date and time, for title attributes.
-export function exactly(iso) {
-  return iso ? new Date(iso).toLocaleString() : "";
-}
-
 // field is a labelled form control: the label's for= ties them together
 // for screen readers and for clicking the label.
 let fieldSeq = 0;

@@ -1,16 +1,10 @@
-// Widgets the screens share: timestamps, tables that become cards on a
-// phone, the confirmation dialog, and the panel that shows a new key once.
+// Widgets the screens share: tables that become cards on a phone, the
+// confirmation dialog, and the panel that shows a new key once.
 
-import { h, busy, errorBox, showError, copyButton, when, exactly } from "./dom.js";
+import { h, busy, errorBox, showError, copyButton } from "./dom.js";
 
 let seq = 0;
 const nextId = (prefix) => `${prefix}-${++seq}`;
-
-// timeEl is a timestamp for people, with the exact time on hover.
-export function timeEl(iso, attrs = {}) {
-  if (!iso) return h("span", { class: "muted" }, "never");
-  return h("time", { ...attrs, datetime: iso, title: exactly(iso) }, when(iso));
-}
 
 // cardTable is a table whose rows become cards below 760px: each cell
 // carries its column's name, which the narrow layout shows before it.

@@ -4,7 +4,8 @@
 // one, each after a confirmation.
 
 import { h, replace, field, busy, errorBox, showError, copyButton } from "../dom.js";
-import { cardTable, confirmDialog, SecretSlot, timeEl } from "../ui.js";
+import { cardTable, confirmDialog, SecretSlot } from "../ui.js";
+import { timeEl } from "../time.js";
 
 const PAGE_SIZE = 50;
 

@@ -5,7 +5,8 @@
 
 import { request } from "../api.js";
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog, timeEl } from "../ui.js";
+import { cardTable, confirmDialog } from "../ui.js";
+import { timeEl } from "../time.js";
 
 // The contact listings page by page and page_size (at most 100).
 const PAGE_SIZE = 100;

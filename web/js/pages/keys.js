@@ -3,7 +3,8 @@
 // shown once, and revoking one stops it at once.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog, SecretSlot, timeEl } from "../ui.js";
+import { cardTable, confirmDialog, SecretSlot } from "../ui.js";
+import { timeEl } from "../time.js";
 
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;

@@ -4,7 +4,8 @@
 // may have memories switched off: the listing then says so in its error.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { confirmDialog, timeEl } from "../ui.js";
+import { confirmDialog } from "../ui.js";
+import { timeEl } from "../time.js";
 
 const PAGE_SIZE = 20;
 

@@ -4,7 +4,7 @@
 // counts what arrives in rooms that are not open.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { timeEl } from "../ui.js";
+import { timeEl } from "../time.js";
 import { openRoom } from "../room/view.js";
 
 // watchLimit bounds the rooms whose messages are counted live; older rooms

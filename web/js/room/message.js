@@ -4,7 +4,7 @@
 // background that stand out.
 
 import { h } from "../dom.js";
-import { timeEl } from "../ui.js";
+import { timeEl } from "../time.js";
 
 const kinds = {
   text: "",

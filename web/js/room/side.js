@@ -1,8 +1,9 @@
 // The room's side panel: who is in it (add from the peers not yet in the
 // room, remove), and the board goal with its history of edits.
 
-import { h, replace, field, busy, errorBox, showError, when } from "../dom.js";
-import { confirmDialog, timeEl } from "../ui.js";
+import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { confirmDialog } from "../ui.js";
+import { when, timeEl } from "../time.js";
 
 export class Participants {
   constructor(ctx, roomId, onChange) {
