@@ -96,8 +96,19 @@ export async function request(method, path, body, extraHeaders = {}) {
 }
 
 // The verbs answer the envelope's data (or the whole body when it has no
-// data member); page answers {items, next} for cursor listings.
+// data member); page answers {items, next} for listings.
 const unwrap = (body) => (body && "data" in body ? body.data : body);
+
+// nextPosition is where the page after this one starts, in the family the
+// request used, or null when this page is the last. Numbered listings say
+// how many pages there are rather than whether more follow.
+function nextPosition(at, meta) {
+  if (at.page !== undefined) {
+    const page = meta.page || at.page;
+    return page < (meta.total_pages || 0) ? { page: page + 1 } : null;
+  }
+  return meta.has_more && meta.next_cursor ? { cursor: meta.next_cursor } : null;
+}
 
 export const api = {
   get: async (path) => unwrap(await request("GET", path)),
@@ -107,15 +118,22 @@ export const api = {
   del: async (path) => unwrap(await request("DELETE", path)),
   // upload sends a Blob as the raw body, described by headers.
   upload: async (path, blob, headers) => unwrap(await request("POST", path, blob, headers)),
-  // page fetches one page of a cursor listing: params are added to the
-  // query; next is the cursor of the following page, or null at the end.
-  async page(path, params = {}) {
+  // page fetches one page of a listing. Some listings page by cursor and
+  // some by page number only (see the README's Paging), so at names the
+  // page in the listing's own family: {cursor} (nothing for the first page)
+  // or {page} (from 1). params are the filters and the page size under the
+  // family's name (limit, or page_size). next, in the answer, is the same
+  // kind of position for the following page, or null at the end: callers
+  // hand it back without looking inside.
+  async page(path, params = {}, at = null) {
+    const where = at || {};
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+    const all = { ...params, ...(where.page !== undefined ? { page: where.page } : { cursor: where.cursor }) };
+    for (const [k, v] of Object.entries(all)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
     const qs = q.toString();
     const body = await request("GET", qs ? `${path}?${qs}` : path);
     const meta = body.metadata || body.meta || {};
-    return { items: body.data || [], next: meta.has_more ? meta.next_cursor : null };
+    return { items: body.data || [], next: nextPosition(where, meta) };
   },
   // raw downloads a file with the session's credentials (a plain link
   // could not send them) and answers the Blob.

@@ -58,7 +58,7 @@ export function mount(root, ctx) {
     showError(moreErr, null);
     try {
       const page = await busy(moreRow, () =>
-        api.page("/api/v1/me/agents", { limit: PAGE_SIZE, cursor: andMore ? next : null }));
+        api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, andMore ? next : null));
       if (n !== loading) return;
       items = andMore ? items.concat(page.items) : page.items;
       next = page.next;

@@ -128,7 +128,7 @@ export function mount(root, ctx) {
     try {
       // The filters stay usable while a listing loads (disabling them would
       // take the focus away); a newer listing simply wins.
-      const get = () => api.page("/api/v1/me/memories", { ...query(), limit: PAGE_SIZE, cursor: andMore ? next : null });
+      const get = () => api.page("/api/v1/me/memories", { ...query(), limit: PAGE_SIZE }, andMore ? next : null);
       list.setAttribute("aria-busy", "true");
       const page = andMore ? await busy(moreRow, get) : await get();
       if (n !== seq) return;

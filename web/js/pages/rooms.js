@@ -123,8 +123,8 @@ export async function mount(root, ctx) {
   async function loadMore(reset = false) {
     try {
       const page = await ctx.api.page("/api/v1/me/chats", {
-        limit: 50, cursor: reset ? null : next, include: agentRooms.checked ? "agent_rooms" : null,
-      });
+        limit: 50, include: agentRooms.checked ? "agent_rooms" : null,
+      }, reset ? null : next);
       if (reset) rooms.clear();
       for (const r of page.items) rooms.set(r.id, r);
       next = page.next;

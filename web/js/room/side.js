@@ -42,7 +42,7 @@ export class Participants {
   }
 
   async loadPeers() {
-    const { items } = await this.ctx.api.page("/api/v1/me/peers", { not_in_chat: this.roomId, page_size: 100 });
+    const { items } = await this.ctx.api.page("/api/v1/me/peers", { not_in_chat: this.roomId, page_size: 100 }, { page: 1 });
     replace(this.peers, items.length
       ? [h("option", { value: "" }, "Choose…"), items.map((p) => h("option", { value: p.id }, `${p.name} (@${p.handle})`))]
       : h("option", { value: "" }, "Nobody else to add"));

@@ -47,7 +47,7 @@ export class Timeline {
     this.loading = true;
     const before = this.list.scrollHeight - this.list.scrollTop;
     try {
-      const { items, next } = await this.ctx.api.page(this.path(), { limit: PAGE, cursor: this.next });
+      const { items, next } = await this.ctx.api.page(this.path(), { limit: PAGE }, this.next);
       this.next = next;
       for (const m of items) this.prepend(m);
       this.list.scrollTop = this.list.scrollHeight - before;
