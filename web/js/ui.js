@@ -1,10 +1,138 @@
-// Widgets the screens share: tables that become cards on a phone, the
-// confirmation dialog, and the panel that shows a new key once.
+// Widgets the screens share: the paged list, tables that become cards on a
+// phone, the confirmation dialog, and the panel that shows a new key once.
 
-import { h, busy, errorBox, showError, copyButton } from "./dom.js";
+import { h, replace, busy, errorBox, showError, copyButton } from "./dom.js";
 
 let seq = 0;
 const nextId = (prefix) => `${prefix}-${++seq}`;
+
+// pagedList is a listing shown a page at a time, with a Load more button
+// under it. It holds what it loaded by id (so pages that overlap, or a
+// push that races a page, never show an item twice), renders it through
+// row, and says so when the listing is empty or could not load. Only the
+// newest of its requests lands: a slow answer never overwrites a newer one.
+//
+// fetch(at) answers one page, {items, next}, as api.page does; first is the
+// first page's position there ({} for a cursor listing, {page: 1} for a
+// numbered one). row(item) is an item's row; frame(rows) puts the rows in
+// their container (a cardTable), order(items) sorts them when the listing's
+// own order is not the one shown. empty() answers the words (or element) for
+// an empty listing, failed(e) the words for one that could not load; with
+// onError(e) instead, a refusal is told there and what is shown stays. The
+// list goes in body (a div unless given), with loading in it until the
+// first page arrives. After Load more, focus stays on the button, or goes to
+// heading when there is nothing more. linkMore makes the button a link under
+// the list, for a sidebar whose rows are links; rendered(items) runs after
+// each render.
+//
+// It answers el (the nodes to place), load() (the first page, anew: after a
+// filter changed, or a change that may move items between pages),
+// refresh() (the pages shown, anew), render(), stop() (for the page's
+// cleanup: answers still on their way are dropped), and get, put and
+// remove to keep what is shown up to date with what the page does and what
+// is pushed.
+export function pagedList({
+  fetch, first = {}, row, frame = (rows) => rows, order = (items) => items, empty, failed, onError = null,
+  body = h("div", {}), loading = null, more: moreLabel, linkMore = false, heading = null, rendered = () => {},
+}) {
+  const byId = new Map();
+  let next = null;
+  let pages = 0;
+  let seq = 0;
+
+  const more = h("button", { type: "button", class: linkMore ? "link" : "secondary", hidden: true }, moreLabel);
+  const moreRow = linkMore ? h("span", {}, more) : h("div", { class: "row more" }, more);
+  const moreErr = onError ? null : errorBox();
+  if (loading) replace(body, h("p", { class: "muted" }, loading));
+
+  function render() {
+    const items = order([...byId.values()]);
+    if (items.length) {
+      replace(body, frame(items.map(row)));
+    } else {
+      const e = empty();
+      replace(body, typeof e === "string" ? h("p", { class: "empty" }, e) : e);
+    }
+    more.hidden = !next;
+    rendered(items);
+  }
+
+  // walk fetches up to count pages, starting at the position from.
+  async function walk(from, count) {
+    const items = [];
+    let at = from;
+    let n = 0;
+    do {
+      const page = await fetch(at);
+      items.push(...page.items);
+      at = page.next;
+      n++;
+    } while (at && n < count);
+    return { items, next: at, pages: n };
+  }
+
+  // run makes one request of the list: count pages from the first (anew),
+  // or, adding, from next (after what is shown). A refusal of Load more is
+  // shown under its button, and what is shown stays. Load more is disabled
+  // while any request runs, and enabled again by the newest one alone,
+  // however they end.
+  async function run(count, { adding = false, forMore = adding } = {}) {
+    const n = ++seq;
+    if (moreErr) showError(moreErr, null);
+    body.setAttribute("aria-busy", "true");
+    more.disabled = true;
+    try {
+      const got = await walk(adding ? next : first, count);
+      if (n !== seq) return;
+      if (!adding) byId.clear();
+      for (const item of got.items) byId.set(item.id, item);
+      next = got.next;
+      pages = adding ? pages + got.pages : got.pages;
+      render();
+    } catch (e) {
+      if (n !== seq) return;
+      if (onError) {
+        onError(e);
+      } else if (forMore) {
+        showError(moreErr, e);
+      } else {
+        byId.clear();
+        next = null;
+        pages = 0;
+        more.hidden = true;
+        replace(body, h("p", { class: "error", role: "alert" }, failed(e)));
+      }
+    } finally {
+      if (n === seq) {
+        body.removeAttribute("aria-busy");
+        more.disabled = false;
+      }
+    }
+  }
+
+  // A numbered listing shifts under its page numbers as items come and go,
+  // so the page after the last one shown may repeat or skip some: it loads
+  // every page shown again, and one more. A cursor goes on where it was.
+  const numbered = first.page !== undefined;
+  const loadMore = () => (numbered ? run(pages + 1, { forMore: true }) : run(1, { adding: true }));
+
+  more.addEventListener("click", async () => {
+    if (!next) return;
+    await loadMore();
+    if (heading) (more.hidden ? heading : more).focus();
+  });
+
+  return {
+    el: [body, moreRow, moreErr],
+    load: () => run(1),
+    refresh: () => run(Math.max(pages, 1)),
+    render,
+    stop: () => { seq++; },
+    get: (id) => byId.get(id),
+    put: (item) => { byId.set(item.id, item); },
+    remove: (id) => { byId.delete(id); },
+  };
+}
 
 // cardTable is a table whose rows become cards below 760px: each cell
 // carries its column's name, which the narrow layout shows before it.

@@ -3,17 +3,14 @@
 // replacing an agent's key (the new one shown the same way) and deleting
 // one, each after a confirmation.
 
-import { h, replace, field, busy, errorBox, showError, copyButton } from "../dom.js";
-import { cardTable, confirmDialog, SecretSlot } from "../ui.js";
+import { h, field, busy, errorBox, showError, copyButton } from "../dom.js";
+import { cardTable, confirmDialog, pagedList, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
 
 const PAGE_SIZE = 50;
 
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;
-  let items = [];
-  let next = null;
-  let loading = 0;
 
   const name = h("input", { name: "name", required: true, maxlength: 100, autocomplete: "off" });
   const secrets = new SecretSlot(() => name.focus());
@@ -26,49 +23,28 @@ export function mount(root, ctx) {
     err,
     h("div", { class: "row" }, h("button", { type: "submit" }, "Register agent")));
   const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
-  const list = h("div", {}, h("p", { class: "muted" }, "Loading agents…"));
-  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more agents");
-  const moreRow = h("div", { class: "row more" }, more);
-  const moreErr = errorBox();
-
-  function render() {
-    if (items.length === 0) {
-      replace(list, h("p", { class: "empty" }, "No agents yet: register one above."));
-    } else {
-      replace(list, cardTable("Your agents", ["Name", "Handle", "Description", "Created", "Actions"],
-        items.map((a) => [
-          h("strong", {}, a.name),
-          h("code", {}, `@${a.handle}`),
-          a.description ? a.description : h("span", { class: "muted" }, "No description"),
-          timeEl(a.inserted_at),
-          h("div", { class: "row" },
-            h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
-              onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
-            h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
-              onclick: () => remove(a) }, "Delete")),
-        ])));
-    }
-    more.hidden = !next;
-  }
-
-  // load fetches the first page again (after a change) or, with more, the
-  // page after the last one shown.
-  async function load(andMore = false) {
-    const n = ++loading;
-    showError(moreErr, null);
-    try {
-      const page = await busy(moreRow, () =>
-        api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, andMore ? next : null));
-      if (n !== loading) return;
-      items = andMore ? items.concat(page.items) : page.items;
-      next = page.next;
-      render();
-    } catch (e) {
-      if (n !== loading) return;
-      if (andMore) showError(moreErr, e);
-      else replace(list, h("p", { class: "error", role: "alert" }, `The agents could not be loaded: ${e.message}`));
-    }
-  }
+  // The first page comes again after every change: a new agent or a
+  // deleted one moves the others between pages.
+  const agents = pagedList({
+    fetch: (at) => api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, at),
+    loading: "Loading agents…",
+    row: (a) => [
+      h("strong", {}, a.name),
+      h("code", {}, `@${a.handle}`),
+      a.description ? a.description : h("span", { class: "muted" }, "No description"),
+      timeEl(a.inserted_at),
+      h("div", { class: "row" },
+        h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
+          onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
+        h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
+          onclick: () => remove(a) }, "Delete")),
+    ],
+    frame: (rows) => cardTable("Your agents", ["Name", "Handle", "Description", "Created", "Actions"], rows),
+    empty: () => "No agents yet: register one above.",
+    failed: (e) => `The agents could not be loaded: ${e.message}`,
+    more: "Load more agents",
+    heading: listHeading,
+  });
 
   async function remove(a) {
     let force = false;
@@ -96,7 +72,7 @@ export function mount(root, ctx) {
     const n = out.executions_deleted;
     const gone = n ? ` ${n} processing record${n === 1 ? "" : "s"} went with it.` : "";
     notify(`Agent ${a.name} deleted.${gone}`);
-    await load();
+    await agents.load();
     listHeading.focus();
   }
 
@@ -150,15 +126,11 @@ export function mount(root, ctx) {
         secret: out.credentials.api_key,
         extra: sdkSettings(out.agent),
       });
-      load();
+      agents.load();
     } catch (e) {
       showError(err, e);
       name.focus();
     }
-  });
-  more.addEventListener("click", async () => {
-    await load(true);
-    (more.hidden ? listHeading : more).focus();
   });
 
   root.append(h("section", { class: "page" },
@@ -167,10 +139,10 @@ export function mount(root, ctx) {
       "own key. Register one here, then start it with a Band SDK pointed at this server."),
     form,
     secrets.el,
-    h("section", { class: "list-section" }, listHeading, list, moreRow, moreErr)));
-  load();
+    h("section", { class: "list-section" }, listHeading, agents.el)));
+  agents.load();
   return () => {
-    loading++;
+    agents.stop();
     secrets.dispose();
   };
 }
