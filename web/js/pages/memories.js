@@ -3,8 +3,8 @@
 // the person a memory is about may archive, restore or delete it. A server
 // may have memories switched off: the listing then says so in its error.
 
-import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { confirmDialog } from "../ui.js";
+import { h, field, busy } from "../dom.js";
+import { confirmDialog, pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 
 const PAGE_SIZE = 20;
@@ -29,9 +29,6 @@ function excerpt(text) {
 
 export function mount(root, ctx) {
   const { api, esc, notify, me } = ctx;
-  let items = [];
-  let next = null;
-  let seq = 0;
 
   const scope = select("scope", SCOPES, "all");
   const status = select("status", STATUSES, "active");
@@ -50,10 +47,6 @@ export function mount(root, ctx) {
       h("button", { type: "submit" }, "Search")));
 
   const listHeading = h("h2", { tabindex: "-1" }, "Memories found");
-  const list = h("div", { class: "memory-list" }, h("p", { class: "muted" }, "Loading memories…"));
-  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more memories");
-  const moreRow = h("div", { class: "row more" }, more);
-  const moreErr = errorBox();
 
   const query = () => ({
     scope: scope.value, status: status.value, system: system.value, type: type.value, segment: segment.value,
@@ -111,47 +104,24 @@ export function mount(root, ctx) {
       actions);
   }
 
-  function render() {
-    if (items.length === 0) {
-      replace(list, h("p", { class: "empty" }, filtered()
-        ? "No memories match these filters. Try Any status or another scope."
-        : "No memories yet. Agents store memories as they work; those about you and your organization show up here."));
-    } else {
-      replace(list, items.map(card));
-    }
-    more.hidden = !next;
-  }
-
-  async function load(andMore = false) {
-    const n = ++seq;
-    showError(moreErr, null);
-    try {
-      // The filters stay usable while a listing loads (disabling them would
-      // take the focus away); a newer listing simply wins.
-      const get = () => api.page("/api/v1/me/memories", { ...query(), limit: PAGE_SIZE }, andMore ? next : null);
-      list.setAttribute("aria-busy", "true");
-      const page = andMore ? await busy(moreRow, get) : await get();
-      if (n !== seq) return;
-      list.removeAttribute("aria-busy");
-      items = andMore ? items.concat(page.items) : page.items;
-      next = page.next;
-      render();
-      if (andMore) (next ? more : listHeading).focus();
-    } catch (e) {
-      if (n !== seq) return;
-      list.removeAttribute("aria-busy");
-      if (andMore) {
-        showError(moreErr, e);
-      } else {
-        items = [];
-        next = null;
-        more.hidden = true;
-        // Switched off on this server: filtering cannot help.
-        if (e.code === "feature_disabled") filters.hidden = listHeading.hidden = true;
-        replace(list, h("p", { class: "error", role: "alert" }, `The memories could not be loaded: ${e.message}`));
-      }
-    }
-  }
+  // The filters stay usable while a listing loads (disabling them would
+  // take the focus away): the listing of the newest filters wins.
+  const memories = pagedList({
+    fetch: (at) => api.page("/api/v1/me/memories", { ...query(), limit: PAGE_SIZE }, at),
+    body: h("div", { class: "memory-list" }),
+    loading: "Loading memories…",
+    row: card,
+    empty: () => (filtered()
+      ? "No memories match these filters. Try Any status or another scope."
+      : "No memories yet. Agents store memories as they work; those about you and your organization show up here."),
+    failed: (e) => {
+      // Switched off on this server: filtering cannot help.
+      if (e.code === "feature_disabled") filters.hidden = listHeading.hidden = true;
+      return `The memories could not be loaded: ${e.message}`;
+    },
+    more: "Load more memories",
+    heading: listHeading,
+  });
 
   // change archives or restores; the card stays in place with its new
   // status (so the other action undoes it), even where the filter would
@@ -160,7 +130,7 @@ export function mount(root, ctx) {
     const articleEl = button.closest("article");
     try {
       const updated = await busy(articleEl, () => api.post(`/api/v1/me/memories/${esc(m.id)}/${action}`, {}));
-      items = items.map((x) => (x.id === m.id ? updated : x));
+      memories.put(updated);
       const fresh = card(updated);
       articleEl.replaceWith(fresh);
       notify(action === "archive" ? "Memory archived: agents no longer see it as active." : "Memory restored.");
@@ -184,27 +154,26 @@ export function mount(root, ctx) {
       },
     });
     if (!done) return;
-    items = items.filter((x) => x.id !== m.id);
-    render();
+    memories.remove(m.id);
+    memories.render();
     notify("Memory deleted.");
     listHeading.focus();
   }
 
-  for (const s of [scope, status, system, type, segment]) s.addEventListener("change", () => load());
+  for (const s of [scope, status, system, type, segment]) s.addEventListener("change", () => memories.load());
   filters.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    load();
+    memories.load();
   });
-  more.addEventListener("click", () => load(true));
 
   root.append(h("section", { class: "page" },
     h("h1", {}, "Memories"),
     h("p", { class: "page-intro" }, "What agents remember about you, your organization and your rooms. ",
       "You can archive, restore or delete the memories about you."),
     filters,
-    h("section", { class: "list-section" }, listHeading, list, moreRow, moreErr)));
-  load();
+    h("section", { class: "list-section" }, listHeading, memories.el)));
+  memories.load();
   return () => {
-    seq++;
+    memories.stop();
   };
 }
