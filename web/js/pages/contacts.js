@@ -3,9 +3,8 @@
 // lists follow the person's user_contacts channel, so a request from
 // someone else, or an answer to one of theirs, shows up by itself.
 
-import { request } from "../api.js";
-import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog } from "../ui.js";
+import { h, field, busy, errorBox, showError } from "../dom.js";
+import { cardTable, confirmDialog, pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 
 // The contact listings page by page and page_size (at most 100).
@@ -23,53 +22,23 @@ const emailCell = (e) => (e && !/@noreply\.invalid$/i.test(e)
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;
 
-  // section is one listing with its heading, its Load more button and its
-  // own loading sequence (a slow answer never overwrites a newer one).
-  function section({ title, more: moreLabel, path, query = () => ({}), columns, row, empty, controls = null }) {
+  // section is one listing with its heading. A change anywhere (an answer,
+  // a push) loads again the pages it shows; a new filter, the first alone.
+  function section({ title, more, path, query = () => ({}), columns, row, empty, controls = null }) {
     const heading = h("h2", { tabindex: "-1" }, title);
-    const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
-    const more = h("button", { type: "button", class: "secondary", hidden: true }, moreLabel);
-    const moreErr = errorBox();
-    const moreRow = h("div", { class: "row more" }, more);
-    const el = h("section", { class: "list-section" }, heading, controls, body, moreRow, moreErr);
-    let pages = 1;
-    let seq = 0;
-
-    async function load() {
-      const n = ++seq;
-      showError(moreErr, null);
-      try {
-        let items = [];
-        let totalPages = 1;
-        await busy(moreRow, async () => {
-          for (let p = 1; p <= pages; p++) {
-            const q = new URLSearchParams({ ...query(), page: p, page_size: PAGE_SIZE });
-            const answer = await request("GET", `${path}?${q}`);
-            items = items.concat(answer.data || []);
-            totalPages = (answer.metadata && answer.metadata.total_pages) || 1;
-            if (p >= totalPages) break;
-          }
-        });
-        if (n !== seq) return;
-        pages = Math.max(1, Math.min(pages, totalPages));
-        more.hidden = pages >= totalPages;
-        replace(body, items.length ? cardTable(title, columns, items.map(row)) : h("p", { class: "empty" }, empty));
-      } catch (e) {
-        if (n !== seq) return;
-        if (pages > 1) {
-          pages -= 1;
-          showError(moreErr, e);
-        } else {
-          replace(body, h("p", { class: "error", role: "alert" }, `${title} could not be loaded: ${e.message}`));
-        }
-      }
-    }
-    more.addEventListener("click", async () => {
-      pages += 1;
-      await load();
-      (more.hidden ? heading : more).focus();
+    const list = pagedList({
+      fetch: (at) => api.page(path, { ...query(), page_size: PAGE_SIZE }, at),
+      first: { page: 1 },
+      loading: "Loading…",
+      row,
+      frame: (rows) => cardTable(title, columns, rows),
+      empty: () => empty,
+      failed: (e) => `${title} could not be loaded: ${e.message}`,
+      more,
+      heading,
     });
-    return { el, heading, load, reset: () => { pages = 1; return load(); }, stop: () => { seq++; } };
+    const el = h("section", { class: "list-section" }, heading, controls, list.el);
+    return { el, heading, load: list.load, refresh: list.refresh, stop: list.stop };
   }
 
   // act runs one action of a row, with that row's buttons disabled; a
@@ -146,7 +115,7 @@ export function mount(root, ctx) {
         timeEl(r.inserted_at), action];
     },
   });
-  sentStatus.addEventListener("change", () => sent.reset());
+  sentStatus.addEventListener("change", () => sent.load());
 
   const contacts = section({
     title: "Your contacts",
@@ -234,7 +203,7 @@ export function mount(root, ctx) {
 
   const all = [received, sent, contacts];
   function refresh() {
-    for (const s of all) s.load();
+    for (const s of all) s.refresh();
   }
   // Pushes come in bursts (an approval is an update and an addition): one
   // reload after the burst is enough.
