@@ -41,7 +41,7 @@ export function pagedList({
   let seq = 0;
 
   const more = h("button", { type: "button", class: linkMore ? "link" : "secondary", hidden: true }, moreLabel);
-  const moreRow = linkMore ? h("span", {}, more) : h("div", { class: "row more" }, more);
+  const moreRow = linkMore ? more : h("div", { class: "row more" }, more);
   const moreErr = onError ? null : errorBox();
   if (loading) replace(body, h("p", { class: "muted" }, loading));
 
@@ -119,7 +119,9 @@ export function pagedList({
   more.addEventListener("click", async () => {
     if (!next) return;
     await loadMore();
-    if (heading) (more.hidden ? heading : more).focus();
+    // Disabling the button while it loaded took the focus from it.
+    if (!more.hidden) more.focus();
+    else if (heading) heading.focus();
   });
 
   return {

@@ -4,6 +4,7 @@
 // counts what arrives in rooms that are not open.
 
 import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 import { openRoom } from "../room/view.js";
 
@@ -17,13 +18,9 @@ const unreadTypes = new Set(["text", "attention", "error"]);
 
 export async function mount(root, ctx) {
   const current = ctx.params[0] || null;
-  const rooms = new Map(); // id -> room
   const watched = new Map(); // id -> {ch, off}
-  let next = null;
   let opened = null;
 
-  const list = h("ul", {});
-  const more = h("button", { type: "button", class: "link", hidden: true, onclick: () => loadMore() }, "Load more rooms");
   const titleInput = h("input", { name: "title", maxlength: 120, placeholder: "Optional: taken from the first message" });
   const createErr = errorBox();
   const createForm = h("form", { class: "card stack", hidden: true, "aria-label": "New room" },
@@ -40,7 +37,33 @@ export async function mount(root, ctx) {
     checked: localStorage.getItem("chatd.agentRooms") === "1" });
   agentRooms.addEventListener("change", () => {
     localStorage.setItem("chatd.agentRooms", agentRooms.checked ? "1" : "0");
-    loadMore(true);
+    rooms.load();
+  });
+  const activity = (r) => r.last_message_at || r.inserted_at;
+  // The listing comes newest first, but rooms that arrive live, and the
+  // messages that move a room up, are placed by the same rule.
+  const rooms = pagedList({
+    fetch: (at) => ctx.api.page("/api/v1/me/chats", { limit: 50, include: agentRooms.checked ? "agent_rooms" : null }, at),
+    body: h("ul", {}),
+    order: (items) => items.sort((a, b) => (activity(b) || "").localeCompare(activity(a) || "")),
+    row: (r) => {
+      const unread = r.id === current ? 0 : r.unread_count || 0;
+      const label = `${r.title || "Untitled room"}${unread ? `, ${unread > 99 ? "more than 99" : unread} unread` : ""}`;
+      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null, "aria-label": label },
+        h("span", { class: "title" }, r.title || "Untitled room"),
+        h("span", { class: "row" },
+          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread)) : null,
+          timeEl(activity(r), { class: "meta" }))));
+    },
+    empty: () => h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."),
+    // The list sits beside the open room: a refusal is told in a message
+    // rather than in the list's place.
+    onError: (e) => ctx.notify(`Could not load rooms: ${e.message}`, "error"),
+    more: "Load more rooms",
+    linkMore: true,
+    rendered: (items) => {
+      for (const r of items) if (watched.size < watchLimit) watch(r.id);
+    },
   });
   const roomPane = h("section", { class: "room-pane", "aria-live": "off" });
   const layout = h("div", { class: `rooms${current ? " has-room" : ""}` },
@@ -48,7 +71,7 @@ export async function mount(root, ctx) {
       h("div", { class: "row" }, h("h1", { id: "rooms-heading" }, "Rooms"), newButton),
       createForm,
       h("label", { class: "check" }, agentRooms, " Include my agents' rooms"),
-      list, more),
+      rooms.el),
     roomPane);
   root.append(layout);
 
@@ -60,29 +83,13 @@ export async function mount(root, ctx) {
       const room = await busy(createForm, () => ctx.api.post("/api/v1/me/chats", title ? { chat: { title } } : {}));
       createForm.hidden = true;
       titleInput.value = "";
-      rooms.set(room.id, room);
-      render();
+      rooms.put(room);
+      rooms.render();
       ctx.navigate(`/rooms/${room.id}`);
     } catch (e) {
       showError(createErr, e);
     }
   });
-
-  const activity = (r) => r.last_message_at || r.inserted_at;
-
-  function render() {
-    const sorted = [...rooms.values()].sort((a, b) => (activity(b) || "").localeCompare(activity(a) || ""));
-    replace(list, sorted.length ? sorted.map((r) => {
-      const unread = r.id === current ? 0 : r.unread_count || 0;
-      const label = `${r.title || "Untitled room"}${unread ? `, ${unread > 99 ? "more than 99" : unread} unread` : ""}`;
-      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null, "aria-label": label },
-        h("span", { class: "title" }, r.title || "Untitled room"),
-        h("span", { class: "row" },
-          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread)) : null,
-          timeEl(activity(r), { class: "meta" }))));
-    }) : h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."));
-    for (const id of rooms.keys()) if (watched.size < watchLimit) watch(id);
-  }
 
   // watch counts new messages of a listed room that is not open. A room
   // that arrived live may have had messages before its channel was joined:
@@ -96,8 +103,8 @@ export async function mount(root, ctx) {
         const fresh = await ctx.api.get(`/api/v1/me/chats/${ctx.esc(id)}`);
         const r = rooms.get(id);
         if (!r) return;
-        rooms.set(id, { ...r, ...fresh, unread_count: Math.max(r.unread_count || 0, fresh.unread_count || 0) });
-        render();
+        rooms.put({ ...r, ...fresh, unread_count: Math.max(r.unread_count || 0, fresh.unread_count || 0) });
+        rooms.render();
       } catch {
         // The listing shows what it had; the next reload corrects it.
       }
@@ -107,7 +114,7 @@ export async function mount(root, ctx) {
       if (!r) return;
       r.last_message_at = m.inserted_at;
       if (id !== current && m.sender_id !== ctx.me.id && unreadTypes.has(m.message_type)) r.unread_count = (r.unread_count || 0) + 1;
-      render();
+      rooms.render();
     });
     watched.set(id, { ch, off: () => { offJoined(); offMessages(); } });
   }
@@ -120,21 +127,6 @@ export async function mount(root, ctx) {
     watched.delete(id);
   }
 
-  async function loadMore(reset = false) {
-    try {
-      const page = await ctx.api.page("/api/v1/me/chats", {
-        limit: 50, include: agentRooms.checked ? "agent_rooms" : null,
-      }, reset ? null : next);
-      if (reset) rooms.clear();
-      for (const r of page.items) rooms.set(r.id, r);
-      next = page.next;
-      more.hidden = !next;
-      render();
-    } catch (e) {
-      ctx.notify(`Could not load rooms: ${e.message}`, "error");
-    }
-  }
-
   const userRooms = ctx.socket.channel(`user_rooms:${ctx.me.id}`);
   // A room leaves by several roads at once (the person's own delete, then
   // room_deleted and room_removed pushes): only the first one counts.
@@ -142,9 +134,9 @@ export async function mount(root, ctx) {
   const gone = (id, message) => {
     if (left.has(id)) return;
     left.add(id);
-    rooms.delete(id);
+    rooms.remove(id);
     unwatch(id);
-    render();
+    rooms.render();
     if (id === current) {
       if (opened) opened.abandon();
       if (message && !(opened && opened.deleting())) ctx.notify(message);
@@ -153,44 +145,44 @@ export async function mount(root, ctx) {
   };
   const offs = [
     userRooms.on("room_added", (r) => {
-      rooms.set(r.id, { unread_count: 0, ...r });
+      rooms.put({ unread_count: 0, ...r });
       if (watched.size < watchLimit) watch(r.id, { recount: true });
-      render();
+      rooms.render();
     }),
     userRooms.on("room_updated", (r) => {
       const held = rooms.get(r.id);
-      rooms.set(r.id, { ...held, ...r, unread_count: held ? held.unread_count : 0 });
+      rooms.put({ ...held, ...r, unread_count: held ? held.unread_count : 0 });
       if (r.id === current && opened) opened.renamed(r);
-      render();
+      rooms.render();
     }),
     userRooms.on("room_removed", (r) => gone(r.id, "You are no longer in this room.")),
     // Read in another tab or on another device.
     userRooms.on("room_read", (r) => {
       const held = rooms.get(r.id);
       if (!held) return;
-      rooms.set(r.id, { ...held, unread_count: r.unread_count });
-      render();
+      rooms.put({ ...held, unread_count: r.unread_count });
+      rooms.render();
     }),
-    ctx.socket.onReconnect(() => loadMore(true)),
+    ctx.socket.onReconnect(() => rooms.load()),
   ];
 
-  await loadMore(true);
+  await rooms.load();
 
   if (current) {
     try {
       opened = await openRoom(ctx, roomPane, current, {
         onRead: (r) => {
           const held = rooms.get(current);
-          if (held && r) rooms.set(current, { ...held, ...r, unread_count: 0 });
-          render();
+          if (held && r) rooms.put({ ...held, ...r, unread_count: 0 });
+          rooms.render();
         },
         onGone: (id, message) => gone(id, message),
         // The answer to a rename updates the list at once; the push that
         // follows (or came first) carries the same title.
         onRenamed: (r) => {
           const held = rooms.get(r.id);
-          if (held) rooms.set(r.id, { ...held, title: r.title, title_locked: r.title_locked });
-          render();
+          if (held) rooms.put({ ...held, title: r.title, title_locked: r.title_locked });
+          rooms.render();
         },
       });
     } catch (e) {
@@ -203,6 +195,7 @@ export async function mount(root, ctx) {
   }
 
   return () => {
+    rooms.stop();
     if (opened) opened.close();
     offs.forEach((off) => off());
     userRooms.leave();
