@@ -83,6 +83,11 @@ function signedOut(message) {
 session.onUnauthorized(() => signedOut("Your session has ended. Sign in again."));
 
 document.getElementById("sign-out").addEventListener("click", async () => {
+  // The socket goes first: ending the session drops it on the server's
+  // side, and a drop seen before the answer would have the socket check
+  // the session, find it ended, and tell the person it ended by itself.
+  if (socket) socket.disconnect();
+  socket = null;
   try {
     await api.post("/api/v1/auth/sign-out", {});
   } catch (err) {
