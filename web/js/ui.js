@@ -38,7 +38,7 @@ export function pagedList({
   const byId = new Map();
   let next = null;
   let pages = 0;
-  let seq = 0;
+  let latest = 0;
 
   const more = h("button", { type: "button", class: linkMore ? "link" : "secondary", hidden: true }, moreLabel);
   const moreRow = linkMore ? more : h("div", { class: "row more" }, more);
@@ -77,20 +77,20 @@ export function pagedList({
   // while any request runs, and enabled again by the newest one alone,
   // however they end.
   async function run(count, { adding = false, forMore = adding } = {}) {
-    const n = ++seq;
+    const n = ++latest;
     if (moreErr) showError(moreErr, null);
     body.setAttribute("aria-busy", "true");
     more.disabled = true;
     try {
       const got = await walk(adding ? next : first, count);
-      if (n !== seq) return;
+      if (n !== latest) return;
       if (!adding) byId.clear();
       for (const item of got.items) byId.set(item.id, item);
       next = got.next;
       pages = adding ? pages + got.pages : got.pages;
       render();
     } catch (e) {
-      if (n !== seq) return;
+      if (n !== latest) return;
       if (onError) {
         onError(e);
       } else if (forMore) {
@@ -103,7 +103,7 @@ export function pagedList({
         replace(body, h("p", { class: "error", role: "alert" }, failed(e)));
       }
     } finally {
-      if (n === seq) {
+      if (n === latest) {
         body.removeAttribute("aria-busy");
         more.disabled = false;
       }
@@ -129,7 +129,7 @@ export function pagedList({
     load: () => run(1),
     refresh: () => run(Math.max(pages, 1)),
     render,
-    stop: () => { seq++; },
+    stop: () => { latest++; },
     get: (id) => byId.get(id),
     put: (item) => { byId.set(item.id, item); },
     remove: (id) => { byId.delete(id); },
