@@ -124,7 +124,7 @@ func (s *Server) parsePage(q url.Values, scope string, l listing) (pageQuery, er
 	if c := q.Get("cursor"); c != "" {
 		pos, ok := s.decodeCursor(scope, c)
 		if !ok {
-			return pq, &store.Error{Code: codeInvalidCursor,
+			return pq, &httpError{Code: codeInvalidCursor,
 				Message: "/cursor is not valid for this listing (use metadata.next_cursor from the previous page, with the same sort)",
 				Details: store.Problems{"/cursor": {"is not valid for this listing"}}}
 		}

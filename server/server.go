@@ -3,7 +3,9 @@
 //
 // Handlers decode and validate the request, call the store, and render the
 // result; they write no SQL and decide no visibility (the store's queries
-// do). Every refusal is a *store.Error rendered in the one error envelope
+// do). Every refusal is a *store.Error (the store's domain codes) or an
+// *httpError (the transport codes only this package decides, errors.go),
+// rendered in the one error envelope
 // {"error":{"code","message","request_id","details"?}}; statusOf maps each
 // code to its HTTP status.
 //

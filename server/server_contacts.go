@@ -185,7 +185,7 @@ func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, _ httpr
 		return err
 	}
 	if req.Handle == nil {
-		return errorf(store.CodeBadRequest, "handle is required")
+		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
 	cr, err := s.db.AddContact(r.Context(), principal(r).Actor(), *req.Handle, req.Message, "/message")
 	if err != nil {
@@ -209,7 +209,7 @@ func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, _ 
 		return err
 	}
 	if req.ContactRequest == nil || req.ContactRequest.RecipientHandle == nil {
-		return errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
+		return store.Errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
 	}
 	cr, err := s.db.AddContact(r.Context(), principal(r).Actor(), *req.ContactRequest.RecipientHandle,
 		req.ContactRequest.Message, "/contact_request/message")
@@ -238,7 +238,7 @@ func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, _ httprou
 	case req.Handle != nil && *req.Handle != "":
 		handle = *req.Handle
 	default:
-		return errorf(store.CodeBadRequest, "send contact_id or handle")
+		return store.Errorf(store.CodeBadRequest, "send contact_id or handle")
 	}
 	if err := s.db.RemoveContact(r.Context(), principal(r).Actor(), id, handle); err != nil {
 		return err
@@ -318,7 +318,7 @@ func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Reque
 	case req.Handle != nil && *req.Handle != "":
 		handle = *req.Handle
 	default:
-		return errorf(store.CodeBadRequest, "send request_id or handle")
+		return store.Errorf(store.CodeBadRequest, "send request_id or handle")
 	}
 	action := ""
 	if req.Action != nil {
@@ -396,7 +396,7 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprou
 		return err
 	}
 	if req.Handle == nil {
-		return errorf(store.CodeBadRequest, "handle is required")
+		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
 	p, err := s.db.ResolveHandle(r.Context(), *req.Handle)
 	if err != nil {

@@ -59,11 +59,11 @@ type socketLimits struct {
 }
 
 var (
-	errBadOnConflict = &store.Error{Code: codeInvalidOnConflict,
+	errBadOnConflict = &httpError{Code: codeInvalidOnConflict,
 		Message: `on_conflict must be "supersede" or "reject"`}
-	errConnectionConflict = &store.Error{Code: codeConnectionConflict,
+	errConnectionConflict = &httpError{Code: codeConnectionConflict,
 		Message: "this agent already has a connection (on_conflict=reject)"}
-	errTooManySockets = &store.Error{Code: codeTooManyRequests,
+	errTooManySockets = &httpError{Code: codeTooManyRequests,
 		Message: "too many open connections; close some or retry later"}
 )
 
@@ -213,7 +213,7 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 		return nil, err
 	}
 	if p.Delegation != nil {
-		return nil, errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
+		return nil, store.Errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID,
 		keyID: p.KeyID, sessionID: p.SessionID, expires: p.Expires}
