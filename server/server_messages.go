@@ -15,6 +15,16 @@ import (
 // history (humans: every message, newest first) and work (agents: the text
 // messages that mention them, oldest first, by delivery status).
 
+func (s *Server) messageRoutes() {
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.listAgentMessages)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.sendMessage)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, s.postEvent)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/context", agentsOnly, s.listContext)
+
+	s.handle("GET", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.listHistory)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
+}
+
 type mentionRequest struct {
 	ID     *string         `json:"id"`
 	Handle *string         `json:"handle"`

@@ -8,8 +8,22 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// Participants of a room, for both APIs. Who may add, remove or change whom
-// is decided in the store (see store/access.go).
+// Participants of a room, for both APIs, and peers: whom the caller could
+// add to a room. Who may add, remove or change whom is decided in the store
+// (see store/access.go).
+
+func (s *Server) participantRoutes() {
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.listParticipants)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.addParticipant)
+	s.handle("DELETE", "/api/v1/agent/chats/:chat_id/participants/:id", agentsOnly, s.removeParticipant)
+	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
+
+	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
+	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
+	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
+}
 
 // listParticipants is GET /agent/chats/{id}/participants (every participant,
 // no paging, as the OpenAPI document defines it) and GET

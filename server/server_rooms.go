@@ -14,6 +14,20 @@ import (
 // terse ChatRoom) and in paging (the agent listing pages by page/page_size
 // only, as the OpenAPI document defines it).
 
+func (s *Server) roomRoutes() {
+	s.handle("GET", "/api/v1/agent/chats", agentsOnly, s.listAgentRooms)
+	s.handle("POST", "/api/v1/agent/chats", agentsOnly, s.createRoom)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id", agentsOnly, s.getRoom)
+	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, s.renameRoom)
+
+	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
+	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
+	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
+	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
+}
+
 type createRoomRequest struct {
 	Chat *struct {
 		Title  *string `json:"title"`

@@ -22,6 +22,10 @@ import (
 // supersede (the default: the old one is told and closed) or reject (409).
 // A refused upgrade is an ordinary HTTP error in the envelope.
 
+func (s *Server) socketRoutes() {
+	s.handle("GET", "/api/v1/socket/websocket", public, s.socket)
+}
+
 // socketConn is what the server knows about one connection.
 type socketConn struct {
 	agent    *store.Agent // the agent the connection acts as, or nil
