@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -128,8 +127,6 @@ func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
-var offsetListing = listing{defaultLimit: 20, maxLimit: 100}
-
 // listAgentRooms is GET /agent/chats: the rooms the agent is in, newest
 // first, paged by page/page_size.
 func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
@@ -188,40 +185,4 @@ func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
 	return nil
-}
-
-func orderName(desc bool) string {
-	if desc {
-		return "desc"
-	}
-	return "asc"
-}
-
-// offsetPage is a page of a listing that pages only by page/page_size (the
-// OpenAPI document gives those listings no cursor), so using them is not
-// deprecated there.
-type offsetPage struct{ page, pageSize int }
-
-func parseOffsetPage(q url.Values, l listing) (offsetPage, error) {
-	p := store.Problems{}
-	op := offsetPage{
-		page:     intParam(q, "page", 1, 1, 1<<30, p),
-		pageSize: intParam(q, "page_size", l.defaultLimit, 1, l.maxLimit, p),
-	}
-	return op, p.Err(store.CodeValidation)
-}
-
-func (op offsetPage) request() store.PageRequest {
-	return store.PageRequest{Limit: op.pageSize, Offset: (op.page - 1) * op.pageSize, WithTotal: true}
-}
-
-type offsetMeta struct {
-	Page       int `json:"page"`
-	PageSize   int `json:"page_size"`
-	TotalCount int `json:"total_count"`
-	TotalPages int `json:"total_pages"`
-}
-
-func (op offsetPage) meta(total int) offsetMeta {
-	return offsetMeta{Page: op.page, PageSize: op.pageSize, TotalCount: total, TotalPages: (total + op.pageSize - 1) / op.pageSize}
 }
