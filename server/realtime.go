@@ -349,44 +349,6 @@ func (rt *realtime) recheckAccess(room *store.Room, member *store.Participant) {
 	}
 }
 
-// roomEvent is the payload of room_added, room_updated and room_removed:
-// the room, with title, status and type always strings (the TypeScript SDK
-// drops events where they are not) and, for a removal, removed_at.
-func roomEvent(r *store.Room, member *store.Participant, removedAt *time.Time) map[string]any {
-	title := ""
-	if r.Title != nil {
-		title = *r.Title
-	}
-	ev := map[string]any{
-		"id": r.ID, "title": title, "task_id": r.TaskID, "type": r.Type, "status": r.Status,
-		"inserted_at": timestamp(r.InsertedAt), "updated_at": timestamp(r.UpdatedAt),
-	}
-	if member != nil {
-		ev["participant_role"] = member.Role
-	}
-	if removedAt != nil {
-		ev["removed_at"] = timestamp(*removedAt)
-	}
-	return ev
-}
-
-// participantEvent is participant_added: the participant, with agents'
-// description and is_external, and no null role or status.
-func participantEvent(p *store.Participant) map[string]any {
-	ev := map[string]any{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle, "role": p.Role, "status": p.Status}
-	if p.Type == "Agent" {
-		ev["description"], ev["is_external"] = p.Description, p.IsExternal != nil && *p.IsExternal
-	}
-	return ev
-}
-
-// participantRemovedEvent is participant_removed: who left, by name, handle
-// and type as participant_added says who came, so that a client can tell
-// its user who left without a lookup (the participant is no longer listed).
-func participantRemovedEvent(p *store.Participant) map[string]string {
-	return map[string]string{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle}
-}
-
 func payloadJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -25,6 +26,57 @@ func (s *Server) roomRoutes() {
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
 	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
+}
+
+// chatRoomView is the agent API's ChatRoom.
+type chatRoomView struct {
+	ID          string  `json:"id"`
+	Title       *string `json:"title"`
+	TitleLocked bool    `json:"title_locked"`
+	TaskID      *string `json:"task_id"`
+	InsertedAt  string  `json:"inserted_at"`
+	UpdatedAt   string  `json:"updated_at"`
+}
+
+func newChatRoomView(r *store.Room) chatRoomView {
+	return chatRoomView{ID: r.ID, Title: r.Title, TitleLocked: r.TitleLocked, TaskID: r.TaskID,
+		InsertedAt: timestamp(r.InsertedAt), UpdatedAt: timestamp(r.UpdatedAt)}
+}
+
+// meChatRoomView is the human API's MeChatRoom, with chatd's own
+// unread_count (capped at store.UnreadCap; see store/reads.go).
+type meChatRoomView struct {
+	chatRoomView
+	Type          string  `json:"type"`
+	Status        string  `json:"status"`
+	LastMessageAt *string `json:"last_message_at"`
+	UnreadCount   int     `json:"unread_count"`
+}
+
+func newMeChatRoomView(r *store.Room) meChatRoomView {
+	return meChatRoomView{chatRoomView: newChatRoomView(r), Type: r.Type, Status: r.Status, LastMessageAt: optionalTimestamp(r.LastMessageAt),
+		UnreadCount: r.Unread}
+}
+
+// roomEvent is the payload of room_added, room_updated and room_removed:
+// the room, with title, status and type always strings (the TypeScript SDK
+// drops events where they are not) and, for a removal, removed_at.
+func roomEvent(r *store.Room, member *store.Participant, removedAt *time.Time) map[string]any {
+	title := ""
+	if r.Title != nil {
+		title = *r.Title
+	}
+	ev := map[string]any{
+		"id": r.ID, "title": title, "task_id": r.TaskID, "type": r.Type, "status": r.Status,
+		"inserted_at": timestamp(r.InsertedAt), "updated_at": timestamp(r.UpdatedAt),
+	}
+	if member != nil {
+		ev["participant_role"] = member.Role
+	}
+	if removedAt != nil {
+		ev["removed_at"] = timestamp(*removedAt)
+	}
+	return ev
 }
 
 type createRoomRequest struct {
