@@ -13,12 +13,13 @@ import (
 // statusOf maps to HTTP statuses. Its codes come from two places. The
 // store's domain codes (store.Code) say that what was asked is not allowed
 // or not there; they become errorCodes where a *store.Error is answered
-// (asHTTPError). The transport codes below say what was wrong with how the
-// request arrived (its bytes, headers, rate or handshake); only this
-// package decides them, so they are errorCodes from the start and never
-// store.Codes. That keeps the store's catalogue its own: a store function
-// cannot return a transport refusal, nor the server add to the store's
-// codes.
+// (asHTTPError). The transport codes below are the refusals only this
+// package decides, before or instead of asking the store: how the request
+// arrived (its bytes, headers, rate or handshake), where it went (a method
+// the path lacks, a feature switched off) and what only HTTP has (a cursor,
+// a Range). They are errorCodes from the start and never store.Codes, which
+// keeps the store's catalogue its own: a store function cannot return a
+// transport refusal, nor the server add to the store's codes.
 type errorCode string
 
 // The transport codes: refusals decided by the HTTP layer before the store
