@@ -146,6 +146,8 @@ func printSetupLink(ctx context.Context, out io.Writer, p *program) {
 // store.Open and server.New.
 type serveConfig struct {
 	addr, metricsAddr, dbPath string
+	// checkpoints is --checkpoints as given, kept for check to refuse.
+	checkpoints string
 	// store and server are completed by startProgram: the schema, the
 	// logger, the database, the web app and the version.
 	store  store.Options
@@ -164,8 +166,8 @@ func serveConfigFrom(cmd *cobra.Command) (serveConfig, error) {
 	c.metricsAddr, _ = f.GetString("metrics-addr")
 	c.grace, _ = f.GetDuration("shutdown-grace")
 	syncMode, _ := f.GetString("sync")
-	checkpoints, _ := f.GetString("checkpoints")
-	c.store.Sync, c.store.PassiveCheckpointsOnly = store.Sync(syncMode), checkpoints == "passive"
+	c.checkpoints, _ = f.GetString("checkpoints")
+	c.store.Sync, c.store.PassiveCheckpointsOnly = store.Sync(syncMode), c.checkpoints == "passive"
 	c.store.QueueSize, _ = f.GetInt("write-queue")
 	c.store.AttemptTimeout, _ = f.GetDuration("attempt-timeout")
 	c.store.BulkQueue, _ = f.GetInt("bulk-queue")
@@ -192,9 +194,6 @@ func serveConfigFrom(cmd *cobra.Command) (serveConfig, error) {
 	s.DisableRateLimit, s.DisableAuthFailureLimit = s.RateLimit == 0, s.AuthFailureRate == 0
 	s.HeaderTimeout, _ = f.GetDuration("header-timeout")
 	s.TransferTimeout, _ = f.GetDuration("transfer-timeout")
-	if checkpoints != "full" && checkpoints != "passive" {
-		return c, usageError{fmt.Errorf(`--checkpoints must be "full" or "passive", not %q`, checkpoints)}
-	}
 	return c, c.check()
 }
 
@@ -202,6 +201,8 @@ func serveConfigFrom(cmd *cobra.Command) (serveConfig, error) {
 func (c serveConfig) check() error {
 	st, s, l := c.store, c.server, c.store.Limits
 	switch {
+	case c.checkpoints != "full" && c.checkpoints != "passive":
+		return usageError{fmt.Errorf(`--checkpoints must be "full" or "passive", not %q`, c.checkpoints)}
 	case st.QueueSize < 1 || st.QueueSize > 1_000_000:
 		return usageError{fmt.Errorf("--write-queue must be from 1 to 1000000, not %d", st.QueueSize)}
 	case st.Sync != store.SyncFull && st.Sync != store.SyncNormal:

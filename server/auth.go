@@ -26,7 +26,7 @@ const (
 var (
 	errNoCredentials = &store.Error{Code: store.CodeUnauthorized,
 		Message: "authentication required: send an API key in the X-API-Key header (humans may send Authorization: Bearer <token> instead)"}
-	errBothCredentials = &store.Error{Code: codeConflictingCredentials,
+	errBothCredentials = &httpError{Code: codeConflictingCredentials,
 		Message: "send either X-API-Key or Authorization: Bearer, not both"}
 	errBadToken     = &store.Error{Code: store.CodeUnauthorized, Message: "invalid or expired bearer token"}
 	errEndedSession = &store.Error{Code: store.CodeUnauthorized, Message: "this session has ended (signed out or expired); sign in again"}

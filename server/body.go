@@ -74,9 +74,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	unknown, wrongType := store.Problems{}, store.Problems{}
 	checkShape(generic, reflect.TypeOf(dst), "", unknown, wrongType)
 	if len(unknown) > 0 {
-		e := unknown.Err(codeUnknownField).(*store.Error)
-		e.Message = "request body has an unknown field: " + e.Message
-		return e
+		return &httpError{Code: codeUnknownField, Message: "request body has an unknown field: " + unknown.Summary(""), Details: unknown}
 	}
 	if len(wrongType) > 0 {
 		return wrongType.Err(store.CodeValidation)
@@ -105,7 +103,7 @@ func (s *Server) bodyReadError(err, tooLarge error) error {
 	case errors.Is(err, errBodyTooSlow):
 		return errorf(codeRequestTimeout, "the request body arrived too slowly: less than %d KiB in %s", transferUnit>>10, s.transferTimeout)
 	}
-	return errorf(store.CodeBadRequest, "could not read the request body")
+	return store.Errorf(store.CodeBadRequest, "could not read the request body")
 }
 
 // normalizeIDs puts the UUIDs a decoded body holds in its id fields into

@@ -12,13 +12,11 @@ import (
 	"testing"
 
 	"github.com/julienschmidt/httprouter"
-
-	"github.com/chatd/chatd/store"
 )
 
 // Every code the source declares must have a status in the one table.
 func TestEveryErrorCodeHasAStatus(t *testing.T) {
-	declared := regexp.MustCompile(`(?m)^\s*(\w+)\s+(?:store\.)?Code\s*=\s*"([a-z_]+)"`)
+	declared := regexp.MustCompile(`(?m)^\s*(\w+)\s+(?:store\.|error)?Code\s*=\s*"([a-z_]+)"`)
 	for _, file := range []string{"../store/errors.go", "errors.go"} {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -29,7 +27,7 @@ func TestEveryErrorCodeHasAStatus(t *testing.T) {
 			t.Fatalf("no codes found in %s", file)
 		}
 		for _, m := range matches {
-			if _, ok := statusOf[store.Code(m[2])]; !ok {
+			if _, ok := statusOf[errorCode(m[2])]; !ok {
 				t.Errorf("%s (%s) in %s has no HTTP status", m[1], m[2], file)
 			}
 		}

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -135,8 +134,8 @@ func FuzzDecodeBody(f *testing.F) {
 		var req sendMessageRequest
 		r := httptest.NewRequest("POST", "/api/v1/agent/chats/x/messages", bytes.NewReader(body))
 		err := s.decodeBody(httptest.NewRecorder(), r, &req)
-		var e *store.Error
-		if err != nil && !errors.As(err, &e) {
+		e, _ := asHTTPError(err)
+		if err != nil && e == nil {
 			t.Fatalf("decoding %q: %v is not a client error", body, err)
 		}
 		if err != nil {

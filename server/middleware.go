@@ -28,14 +28,14 @@ type callerNote struct {
 	actingAgent   string // a delegated token: the agent acting for id
 	delegationID  string
 	authenticated bool
-	route         string     // the route pattern matched, for the metrics; "" if none
-	errorCode     store.Code // the envelope's code of a refusal, for the log line
+	route         string    // the route pattern matched, for the metrics; "" if none
+	code          errorCode // the envelope's code of a refusal, for the log line
 }
 
 // noteErrorCode records the code a refusal of r answered with.
-func noteErrorCode(r *http.Request, code store.Code) {
+func noteErrorCode(r *http.Request, code errorCode) {
 	if n, _ := r.Context().Value(callerKey).(*callerNote); n != nil {
-		n.errorCode = code
+		n.code = code
 	}
 }
 
@@ -150,8 +150,8 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 			}
 			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", status,
 				"bytes", rec.bytes, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
-			if caller.errorCode != "" {
-				attrs = append(attrs, "error", string(caller.errorCode))
+			if caller.code != "" {
+				attrs = append(attrs, "error", string(caller.code))
 			}
 			if caller.authenticated {
 				attrs = append(attrs, caller.kind, caller.id)

@@ -124,7 +124,7 @@ func (s *Server) parsePage(q url.Values, scope string, l listing) (pageQuery, er
 	if c := q.Get("cursor"); c != "" {
 		pos, ok := s.decodeCursor(scope, c)
 		if !ok {
-			return pq, &store.Error{Code: codeInvalidCursor,
+			return pq, &httpError{Code: codeInvalidCursor,
 				Message: "/cursor is not valid for this listing (use metadata.next_cursor from the previous page, with the same sort)",
 				Details: store.Problems{"/cursor": {"is not valid for this listing"}}}
 		}
@@ -217,4 +217,44 @@ func (s *Server) meta(w http.ResponseWriter, pq pageQuery, scope string, info st
 func (m *pageMeta) setOffsetFields(page, size, total int) {
 	pages := (total + size - 1) / size
 	m.Page, m.PageSize, m.TotalCount, m.TotalPages = &page, &size, &total, &pages
+}
+
+// orderName spells a sort order in a cursor's scope.
+func orderName(desc bool) string {
+	if desc {
+		return "desc"
+	}
+	return "asc"
+}
+
+// offsetListing is the limits of GET /agent/chats and the peer listings.
+var offsetListing = listing{defaultLimit: 20, maxLimit: 100}
+
+// offsetPage is a page of a listing that pages only by page/page_size (the
+// OpenAPI document gives those listings no cursor), so using them is not
+// deprecated there.
+type offsetPage struct{ page, pageSize int }
+
+func parseOffsetPage(q url.Values, l listing) (offsetPage, error) {
+	p := store.Problems{}
+	op := offsetPage{
+		page:     intParam(q, "page", 1, 1, 1<<30, p),
+		pageSize: intParam(q, "page_size", l.defaultLimit, 1, l.maxLimit, p),
+	}
+	return op, p.Err(store.CodeValidation)
+}
+
+func (op offsetPage) request() store.PageRequest {
+	return store.PageRequest{Limit: op.pageSize, Offset: (op.page - 1) * op.pageSize, WithTotal: true}
+}
+
+type offsetMeta struct {
+	Page       int `json:"page"`
+	PageSize   int `json:"page_size"`
+	TotalCount int `json:"total_count"`
+	TotalPages int `json:"total_pages"`
+}
+
+func (op offsetPage) meta(total int) offsetMeta {
+	return offsetMeta{Page: op.page, PageSize: op.pageSize, TotalCount: total, TotalPages: (total + op.pageSize - 1) / op.pageSize}
 }

@@ -167,7 +167,7 @@ func (st limitState) setHeaders(h http.Header) {
 // retryError is a refusal that tells the client when to come back; the
 // error envelope and Retry-After carry its delay.
 type retryError struct {
-	err   *store.Error
+	err   *httpError
 	after int // whole seconds
 }
 
@@ -186,8 +186,8 @@ func retryAfterOf(err error) int {
 // rateLimited is the refusal of a request over a limit. code is
 // rate_limited on REST; a socket upgrade answers too_many_requests, the
 // code the Band SDKs expect with a 429 there.
-func rateLimited(code store.Code, msg string, st limitState) error {
-	return &retryError{err: &store.Error{Code: code, Message: msg}, after: wholeSeconds(st.retryAfter, 1)}
+func rateLimited(code errorCode, msg string, st limitState) error {
+	return &retryError{err: &httpError{Code: code, Message: msg}, after: wholeSeconds(st.retryAfter, 1)}
 }
 
 // clientAddress is the key of the failed-authentication bucket: the
@@ -239,7 +239,7 @@ const (
 // first: authn is then told to verify without the database
 // (cachedOnly), and a credential that fails is answered 429, not 401. A
 // valid credential is never held up by its address's failures.
-func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, tooMany store.Code,
+func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, tooMany errorCode,
 	authn func(cachedOnly bool) (*store.Principal, error)) (*store.Principal, error) {
 	now := s.now()
 	addr := ""

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,7 +41,7 @@ type realtime struct {
 	stop    chan struct{}
 	done    chan struct{}
 	dropped atomic.Int64
-	limits  socketLimits
+	sockets socketRegistry
 	// credentialsEnded counts the changes that may have ended credentials,
 	// so that a connection authenticated while one was routed is rechecked
 	// (register).
@@ -61,8 +59,7 @@ func newRealtime(s *Server) *realtime {
 		s: s, log: s.log,
 		changes: make(chan store.Change, changeQueue),
 		stop:    make(chan struct{}), done: make(chan struct{}),
-		limits: socketLimits{perKey: map[string]int{}, agents: map[string]map[*phx.Conn]struct{}{},
-			byID: map[string]map[*phx.Conn]struct{}{}},
+		sockets: newSocketRegistry(),
 	}
 	rt.hub = phx.NewHub(rt, phx.Options{})
 	go rt.run()
@@ -101,87 +98,6 @@ func (rt *realtime) close() {
 		close(rt.stop)
 	}
 	<-rt.done
-}
-
-// register records a new connection; for an agent it supersedes the
-// agent's older connections (last connection wins). ended is the count of
-// credentialsEnded from before the connection's credential was checked.
-func (rt *realtime) register(c *phx.Conn, sc *socketConn, ended int64) {
-	lim := &rt.limits
-	lim.mu.Lock()
-	if sc.gone {
-		lim.mu.Unlock() // closed already: Closed has run and must not be undone
-		return
-	}
-	var older []*phx.Conn
-	if sc.agent != nil {
-		for o := range lim.agents[sc.agent.ID] {
-			older = append(older, o)
-		}
-		addConn(lim.agents, sc.agent.ID, c)
-	}
-	addConn(lim.byID, sc.id(), c)
-	if !sc.expires.IsZero() {
-		sc.expiry = time.AfterFunc(time.Until(sc.expires), func() {
-			c.Close(phx.ClosePolicy, "the credential expired")
-		})
-	}
-	lim.mu.Unlock()
-	rt.recheckIfCredentialsEnded(c, ended)
-	for _, o := range older {
-		// Tell the older connection why it goes (the SDKs then stop
-		// reconnecting), on its control channel if it joined it.
-		topic := "agent_control:" + sc.agent.ID
-		if joinRef, ok := rt.hub.JoinRef(o, topic); ok {
-			o.Push(joinRef, topic, "supersede", payloadJSON(map[string]any{
-				"reason": "superseded", "retryable": false,
-				"message": "another connection for this agent was opened; this one is closed",
-			}))
-		}
-		o.Close(phx.ClosePolicy, "superseded by a newer connection")
-	}
-}
-
-func addConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
-	if m[key] == nil {
-		m[key] = map[*phx.Conn]struct{}{}
-	}
-	m[key][c] = struct{}{}
-}
-
-func dropConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
-	delete(m[key], c)
-	if len(m[key]) == 0 {
-		delete(m, key)
-	}
-}
-
-// release gives back the limits a connection held.
-func (rt *realtime) release(sc *socketConn) {
-	lim := &rt.limits
-	lim.mu.Lock()
-	defer lim.mu.Unlock()
-	lim.total--
-	if lim.perKey[sc.limitKey]--; lim.perKey[sc.limitKey] <= 0 {
-		delete(lim.perKey, sc.limitKey)
-	}
-}
-
-// Closed is phx.Handler: a connection is gone.
-func (rt *realtime) Closed(c *phx.Conn) {
-	sc := c.Value.(*socketConn)
-	rt.release(sc)
-	lim := &rt.limits
-	lim.mu.Lock()
-	sc.gone = true
-	if sc.expiry != nil {
-		sc.expiry.Stop()
-	}
-	if sc.agent != nil {
-		dropConn(lim.agents, sc.agent.ID, c)
-	}
-	dropConn(lim.byID, sc.id(), c)
-	lim.mu.Unlock()
 }
 
 // Joined is phx.Handler.
@@ -264,34 +180,14 @@ func (rt *realtime) route(c store.Change) {
 	case store.ContactRequestReceived, store.ContactRequestUpdated, store.ContactAdded, store.ContactRemoved:
 		rt.contactChange(c)
 	case store.AgentDeleted:
-		for _, conn := range rt.agentConns(c.Agent.ID) {
+		for _, conn := range rt.sockets.agentConns(c.Agent.ID) {
 			conn.Close(phx.ClosePolicy, "the agent was deleted")
 		}
 	case store.CredentialsEnded, store.OtherProcessWrote:
 		// A chatd command (another process) may have ended credentials too.
 		rt.credentialsEnded.Add(1)
-		rt.closeEndedCredentials(rt.allConns())
+		rt.closeEndedCredentials(rt.sockets.all())
 	}
-}
-
-// agentConns returns the connections of an agent.
-func (rt *realtime) agentConns(agentID string) []*phx.Conn {
-	rt.limits.mu.Lock()
-	defer rt.limits.mu.Unlock()
-	return slices.Collect(maps.Keys(rt.limits.agents[agentID]))
-}
-
-// allConns returns every registered connection.
-func (rt *realtime) allConns() []*phx.Conn {
-	rt.limits.mu.Lock()
-	defer rt.limits.mu.Unlock()
-	var conns []*phx.Conn
-	for _, set := range rt.limits.byID {
-		for conn := range set {
-			conns = append(conns, conn)
-		}
-	}
-	return conns
 }
 
 // messageCreated pushes a new message: to people reading the room, every
@@ -347,44 +243,6 @@ func (rt *realtime) recheckAccess(room *store.Room, member *store.Participant) {
 			}
 		})
 	}
-}
-
-// roomEvent is the payload of room_added, room_updated and room_removed:
-// the room, with title, status and type always strings (the TypeScript SDK
-// drops events where they are not) and, for a removal, removed_at.
-func roomEvent(r *store.Room, member *store.Participant, removedAt *time.Time) map[string]any {
-	title := ""
-	if r.Title != nil {
-		title = *r.Title
-	}
-	ev := map[string]any{
-		"id": r.ID, "title": title, "task_id": r.TaskID, "type": r.Type, "status": r.Status,
-		"inserted_at": timestamp(r.InsertedAt), "updated_at": timestamp(r.UpdatedAt),
-	}
-	if member != nil {
-		ev["participant_role"] = member.Role
-	}
-	if removedAt != nil {
-		ev["removed_at"] = timestamp(*removedAt)
-	}
-	return ev
-}
-
-// participantEvent is participant_added: the participant, with agents'
-// description and is_external, and no null role or status.
-func participantEvent(p *store.Participant) map[string]any {
-	ev := map[string]any{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle, "role": p.Role, "status": p.Status}
-	if p.Type == "Agent" {
-		ev["description"], ev["is_external"] = p.Description, p.IsExternal != nil && *p.IsExternal
-	}
-	return ev
-}
-
-// participantRemovedEvent is participant_removed: who left, by name, handle
-// and type as participant_added says who came, so that a client can tell
-// its user who left without a lookup (the participant is no longer listed).
-func participantRemovedEvent(p *store.Participant) map[string]string {
-	return map[string]string{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle}
 }
 
 func payloadJSON(v any) []byte {

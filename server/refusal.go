@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/chatd/chatd/store"
 )
 
 // net/http refuses some requests itself, before any handler runs, and
@@ -266,7 +264,7 @@ func isExpectationFailedHead(head string) bool {
 // refusalError is the envelope's error for a refusal. A refusal a later Go
 // adds, not named here, is answered as the 400 malformed_request most of
 // them are.
-func refusalError(rf refusal, maxHeader int) *store.Error {
+func refusalError(rf refusal, maxHeader int) *httpError {
 	switch rf.status {
 	case http.StatusRequestHeaderFieldsTooLarge:
 		return errorf(codeHeadersTooLarge, "the request line and headers are larger than the %d bytes accepted", maxHeader)

@@ -3,12 +3,19 @@
 //
 // Handlers decode and validate the request, call the store, and render the
 // result; they write no SQL and decide no visibility (the store's queries
-// do). Every refusal is a *store.Error rendered in the one error envelope
+// do). Every refusal is a *store.Error (the store's domain codes) or an
+// *httpError (the transport codes only this package decides, errors.go),
+// rendered in the one error envelope
 // {"error":{"code","message","request_id","details"?}}; statusOf maps each
 // code to its HTTP status.
 //
-// Files are split by endpoint group (server_<group>.go), each with its own
-// scenario tests.
+// Files are split by endpoint group: server_<group>.go registers the
+// group's routes (its <group>Routes, called from routes.go) next to their
+// handlers, request types, views and helpers, and has its own scenario
+// tests beside it. What all groups share lives in files of its own: routing
+// and authentication (routes.go, auth.go), bodies (body.go), paging
+// (paging.go), errors (errors.go), the socket's connections and limits
+// (server_socket.go) and the pushes (realtime.go).
 package server
 
 import (
@@ -20,7 +27,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -112,11 +118,8 @@ type Server struct {
 	now                    func() time.Time
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
-}
-
-type registeredRoute struct {
-	method, path string
-	aud          audience
+	// named holds the names handleNamed dispatches, by method and path.
+	named map[string]map[string]namedRoute
 }
 
 // New returns a Server for cfg.DB.
@@ -175,14 +178,7 @@ func New(cfg Config) (*Server, error) {
 	s.cursorKey = deriveKey(secret, "chatd/cursor/v1")
 	s.delegationKey = deriveKey(secret, "chatd/delegation/v1")
 
-	s.router = httprouter.New()
-	s.router.RedirectTrailingSlash = false
-	s.router.RedirectFixedPath = false
-	s.router.HandleOPTIONS = false
-	s.router.HandleMethodNotAllowed = true
-	s.router.NotFound = http.HandlerFunc(s.notFound)
-	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
-	s.routes()
+	s.buildRouter()
 	s.handler = s.withRequestScope(s.router)
 	s.rt = newRealtime(s)
 	if cfg.Metrics {
@@ -206,167 +202,8 @@ func (s *Server) Close() {
 	s.rt.close()
 }
 
-// routes registers every endpoint. The chat id segment is named :chat_id on
-// every route: httprouter requires one name per position.
-func (s *Server) routes() {
-	s.handle("GET", "/healthz", public, s.healthz)
-	s.handle("GET", "/readyz", public, s.readyz)
-	s.handle("GET", "/api/v1/socket/websocket", public, s.socket)
-	s.handle("GET", "/api/v1/openapi.json", public, s.openAPIDocument)
-
-	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
-	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
-	s.handle("GET", "/api/v1/agent/chats", agentsOnly, s.listAgentRooms)
-	s.handle("POST", "/api/v1/agent/chats", agentsOnly, s.createRoom)
-	s.handle("GET", "/api/v1/agent/chats/:chat_id", agentsOnly, s.getRoom)
-	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, s.renameRoom)
-	s.handle("GET", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.listParticipants)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.addParticipant)
-	s.handle("DELETE", "/api/v1/agent/chats/:chat_id/participants/:id", agentsOnly, s.removeParticipant)
-	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.listAgentMessages)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.sendMessage)
-	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, s.markProcessing)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, s.markProcessed)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, s.markFailed)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, s.postEvent)
-	s.handle("GET", "/api/v1/agent/chats/:chat_id/context", agentsOnly, s.listContext)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, s.reportActivity)
-	s.handle("GET", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.getBoard)
-	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.putBoard)
-
-	s.handle("GET", "/api/v1/me", humansOnly, s.getMe)
-	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
-	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
-	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
-	s.handleNamed("POST", "/api/v1/me/agents/:id", humansOnly, map[string]handlerFunc{
-		"register": s.registerAgent, "bulk-delete": s.bulkDeleteAgents})
-	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
-	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, s.rotateAgentKey)
-	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
-	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
-	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
-	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", humansOnly, map[string]handlerFunc{"bulk-delete": s.bulkDeleteChats})
-	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
-	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
-	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
-	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
-	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
-	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
-	s.handle("GET", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.listHistory)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
-	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
-	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
-	s.handle("GET", "/api/v1/me/bulk-deletions/:id", humansOnly, s.pollBulkDeletion)
-
-	s.fileRoutes()
-	s.contactRoutes()
-	s.memoryRoutes()
-	if s.roomTasks {
-		s.taskRoutes()
-	}
-	s.delegationRoutes()
-	s.accountRoutes()
-}
-
-// handlerFunc is an endpoint: it writes a success response or returns the
-// error to answer.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
-
-func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
-	s.registered = append(s.registered, registeredRoute{method, path, aud})
-	scope := delegationScope(method, path)
-	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		noteRoute(r, path)
-		s.serve(w, r, ps, aud, scope, h)
-	})
-}
-
-// serve authenticates the caller as aud requires (a delegated caller also
-// needs scope), within the rate limits, and runs h.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
-	// Every path parameter is an id (or a task's board number): one
-	// normalization here serves every route.
-	for i := range ps {
-		ps[i].Value = store.NormalizeID(ps[i].Value)
-	}
-	if aud != public {
-		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
-			return s.authenticate(r, aud, cachedOnly)
-		})
-		if err == nil {
-			err = allowedFor(p, scope)
-		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		noteCaller(r, p)
-		ctx := context.WithValue(r.Context(), principalKey, p)
-		if p.Delegation != nil {
-			ctx = store.WithDelegation(ctx, p.Delegation)
-		}
-		r = r.WithContext(ctx)
-	}
-	if err := h(w, r, ps); err != nil {
-		s.writeError(w, r, err)
-	}
-}
-
-// handleNamed serves fixed names (POST /me/agents/register) at a path
-// position where the same method also takes an id (POST
-// /me/agents/:id/delegations): httprouter cannot hold both, so the names
-// are dispatched from the parameter. Any other value answers as the router
-// would for a path without the method: 405 with what the path does take.
-func (s *Server) handleNamed(method, path string, aud audience, names map[string]handlerFunc) {
-	param := path[strings.LastIndexByte(path, ':')+1:]
-	scopes := map[string]string{}
-	for name := range names {
-		named := strings.Replace(path, ":"+param, name, 1)
-		s.registered = append(s.registered, registeredRoute{method, named, aud})
-		scopes[name] = delegationScope(method, named)
-	}
-	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		h, ok := names[ps.ByName(param)]
-		if !ok {
-			var allowed []string
-			for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-				if h, _, _ := s.router.Lookup(m, r.URL.Path); h != nil && m != method {
-					allowed = append(allowed, m)
-				}
-			}
-			if len(allowed) == 0 {
-				s.notFound(w, r)
-				return
-			}
-			w.Header().Set("Allow", strings.Join(allowed, ", "))
-			s.methodNotAllowed(w, r)
-			return
-		}
-		noteRoute(r, strings.Replace(path, ":"+param, ps.ByName(param), 1))
-		s.serve(w, r, ps, aud, scopes[ps.ByName(param)], h)
-	})
-}
-
 // Handler is the whole HTTP surface.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// methodNotAllowed answers 405 with the methods the path does take.
-// httprouter always lists OPTIONS, which chatd does not serve, so it is
-// dropped from the Allow header.
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	var allowed []string
-	for _, m := range strings.Split(w.Header().Get("Allow"), ",") {
-		if m = strings.TrimSpace(m); m != "" && m != http.MethodOptions {
-			allowed = append(allowed, m)
-		}
-	}
-	allow := strings.Join(allowed, ", ")
-	w.Header().Set("Allow", allow)
-	s.writeError(w, r, errorf(codeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
-}
 
 // DefaultHeaderTimeout is the default of Config.HeaderTimeout: ample for any
 // client that means to send a request, short enough that connections held

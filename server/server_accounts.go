@@ -127,7 +127,7 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	p := principal(r)
 	if p.SessionID == "" {
-		return errorf(store.CodeBadRequest,
+		return store.Errorf(store.CodeBadRequest,
 			"only a session token (from sign-in) can be signed out; delete an API key with DELETE /api/v1/me/keys/{id}")
 	}
 	if err := s.db.EndSession(r.Context(), p.SessionID); err != nil {

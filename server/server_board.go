@@ -11,6 +11,15 @@ import (
 // What a room is working towards and who is working in it right now: the
 // goal (board) with its audit trail, and the agents' activity reports.
 
+func (s *Server) boardRoutes() {
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, s.reportActivity)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.getBoard)
+	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.putBoard)
+
+	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
+	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
+}
+
 type activityRequest struct {
 	Working *bool `json:"working"`
 }

@@ -12,6 +12,16 @@ import (
 // Bulk deletion (/api/v1/me/chats/bulk-delete, /api/v1/me/agents/bulk-delete,
 // /api/v1/me/bulk-deletions/{id}): the POST only queues a job (202); the
 // store's worker deletes the targets one by one, and the caller polls.
+//
+// The two POSTs are names at an id's position (handleNamed): bulk-delete
+// shares POST /me/agents/:id with register, and POST /me/chats/:chat_id has
+// no other name.
+
+func (s *Server) bulkRoutes() {
+	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", "bulk-delete", humansOnly, s.bulkDeleteChats)
+	s.handleNamed("POST", "/api/v1/me/agents/:id", "bulk-delete", humansOnly, s.bulkDeleteAgents)
+	s.handle("GET", "/api/v1/me/bulk-deletions/:id", humansOnly, s.pollBulkDeletion)
+}
 
 // bulkJobScope stands for the read scope of whichever part a polled job
 // deletes: the route cannot know it before the job is loaded, so allowedFor

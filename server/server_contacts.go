@@ -185,7 +185,7 @@ func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, _ httpr
 		return err
 	}
 	if req.Handle == nil {
-		return errorf(store.CodeBadRequest, "handle is required")
+		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
 	cr, err := s.db.AddContact(r.Context(), principal(r).Actor(), *req.Handle, req.Message, "/message")
 	if err != nil {
@@ -209,7 +209,7 @@ func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, _ 
 		return err
 	}
 	if req.ContactRequest == nil || req.ContactRequest.RecipientHandle == nil {
-		return errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
+		return store.Errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
 	}
 	cr, err := s.db.AddContact(r.Context(), principal(r).Actor(), *req.ContactRequest.RecipientHandle,
 		req.ContactRequest.Message, "/contact_request/message")
@@ -238,7 +238,7 @@ func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, _ httprou
 	case req.Handle != nil && *req.Handle != "":
 		handle = *req.Handle
 	default:
-		return errorf(store.CodeBadRequest, "send contact_id or handle")
+		return store.Errorf(store.CodeBadRequest, "send contact_id or handle")
 	}
 	if err := s.db.RemoveContact(r.Context(), principal(r).Actor(), id, handle); err != nil {
 		return err
@@ -318,7 +318,7 @@ func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Reque
 	case req.Handle != nil && *req.Handle != "":
 		handle = *req.Handle
 	default:
-		return errorf(store.CodeBadRequest, "send request_id or handle")
+		return store.Errorf(store.CodeBadRequest, "send request_id or handle")
 	}
 	action := ""
 	if req.Action != nil {
@@ -396,7 +396,7 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprou
 		return err
 	}
 	if req.Handle == nil {
-		return errorf(store.CodeBadRequest, "handle is required")
+		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
 	p, err := s.db.ResolveHandle(r.Context(), *req.Handle)
 	if err != nil {
@@ -423,12 +423,7 @@ func (rt *realtime) contactChange(c store.Change) {
 		cr, to := c.ContactRequest, c.ContactRequest.Recipient
 		var payload any = newContactRequestView(cr)
 		if to.Type == "Agent" {
-			ev := map[string]any{"id": cr.ID, "from_handle": cr.Requester.Handle, "from_name": cr.Requester.Name,
-				"status": cr.Status, "inserted_at": timestamp(cr.InsertedAt)}
-			if cr.Message != nil {
-				ev["message"] = *cr.Message
-			}
-			payload = ev
+			payload = newReceivedRequestEvent(cr)
 		}
 		rt.hub.Broadcast(contactsTopic(to.ID, to.Type), string(c.Kind), payloadJSON(payload), nil)
 	case store.ContactRequestUpdated:
@@ -438,23 +433,88 @@ func (rt *realtime) contactChange(c store.Change) {
 			rt.hub.Broadcast(contactsTopic(p.ID, p.Type), string(c.Kind), payload, nil)
 		}
 	case store.ContactAdded:
-		ct, p := c.Contact, c.Contact.Party
-		ev := map[string]any{"id": ct.ID, "handle": p.Handle, "name": p.Name, "type": p.Type, "inserted_at": timestamp(ct.InsertedAt)}
-		if p.Type == "Agent" {
-			ev["listed_in_directory"], ev["tags"] = p.ListedInDirectory, p.Tags
-			if ct.OwnerType == "Agent" {
-				ev["description"], ev["is_external"] = p.Description, p.IsExternal
-			}
-		}
-		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
-	case store.ContactRemoved:
-		// The SDKs need only the record's id; the party it named says who
-		// is gone without a lookup (the record is gone too).
 		ct := c.Contact
-		ev := map[string]string{"id": ct.ID}
-		if p := ct.Party; p != nil {
-			ev["handle"], ev["name"], ev["type"] = p.Handle, p.Name, p.Type
-		}
-		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(ev), nil)
+		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(newContactAddedEvent(ct)), nil)
+	case store.ContactRemoved:
+		ct := c.Contact
+		rt.hub.Broadcast(contactsTopic(ct.OwnerID, ct.OwnerType), string(c.Kind), payloadJSON(newContactRemovedEvent(ct)), nil)
 	}
+}
+
+// The contact pushes name only what they carry: a field the SDKs' models
+// make optional is absent rather than null when it does not apply. The
+// optional parts are embedded pointers, whose fields encoding/json leaves
+// out when the pointer is nil.
+
+// receivedRequestEvent is contact_request_received on an agent's channel:
+// ReceivedContactRequest without a message when there is none.
+type receivedRequestEvent struct {
+	ID         string  `json:"id"`
+	FromHandle string  `json:"from_handle"`
+	FromName   string  `json:"from_name"`
+	Message    *string `json:"message,omitempty"`
+	Status     string  `json:"status"`
+	InsertedAt string  `json:"inserted_at"`
+}
+
+func newReceivedRequestEvent(cr *store.ContactRequest) receivedRequestEvent {
+	return receivedRequestEvent{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
+		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+}
+
+// contactPartyView names the other side of a contact.
+type contactPartyView struct {
+	Handle string `json:"handle"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+}
+
+// contactAddedEvent is contact_added: the record and whom it names, with
+// an agent's directory fields, and, on an agent's own channel, an agent's
+// description and is_external too.
+type contactAddedEvent struct {
+	ID string `json:"id"`
+	contactPartyView
+	InsertedAt string `json:"inserted_at"`
+	*contactDirectoryView
+	*contactAgentDetailsView
+}
+
+type contactDirectoryView struct {
+	ListedInDirectory bool     `json:"listed_in_directory"`
+	Tags              []string `json:"tags"`
+}
+
+type contactAgentDetailsView struct {
+	Description *string `json:"description"`
+	IsExternal  *bool   `json:"is_external"`
+}
+
+func newContactAddedEvent(ct *store.Contact) contactAddedEvent {
+	p := ct.Party
+	ev := contactAddedEvent{ID: ct.ID, contactPartyView: contactPartyView{Handle: p.Handle, Name: p.Name, Type: p.Type},
+		InsertedAt: timestamp(ct.InsertedAt)}
+	if p.Type == "Agent" {
+		ev.contactDirectoryView = &contactDirectoryView{ListedInDirectory: p.ListedInDirectory, Tags: p.Tags}
+		if ct.OwnerType == "Agent" {
+			ev.contactAgentDetailsView = &contactAgentDetailsView{Description: p.Description, IsExternal: p.IsExternal}
+		}
+	}
+	return ev
+}
+
+// contactRemovedEvent is contact_removed. The SDKs need only the record's
+// id; the party it named, when known, says who is gone without a lookup
+// (the record is gone too).
+type contactRemovedEvent struct {
+	ID string `json:"id"`
+	*contactPartyView
+}
+
+func newContactRemovedEvent(ct *store.Contact) contactRemovedEvent {
+	ev := contactRemovedEvent{ID: ct.ID}
+	if p := ct.Party; p != nil {
+		ev.contactPartyView = &contactPartyView{Handle: p.Handle, Name: p.Name, Type: p.Type}
+	}
+	return ev
 }

@@ -103,7 +103,7 @@ func allowedFor(p *store.Principal, scope string) error {
 		if need == "" {
 			need = "(none: not available to delegated tokens)"
 		}
-		return errorf(store.CodeForbidden, "this delegated token does not grant %s", need)
+		return store.Errorf(store.CodeForbidden, "this delegated token does not grant %s", need)
 	}
 	return nil
 }

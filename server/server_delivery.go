@@ -12,6 +12,13 @@ import (
 // report each message's progress with /processing, then /processed or
 // /failed. Delivery is at least once (see store.Delivery).
 
+func (s *Server) deliveryRoutes() {
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, s.markProcessing)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, s.markProcessed)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, s.markFailed)
+}
+
 // nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
 // processed yet, or 204 with no body.
 func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {

@@ -10,6 +10,11 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
+func (s *Server) healthRoutes() {
+	s.handle("GET", "/healthz", public, s.healthz)
+	s.handle("GET", "/readyz", public, s.readyz)
+}
+
 // healthz says the process is alive and serving HTTP; it touches nothing else,
 // so a slow disk never gets a healthy server restarted.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {

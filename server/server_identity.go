@@ -8,6 +8,16 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
+// Who the caller is: an agent's own profile (with the feature flags the
+// SDKs negotiate), a person's profile, which they may edit.
+
+func (s *Server) identityRoutes() {
+	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
+	s.handle("GET", "/api/v1/me", humansOnly, s.getMe)
+	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
+	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
+}
+
 // featureFlags are the capabilities the Band SDKs negotiate from /agent/me:
 // a flag that is absent or false makes the SDK leave the feature alone, so
 // each flag is true only when chatd serves the feature.

@@ -35,7 +35,7 @@ func (s *Server) memoryRoutes() {
 	s.handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, s.memoryGate(s.supersedeMyMemory))
 }
 
-var errMemoriesOff = &store.Error{Code: codeFeatureDisabled, Message: "memories are switched off on this server"}
+var errMemoriesOff = &httpError{Code: codeFeatureDisabled, Message: "memories are switched off on this server"}
 
 // memoryGate answers 403 feature_disabled when memories are switched off.
 func (s *Server) memoryGate(h handlerFunc) handlerFunc {

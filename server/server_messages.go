@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -14,6 +15,124 @@ import (
 // Messages: sending text (both APIs), posting events (agents), and reading
 // history (humans: every message, newest first) and work (agents: the text
 // messages that mention them, oldest first, by delivery status).
+
+func (s *Server) messageRoutes() {
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.listAgentMessages)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.sendMessage)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, s.postEvent)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/context", agentsOnly, s.listContext)
+
+	s.handle("GET", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.listHistory)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
+}
+
+// messageView is ChatMessage, in the REST answers and the chat_room
+// pushes alike.
+type messageView struct {
+	ID          string             `json:"id"`
+	ChatRoomID  string             `json:"chat_room_id"`
+	Content     string             `json:"content"`
+	MessageType string             `json:"message_type"`
+	SenderID    string             `json:"sender_id"`
+	SenderType  string             `json:"sender_type"`
+	SenderName  string             `json:"sender_name"`
+	ThreadID    *string            `json:"thread_id"`
+	Metadata    json.RawMessage    `json:"metadata"`
+	Attachments []store.Attachment `json:"attachments"`
+	InsertedAt  string             `json:"inserted_at"`
+	UpdatedAt   string             `json:"updated_at"`
+}
+
+// newMessageView renders a message. For a text message, metadata holds what
+// its sender attached, then the resolved mentions and delivery_status (per
+// agent: status, current_attempt, attempts, processed_at); with forAgent set
+// (an agent reading), also that agent's own status, current_attempt and
+// attempts at the top level. An event's metadata is the object its sender
+// posted. Mentions and attempts are passed through as stored, without a
+// round trip through Go values: history reads render thousands of them.
+func newMessageView(m *store.Message, forAgent string) messageView {
+	v := messageView{
+		ID: m.ID, ChatRoomID: m.RoomID, Content: m.Content, MessageType: m.Type, SenderID: m.SenderID,
+		SenderType: m.SenderType, SenderName: m.SenderName, Metadata: m.Metadata, Attachments: m.Attachments,
+		InsertedAt: timestamp(m.InsertedAt), UpdatedAt: timestamp(m.UpdatedAt),
+	}
+	if v.Attachments == nil {
+		v.Attachments = []store.Attachment{}
+	}
+	if m.Type == "text" {
+		v.Metadata = textMetadata(m, forAgent)
+	}
+	return v
+}
+
+// textMetadata writes a text message's metadata object. The keys a sender
+// attached cannot collide with chatd's (those are refused on input).
+func textMetadata(m *store.Message, forAgent string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	if attached := bytes.TrimSpace(m.Metadata); len(attached) > 2 {
+		b.Write(attached[1 : len(attached)-1]) // the fields, without their braces
+		b.WriteByte(',')
+	}
+	b.WriteString(`"mentions":`)
+	b.Write(orEmptyArray(m.MentionsJSON))
+	b.WriteString(`,"delivery_status":{`)
+	var own *store.Delivery
+	for i, d := range m.Deliveries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, d.AgentID)
+		b.WriteString(`:{"status":`)
+		writeString(&b, d.Status)
+		b.WriteString(`,"current_attempt":`)
+		b.WriteString(strconv.Itoa(d.CurrentAttempt))
+		b.WriteString(`,"attempts":`)
+		b.Write(orEmptyArray(d.AttemptsJSON))
+		b.WriteString(`,"processed_at":`)
+		if d.ProcessedAt != nil {
+			writeString(&b, timestamp(*d.ProcessedAt))
+		} else {
+			b.WriteString("null")
+		}
+		b.WriteByte('}')
+		if d.AgentID == forAgent {
+			own = d
+		}
+	}
+	b.WriteByte('}')
+	if own != nil {
+		b.WriteString(`,"status":`)
+		writeString(&b, own.Status)
+		b.WriteString(`,"current_attempt":`)
+		b.WriteString(strconv.Itoa(own.CurrentAttempt))
+		b.WriteString(`,"attempts":`)
+		b.Write(orEmptyArray(own.AttemptsJSON))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func orEmptyArray(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return []byte("[]")
+	}
+	return raw
+}
+
+// writeString writes s as a JSON string.
+func writeString(b *bytes.Buffer, s string) {
+	q, _ := json.Marshal(s)
+	b.Write(q)
+}
+
+func messageViews(ms []*store.Message, forAgent string) []messageView {
+	out := make([]messageView, len(ms))
+	for i, m := range ms {
+		out[i] = newMessageView(m, forAgent)
+	}
+	return out
+}
 
 type mentionRequest struct {
 	ID     *string         `json:"id"`

@@ -8,6 +8,17 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
+// The agents a person owns (/api/v1/me/agents): list, register, rotate a
+// key, delete. Deleting many at once is bulk deletion's (server_bulk.go),
+// delegating one's work to an agent delegation's (server_delegation.go).
+
+func (s *Server) myAgentRoutes() {
+	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
+	s.handleNamed("POST", "/api/v1/me/agents/:id", "register", humansOnly, s.registerAgent)
+	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
+	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, s.rotateAgentKey)
+}
+
 // myAgentView is MyAgent: an agent as its owner sees it. chatd hosts only
 // external agents (their reasoning runs elsewhere), so the hosted platform's
 // model and system-prompt fields are always null.

@@ -8,6 +8,10 @@ import (
 	"github.com/chatd/chatd/server/openapi"
 )
 
+func (s *Server) openAPIRoutes() {
+	s.handle("GET", "/api/v1/openapi.json", public, s.openAPIDocument)
+}
+
 // apiDocument is chatd's OpenAPI document (server/openapi), ready to serve
 // like a web file: built into the binary, with a strong ETag so clients
 // revalidate cheaply and see a new binary's document at once.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/chatd/chatd/internal/apitest"
 	"github.com/chatd/chatd/server/openapi"
-	"github.com/chatd/chatd/store"
 )
 
 // routeKey is a route with its parameters' names left out (the router names
@@ -78,7 +77,7 @@ func TestDocumentedErrorCodesMatchTheirStatus(t *testing.T) {
 	for _, op := range ts.oas.Operations() {
 		for status, codes := range apitest.ErrorStatuses(op.Op) {
 			for _, code := range codes {
-				if got, ok := statusOf[store.Code(code)]; !ok || got != status {
+				if got, ok := statusOf[errorCode(code)]; !ok || got != status {
 					t.Errorf("%s %s: code %s is listed under %d, but chatd answers it with %d", op.Method, op.Path, code, status, got)
 				}
 			}

@@ -8,8 +8,83 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// Participants of a room, for both APIs. Who may add, remove or change whom
-// is decided in the store (see store/access.go).
+// Participants of a room, for both APIs, and peers: whom the caller could
+// add to a room. Who may add, remove or change whom is decided in the store
+// (see store/access.go).
+
+func (s *Server) participantRoutes() {
+	s.handle("GET", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.listParticipants)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.addParticipant)
+	s.handle("DELETE", "/api/v1/agent/chats/:chat_id/participants/:id", agentsOnly, s.removeParticipant)
+	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
+
+	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
+	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
+	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
+}
+
+// participantView is ChatParticipant, with the details of
+// ChatParticipantDetails (description, is_external) and, for agents, whether
+// the agent reports that it is working in the room.
+type participantView struct {
+	ID          string  `json:"id"`
+	Type        string  `json:"type"`
+	Name        string  `json:"name"`
+	Handle      string  `json:"handle"`
+	Role        string  `json:"role"`
+	Status      string  `json:"status"`
+	Description *string `json:"description"`
+	IsExternal  *bool   `json:"is_external"`
+	Working     *bool   `json:"working,omitempty"`
+}
+
+func (s *Server) newParticipantView(p *store.Participant) participantView {
+	v := participantView{ID: p.ID, Type: p.Type, Name: p.Name, Handle: p.Handle, Role: p.Role, Status: p.Status,
+		Description: p.Description, IsExternal: p.IsExternal}
+	if p.Type == "Agent" {
+		w := s.activity.working(p.RoomID, p.ID)
+		v.Working = &w
+	}
+	return v
+}
+
+// peerView is Peer.
+type peerView struct {
+	ID                string   `json:"id"`
+	Type              string   `json:"type"`
+	Name              string   `json:"name"`
+	Handle            string   `json:"handle"`
+	Description       *string  `json:"description"`
+	IsContact         bool     `json:"is_contact"`
+	IsExternal        *bool    `json:"is_external"`
+	ListedInDirectory bool     `json:"listed_in_directory"`
+	Source            string   `json:"source"`
+	Tags              []string `json:"tags"`
+}
+
+func newPeerView(p *store.Peer) peerView {
+	return peerView{ID: p.ID, Type: p.Type, Name: p.Name, Handle: p.Handle, Description: p.Description,
+		IsContact: p.IsContact, IsExternal: p.IsExternal, ListedInDirectory: p.ListedInDirectory, Source: p.Source, Tags: p.Tags}
+}
+
+// participantEvent is participant_added: the participant, with agents'
+// description and is_external, and no null role or status.
+func participantEvent(p *store.Participant) map[string]any {
+	ev := map[string]any{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle, "role": p.Role, "status": p.Status}
+	if p.Type == "Agent" {
+		ev["description"], ev["is_external"] = p.Description, p.IsExternal != nil && *p.IsExternal
+	}
+	return ev
+}
+
+// participantRemovedEvent is participant_removed: who left, by name, handle
+// and type as participant_added says who came, so that a client can tell
+// its user who left without a lookup (the participant is no longer listed).
+func participantRemovedEvent(p *store.Participant) map[string]string {
+	return map[string]string{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle}
+}
 
 // listParticipants is GET /agent/chats/{id}/participants (every participant,
 // no paging, as the OpenAPI document defines it) and GET

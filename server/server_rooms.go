@@ -2,7 +2,7 @@ package server
 
 import (
 	"net/http"
-	"net/url"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -13,6 +13,71 @@ import (
 // two APIs share the store; they differ in the room shape (agents get the
 // terse ChatRoom) and in paging (the agent listing pages by page/page_size
 // only, as the OpenAPI document defines it).
+
+func (s *Server) roomRoutes() {
+	s.handle("GET", "/api/v1/agent/chats", agentsOnly, s.listAgentRooms)
+	s.handle("POST", "/api/v1/agent/chats", agentsOnly, s.createRoom)
+	s.handle("GET", "/api/v1/agent/chats/:chat_id", agentsOnly, s.getRoom)
+	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, s.renameRoom)
+
+	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
+	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
+	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
+	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
+}
+
+// chatRoomView is the agent API's ChatRoom.
+type chatRoomView struct {
+	ID          string  `json:"id"`
+	Title       *string `json:"title"`
+	TitleLocked bool    `json:"title_locked"`
+	TaskID      *string `json:"task_id"`
+	InsertedAt  string  `json:"inserted_at"`
+	UpdatedAt   string  `json:"updated_at"`
+}
+
+func newChatRoomView(r *store.Room) chatRoomView {
+	return chatRoomView{ID: r.ID, Title: r.Title, TitleLocked: r.TitleLocked, TaskID: r.TaskID,
+		InsertedAt: timestamp(r.InsertedAt), UpdatedAt: timestamp(r.UpdatedAt)}
+}
+
+// meChatRoomView is the human API's MeChatRoom, with chatd's own
+// unread_count (capped at store.UnreadCap; see store/reads.go).
+type meChatRoomView struct {
+	chatRoomView
+	Type          string  `json:"type"`
+	Status        string  `json:"status"`
+	LastMessageAt *string `json:"last_message_at"`
+	UnreadCount   int     `json:"unread_count"`
+}
+
+func newMeChatRoomView(r *store.Room) meChatRoomView {
+	return meChatRoomView{chatRoomView: newChatRoomView(r), Type: r.Type, Status: r.Status, LastMessageAt: optionalTimestamp(r.LastMessageAt),
+		UnreadCount: r.Unread}
+}
+
+// roomEvent is the payload of room_added, room_updated and room_removed:
+// the room, with title, status and type always strings (the TypeScript SDK
+// drops events where they are not) and, for a removal, removed_at.
+func roomEvent(r *store.Room, member *store.Participant, removedAt *time.Time) map[string]any {
+	title := ""
+	if r.Title != nil {
+		title = *r.Title
+	}
+	ev := map[string]any{
+		"id": r.ID, "title": title, "task_id": r.TaskID, "type": r.Type, "status": r.Status,
+		"inserted_at": timestamp(r.InsertedAt), "updated_at": timestamp(r.UpdatedAt),
+	}
+	if member != nil {
+		ev["participant_role"] = member.Role
+	}
+	if removedAt != nil {
+		ev["removed_at"] = timestamp(*removedAt)
+	}
+	return ev
+}
 
 type createRoomRequest struct {
 	Chat *struct {
@@ -114,8 +179,6 @@ func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httproute
 	return nil
 }
 
-var offsetListing = listing{defaultLimit: 20, maxLimit: 100}
-
 // listAgentRooms is GET /agent/chats: the rooms the agent is in, newest
 // first, paged by page/page_size.
 func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
@@ -174,40 +237,4 @@ func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
 	return nil
-}
-
-func orderName(desc bool) string {
-	if desc {
-		return "desc"
-	}
-	return "asc"
-}
-
-// offsetPage is a page of a listing that pages only by page/page_size (the
-// OpenAPI document gives those listings no cursor), so using them is not
-// deprecated there.
-type offsetPage struct{ page, pageSize int }
-
-func parseOffsetPage(q url.Values, l listing) (offsetPage, error) {
-	p := store.Problems{}
-	op := offsetPage{
-		page:     intParam(q, "page", 1, 1, 1<<30, p),
-		pageSize: intParam(q, "page_size", l.defaultLimit, 1, l.maxLimit, p),
-	}
-	return op, p.Err(store.CodeValidation)
-}
-
-func (op offsetPage) request() store.PageRequest {
-	return store.PageRequest{Limit: op.pageSize, Offset: (op.page - 1) * op.pageSize, WithTotal: true}
-}
-
-type offsetMeta struct {
-	Page       int `json:"page"`
-	PageSize   int `json:"page_size"`
-	TotalCount int `json:"total_count"`
-	TotalPages int `json:"total_pages"`
-}
-
-func (op offsetPage) meta(total int) offsetMeta {
-	return offsetMeta{Page: op.page, PageSize: op.pageSize, TotalCount: total, TotalPages: (total + op.pageSize - 1) / op.pageSize}
 }

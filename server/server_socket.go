@@ -2,7 +2,9 @@ package server
 
 import (
 	"encoding/base64"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,10 @@ import (
 // supersede (the default: the old one is told and closed) or reject (409).
 // A refused upgrade is an ordinary HTTP error in the envelope.
 
+func (s *Server) socketRoutes() {
+	s.handle("GET", "/api/v1/socket/websocket", public, s.socket)
+}
+
 // socketConn is what the server knows about one connection.
 type socketConn struct {
 	agent    *store.Agent // the agent the connection acts as, or nil
@@ -34,7 +40,7 @@ type socketConn struct {
 	keyID, sessionID string
 	expires          time.Time
 	// expiry closes the connection at expires; gone is set once it
-	// closed. Both are guarded by socketLimits.mu.
+	// closed. Both are guarded by socketRegistry.mu.
 	expiry *time.Timer
 	gone   bool
 }
@@ -48,22 +54,12 @@ func (sc *socketConn) actor() store.Actor {
 
 func (sc *socketConn) id() string { return sc.actor().ID }
 
-// socketLimits counts connections against the global and per-credential
-// bounds, and knows each agent's connections (one agent, one connection).
-type socketLimits struct {
-	mu     sync.Mutex
-	total  int
-	perKey map[string]int
-	agents map[string]map[*phx.Conn]struct{}
-	byID   map[string]map[*phx.Conn]struct{} // agent or user id -> connections
-}
-
 var (
-	errBadOnConflict = &store.Error{Code: codeInvalidOnConflict,
+	errBadOnConflict = &httpError{Code: codeInvalidOnConflict,
 		Message: `on_conflict must be "supersede" or "reject"`}
-	errConnectionConflict = &store.Error{Code: codeConnectionConflict,
+	errConnectionConflict = &httpError{Code: codeConnectionConflict,
 		Message: "this agent already has a connection (on_conflict=reject)"}
-	errTooManySockets = &store.Error{Code: codeTooManyRequests,
+	errTooManySockets = &httpError{Code: codeTooManyRequests,
 		Message: "too many open connections; close some or retry later"}
 )
 
@@ -87,26 +83,16 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if err != nil {
 		return err
 	}
-	lim := &s.rt.limits
-	lim.mu.Lock()
-	switch {
-	case lim.total >= s.maxSockets || lim.perKey[sc.limitKey] >= s.maxSocketsPerKey:
-		lim.mu.Unlock()
-		return errTooManySockets
-	case sc.agent != nil && onConflict == "reject" && len(lim.agents[sc.agent.ID]) > 0:
-		lim.mu.Unlock()
-		return errConnectionConflict
+	if err := s.rt.sockets.admit(sc, s.maxSockets, s.maxSocketsPerKey, onConflict == "reject"); err != nil {
+		return err
 	}
-	lim.total++
-	lim.perKey[sc.limitKey]++
-	lim.mu.Unlock()
 
 	// Serializer V2 is the only one served: clients that do not ask for it
 	// are closed after the upgrade with 1011, as the hosted API does.
 	vsn := q.Get("vsn")
 	nc, rw, _, err := s.upgrader.Upgrade(r, w)
 	if err != nil {
-		s.rt.release(sc)
+		s.rt.sockets.release(sc)
 		return nil // gobwas answered the client already
 	}
 	if rec, ok := w.(*statusRecorder); ok {
@@ -115,7 +101,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	var buffered = rw.Reader
 	c, ok := s.rt.hub.Serve(nc, buffered, sc)
 	if !ok {
-		s.rt.release(sc)
+		s.rt.sockets.release(sc)
 		return nil
 	}
 	if !strings.HasPrefix(vsn, "2.") {
@@ -213,7 +199,7 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 		return nil, err
 	}
 	if p.Delegation != nil {
-		return nil, errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
+		return nil, store.Errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID,
 		keyID: p.KeyID, sessionID: p.SessionID, expires: p.Expires}
@@ -238,4 +224,150 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 	}
 	s.db.TouchKey(p)
 	return sc, nil
+}
+
+// socketRegistry counts connections against the global and per-credential
+// bounds, and knows whose each one is: an agent's (one agent, one
+// connection: a new one supersedes the older), and every one by the agent
+// or person it acts as (to close those whose credential ended).
+type socketRegistry struct {
+	mu     sync.Mutex
+	total  int
+	perKey map[string]int
+	agents map[string]map[*phx.Conn]struct{}
+	byID   map[string]map[*phx.Conn]struct{} // agent or user id -> connections
+}
+
+func newSocketRegistry() socketRegistry {
+	return socketRegistry{perKey: map[string]int{}, agents: map[string]map[*phx.Conn]struct{}{},
+		byID: map[string]map[*phx.Conn]struct{}{}}
+}
+
+// admit counts the connection sc is about to open against the limits
+// (maxTotal in all, maxPerKey per credential), or refuses it: over a limit,
+// or, with reject, for an agent that already has a connection.
+func (reg *socketRegistry) admit(sc *socketConn, maxTotal, maxPerKey int, reject bool) error {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	switch {
+	case reg.total >= maxTotal || reg.perKey[sc.limitKey] >= maxPerKey:
+		return errTooManySockets
+	case sc.agent != nil && reject && len(reg.agents[sc.agent.ID]) > 0:
+		return errConnectionConflict
+	}
+	reg.total++
+	reg.perKey[sc.limitKey]++
+	return nil
+}
+
+// release gives back the limits a connection held.
+func (reg *socketRegistry) release(sc *socketConn) {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	reg.total--
+	if reg.perKey[sc.limitKey]--; reg.perKey[sc.limitKey] <= 0 {
+		delete(reg.perKey, sc.limitKey)
+	}
+}
+
+// add records c, the connection of sc, and sets its expiry. It returns the
+// agent's older connections, which c supersedes; ok is false when c closed
+// already (remove has run and must not be undone).
+func (reg *socketRegistry) add(c *phx.Conn, sc *socketConn) (older []*phx.Conn, ok bool) {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if sc.gone {
+		return nil, false
+	}
+	if sc.agent != nil {
+		for o := range reg.agents[sc.agent.ID] {
+			older = append(older, o)
+		}
+		addConn(reg.agents, sc.agent.ID, c)
+	}
+	addConn(reg.byID, sc.id(), c)
+	if !sc.expires.IsZero() {
+		sc.expiry = time.AfterFunc(time.Until(sc.expires), func() {
+			c.Close(phx.ClosePolicy, "the credential expired")
+		})
+	}
+	return older, true
+}
+
+// remove forgets c, the connection of sc, which closed.
+func (reg *socketRegistry) remove(c *phx.Conn, sc *socketConn) {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	sc.gone = true
+	if sc.expiry != nil {
+		sc.expiry.Stop()
+	}
+	if sc.agent != nil {
+		dropConn(reg.agents, sc.agent.ID, c)
+	}
+	dropConn(reg.byID, sc.id(), c)
+}
+
+// agentConns returns the connections of an agent.
+func (reg *socketRegistry) agentConns(agentID string) []*phx.Conn {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return slices.Collect(maps.Keys(reg.agents[agentID]))
+}
+
+// all returns every registered connection.
+func (reg *socketRegistry) all() []*phx.Conn {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	var conns []*phx.Conn
+	for _, set := range reg.byID {
+		for conn := range set {
+			conns = append(conns, conn)
+		}
+	}
+	return conns
+}
+
+func addConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
+	if m[key] == nil {
+		m[key] = map[*phx.Conn]struct{}{}
+	}
+	m[key][c] = struct{}{}
+}
+
+func dropConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
+	delete(m[key], c)
+	if len(m[key]) == 0 {
+		delete(m, key)
+	}
+}
+
+// register records a new connection; for an agent it supersedes the
+// agent's older connections (last connection wins). ended is the count of
+// credentialsEnded from before the connection's credential was checked.
+func (rt *realtime) register(c *phx.Conn, sc *socketConn, ended int64) {
+	older, ok := rt.sockets.add(c, sc)
+	if !ok {
+		return
+	}
+	rt.recheckIfCredentialsEnded(c, ended)
+	for _, o := range older {
+		// Tell the older connection why it goes (the SDKs then stop
+		// reconnecting), on its control channel if it joined it.
+		topic := "agent_control:" + sc.agent.ID
+		if joinRef, ok := rt.hub.JoinRef(o, topic); ok {
+			o.Push(joinRef, topic, "supersede", payloadJSON(map[string]any{
+				"reason": "superseded", "retryable": false,
+				"message": "another connection for this agent was opened; this one is closed",
+			}))
+		}
+		o.Close(phx.ClosePolicy, "superseded by a newer connection")
+	}
+}
+
+// Closed is phx.Handler: a connection is gone.
+func (rt *realtime) Closed(c *phx.Conn) {
+	sc := c.Value.(*socketConn)
+	rt.sockets.release(sc)
+	rt.sockets.remove(c, sc)
 }

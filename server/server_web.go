@@ -98,7 +98,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.writeError(w, r, errorf(store.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	s.writeError(w, r, store.Errorf(store.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
 // webFileAt returns the web file a request path names, or nil. "/" is

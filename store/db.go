@@ -111,11 +111,33 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
+		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)}}
+	if err := db.open(opts, target); err != nil {
+		// Close releases whatever open got before it failed, and only that.
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// complete checks opts and fills in the defaults of the fields left zero.
+func (opts *Options) complete() error {
 	if opts.Sync == "" {
 		opts.Sync = SyncFull
 	}
 	if opts.Sync != SyncFull && opts.Sync != SyncNormal {
-		return nil, fmt.Errorf("sync must be %q or %q, not %q", SyncFull, SyncNormal, opts.Sync)
+		return fmt.Errorf("sync must be %q or %q, not %q", SyncFull, SyncNormal, opts.Sync)
 	}
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 1024
@@ -132,14 +154,6 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
-		return nil, fmt.Errorf("create database directory: %w", err)
-	}
-
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 10 * time.Minute
 	}
@@ -149,13 +163,41 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.BulkQueue <= 0 {
 		opts.BulkQueue = 64
 	}
-	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
-		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)}}
+	return nil
+}
+
+// open takes db from a path to a running database, one step at a time:
+// the write connection (which migrates the schema before anything else
+// reads it), the read pool, the writer, the checkpointer. A step that fails
+// leaves what the earlier ones opened for Close.
+func (db *DB) open(opts Options, target int) error {
+	dsn := connStrings(db.path, opts.Sync)
+	if err := db.openWriteConn(dsn.write); err != nil {
+		return err
+	}
+	if err := db.migrateSchema(opts.Schema, target); err != nil {
+		return describeOpenError(db.path, err)
+	}
+	if err := db.openReadPool(dsn.read, opts.ReadConns); err != nil {
+		return err
+	}
+	if err := db.startWriter(opts); err != nil {
+		return err
+	}
+	return db.startCheckpointer(dsn.write)
+}
+
+// dsns are the connection strings of a database: the pragmas every
+// connection applies are part of them, so that a connection the pool
+// reopens gets them too.
+type dsns struct{ write, read string }
+
+func connStrings(abs string, sync Sync) dsns {
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
-	writeDSN := base + "?" + common +
+	write := base + "?" + common +
 		"&_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(" + strings.ToUpper(string(opts.Sync)) + ")" +
+		"&_pragma=synchronous(" + strings.ToUpper(string(sync)) + ")" +
 		"&_pragma=journal_size_limit(67108864)" +
 		"&_pragma=wal_autocheckpoint(0)" + // the writer checkpoints, see writer.checkpoint
 		// Savepoint journals (one savepoint per job) stay in memory instead
@@ -163,71 +205,101 @@ func Open(path string, opts Options) (*DB, error) {
 		"&_pragma=temp_store(MEMORY)" +
 		"&_pragma=cache_size(-65536)" +
 		"&_txlock=immediate" // for migrate; the writer issues BEGIN IMMEDIATE itself
-	if db.write, err = sql.Open("sqlite", writeDSN); err != nil {
-		return nil, err
+	return dsns{write: write, read: base + "?" + common + "&_pragma=query_only(1)"}
+}
+
+// openWriteConn opens the pool of the one write connection, kept open for
+// the database's life.
+func (db *DB) openWriteConn(dsn string) error {
+	var err error
+	if db.write, err = sql.Open("sqlite", dsn); err != nil {
+		return err
 	}
 	db.write.SetMaxOpenConns(1)
 	db.write.SetMaxIdleConns(1)
 	db.write.SetConnMaxLifetime(0)
 	db.write.SetConnMaxIdleTime(0)
+	return nil
+}
 
-	if db.migratedFrom, err = migrate(db.write, opts.Schema, target); err != nil {
-		db.write.Close()
-		return nil, describeOpenError(abs, err)
+// migrateSchema brings the schema to version target and makes sure the server
+// secret exists, before any reader or the writer starts.
+func (db *DB) migrateSchema(schema string, target int) error {
+	var err error
+	if db.migratedFrom, err = migrate(db.write, schema, target); err != nil {
+		return err
 	}
 	db.version = target
-	if err := ensureSecret(db.write); err != nil {
-		db.write.Close()
-		return nil, describeOpenError(abs, err)
-	}
+	return ensureSecret(db.write)
+}
 
-	if db.read, err = sql.Open("sqlite", base+"?"+common+"&_pragma=query_only(1)"); err != nil {
-		db.write.Close()
-		return nil, err
+// openReadPool opens the pool of read-only connections.
+func (db *DB) openReadPool(dsn string, conns int) error {
+	var err error
+	if db.read, err = sql.Open("sqlite", dsn); err != nil {
+		return err
 	}
 	db.readStmts = &stmtCache{pool: db.read, m: map[string]*sql.Stmt{}, pending: map[string]bool{}}
-	db.read.SetMaxOpenConns(opts.ReadConns)
-	db.read.SetMaxIdleConns(opts.ReadConns)
+	db.read.SetMaxOpenConns(conns)
+	db.read.SetMaxIdleConns(conns)
+	return nil
+}
 
+// startWriter hands the write connection to the writer goroutine, which
+// owns it from then on.
+func (db *DB) startWriter(opts Options) error {
 	conn, err := db.write.Conn(context.Background())
 	if err != nil {
-		db.read.Close()
-		db.write.Close()
-		return nil, err
+		return err
 	}
-	db.w = newWriter(conn, opts.QueueSize, abs+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.PassiveCheckpointsOnly, opts.Logger)
+	db.w = newWriter(conn, opts.QueueSize, db.path+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.PassiveCheckpointsOnly, opts.Logger)
 	otherWrites := db.otherProcessWrote
 	db.w.otherWrites.Store(&otherWrites)
-	// The checkpointer's connection comes from its own pool of one, opened
-	// like the writer's (a query_only connection may not checkpoint).
-	ckptDB, err := sql.Open("sqlite", writeDSN)
-	if err == nil {
-		var ckptConn *sql.Conn
-		if ckptConn, err = ckptDB.Conn(context.Background()); err == nil {
-			db.ckptDB = ckptDB
-			db.ckpt = newCheckpointer(ckptConn, &db.w.commits, opts.Logger)
-		}
+	return nil
+}
+
+// startCheckpointer starts the background checkpoints. Their connection
+// comes from a pool of its own, opened like the writer's (a query_only
+// connection may not checkpoint).
+func (db *DB) startCheckpointer(writeDSN string) error {
+	var err error
+	if db.ckptDB, err = sql.Open("sqlite", writeDSN); err != nil {
+		return err
 	}
+	conn, err := db.ckptDB.Conn(context.Background())
 	if err != nil {
-		db.Close()
-		return nil, err
+		return err
 	}
-	return db, nil
+	db.ckpt = newCheckpointer(conn, &db.w.commits, db.log)
+	return nil
 }
 
 // Close stops accepting writes, runs every write already queued, checkpoints
-// the WAL into the database file and closes all connections.
+// the WAL into the database file and closes all connections. It also
+// releases a database that Open could not finish opening: each part is
+// closed if it was opened.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		// The worker's next item would only meet a closed writer.
 		db.StopBulkWorker()
 		if db.ckpt != nil {
 			db.ckpt.close()
+		}
+		if db.ckptDB != nil {
 			db.ckptDB.Close()
 		}
-		db.w.close()
-		db.readStmts.close()
-		db.closeErr = errors.Join(db.read.Close(), db.write.Close())
+		if db.w != nil {
+			db.w.close()
+		}
+		var readErr, writeErr error
+		if db.read != nil {
+			db.readStmts.close()
+			readErr = db.read.Close()
+		}
+		if db.write != nil {
+			writeErr = db.write.Close()
+		}
+		db.closeErr = errors.Join(readErr, writeErr)
 	})
 	return db.closeErr
 }

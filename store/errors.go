@@ -11,8 +11,9 @@ import (
 // error envelope. The server maps each code to one HTTP status in one table.
 type Code string
 
-// The domain codes. The server adds transport codes (malformed JSON, unknown
-// route, ...) of the same type.
+// The domain codes: the store's own. The server answers what is wrong with
+// how a request arrived (malformed JSON, an unknown route, ...) with
+// transport codes of its own type (server/errors.go), in the same envelope.
 const (
 	CodeValidation   Code = "validation_error"    // 422: the request is well-formed but its values are not acceptable
 	CodeBadRequest   Code = "bad_request"         // 400: missing identifier, malformed handle, ...
@@ -92,6 +93,17 @@ func (p Problems) ErrAt(code Code, lead string) error {
 	if len(p) == 0 {
 		return nil
 	}
+	return &Error{Code: code, Message: p.Summary(lead), Details: p}
+}
+
+// Summary is the message of ErrAt's error: the problem at pointer lead (""
+// or a pointer with no problem: the first in pointer order) and how many
+// more there are. The server words its own refusals of a body's fields with
+// it (server/body.go).
+func (p Problems) Summary(lead string) string {
+	if len(p) == 0 {
+		return ""
+	}
 	if len(p[lead]) == 0 {
 		pointers := make([]string, 0, len(p))
 		for k := range p {
@@ -104,7 +116,7 @@ func (p Problems) ErrAt(code Code, lead string) error {
 	if len(p) > 1 {
 		msg += fmt.Sprintf(" (and %d more)", len(p)-1)
 	}
-	return &Error{Code: code, Message: strings.TrimSpace(msg), Details: p}
+	return strings.TrimSpace(msg)
 }
 
 // Pointer builds an RFC 6901 JSON Pointer from path segments, escaping "~" and "/".

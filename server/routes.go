@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/chatd/chatd/store"
+)
+
+// buildRouter makes s.router, with every route. Only what a route names is
+// served: no redirects to a path with or without a trailing slash or in
+// another case, and no OPTIONS; anything else answers in the envelope.
+func (s *Server) buildRouter() {
+	s.router = httprouter.New()
+	s.router.RedirectTrailingSlash = false
+	s.router.RedirectFixedPath = false
+	s.router.HandleOPTIONS = false
+	s.router.HandleMethodNotAllowed = true
+	s.router.NotFound = http.HandlerFunc(s.notFound)
+	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
+	s.named = map[string]map[string]namedRoute{}
+	s.routes()
+}
+
+// routes registers every endpoint, one group at a time: each group's
+// <group>Routes, in its server_<group>.go, registers its own routes next to
+// their handlers. The chat id segment is named :chat_id on every route:
+// httprouter requires one name per position.
+func (s *Server) routes() {
+	s.healthRoutes()
+	s.openAPIRoutes()
+	s.socketRoutes()
+	s.identityRoutes()
+	s.roomRoutes()
+	s.participantRoutes()
+	s.messageRoutes()
+	s.deliveryRoutes()
+	s.boardRoutes()
+	s.myAgentRoutes()
+	s.bulkRoutes()
+	s.fileRoutes()
+	s.contactRoutes()
+	s.memoryRoutes()
+	if s.roomTasks {
+		s.taskRoutes()
+	}
+	s.delegationRoutes()
+	s.accountRoutes()
+}
+
+// handlerFunc is an endpoint: it writes a success response or returns the
+// error to answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+
+type registeredRoute struct {
+	method, path string
+	aud          audience
+}
+
+// handle registers h for method and path, serving the callers aud admits.
+func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
+	s.registered = append(s.registered, registeredRoute{method, path, aud})
+	scope := delegationScope(method, path)
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		noteRoute(r, path)
+		s.serve(w, r, ps, aud, scope, h)
+	})
+}
+
+// serve authenticates the caller as aud requires (a delegated caller also
+// needs scope), within the rate limits, and runs h.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
+	// Every path parameter is an id (or a task's board number): one
+	// normalization here serves every route.
+	for i := range ps {
+		ps[i].Value = store.NormalizeID(ps[i].Value)
+	}
+	if aud != public {
+		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
+			return s.authenticate(r, aud, cachedOnly)
+		})
+		if err == nil {
+			err = allowedFor(p, scope)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		noteCaller(r, p)
+		ctx := context.WithValue(r.Context(), principalKey, p)
+		if p.Delegation != nil {
+			ctx = store.WithDelegation(ctx, p.Delegation)
+		}
+		r = r.WithContext(ctx)
+	}
+	if err := h(w, r, ps); err != nil {
+		s.writeError(w, r, err)
+	}
+}
+
+// namedRoute is one fixed name served at a parameter's position.
+type namedRoute struct {
+	aud   audience
+	scope string
+	h     handlerFunc
+}
+
+// handleNamed serves a fixed name (POST /me/agents/register) at a path
+// position where the same method also takes an id (POST
+// /me/agents/:id/delegations): httprouter cannot hold both, so the names
+// are dispatched from the parameter. Each name is registered by the group
+// it belongs to (register by my agents, bulk-delete by bulk deletion); the
+// first one at a path installs the dispatcher. Any other value answers as
+// the router would for a path without the method: 405 with what the path
+// does take.
+func (s *Server) handleNamed(method, path, name string, aud audience, h handlerFunc) {
+	param := path[strings.LastIndexByte(path, ':')+1:]
+	named := strings.Replace(path, ":"+param, name, 1)
+	s.registered = append(s.registered, registeredRoute{method, named, aud})
+	key := method + " " + path
+	if names, ok := s.named[key]; ok {
+		names[name] = namedRoute{aud, delegationScope(method, named), h}
+		return
+	}
+	names := map[string]namedRoute{name: {aud, delegationScope(method, named), h}}
+	s.named[key] = names
+	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		route, ok := names[ps.ByName(param)]
+		if !ok {
+			s.notNamed(w, r, method)
+			return
+		}
+		noteRoute(r, strings.Replace(path, ":"+param, ps.ByName(param), 1))
+		s.serve(w, r, ps, route.aud, route.scope, route.h)
+	})
+}
+
+// notNamed answers a value at a named position that is none of the names:
+// 405 with the methods the path takes other than method, or 404.
+func (s *Server) notNamed(w http.ResponseWriter, r *http.Request, method string) {
+	var allowed []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		if h, _, _ := s.router.Lookup(m, r.URL.Path); h != nil && m != method {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		s.notFound(w, r)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	s.methodNotAllowed(w, r)
+}
+
+// methodNotAllowed answers 405 with the methods the path does take.
+// httprouter always lists OPTIONS, which chatd does not serve, so it is
+// dropped from the Allow header.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range strings.Split(w.Header().Get("Allow"), ",") {
+		if m = strings.TrimSpace(m); m != "" && m != http.MethodOptions {
+			allowed = append(allowed, m)
+		}
+	}
+	allow := strings.Join(allowed, ", ")
+	w.Header().Set("Allow", allow)
+	s.writeError(w, r, errorf(codeMethodNotAllowed, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
+}
