@@ -74,6 +74,10 @@ import (
 var runnablePages = []string{
 	"docs/quickstart.md",
 	"docs/cli.md",
+	"docs/api/overview.md",
+	"docs/api/agent.md",
+	"docs/api/human.md",
+	"docs/api/extensions.md",
 }
 
 func TestDocsExamples(t *testing.T) {
