@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -743,6 +744,129 @@ func TestDocsMatcher(t *testing.T) {
 			t.Errorf("text %q against %q: %v, want match %v", c.want, c.got, err, c.ok)
 		}
 	}
+}
+
+// docPages are the manual's pages: the README, CONTRIBUTING.md and docs/.
+func docPages(t *testing.T) []string {
+	pages := []string{"README.md", "CONTRIBUTING.md"}
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
+// arrivingPages are pages written on other branches, linked from here
+// before they land: a link to one passes while it is missing, and is
+// checked like any other once it exists.
+var arrivingPages = map[string]bool{"docs/dev.md": true, "docs/sdk.md": true}
+
+var (
+	linkRe       = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
+	inlineCodeRe = regexp.MustCompile("`[^`]*`")
+)
+
+// TestDocsLinks checks that every relative link of the manual names a file
+// that exists, and a heading of that page when it names one (#anchor, as
+// GitHub spells headings).
+func TestDocsLinks(t *testing.T) {
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(page string) map[string]bool {
+		if a, ok := anchors[page]; ok {
+			return a
+		}
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchors[page] = headingAnchors(string(raw))
+		return anchors[page]
+	}
+	for _, page := range docPages(t) {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range proseLines(string(raw)) {
+			for _, m := range linkRe.FindAllStringSubmatch(inlineCodeRe.ReplaceAllString(line, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, anchor, _ := strings.Cut(target, "#")
+				path := page
+				if file != "" {
+					path = filepath.Clean(filepath.Join(filepath.Dir(page), file))
+				}
+				if _, err := os.Stat(path); err != nil {
+					if arrivingPages[filepath.ToSlash(path)] {
+						t.Logf("%s:%d: %s is not here yet (written on another branch)", page, i+1, path)
+						continue
+					}
+					t.Errorf("%s:%d: %s: no such file", page, i+1, target)
+					continue
+				}
+				if anchor != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[anchor] {
+					t.Errorf("%s:%d: %s: %s has no heading #%s", page, i+1, target, path, anchor)
+				}
+			}
+		}
+	}
+}
+
+// proseLines returns a page's lines with those of fenced code blocks blank,
+// so that line numbers stay.
+func proseLines(page string) []string {
+	lines := strings.Split(page, "\n")
+	in := false
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			in = !in
+			lines[i] = ""
+			continue
+		}
+		if in {
+			lines[i] = ""
+		}
+	}
+	return lines
+}
+
+var headingRe = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+
+// headingAnchors returns the anchors GitHub gives a page's headings:
+// lower case, punctuation dropped, spaces as hyphens, repeats numbered.
+func headingAnchors(page string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	for _, line := range proseLines(page) {
+		m := headingRe.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteRune('-')
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			anchors[a] = true
+		}
+		seen[a]++
+	}
+	return anchors
 }
 
 // helpFlag is a flag as `chatd <command> --help` lists it.
