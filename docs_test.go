@@ -73,6 +73,7 @@ import (
 
 // runnablePages are the pages whose examples TestDocsExamples runs.
 var runnablePages = []string{
+	"README.md",
 	"docs/quickstart.md",
 	"docs/cli.md",
 	"docs/api/overview.md",
@@ -867,6 +868,17 @@ func headingAnchors(page string) map[string]bool {
 		seen[a]++
 	}
 	return anchors
+}
+
+// TestReadmeIsAFrontPage keeps the README short: the manual is docs/.
+func TestReadmeIsAFrontPage(t *testing.T) {
+	info, err := os.Stat("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size() > 10_000 {
+		t.Errorf("README.md is %d bytes; keep it under 10 KB (10,000 bytes) and move the rest to docs/", info.Size())
+	}
 }
 
 // helpFlag is a flag as `chatd <command> --help` lists it.
