@@ -24,8 +24,8 @@ import (
 
 // socketMemoryBound is what one real-time connection may make the server
 // hold, at most, whatever its client sends and however little it reads
-// (README, Security): the outgoing queue's byte bound, the read buffers,
-// and the garbage collector's slack on top of both.
+// (docs/security.md, Real-time memory): the outgoing queue's byte bound, the
+// read buffers, and the garbage collector's slack on top of both.
 const socketMemoryBound = 8 << 20
 
 // socketAttackConns connections run each attack at once, so that what one

@@ -100,9 +100,9 @@ func (ts *testServer) user(handle string, org ...string) (*store.User, string) {
 	return u, key
 }
 
-// personWithoutEmail creates a human the way the README's walkthrough does
-// (chatd create-user --handle H --name N, no --email) and returns it with
-// its API key.
+// personWithoutEmail creates a human the way the quickstart does
+// (docs/quickstart.md: chatd create-user --handle H --name N, no --email)
+// and returns it with its API key.
 func (ts *testServer) personWithoutEmail(handle, name string) (*store.User, string) {
 	ts.t.Helper()
 	u, key, err := ts.db.CreateUser(context.Background(), store.NewUser{Handle: handle, Name: name})

@@ -226,7 +226,8 @@ func TestObjectLevelAuthorization(t *testing.T) {
 // Ids of organization B's objects in a body are refused like ids that name
 // nothing (each with the refusal the route gives any id it cannot use), and
 // change nothing. A room's task_id is not among them: it is a label stored as
-// given (see the README), naming no object of chatd's.
+// given (see docs/api/overview.md, Rooms, participants and peers), naming
+// no object of chatd's.
 func TestForeignIDsInBodies(t *testing.T) {
 	w := newSecWorld(t)
 	ts := w.ts

@@ -15,8 +15,9 @@ import (
 )
 
 // maxReplyFrame is what one frame the server sends in answer to a client
-// message may weigh at most (README, Real-time pushes): the fields it
-// echoes are capped, and JSON makes each byte of them six at most.
+// message may weigh at most (docs/api/realtime.md, Limits and close codes):
+// the fields it echoes are capped, and JSON makes each byte of them six at
+// most.
 const maxReplyFrame = 4 << 10
 
 // worstEscaped is n bytes that JSON escapes to six bytes each.

@@ -15,7 +15,7 @@ const kindOf = (type) => (type === "Agent" ? "agent" : "person");
 const who = (p) => [h("strong", {}, p.name || p.handle), " ", h("code", { class: "handle" }, `@${p.handle}`)];
 const messageCell = (m) => (m ? h("span", { class: "message" }, m) : h("span", { class: "muted" }, "No message"));
 // A person without an email is reported as <handle>@noreply.invalid, an
-// address that never delivers (see the README): shown as none, not as a link.
+// address that never delivers (see docs/api/differences.md): shown as none, not as a link.
 const emailCell = (e) => (e && !/@noreply\.invalid$/i.test(e)
   ? h("a", { href: `mailto:${e}` }, e) : h("span", { class: "muted" }, "—"));
 

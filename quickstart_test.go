@@ -9,13 +9,14 @@ import (
 	"github.com/chatd/chatd/internal/apitest"
 )
 
-// TestReadmeFirstSteps runs the README's "First steps" as written: with the
-// server running, a person made by create-user without --email (with a
-// password from stdin), an agent, then the three requests,
-// each answer checked against the official OpenAPI document. A person
-// without an email reads as <handle>@noreply.invalid, which UserDetails
-// (email required, format email) accepts.
-func TestReadmeFirstSteps(t *testing.T) {
+// TestQuickstartAnswersFollowTheOpenAPIDocument makes the quickstart's first
+// account and agent (docs/quickstart.md, steps 2 and 3; TestDocsExamples runs
+// the page itself) and checks what a person and an agent first read against
+// the OpenAPI document: with the server running, a person made by create-user
+// without --email (with a password from stdin), an agent, then their
+// requests. A person without an email reads as <handle>@noreply.invalid,
+// which UserDetails (email required, format email) accepts.
+func TestQuickstartAnswersFollowTheOpenAPIDocument(t *testing.T) {
 	oas, err := apitest.Load()
 	if err != nil {
 		t.Fatal(err)
