@@ -322,7 +322,7 @@ func (db *DB) DeleteUserKey(ctx context.Context, userID, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return notFound("api key")
 		}
-		tx.AfterCommit(db.creds.invalidate)
+		db.endCredentials(tx)
 		db.publish(tx, Change{Kind: CredentialsEnded})
 		return nil
 	})

@@ -334,7 +334,7 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 	if _, err = tx.Exec(`DELETE FROM api_keys WHERE agent_id = ?`, a.ID); err != nil {
 		return nil, err
 	}
-	tx.AfterCommit(db.creds.invalidate)
+	db.endCredentials(tx)
 	db.publish(tx, Change{Kind: AgentDeleted, Agent: a})
 	return out, nil
 }
@@ -379,7 +379,7 @@ func (db *DB) RotateAgentKey(ctx context.Context, caller *User, agentID string) 
 			AND exchanged_at IS NOT NULL AND exchanged_at + token_ttl > ?`, ts, a.ID, ts); err != nil {
 			return err
 		}
-		tx.AfterCommit(db.creds.invalidate)
+		db.endCredentials(tx)
 		db.publish(tx, Change{Kind: CredentialsEnded, Agent: a})
 		agent = a
 		return nil

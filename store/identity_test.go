@@ -524,3 +524,44 @@ func TestAnotherProcessRotatingAKeyIsNoticed(t *testing.T) {
 		t.Fatalf("own writes announced as another process's: %v", got)
 	}
 }
+
+// A write that ends credentials makes the credential cache step aside from
+// within its job until its batch has ended, committed or not: its commit is
+// visible to other readers before the writer could empty the cache, and no
+// request may be let in on a copy older than that.
+func TestCredentialCacheStepsAsideWhileCredentialsEnd(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	_, key, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := func() bool {
+		_, err := db.AuthenticateCached(key)
+		return err == nil
+	}
+	if _, err := db.Authenticate(ctx, key); err != nil || !cached() {
+		t.Fatalf("the key is not cached after use: %v", err)
+	}
+	for _, outcome := range []error{nil, errors.New("the job fails")} {
+		err := db.Write(ctx, func(tx *Tx) error {
+			db.endCredentials(tx)
+			if cached() {
+				t.Error("the cache answered while a write ending credentials was under way")
+			}
+			if _, err := db.Authenticate(ctx, key); err != nil {
+				t.Errorf("before its commit the key still authenticates from the database: %v", err)
+			}
+			if cached() {
+				t.Error("the cache remembered a principal read while a write ending credentials was under way")
+			}
+			return outcome
+		})
+		if err != outcome {
+			t.Fatalf("write: %v, want %v", err, outcome)
+		}
+		if _, err := db.Authenticate(ctx, key); err != nil || !cached() {
+			t.Fatalf("after the batch (%v) the cache is not back in use: %v", outcome, err)
+		}
+	}
+}

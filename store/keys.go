@@ -225,6 +225,35 @@ type credCache struct {
 	mu  sync.Mutex
 	m   map[string]credEntry
 	gen uint64
+	// held counts the writes under way that end credentials (endCredentials).
+	// While one is, the cache neither answers nor remembers: its commit is
+	// visible to other readers before the writer gets to invalidate the
+	// cache, and nobody may be authenticated from a copy older than that.
+	held int
+}
+
+// endCredentials makes the cache step aside while tx, which ends some
+// credentials (a key deleted or replaced, an agent or person deleted),
+// commits, and empties it once the batch has ended.
+func (db *DB) endCredentials(tx *Tx) {
+	db.creds.hold()
+	tx.Finally(db.creds.release)
+}
+
+func (c *credCache) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held++
+	c.m = nil
+	c.gen++
+}
+
+func (c *credCache) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held--
+	c.m = nil
+	c.gen++
 }
 
 type credEntry struct {
@@ -241,7 +270,7 @@ func (c *credCache) get(digest string) *Principal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[digest]
-	if !ok || time.Now().After(e.expires) {
+	if c.held > 0 || !ok || time.Now().After(e.expires) {
 		return nil
 	}
 	return e.p
@@ -256,8 +285,8 @@ func (c *credCache) generation() uint64 {
 func (c *credCache) put(digest string, p *Principal, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen {
-		return // invalidated while p was being read
+	if gen != c.gen || c.held > 0 {
+		return // invalidated while p was being read, or a write is ending credentials
 	}
 	if c.m == nil || len(c.m) >= maxCachedCreds {
 		c.m = map[string]credEntry{}

@@ -372,7 +372,7 @@ func (db *DB) UpdateProfile(ctx context.Context, userID string, up ProfileUpdate
 		if err != nil {
 			return err
 		}
-		tx.AfterCommit(db.creds.invalidate)
+		db.endCredentials(tx)
 		return nil
 	})
 	return user, err

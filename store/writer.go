@@ -23,6 +23,7 @@ type Tx struct {
 	ctx         context.Context
 	now         time.Time
 	afterCommit []func()
+	finally     []func()
 }
 
 // Exec runs a statement inside the job's savepoint.
@@ -62,6 +63,11 @@ func (t *Tx) Now() time.Time { return t.now }
 // non-blocking queues is the intended use).
 func (t *Tx) AfterCommit(f func()) { t.afterCommit = append(t.afterCommit, f) }
 
+// Finally registers f to run once the batch holding this job has ended,
+// committed or not (after the AfterCommit callbacks), even when the job
+// itself fails: for undoing what the job set up outside the database.
+func (t *Tx) Finally(f func()) { t.finally = append(t.finally, f) }
+
 type job struct {
 	ctx  context.Context
 	fn   func(*Tx) error
@@ -69,6 +75,7 @@ type job struct {
 	// set by the writer
 	err         error
 	afterCommit []func()
+	finally     []func()
 }
 
 // WriterStats is a snapshot of the writer's counters.
@@ -355,6 +362,9 @@ func (w *writer) commit(batch []*job) {
 				w.safely(f)
 			}
 		}
+		for _, f := range j.finally {
+			w.safely(f)
+		}
 		if j.done != nil {
 			j.done <- j.err
 		} else if j.err != nil && !isContextErr(j.err) {
@@ -390,6 +400,7 @@ func (w *writer) runBatch(batch []*job) (err error) {
 		}
 		t := &Tx{w: w, ctx: ctx, now: now()}
 		j.err = runJob(j.fn, t)
+		j.finally = t.finally
 		if j.err != nil {
 			w.failed.Add(1)
 			if err = w.exec(ctx, "ROLLBACK TO job"); err != nil {
