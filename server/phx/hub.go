@@ -118,7 +118,8 @@ func (h *Hub) Serve(nc net.Conn, buffered *bufio.Reader, value any) (c *Conn, ok
 }
 
 // Close closes every connection with code (1012: the server is restarting,
-// so clients reconnect) and refuses new ones.
+// so clients reconnect) and refuses new ones; it returns once they are gone,
+// or after closeFlush.
 func (h *Hub) Close(code ws.StatusCode, reason string) {
 	h.mu.Lock()
 	h.closed = true
@@ -130,7 +131,21 @@ func (h *Hub) Close(code ws.StatusCode, reason string) {
 	for _, c := range conns {
 		c.Close(code, reason)
 	}
+	// A process that exits right after would cut the close frames short
+	// and leave its clients with 1006 instead of the code that says to
+	// reconnect: give the writers a moment to send them.
+	for deadline := time.Now().Add(closeFlush); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		h.mu.RLock()
+		open := len(h.conns)
+		h.mu.RUnlock()
+		if open == 0 {
+			return
+		}
+	}
 }
+
+// closeFlush bounds how long Close waits for the connections to be gone.
+const closeFlush = 2 * time.Second
 
 // Each calls f for every subscriber of topic with its join_ref. f must not
 // block; pushing is fine.
