@@ -134,15 +134,6 @@ type memoryRow struct {
 	metadata                                      sql.NullString
 }
 
-func oneOf(v string, allowed []string) bool {
-	for _, a := range allowed {
-		if v == a {
-			return true
-		}
-	}
-	return false
-}
-
 // check validates nm, recording problems under the pointer at ("/memory").
 func (nm NewMemory) check(at string, p Problems) *memoryRow {
 	row := &memoryRow{scope: "subject"}
@@ -154,11 +145,7 @@ func (nm NewMemory) check(at string, p Problems) *memoryRow {
 		return true
 	}
 	enum := func(name string, v *string, allowed []string) string {
-		if !required(name, v) {
-			return ""
-		}
-		if !oneOf(*v, allowed) {
-			p.Add(at+"/"+name, "must be one of %s", strings.Join(allowed, ", "))
+		if !required(name, v) || !checkOneOf(p, at+"/"+name, *v, allowed) {
 			return ""
 		}
 		return *v

@@ -413,13 +413,7 @@ var attentionKinds = map[string]bool{"question": true, "assumption": true, "fail
 // transaction can check against the room's board.
 func checkEvent(in EventInput) (json.RawMessage, string, error) {
 	p := Problems{}
-	known := false
-	for _, t := range EventTypes {
-		known = known || t == in.Type
-	}
-	if !known {
-		p.Add("/event/message_type", "must be one of %s", strings.Join(EventTypes, ", "))
-	}
+	checkOneOf(p, "/event/message_type", in.Type, EventTypes)
 	if !utf8.ValidString(in.Content) {
 		p.Add("/event/content", "must be valid UTF-8")
 	} else if utf8.RuneCountInString(in.Content) > MaxEventContentLen {

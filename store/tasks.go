@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -508,19 +507,12 @@ func (u TaskUpdate) clean() (TaskUpdate, error) {
 	if !u.hasWork() && u.State == nil {
 		p.Add("", "send at least one of status, active_form, linked_native_id, comment, subject, detail or state")
 	}
-	oneOf := func(ptr string, v *string, allowed []string) {
-		if v == nil {
-			return
-		}
-		for _, a := range allowed {
-			if *v == a {
-				return
-			}
-		}
-		p.Add(ptr, "must be one of %s", strings.Join(allowed, ", "))
+	if u.Status != nil {
+		checkOneOf(p, "/status", *u.Status, TaskStatuses)
 	}
-	oneOf("/status", u.Status, TaskStatuses)
-	oneOf("/state", u.State, TaskStateChanges)
+	if u.State != nil {
+		checkOneOf(p, "/state", *u.State, TaskStateChanges)
+	}
 	text := func(ptr string, v **string, clean func(string) (string, string)) {
 		if *v == nil {
 			return
