@@ -32,18 +32,8 @@ var TaskStates = []string{"active", "cancelled", "superseded", "archived"}
 // TaskStatuses are the statuses of an assignment (and of a task's roll-up).
 var TaskStatuses = []string{"pending", "in_progress", "blocked", "in_review", "failed", "completed"}
 
-// TaskStateChanges are the states an update may ask for.
-var TaskStateChanges = []string{"cancelled", "archived", "active"}
-
-const (
-	maxTaskSubjectLen    = 200
-	maxTaskDetailLen     = 8000
-	maxTaskActiveFormLen = 200
-	maxTaskLinkLen       = 200
-	maxTaskCommentLen    = 4000
-	// TaskHistoryLen is how many events a task read embeds.
-	TaskHistoryLen = 100
-)
+// TaskHistoryLen is how many events a task read embeds.
+const TaskHistoryLen = 100
 
 // Task is a task on a room's board.
 type Task struct {
@@ -323,48 +313,6 @@ func (db *DB) TaskHistory(ctx context.Context, actor Actor, roomID, ref string, 
 	return page, nil
 }
 
-// NewTask is what CreateTask takes; Subject is required.
-type NewTask struct {
-	Subject      *string
-	Detail       *string
-	SupersedesID *string // id or board number of an active task this one replaces
-}
-
-// taskRow is a NewTask checked for everything that needs no database.
-type taskRow struct {
-	subject, detail string
-}
-
-// notSupersedable refuses a supersedes_id, whether it reads as no task
-// reference at all or names no task of the room.
-const notSupersedable = "must be the id or board number of an active task of this room"
-
-// check validates nt and returns its texts trimmed.
-func (nt NewTask) check() (taskRow, error) {
-	p := Problems{}
-	var row taskRow
-	if nt.Subject == nil {
-		p.Add("/subject", "is required")
-	} else if s, msg := cleanText(*nt.Subject, 1, maxTaskSubjectLen); msg != "" {
-		p.Add("/subject", "%s", msg)
-	} else {
-		row.subject = s
-	}
-	if nt.Detail != nil {
-		d, msg := cleanMultiline(*nt.Detail, maxTaskDetailLen)
-		if msg != "" {
-			p.Add("/detail", "%s", msg)
-		}
-		row.detail = d
-	}
-	if nt.SupersedesID != nil {
-		if _, _, ok := parseTaskRef(*nt.SupersedesID); !ok {
-			p.Add("/supersedes_id", "%s", notSupersedable)
-		}
-	}
-	return row, p.Err(CodeValidation)
-}
-
 // CreateTask puts a task on a room's board with the next number. Any
 // participant may; the creator is not assigned. A task that supersedes
 // another leaves it in place as superseded, pointing at its replacement.
@@ -483,58 +431,6 @@ func (db *DB) publishCreatedTask(tx *Tx, room *Room, id string, old *Task) (*Tas
 func actorRefJSON(actor Actor) []byte {
 	b, _ := json.Marshal(actor.Ref())
 	return b
-}
-
-// TaskUpdate holds what UpdateTask applies; nil leaves a field alone.
-// Status, ActiveForm and LinkedNativeID are the caller's own assignment.
-type TaskUpdate struct {
-	Status         *string
-	ActiveForm     *string
-	LinkedNativeID *string
-	Comment        *string
-	Subject        *string
-	Detail         *string
-	State          *string // cancelled, archived, or active (un-archive)
-}
-
-func (u TaskUpdate) hasWork() bool {
-	return u.Status != nil || u.ActiveForm != nil || u.LinkedNativeID != nil || u.Comment != nil || u.Subject != nil || u.Detail != nil
-}
-
-// clean validates u and returns it with its texts trimmed.
-func (u TaskUpdate) clean() (TaskUpdate, error) {
-	p := Problems{}
-	if !u.hasWork() && u.State == nil {
-		p.Add("", "send at least one of status, active_form, linked_native_id, comment, subject, detail or state")
-	}
-	if u.Status != nil {
-		checkOneOf(p, "/status", *u.Status, TaskStatuses)
-	}
-	if u.State != nil {
-		checkOneOf(p, "/state", *u.State, TaskStateChanges)
-	}
-	text := func(ptr string, v **string, clean func(string) (string, string)) {
-		if *v == nil {
-			return
-		}
-		s, msg := clean(**v)
-		if msg != "" {
-			p.Add(ptr, "%s", msg)
-		}
-		*v = &s
-	}
-	text("/active_form", &u.ActiveForm, func(s string) (string, string) { return cleanText(s, 0, maxTaskActiveFormLen) })
-	text("/linked_native_id", &u.LinkedNativeID, func(s string) (string, string) { return cleanText(s, 0, maxTaskLinkLen) })
-	text("/subject", &u.Subject, func(s string) (string, string) { return cleanText(s, 1, maxTaskSubjectLen) })
-	text("/detail", &u.Detail, func(s string) (string, string) { return cleanMultiline(s, maxTaskDetailLen) })
-	text("/comment", &u.Comment, func(s string) (string, string) {
-		s, msg := cleanMultiline(s, maxTaskCommentLen)
-		if msg == "" && s == "" {
-			msg = "can't be blank"
-		}
-		return s, msg
-	})
-	return u, p.Err(CodeValidation)
 }
 
 // UpdateTask applies an update from a participant. An un-archive (state
