@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -109,13 +110,20 @@ func readBoardHistory(q queryer, b *Board) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(b.History) > BoardHistoryLen {
-		b.History, b.HistoryTruncated = b.History[:BoardHistoryLen], true
-	}
-	for i, j := 0, len(b.History)-1; i < j; i, j = i+1, j-1 {
-		b.History[i], b.History[j] = b.History[j], b.History[i]
-	}
+	b.History, b.HistoryTruncated = oldestFirst(b.History, BoardHistoryLen)
 	return nil
+}
+
+// oldestFirst takes the latest events of an audit, read newest first and
+// one more than max to tell whether older ones exist, and returns at most
+// max of them oldest first.
+func oldestFirst[T any](newestFirst []T, max int) ([]T, bool) {
+	truncated := len(newestFirst) > max
+	if truncated {
+		newestFirst = newestFirst[:max]
+	}
+	slices.Reverse(newestFirst)
+	return newestFirst, truncated
 }
 
 // Board returns a room's goal, with its audit trail when withHistory.

@@ -226,12 +226,7 @@ func readTaskHistory(q queryer, t *Task) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(t.History) > TaskHistoryLen {
-		t.History, t.HistoryTruncated = t.History[:TaskHistoryLen], true
-	}
-	for i, j := 0, len(t.History)-1; i < j; i, j = i+1, j-1 {
-		t.History[i], t.History[j] = t.History[j], t.History[i]
-	}
+	t.History, t.HistoryTruncated = oldestFirst(t.History, TaskHistoryLen)
 	return nil
 }
 
