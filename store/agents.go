@@ -75,38 +75,49 @@ type NewAgent struct {
 	PickSlug bool
 }
 
-// RegisterAgent creates an external agent owned by a human, with its API
-// key, in one transaction, and returns the agent and the key.
-func (db *DB) RegisterAgent(ctx context.Context, na NewAgent) (*Agent, string, error) {
-	if err := refuseDelegated(ctx); err != nil {
-		return nil, "", err
-	}
+// agentRow is a NewAgent checked for everything that needs no database.
+type agentRow struct {
+	name, description, bio, slug string
+	tags                         []string
+}
+
+// check validates na and returns its texts trimmed, its slug (derived from
+// the name when none was sent) and its tags.
+func (na NewAgent) check() (agentRow, error) {
 	p := Problems{}
-	name, msg := cleanText(na.Name, minAgentNameLen, maxNameLen)
-	if msg != "" {
-		p.Add("/agent/name", "%s", msg)
+	var row agentRow
+	var nameMsg, descMsg, bioMsg string
+	row.name, nameMsg = cleanText(na.Name, minAgentNameLen, maxNameLen)
+	row.description, descMsg = cleanText(na.Description, 0, maxDescriptionLen)
+	row.bio, bioMsg = cleanMultiline(na.Bio, maxBioLen)
+	for ptr, msg := range map[string]string{"/agent/name": nameMsg, "/agent/description": descMsg, "/agent/bio": bioMsg} {
+		if msg != "" {
+			p.Add(ptr, "%s", msg)
+		}
 	}
-	desc, msg := cleanText(na.Description, 0, maxDescriptionLen)
-	if msg != "" {
-		p.Add("/agent/description", "%s", msg)
-	}
-	bio, msg := cleanMultiline(na.Bio, maxBioLen)
-	if msg != "" {
-		p.Add("/agent/bio", "%s", msg)
-	}
-	slug := strings.TrimSpace(na.Slug)
-	if slug != "" {
-		if msg := ValidHandle(slug); msg != "" {
+	row.slug = strings.TrimSpace(na.Slug)
+	if row.slug != "" {
+		if msg := ValidHandle(row.slug); msg != "" {
 			p.Add("/agent/slug", "%s", msg)
 		}
-	} else if msg == "" && name != "" {
-		if slug = DeriveSlug(name); slug == "" {
+	} else if bioMsg == "" && row.name != "" {
+		// This waits on the bio's check, not the name's: so RegisterAgent
+		// has always answered (a refused bio hides "cannot be derived"),
+		// though the name's check looks like what was meant.
+		if row.slug = DeriveSlug(row.name); row.slug == "" {
 			p.Add("/agent/slug", "cannot be derived from the name; choose one")
 		}
 	}
-	tags := make([]string, 0, len(na.Tags))
+	row.tags = cleanTags(na.Tags, p)
+	return row, p.Err(CodeValidation)
+}
+
+// cleanTags trims each tag and drops those that repeat an earlier one
+// without regard to case.
+func cleanTags(tags []string, p Problems) []string {
+	out := make([]string, 0, len(tags))
 	seen := map[string]bool{}
-	for i, t := range na.Tags {
+	for i, t := range tags {
 		t, msg := cleanText(t, 1, maxTagLen)
 		if msg != "" {
 			p.Add(Pointer("agent", "tags", i), "%s", msg)
@@ -114,46 +125,40 @@ func (db *DB) RegisterAgent(ctx context.Context, na NewAgent) (*Agent, string, e
 		}
 		if !seen[strings.ToLower(t)] {
 			seen[strings.ToLower(t)] = true
-			tags = append(tags, t)
+			out = append(out, t)
 		}
 	}
-	if err := p.Err(CodeValidation); err != nil {
+	return out
+}
+
+// RegisterAgent creates an external agent owned by a human, with its API
+// key, in one transaction, and returns the agent and the key.
+func (db *DB) RegisterAgent(ctx context.Context, na NewAgent) (*Agent, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
 		return nil, "", err
 	}
-	if len(tags) > db.limits.TagsPerAgent {
-		return nil, "", limitReached("agent tags", db.limits.TagsPerAgent, len(tags))
+	row, err := na.check()
+	if err != nil {
+		return nil, "", err
 	}
-	tagsJSON, _ := json.Marshal(tags)
-
+	if len(row.tags) > db.limits.TagsPerAgent {
+		return nil, "", limitReached("agent tags", db.limits.TagsPerAgent, len(row.tags))
+	}
 	var agent *Agent
 	var key string
-	err := db.Write(ctx, func(tx *Tx) error {
-		var ownerHandle, orgID string
-		err := tx.QueryRow(`SELECT handle, organization_id FROM users WHERE id = ?`, na.OwnerID).Scan(&ownerHandle, &orgID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("owner")
-		}
+	err = db.Write(ctx, func(tx *Tx) error {
+		owner, err := readAgentOwner(tx, na.OwnerID)
 		if err != nil {
 			return err
 		}
-		var owned int
-		if err := tx.QueryRow(`SELECT count(*) FROM agents a WHERE a.owner_id = ? AND `+liveAgent, na.OwnerID).Scan(&owned); err != nil {
+		if err := db.ownerMayAddAgent(tx, owner); err != nil {
 			return err
 		}
-		if owned >= db.limits.AgentsPerUser {
-			return limitReached("agents", db.limits.AgentsPerUser, owned)
-		}
-		finalSlug, err := freeSlug(tx, ownerHandle, slug, na.PickSlug)
+		slug, err := freeSlug(tx, owner.handle, row.slug, na.PickSlug)
 		if err != nil {
 			return err
 		}
-		ts := tx.Now().UnixMicro()
-		id := newID()
-		_, err = tx.Exec(`INSERT INTO agents (id, owner_id, organization_id, slug, handle, name, description, bio, tags, is_external, inserted_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
-			id, na.OwnerID, orgID, finalSlug, ownerHandle+"/"+finalSlug, name,
-			sql.NullString{String: desc, Valid: desc != ""}, sql.NullString{String: bio, Valid: bio != ""},
-			string(tagsJSON), ts, ts)
+		id, err := insertAgent(tx, owner, slug, row)
 		if err != nil {
 			return err
 		}
@@ -167,6 +172,45 @@ func (db *DB) RegisterAgent(ctx context.Context, na NewAgent) (*Agent, string, e
 		return nil, "", err
 	}
 	return agent, key, nil
+}
+
+// agentOwner is the person a new agent belongs to: its handle is the first
+// part of the agent's, and the agent joins its organization.
+type agentOwner struct {
+	id, handle, organizationID string
+}
+
+func readAgentOwner(tx *Tx, id string) (agentOwner, error) {
+	owner := agentOwner{id: id}
+	err := tx.QueryRow(`SELECT handle, organization_id FROM users WHERE id = ?`, id).Scan(&owner.handle, &owner.organizationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return owner, notFound("owner")
+	}
+	return owner, err
+}
+
+// ownerMayAddAgent checks the owner's quota of live agents.
+func (db *DB) ownerMayAddAgent(tx *Tx, owner agentOwner) error {
+	var owned int
+	if err := tx.QueryRow(`SELECT count(*) FROM agents a WHERE a.owner_id = ? AND `+liveAgent, owner.id).Scan(&owned); err != nil {
+		return err
+	}
+	if owned >= db.limits.AgentsPerUser {
+		return limitReached("agents", db.limits.AgentsPerUser, owned)
+	}
+	return nil
+}
+
+// insertAgent stores an external agent and returns its id.
+func insertAgent(tx *Tx, owner agentOwner, slug string, row agentRow) (string, error) {
+	tagsJSON, _ := json.Marshal(row.tags)
+	ts, id := tx.Now().UnixMicro(), newID()
+	_, err := tx.Exec(`INSERT INTO agents (id, owner_id, organization_id, slug, handle, name, description, bio, tags, is_external, inserted_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+		id, owner.id, owner.organizationID, slug, owner.handle+"/"+slug, row.name,
+		sql.NullString{String: row.description, Valid: row.description != ""}, sql.NullString{String: row.bio, Valid: row.bio != ""},
+		string(tagsJSON), ts, ts)
+	return id, err
 }
 
 // freeSlug returns slug if "<owner>/<slug>" is free, or with pick the first

@@ -35,16 +35,10 @@ func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 	if _, err := os.Stat(src); err != nil {
 		return fmt.Errorf("database %s: %w", src, errors.Unwrap(err))
 	}
-	if !overwrite {
-		if _, err := os.Lstat(dest); err == nil {
-			return fmt.Errorf("%s already exists (use --force to replace it)", dest)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	if err := refuseToReplace(dest, overwrite); err != nil {
+		return err
 	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	tmp := dest + ".tmp-" + hex.EncodeToString(suffix)
+	tmp := tempBeside(dest)
 	defer os.Remove(tmp) // a no-op once renamed
 
 	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: src}).EscapedPath()+
@@ -74,6 +68,27 @@ func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 		return err
 	}
 	return syncFile(filepath.Dir(dest))
+}
+
+// refuseToReplace refuses an existing dest unless overwrite is set.
+func refuseToReplace(dest string, overwrite bool) error {
+	if overwrite {
+		return nil
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return fmt.Errorf("%s already exists (use --force to replace it)", dest)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// tempBeside names a temporary file in dest's directory, where renaming it
+// over dest is atomic.
+func tempBeside(dest string) string {
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	return dest + ".tmp-" + hex.EncodeToString(suffix)
 }
 
 // verify opens a copy read-only and checks its integrity and version.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -109,13 +110,20 @@ func readBoardHistory(q queryer, b *Board) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(b.History) > BoardHistoryLen {
-		b.History, b.HistoryTruncated = b.History[:BoardHistoryLen], true
-	}
-	for i, j := 0, len(b.History)-1; i < j; i, j = i+1, j-1 {
-		b.History[i], b.History[j] = b.History[j], b.History[i]
-	}
+	b.History, b.HistoryTruncated = oldestFirst(b.History, BoardHistoryLen)
 	return nil
+}
+
+// oldestFirst takes the latest events of an audit, read newest first and
+// one more than max to tell whether older ones exist, and returns at most
+// max of them oldest first.
+func oldestFirst[T any](newestFirst []T, max int) ([]T, bool) {
+	truncated := len(newestFirst) > max
+	if truncated {
+		newestFirst = newestFirst[:max]
+	}
+	slices.Reverse(newestFirst)
+	return newestFirst, truncated
 }
 
 // Board returns a room's goal, with its audit trail when withHistory.
@@ -144,31 +152,36 @@ type BoardUpdate struct {
 	GoalSummary *string
 }
 
-// UpdateBoard sets the fields sent. Any participant may; a write that
-// changes something appends goal_set (the first) or goal_edited to the audit
-// with each changed field's from and to.
-func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up BoardUpdate) (*Board, error) {
+// check validates up and returns it with its texts trimmed.
+func (up BoardUpdate) check() (BoardUpdate, error) {
 	p := Problems{}
-	var title, summary *string
 	if up.GoalTitle != nil {
 		t, msg := cleanText(*up.GoalTitle, 0, maxGoalTitleLen)
 		if msg != "" {
 			p.Add("/goal_title", "%s", msg)
 		}
-		title = &t
+		up.GoalTitle = &t
 	}
 	if up.GoalSummary != nil {
 		s, msg := cleanMultiline(*up.GoalSummary, maxGoalSummaryLen)
 		if msg != "" {
 			p.Add("/goal_summary", "%s", msg)
 		}
-		summary = &s
+		up.GoalSummary = &s
 	}
-	if err := p.Err(CodeValidation); err != nil {
+	return up, p.Err(CodeValidation)
+}
+
+// UpdateBoard sets the fields sent. Any participant may; a write that
+// changes something appends goal_set (the first) or goal_edited to the audit
+// with each changed field's from and to.
+func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up BoardUpdate) (*Board, error) {
+	up, err := up.check()
+	if err != nil {
 		return nil, err
 	}
 	var out *Board
-	err := db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *Tx) error {
 		a, err := loadPostAccess(tx, actor, roomID)
 		if err != nil {
 			return err
@@ -177,52 +190,63 @@ func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up Bo
 		if err != nil {
 			return err
 		}
-		payload := map[string]FromTo{}
-		change := func(field string, cur **string, next *string) {
-			if next == nil {
-				return
+		if changed := b.applyGoal(up); len(changed) > 0 {
+			if err := saveBoard(tx, b, actor.Ref(), changed); err != nil {
+				return err
 			}
-			var to *string
-			if *next != "" {
-				to = next
-			}
-			if (*cur == nil) != (to == nil) || (*cur != nil && to != nil && **cur != *to) {
-				payload[field] = FromTo{From: *cur, To: to}
-				*cur = to
-			}
-		}
-		change("goal_title", &b.GoalTitle, title)
-		change("goal_summary", &b.GoalSummary, summary)
-		if len(payload) == 0 {
-			out = b
-			return nil
-		}
-		now, ref := tx.Now(), actor.Ref()
-		refJSON, _ := json.Marshal(ref)
-		payloadJSON, _ := json.Marshal(payload)
-		event := "goal_edited"
-		if b.InsertedAt == nil {
-			event = "goal_set"
-			b.CreatedBy, b.InsertedAt = &ref, &now
-		}
-		b.UpdatedBy, b.UpdatedAt = &ref, &now
-		createdJSON, _ := json.Marshal(b.CreatedBy)
-		_, err = tx.Exec(`INSERT INTO boards (room_id, goal_title, goal_summary, created_by, updated_by, inserted_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (room_id) DO UPDATE SET goal_title = excluded.goal_title, goal_summary = excluded.goal_summary,
-				updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-			roomID, toNullString(b.GoalTitle), toNullString(b.GoalSummary), string(createdJSON), string(refJSON),
-			b.InsertedAt.UnixMicro(), now.UnixMicro())
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(`INSERT INTO board_events (room_id, actor, event, payload, at) VALUES (?, ?, ?, ?, ?)`,
-			roomID, string(refJSON), event, string(payloadJSON), now.UnixMicro()); err != nil {
-			return err
+			db.publish(tx, Change{Kind: BoardUpdated, Room: a.room, Board: b})
 		}
 		out = b
-		db.publish(tx, Change{Kind: BoardUpdated, Room: a.room, Board: b})
 		return nil
 	})
 	return out, err
+}
+
+// applyGoal sets the goal fields up sends (an empty string clears one) and
+// returns each changed field's from and to.
+func (b *Board) applyGoal(up BoardUpdate) map[string]FromTo {
+	changed := map[string]FromTo{}
+	set := func(field string, cur **string, next *string) {
+		if next == nil {
+			return
+		}
+		var to *string
+		if *next != "" {
+			to = next
+		}
+		if (*cur == nil) != (to == nil) || (*cur != nil && to != nil && **cur != *to) {
+			changed[field] = FromTo{From: *cur, To: to}
+			*cur = to
+		}
+	}
+	set("goal_title", &b.GoalTitle, up.GoalTitle)
+	set("goal_summary", &b.GoalSummary, up.GoalSummary)
+	return changed
+}
+
+// saveBoard writes the board and appends changed to its audit: goal_set
+// when the board was never written, goal_edited after that.
+func saveBoard(tx *Tx, b *Board, by ActorRef, changed map[string]FromTo) error {
+	now := tx.Now()
+	event := "goal_edited"
+	if b.InsertedAt == nil {
+		event = "goal_set"
+		b.CreatedBy, b.InsertedAt = &by, &now
+	}
+	b.UpdatedBy, b.UpdatedAt = &by, &now
+	createdJSON, _ := json.Marshal(b.CreatedBy)
+	byJSON, _ := json.Marshal(by)
+	_, err := tx.Exec(`INSERT INTO boards (room_id, goal_title, goal_summary, created_by, updated_by, inserted_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (room_id) DO UPDATE SET goal_title = excluded.goal_title, goal_summary = excluded.goal_summary,
+			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
+		b.RoomID, toNullString(b.GoalTitle), toNullString(b.GoalSummary), string(createdJSON), string(byJSON),
+		b.InsertedAt.UnixMicro(), now.UnixMicro())
+	if err != nil {
+		return err
+	}
+	changedJSON, _ := json.Marshal(changed)
+	_, err = tx.Exec(`INSERT INTO board_events (room_id, actor, event, payload, at) VALUES (?, ?, ?, ?, ?)`,
+		b.RoomID, string(byJSON), event, string(changedJSON), now.UnixMicro())
+	return err
 }

@@ -140,7 +140,9 @@ func isContact(q queryer, ownerID, contactID string) (bool, error) {
 
 const requestColumns = `id, requester_id, recipient_id, message, status, inserted_at, responded_at`
 
-func scanRequest(q queryer, row interface{ Scan(...any) error }) (*ContactRequest, error) {
+// scanRequest reads a request's row. Its parties hold only their ids until
+// readParties reads them.
+func scanRequest(row interface{ Scan(...any) error }) (*ContactRequest, error) {
 	var r ContactRequest
 	var requester, recipient string
 	var msg sql.NullString
@@ -154,12 +156,56 @@ func scanRequest(q queryer, row interface{ Scan(...any) error }) (*ContactReques
 		t := fromMicros(responded.Int64)
 		r.RespondedAt = &t
 	}
-	var err error
-	if r.Requester, err = partyOrGone(q, requester); err != nil {
+	r.Requester, r.Recipient = &Party{ID: requester}, &Party{ID: recipient}
+	return &r, nil
+}
+
+// queryRequest reads the one request of a query of requestColumns, with its
+// parties; sql.ErrNoRows when there is none.
+func queryRequest(q queryer, query string, args ...any) (*ContactRequest, error) {
+	r, err := scanRequest(q.QueryRow(query, args...))
+	if err != nil {
 		return nil, err
 	}
-	r.Recipient, err = partyOrGone(q, recipient)
-	return &r, err
+	return r, readParties(q, &r.Requester, &r.Recipient)
+}
+
+// queryRequests reads the requests of a query of requestColumns: the rows
+// whole first, then their parties, which are read on the same connection.
+func queryRequests(q queryer, query string, args ...any) ([]*ContactRequest, error) {
+	rows, err := q.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := []*ContactRequest{}
+	var parties []**Party
+	for rows.Next() {
+		r, err := scanRequest(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, r)
+		parties = append(parties, &r.Requester, &r.Recipient)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, readParties(q, parties...)
+}
+
+// readParties replaces each party that holds only an id with the party
+// read, or with a placeholder for one deleted since.
+func readParties(q queryer, parties ...**Party) error {
+	for _, p := range parties {
+		read, err := partyOrGone(q, (*p).ID)
+		if err != nil {
+			return err
+		}
+		*p = read
+	}
+	return nil
 }
 
 // partyOrGone is a party, or a placeholder for one deleted since.
@@ -208,8 +254,8 @@ func (db *DB) AddContact(ctx context.Context, actor Actor, handle string, messag
 		if n > 0 {
 			return &Error{Code: CodeConflict, Message: "a request to " + target.Handle + " is already pending"}
 		}
-		inverse, err := scanRequest(tx, tx.QueryRow(`SELECT `+requestColumns+` FROM contact_requests
-			WHERE requester_id = ? AND recipient_id = ? AND status = 'pending'`, target.ID, actor.ID))
+		inverse, err := queryRequest(tx, `SELECT `+requestColumns+` FROM contact_requests
+			WHERE requester_id = ? AND recipient_id = ? AND status = 'pending'`, target.ID, actor.ID)
 		if err == nil {
 			out, err = db.resolveRequest(tx, inverse, "approved")
 			return err
@@ -222,7 +268,7 @@ func (db *DB) AddContact(ctx context.Context, actor Actor, handle string, messag
 			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`, id, actor.ID, actor.Type, target.ID, target.Type, toNullString(message), tx.Now().UnixMicro()); err != nil {
 			return err
 		}
-		if out, err = scanRequest(tx, tx.QueryRow(`SELECT `+requestColumns+` FROM contact_requests WHERE id = ?`, id)); err != nil {
+		if out, err = queryRequest(tx, `SELECT `+requestColumns+` FROM contact_requests WHERE id = ?`, id); err != nil {
 			return err
 		}
 		db.publish(tx, Change{Kind: ContactRequestReceived, ContactRequest: out})
@@ -275,8 +321,8 @@ func (db *DB) RespondContactRequest(ctx context.Context, actor Actor, action, re
 			if !ValidID(requestID) {
 				return notFound("contact request")
 			}
-			r, err = scanRequest(tx, tx.QueryRow(`SELECT `+requestColumns+` FROM contact_requests
-				WHERE id = ? AND (requester_id = ? OR recipient_id = ?)`, requestID, actor.ID, actor.ID))
+			r, err = queryRequest(tx, `SELECT `+requestColumns+` FROM contact_requests
+				WHERE id = ? AND (requester_id = ? OR recipient_id = ?)`, requestID, actor.ID, actor.ID)
 		default:
 			other, perr := partyByHandle(tx, handle)
 			if perr != nil {
@@ -286,8 +332,8 @@ func (db *DB) RespondContactRequest(ctx context.Context, actor Actor, action, re
 			if action == "cancel" {
 				from, to = actor.ID, other.ID
 			}
-			r, err = scanRequest(tx, tx.QueryRow(`SELECT `+requestColumns+` FROM contact_requests
-				WHERE requester_id = ? AND recipient_id = ? AND status = 'pending'`, from, to))
+			r, err = queryRequest(tx, `SELECT `+requestColumns+` FROM contact_requests
+				WHERE requester_id = ? AND recipient_id = ? AND status = 'pending'`, from, to)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return &Error{Code: CodeNotFound, Message: "no such pending contact request"}
@@ -417,31 +463,23 @@ func (db *DB) ListContacts(ctx context.Context, actor Actor, pr PageRequest) (*P
 		if err != nil {
 			return err
 		}
-		type row struct {
-			id, other string
-			ins       int64
-		}
-		var list []row
+		var parties []**Party
 		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.other, &r.ins); err != nil {
+			c := &Contact{OwnerID: actor.ID, OwnerType: actor.Type, Party: &Party{}}
+			var ins int64
+			if err := rows.Scan(&c.ID, &c.Party.ID, &ins); err != nil {
 				rows.Close()
 				return err
 			}
-			list = append(list, r)
+			c.InsertedAt = fromMicros(ins)
+			page.Items = append(page.Items, c)
+			parties = append(parties, &c.Party)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, r := range list {
-			p, err := partyOrGone(q, r.other)
-			if err != nil {
-				return err
-			}
-			page.Items = append(page.Items, &Contact{ID: r.id, OwnerID: actor.ID, OwnerType: actor.Type, Party: p, InsertedAt: fromMicros(r.ins)})
-		}
-		return nil
+		return readParties(q, parties...)
 	})
 	if err != nil {
 		return nil, err
@@ -497,102 +535,12 @@ func (db *DB) ContactRequest(ctx context.Context, actor Actor, id string) (*Cont
 	var r *ContactRequest
 	err := db.readTx(ctx, func(q readQ) error {
 		var err error
-		r, err = scanRequest(q, q.QueryRow(`SELECT `+requestColumns+` FROM contact_requests WHERE id = ? AND (requester_id = ? OR recipient_id = ?)`,
-			id, actor.ID, actor.ID))
+		r, err = queryRequest(q, `SELECT `+requestColumns+` FROM contact_requests WHERE id = ? AND (requester_id = ? OR recipient_id = ?)`,
+			id, actor.ID, actor.ID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("contact request")
 		}
 		return err
 	})
 	return r, err
-}
-
-// queryRequests runs a query of requestColumns. The rows are read whole
-// before each request's parties are looked up on the same connection.
-func queryRequests(q queryer, query string, args ...any) ([]*ContactRequest, error) {
-	rows, err := q.Query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	var raw []valuesRow
-	for rows.Next() {
-		vals, err := scanValues(rows, 7)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		raw = append(raw, vals)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]*ContactRequest, 0, len(raw))
-	for _, vals := range raw {
-		r, err := scanRequest(q, vals)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// valuesRow replays scanned values as a row, so that a row can be read
-// whole before the queries its rendering needs run on the same connection.
-type valuesRow []any
-
-func (v valuesRow) Scan(dest ...any) error {
-	for i, d := range dest {
-		if err := convertAssign(d, v[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scanValues reads the current row's n columns as driver values.
-func scanValues(rows *sql.Rows, n int) (valuesRow, error) {
-	vals := make(valuesRow, n)
-	ptrs := make([]any, n)
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	return vals, rows.Scan(ptrs...)
-}
-
-// convertAssign copies a driver value into a Scan destination of the types
-// the request columns use.
-func convertAssign(dest, src any) error {
-	switch d := dest.(type) {
-	case *string:
-		switch s := src.(type) {
-		case string:
-			*d = s
-		case []byte:
-			*d = string(s)
-		}
-	case *int64:
-		if n, ok := src.(int64); ok {
-			*d = n
-		}
-	case *sql.NullString:
-		switch s := src.(type) {
-		case string:
-			*d = sql.NullString{String: s, Valid: true}
-		case []byte:
-			*d = sql.NullString{String: string(s), Valid: true}
-		default:
-			*d = sql.NullString{}
-		}
-	case *sql.NullInt64:
-		if n, ok := src.(int64); ok {
-			*d = sql.NullInt64{Int64: n, Valid: true}
-		} else {
-			*d = sql.NullInt64{}
-		}
-	default:
-		return errors.New("unsupported scan destination")
-	}
-	return nil
 }

@@ -119,6 +119,33 @@ func (p Problems) Summary(lead string) string {
 	return strings.TrimSpace(msg)
 }
 
+// codedProblems collects validation problems; the error's code is the code
+// of the first problem found (checks run in a fixed order: the body's own
+// checks, then those against the room), its message leads with that problem,
+// and its details hold every problem of the stage that found one.
+type codedProblems struct {
+	code Code
+	lead string // the pointer of the problem the code names
+	p    Problems
+}
+
+func (c *codedProblems) add(code Code, pointer, msg string) {
+	if c.p == nil {
+		c.p = Problems{}
+	}
+	if c.code == "" {
+		c.code, c.lead = code, pointer
+	}
+	c.p[pointer] = append(c.p[pointer], msg)
+}
+
+func (c *codedProblems) err() error {
+	if c.code == "" {
+		return nil
+	}
+	return c.p.ErrAt(c.code, c.lead)
+}
+
 // Pointer builds an RFC 6901 JSON Pointer from path segments, escaping "~" and "/".
 func Pointer(segments ...any) string {
 	var b strings.Builder

@@ -1,16 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Message is a text message or an event in a room.
@@ -32,14 +27,6 @@ type Message struct {
 	Attachments  []Attachment
 }
 
-// Mention is a resolved mention of a participant.
-type Mention struct {
-	ID     string `json:"id"`
-	Handle string `json:"handle"`
-	Name   string `json:"name"`
-	Kind   string `json:"kind"` // "mention" (delivered) or "reference" (narrative only)
-}
-
 // EventTypes are the message types posted through the events endpoint. The
 // last three are internal types the spec names for system use.
 var EventTypes = []string{"tool_call", "tool_result", "thought", "error", "task", "attention", "system", "action", "guidelines"}
@@ -52,15 +39,6 @@ var MessageTypes = append([]string{"text"}, EventTypes...)
 var chatContentTypes = map[string]bool{
 	"text": true, "tool_call": true, "tool_result": true, "thought": true, "error": true, "task": true, "attention": true,
 }
-
-// Limits on message content.
-const (
-	MaxTextLen          = 32768 // characters of a text message
-	MaxEventContentLen  = 16384 // characters of an event's content
-	MaxEventMetadataLen = 65536 // bytes of an event's metadata, serialized
-	maxMentions         = 50
-	maxAttachments      = 20
-)
 
 const messageColumns = `m.seq, m.id, m.room_id, m.sender_id, m.sender_type, m.sender_name, m.message_type, m.content,
 	m.mentions, m.metadata, m.inserted_at, m.updated_at`
@@ -78,211 +56,6 @@ func scanMessage(row interface{ Scan(...any) error }) (*Message, error) {
 	m.InsertedAt, m.UpdatedAt = fromMicros(ins), fromMicros(upd)
 	m.Attachments = []Attachment{}
 	return &m, nil
-}
-
-// MentionInput is one entry of a message's mentions as the client sent it.
-type MentionInput struct {
-	ID, Handle, Name *string
-	Kind             *string
-	KindNull         bool // "kind": null was sent (refused)
-}
-
-// TextInput is a text message as the client sent it.
-type TextInput struct {
-	Content       string
-	Mentions      []MentionInput // nil: the field was missing
-	AttachmentIDs []string
-	// Metadata is an optional object the client attaches (null or absent for
-	// none); it is kept beside the mentions and delivery states chatd adds.
-	Metadata json.RawMessage
-}
-
-// codedProblems collects validation problems; the error's code is the code
-// of the first problem found (checks run in a fixed order: the body's own
-// checks, then those against the room), its message leads with that problem,
-// and its details hold every problem of the stage that found one.
-type codedProblems struct {
-	code Code
-	lead string // the pointer of the problem the code names
-	p    Problems
-}
-
-func (c *codedProblems) add(code Code, pointer, msg string) {
-	if c.p == nil {
-		c.p = Problems{}
-	}
-	if c.code == "" {
-		c.code, c.lead = code, pointer
-	}
-	c.p[pointer] = append(c.p[pointer], msg)
-}
-
-func (c *codedProblems) err() error {
-	if c.code == "" {
-		return nil
-	}
-	return c.p.ErrAt(c.code, c.lead)
-}
-
-// checkText checks what can be checked of a text message without the
-// database, in the order the codes take precedence.
-func checkText(in TextInput) *codedProblems {
-	c := &codedProblems{}
-	switch {
-	case !utf8.ValidString(in.Content):
-		c.add(CodeValidation, "/message/content", "must be valid UTF-8")
-	case IsBlank(in.Content):
-		c.add(CodeValidation, "/message/content", "can't be blank or only invisible characters")
-	case utf8.RuneCountInString(in.Content) > MaxTextLen:
-		c.add(CodeValidation, "/message/content", "must be at most 32768 characters long")
-	}
-	switch {
-	case in.Mentions == nil:
-		c.add(CodeMentionsRequired, "/message/mentions", "is required: mention at least one participant")
-	case len(in.Mentions) == 0:
-		c.add(CodeMentionsRequired, "/message/mentions", "can't be empty: mention at least one participant")
-	case len(in.Mentions) > maxMentions:
-		c.add(CodeValidation, "/message/mentions", "must have at most 50 entries")
-	}
-	hasMention, badKind := false, false
-	for i, m := range in.Mentions {
-		switch {
-		case m.KindNull:
-			badKind = true
-			c.add(CodeInvalidMentionKind, Pointer("message", "mentions", i, "kind"), "must be mention or reference (omit it rather than send null)")
-		case m.Kind != nil && *m.Kind != "mention" && *m.Kind != "reference":
-			badKind = true
-			c.add(CodeInvalidMentionKind, Pointer("message", "mentions", i, "kind"), "must be mention or reference")
-		case m.Kind == nil || *m.Kind == "mention":
-			hasMention = true
-		}
-		if (m.ID == nil || *m.ID == "") && (m.Handle == nil || strings.TrimPrefix(strings.TrimSpace(*m.Handle), "@") == "") {
-			c.add(CodeMentionMissingIdentifier, Pointer("message", "mentions", i), "needs an id or a handle")
-		}
-	}
-	// Only references (no entry that mentions) is mentions_required; when a
-	// kind is invalid, that is the more useful thing to say.
-	if len(in.Mentions) > 0 && !hasMention && !badKind {
-		c.add(CodeMentionsRequired, "/message/mentions", "must hold at least one entry of kind mention")
-	}
-	if len(in.AttachmentIDs) > maxAttachments {
-		c.add(CodeValidation, "/message/attachment_ids", "must have at most 20 entries")
-	}
-	if meta, msg := metadataObject(in.Metadata); msg != "" {
-		c.add(CodeValidation, "/message/metadata", msg)
-	} else {
-		var obj map[string]json.RawMessage
-		_ = json.Unmarshal(meta, &obj)
-		for _, k := range reservedMetadataKeys {
-			if _, ok := obj[k]; ok {
-				c.add(CodeValidation, Pointer("message", "metadata", k), "is reserved: chatd sets it")
-			}
-		}
-	}
-	return c
-}
-
-// reservedMetadataKeys are the keys of a text message's metadata that chatd
-// fills in itself (mentions and delivery state); a sender cannot set them.
-var reservedMetadataKeys = []string{"mentions", "delivery_status", "status", "attempts", "current_attempt"}
-
-// metadataObject checks optional client metadata: an object of at most
-// MaxEventMetadataLen bytes serialized (null or absent read as {}). It
-// returns the object compacted, or what is wrong with it.
-func metadataObject(raw json.RawMessage) (json.RawMessage, string) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return json.RawMessage("{}"), ""
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &obj); err != nil || obj == nil {
-		return nil, "must be an object"
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, trimmed); err != nil || buf.Len() > MaxEventMetadataLen {
-		return nil, "must be at most 65536 bytes when serialized"
-	}
-	return json.RawMessage(buf.Bytes()), ""
-}
-
-// resolveMentions resolves mentions against the room's participants (by id,
-// which wins, or by handle within the room) and appends their problems.
-func resolveMentions(c *codedProblems, in []MentionInput, members []*Participant, sender Actor) []Mention {
-	byID := map[string]*Participant{}
-	byHandle := map[string]*Participant{}
-	for _, p := range members {
-		byID[p.ID] = p
-		if p.Status == "active" { // a blocked participant cannot be addressed
-			byHandle[strings.ToLower(p.Handle)] = p
-		}
-	}
-	out := make([]Mention, 0, len(in))
-	seen := map[string]int{}
-	for i, m := range in {
-		var p *Participant
-		switch {
-		case m.ID != nil && *m.ID != "":
-			if p = byID[*m.ID]; p == nil || p.Status != "active" {
-				c.add(CodeMentionNotInRoom, Pointer("message", "mentions", i, "id"), unmentionable(*m.ID, p))
-				continue
-			}
-		case m.Handle != nil:
-			h := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(*m.Handle), "@"))
-			if h == "" {
-				continue // reported as mention_missing_identifier
-			}
-			if p = byHandle[h]; p == nil {
-				c.add(CodeHandleNotFound, Pointer("message", "mentions", i, "handle"), "does not name a participant of this room")
-				continue
-			}
-		default:
-			continue
-		}
-		if p.ID == sender.ID {
-			c.add(CodeCannotMentionSelf, Pointer("message", "mentions", i), "mentions the sender")
-			continue
-		}
-		if first, dup := seen[p.ID]; dup {
-			c.add(CodeDuplicateMentions, Pointer("message", "mentions", i), "mentions the same participant as entry "+strconv.Itoa(first))
-			continue
-		}
-		seen[p.ID] = i
-		kind := "mention"
-		if m.Kind != nil {
-			kind = *m.Kind
-		}
-		out = append(out, Mention{ID: p.ID, Handle: p.Handle, Name: p.Name, Kind: kind})
-	}
-	return out
-}
-
-// unmentionable says why id, which names p (nil if no one in the room),
-// cannot be mentioned: not a UUID, no participant's, or a blocked one's.
-// The code is mentioned_participant_not_in_room for all three, as the API
-// documents for an entry that names no one in the room.
-func unmentionable(id string, p *Participant) string {
-	switch {
-	case p != nil:
-		return "is the id of a participant blocked in this room, who cannot be mentioned"
-	case !ValidID(id):
-		if len(id) > 40 {
-			id = strings.ToValidUTF8(id[:40], "") + "…"
-		}
-		return fmt.Sprintf("is not a UUID (8-4-4-4-12 hexadecimal digits), so it names no participant: %q", id)
-	}
-	return "is not the id of a participant of this room: " + id
-}
-
-// withMentionsPrepended returns content with "@handle " prepended for each
-// mention-kind entry the content does not @-reference already.
-func withMentionsPrepended(content string, mentions []Mention) string {
-	var prefix strings.Builder
-	for _, m := range mentions {
-		if m.Kind == "mention" && !MentionsHandle(content, m.Handle) {
-			prefix.WriteString("@" + m.Handle + " ")
-		}
-	}
-	return prefix.String() + content
 }
 
 // SendText posts a text message. Every mention-kind entry naming an agent
@@ -397,76 +170,6 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 		_, err = tx.Exec(`UPDATE rooms SET message_count = message_count + 1 WHERE id = ?`, room.ID)
 	}
 	return m, err
-}
-
-// EventInput is an event as the client sent it.
-type EventInput struct {
-	Content  string
-	Type     string
-	Metadata json.RawMessage // an object, null, or absent
-}
-
-var attentionKinds = map[string]bool{"question": true, "assumption": true, "failure": true, "review": true}
-
-// checkEvent validates an event and returns its metadata, compacted, and
-// the task id an attention event names ("" for none), which only the write
-// transaction can check against the room's board.
-func checkEvent(in EventInput) (json.RawMessage, string, error) {
-	p := Problems{}
-	known := false
-	for _, t := range EventTypes {
-		known = known || t == in.Type
-	}
-	if !known {
-		p.Add("/event/message_type", "must be one of %s", strings.Join(EventTypes, ", "))
-	}
-	if !utf8.ValidString(in.Content) {
-		p.Add("/event/content", "must be valid UTF-8")
-	} else if utf8.RuneCountInString(in.Content) > MaxEventContentLen {
-		p.Add("/event/content", "must be at most 16384 characters long")
-	}
-	meta, msg := metadataObject(in.Metadata)
-	if msg != "" {
-		p.Add("/event/metadata", "%s", msg)
-	}
-	var taskID string
-	if in.Type == "attention" {
-		var obj map[string]json.RawMessage
-		_ = json.Unmarshal(meta, &obj)
-		taskID = checkAttention(obj, p)
-		if lower, _ := json.Marshal(taskID); taskID != "" && !bytes.Equal(obj["task_id"], lower) {
-			// The task id is kept as chatd spells ids, whatever the case sent.
-			obj["task_id"] = lower
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(obj)
-			meta = bytes.TrimSpace(buf.Bytes())
-		}
-	}
-	return meta, taskID, p.Err(CodeValidation)
-}
-
-// checkAttention checks an attention event's metadata and returns the task
-// id it names, if any.
-func checkAttention(meta map[string]json.RawMessage, p Problems) (taskID string) {
-	var kind string
-	if raw, ok := meta["kind"]; !ok || json.Unmarshal(raw, &kind) != nil || !attentionKinds[kind] {
-		p.Add("/event/metadata/kind", "is required for attention events: question, assumption, failure or review")
-	}
-	if raw, ok := meta["blocking"]; ok {
-		var b bool
-		if json.Unmarshal(raw, &b) != nil {
-			p.Add("/event/metadata/blocking", "must be a boolean")
-		}
-	}
-	if raw, ok := meta["task_id"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &taskID) != nil || !ValidID(NormalizeID(taskID)) {
-			p.Add("/event/metadata/task_id", "is not a task of this room")
-			taskID = ""
-		}
-	}
-	return NormalizeID(taskID)
 }
 
 // PostEvent records an event (a tool call, a thought, ...) in a room. Events

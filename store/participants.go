@@ -133,15 +133,6 @@ func (db *DB) ListParticipants(ctx context.Context, actor Actor, roomID, typ str
 	return page, nil
 }
 
-func validRole(role string) bool {
-	for _, r := range Roles {
-		if r == role {
-			return true
-		}
-	}
-	return false
-}
-
 // AddParticipant adds one of the actor's peers to a room, with role
 // ("member" when empty). Adding someone already in the room is a validation
 // error; someone the actor cannot see is not found.
@@ -149,8 +140,8 @@ func (db *DB) AddParticipant(ctx context.Context, actor Actor, roomID, memberID,
 	if role == "" {
 		role = "member"
 	}
-	if !validRole(role) {
-		return nil, Problems{"/participant/role": {"must be one of owner, admin, member"}}.Err(CodeValidation)
+	if p := (Problems{}); !checkOneOf(p, "/participant/role", role, Roles) {
+		return nil, p.Err(CodeValidation)
 	}
 	var added *Participant
 	err := db.Write(ctx, func(tx *Tx) error {
@@ -264,8 +255,8 @@ type ParticipantUpdate struct {
 // made active again.
 func (db *DB) UpdateParticipant(ctx context.Context, actor Actor, roomID, memberID string, up ParticipantUpdate) (*Participant, error) {
 	p := Problems{}
-	if up.Role != nil && !validRole(*up.Role) {
-		p.Add("/participant/role", "must be one of owner, admin, member")
+	if up.Role != nil {
+		checkOneOf(p, "/participant/role", *up.Role, Roles)
 	}
 	if up.Status != nil && *up.Status != "active" && *up.Status != "blocked" {
 		p.Add("/participant/status", "must be active or blocked")

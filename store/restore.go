@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,58 +35,96 @@ func Restore(ctx context.Context, src, dest, schema string, overwrite bool) erro
 	if err != nil {
 		return err
 	}
-	if src, err = filepath.Abs(src); err != nil {
+	if src, dest, err = restorePaths(src, dest); err != nil {
 		return err
 	}
-	if dest, err = filepath.Abs(dest); err != nil {
+	lock := &destLock{dest: dest}
+	defer lock.release()
+	if err := lock.takeIfDirExists(); err != nil {
 		return err
 	}
-	if src == dest {
-		return errors.New("the backup file is the database itself")
-	}
-	if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("no backup file at %s", src)
-	}
-	var lock *ServerLock
-	defer func() { _ = lock.Release() }()
-	takeLock := func() error {
-		if lock, err = LockServer(dest); errors.Is(err, ErrServerRunning) {
-			return fmt.Errorf("a chatd server is using %s; stop it before restoring", dest)
-		}
+	if err := refuseToReplace(dest, overwrite); err != nil {
 		return err
-	}
-	dir := filepath.Dir(dest)
-	if _, err := os.Stat(dir); err == nil {
-		// Before anything slow, so that a running server is reported at once.
-		if err := takeLock(); err != nil {
-			return err
-		}
-	}
-	if !overwrite {
-		if _, err := os.Lstat(dest); err == nil {
-			return fmt.Errorf("%s already exists (use --force to replace it)", dest)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
 	}
 	srcConn, version, err := openBackup(ctx, src, supported)
 	if err != nil {
 		return err
 	}
 	defer srcConn.Close()
-
-	if lock == nil {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("create database directory: %w", err)
-		}
-		if err := takeLock(); err != nil {
-			return err
-		}
+	if err := lock.takeCreatingDir(); err != nil {
+		return err
 	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	tmp := dest + ".tmp-" + hex.EncodeToString(suffix)
+	tmp := tempBeside(dest)
 	defer os.Remove(tmp) // a no-op once renamed
+	if err := copyBackup(ctx, srcConn, src, tmp, version); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return swapIn(tmp, dest)
+}
+
+// restorePaths makes src and dest absolute and checks that src is a file
+// other than dest.
+func restorePaths(src, dest string) (string, string, error) {
+	src, err := filepath.Abs(src)
+	if err != nil {
+		return "", "", err
+	}
+	if dest, err = filepath.Abs(dest); err != nil {
+		return "", "", err
+	}
+	if src == dest {
+		return "", "", errors.New("the backup file is the database itself")
+	}
+	if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("no backup file at %s", src)
+	}
+	return src, dest, nil
+}
+
+// destLock is the server lock Restore holds on dest while it works.
+type destLock struct {
+	dest string
+	held *ServerLock
+}
+
+// takeIfDirExists takes the lock when dest's directory exists: before
+// anything slow, so that a running server is reported at once.
+func (l *destLock) takeIfDirExists() error {
+	if _, err := os.Stat(filepath.Dir(l.dest)); err != nil {
+		return nil
+	}
+	return l.take()
+}
+
+// takeCreatingDir takes the lock if it is not held yet, creating dest's
+// directory first.
+func (l *destLock) takeCreatingDir() error {
+	if l.held != nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(l.dest), 0o750); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	return l.take()
+}
+
+func (l *destLock) take() error {
+	lock, err := LockServer(l.dest)
+	if errors.Is(err, ErrServerRunning) {
+		return fmt.Errorf("a chatd server is using %s; stop it before restoring", l.dest)
+	}
+	l.held = lock
+	return err
+}
+
+func (l *destLock) release() { _ = l.held.Release() }
+
+// copyBackup writes the backup open on srcConn to tmp, checked and synced.
+// It closes srcConn once the copy is made.
+func copyBackup(ctx context.Context, srcConn *sql.DB, src, tmp string, version int) error {
 	if _, err := srcConn.ExecContext(ctx, "VACUUM INTO ?", tmp); err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
@@ -96,13 +132,13 @@ func Restore(ctx context.Context, src, dest, schema string, overwrite bool) erro
 	if err := verify(ctx, tmp, version); err != nil {
 		return err
 	}
-	if err := syncFile(tmp); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	return syncFile(tmp)
+}
 
+// swapIn renames tmp over dest, after folding dest's WAL into it and
+// removing its -wal and -shm files: SQLite would otherwise replay the old
+// WAL's frames onto the new file.
+func swapIn(tmp, dest string) error {
 	if _, err := os.Stat(dest + "-wal"); err == nil {
 		foldWAL(dest)
 	}
@@ -114,7 +150,7 @@ func Restore(ctx context.Context, src, dest, schema string, overwrite bool) erro
 	if err := os.Rename(tmp, dest); err != nil {
 		return err
 	}
-	return syncFile(dir)
+	return syncFile(filepath.Dir(dest))
 }
 
 // openBackup opens src read-only and checks that it is a whole chatd

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -33,18 +32,8 @@ var TaskStates = []string{"active", "cancelled", "superseded", "archived"}
 // TaskStatuses are the statuses of an assignment (and of a task's roll-up).
 var TaskStatuses = []string{"pending", "in_progress", "blocked", "in_review", "failed", "completed"}
 
-// TaskStateChanges are the states an update may ask for.
-var TaskStateChanges = []string{"cancelled", "archived", "active"}
-
-const (
-	maxTaskSubjectLen    = 200
-	maxTaskDetailLen     = 8000
-	maxTaskActiveFormLen = 200
-	maxTaskLinkLen       = 200
-	maxTaskCommentLen    = 4000
-	// TaskHistoryLen is how many events a task read embeds.
-	TaskHistoryLen = 100
-)
+// TaskHistoryLen is how many events a task read embeds.
+const TaskHistoryLen = 100
 
 // Task is a task on a room's board.
 type Task struct {
@@ -237,12 +226,7 @@ func readTaskHistory(q queryer, t *Task) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(t.History) > TaskHistoryLen {
-		t.History, t.HistoryTruncated = t.History[:TaskHistoryLen], true
-	}
-	for i, j := 0, len(t.History)-1; i < j; i, j = i+1, j-1 {
-		t.History[i], t.History[j] = t.History[j], t.History[i]
-	}
+	t.History, t.HistoryTruncated = oldestFirst(t.History, TaskHistoryLen)
 	return nil
 }
 
@@ -324,166 +308,124 @@ func (db *DB) TaskHistory(ctx context.Context, actor Actor, roomID, ref string, 
 	return page, nil
 }
 
-// NewTask is what CreateTask takes; Subject is required.
-type NewTask struct {
-	Subject      *string
-	Detail       *string
-	SupersedesID *string // id or board number of an active task this one replaces
-}
-
 // CreateTask puts a task on a room's board with the next number. Any
 // participant may; the creator is not assigned. A task that supersedes
 // another leaves it in place as superseded, pointing at its replacement.
 func (db *DB) CreateTask(ctx context.Context, actor Actor, roomID string, nt NewTask) (*Task, error) {
-	p := Problems{}
-	var subject, detail string
-	if nt.Subject == nil {
-		p.Add("/subject", "is required")
-	} else if s, msg := cleanText(*nt.Subject, 1, maxTaskSubjectLen); msg != "" {
-		p.Add("/subject", "%s", msg)
-	} else {
-		subject = s
-	}
-	if nt.Detail != nil {
-		d, msg := cleanMultiline(*nt.Detail, maxTaskDetailLen)
-		if msg != "" {
-			p.Add("/detail", "%s", msg)
-		}
-		detail = d
-	}
-	notSuperseded := "must be the id or board number of an active task of this room"
-	if nt.SupersedesID != nil {
-		if _, _, ok := parseTaskRef(*nt.SupersedesID); !ok {
-			p.Add("/supersedes_id", "%s", notSuperseded)
-		}
-	}
-	if err := p.Err(CodeValidation); err != nil {
+	row, err := nt.check()
+	if err != nil {
 		return nil, err
 	}
 	var out *Task
-	err := db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *Tx) error {
 		a, err := loadPostAccess(tx, actor, roomID)
 		if err != nil {
 			return err
 		}
-		// Tasks are never deleted, but the count (not the top number) is
-		// what the quota is about.
-		var count int
-		var top int64
-		if err := tx.QueryRow(`SELECT count(*), coalesce(max(number), 0) FROM tasks WHERE room_id = ?`, roomID).Scan(&count, &top); err != nil {
+		number, err := db.nextTaskNumber(tx, roomID)
+		if err != nil {
 			return err
 		}
-		if count >= db.limits.TasksPerRoom {
-			return limitReached("tasks", db.limits.TasksPerRoom, count)
-		}
-		var old *Task
-		if nt.SupersedesID != nil {
-			old, err = readTask(tx, roomID, *nt.SupersedesID)
-			if ErrorCode(err) == CodeNotFound {
-				return Problems{"/supersedes_id": {notSuperseded}}.Err(CodeValidation)
-			}
-			if err != nil {
-				return err
-			}
-			if old.State != "active" {
-				return Problems{"/supersedes_id": {"must name an active task: #" + strconv.FormatInt(old.Number, 10) + " is " + old.State}}.Err(CodeValidation)
-			}
-		}
-		now, ref := tx.Now().UnixMicro(), actor.Ref()
-		refJSON, _ := json.Marshal(ref)
-		id := newID()
-		if _, err := tx.Exec(`INSERT INTO tasks (id, room_id, number, subject, detail, created_by, inserted_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, roomID, top+1, subject, detail, string(refJSON), now, now); err != nil {
+		old, err := taskToSupersede(tx, roomID, nt.SupersedesID)
+		if err != nil {
 			return err
 		}
-		created := map[string]any{"subject": subject, "detail": detail}
-		if old != nil {
-			created["supersedes_id"] = old.ID
-		}
-		if err := insertTaskEvent(tx, id, refJSON, "created", created); err != nil {
+		by := actorRefJSON(actor)
+		id, err := insertTask(tx, roomID, number, row, by, old)
+		if err != nil {
 			return err
 		}
 		if old != nil {
-			if _, err := tx.Exec(`UPDATE tasks SET state = 'superseded', superseded_by_id = ?, updated_at = ? WHERE id = ?`, id, now, old.ID); err != nil {
-				return err
-			}
-			payload := map[string]any{"state": stateChange("active", "superseded"), "superseded_by_id": id}
-			if err := insertTaskEvent(tx, old.ID, refJSON, "superseded", payload); err != nil {
+			if err := supersedeTask(tx, old, id, by); err != nil {
 				return err
 			}
 		}
-		if out, err = readTask(tx, roomID, id); err != nil {
-			return err
-		}
-		db.publish(tx, Change{Kind: TaskCreated, Room: a.room, Task: out})
-		if old != nil {
-			if old, err = readTask(tx, roomID, old.ID); err != nil {
-				return err
-			}
-			db.publish(tx, Change{Kind: TaskUpdated, Room: a.room, Task: old})
-		}
-		return nil
+		out, err = db.publishCreatedTask(tx, a.room, id, old)
+		return err
 	})
 	return out, err
 }
 
-// TaskUpdate holds what UpdateTask applies; nil leaves a field alone.
-// Status, ActiveForm and LinkedNativeID are the caller's own assignment.
-type TaskUpdate struct {
-	Status         *string
-	ActiveForm     *string
-	LinkedNativeID *string
-	Comment        *string
-	Subject        *string
-	Detail         *string
-	State          *string // cancelled, archived, or active (un-archive)
+// nextTaskNumber is the board number the room's next task takes, once the
+// room's task quota allows one more. Tasks are never deleted, but the count
+// (not the top number) is what the quota is about.
+func (db *DB) nextTaskNumber(tx *Tx, roomID string) (int64, error) {
+	var count int
+	var top int64
+	if err := tx.QueryRow(`SELECT count(*), coalesce(max(number), 0) FROM tasks WHERE room_id = ?`, roomID).Scan(&count, &top); err != nil {
+		return 0, err
+	}
+	if count >= db.limits.TasksPerRoom {
+		return 0, limitReached("tasks", db.limits.TasksPerRoom, count)
+	}
+	return top + 1, nil
 }
 
-func (u TaskUpdate) hasWork() bool {
-	return u.Status != nil || u.ActiveForm != nil || u.LinkedNativeID != nil || u.Comment != nil || u.Subject != nil || u.Detail != nil
+// taskToSupersede reads the task ref names (nil when none is named), which
+// must be an active task of the room.
+func taskToSupersede(tx *Tx, roomID string, ref *string) (*Task, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	old, err := readTask(tx, roomID, *ref)
+	if ErrorCode(err) == CodeNotFound {
+		return nil, Problems{"/supersedes_id": {notSupersedable}}.Err(CodeValidation)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if old.State != "active" {
+		return nil, Problems{"/supersedes_id": {"must name an active task: #" + strconv.FormatInt(old.Number, 10) + " is " + old.State}}.Err(CodeValidation)
+	}
+	return old, nil
 }
 
-// clean validates u and returns it with its texts trimmed.
-func (u TaskUpdate) clean() (TaskUpdate, error) {
-	p := Problems{}
-	if !u.hasWork() && u.State == nil {
-		p.Add("", "send at least one of status, active_form, linked_native_id, comment, subject, detail or state")
+// insertTask stores a new task with its created event, which names the
+// task it supersedes (old, when not nil), and returns its id.
+func insertTask(tx *Tx, roomID string, number int64, row taskRow, by []byte, old *Task) (string, error) {
+	id, now := newID(), tx.Now().UnixMicro()
+	if _, err := tx.Exec(`INSERT INTO tasks (id, room_id, number, subject, detail, created_by, inserted_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, roomID, number, row.subject, row.detail, string(by), now, now); err != nil {
+		return "", err
 	}
-	oneOf := func(ptr string, v *string, allowed []string) {
-		if v == nil {
-			return
-		}
-		for _, a := range allowed {
-			if *v == a {
-				return
-			}
-		}
-		p.Add(ptr, "must be one of %s", strings.Join(allowed, ", "))
+	created := map[string]any{"subject": row.subject, "detail": row.detail}
+	if old != nil {
+		created["supersedes_id"] = old.ID
 	}
-	oneOf("/status", u.Status, TaskStatuses)
-	oneOf("/state", u.State, TaskStateChanges)
-	text := func(ptr string, v **string, clean func(string) (string, string)) {
-		if *v == nil {
-			return
-		}
-		s, msg := clean(**v)
-		if msg != "" {
-			p.Add(ptr, "%s", msg)
-		}
-		*v = &s
+	return id, insertTaskEvent(tx, id, by, "created", created)
+}
+
+// supersedeTask marks old superseded by the task replacementID.
+func supersedeTask(tx *Tx, old *Task, replacementID string, by []byte) error {
+	if _, err := tx.Exec(`UPDATE tasks SET state = 'superseded', superseded_by_id = ?, updated_at = ? WHERE id = ?`,
+		replacementID, tx.Now().UnixMicro(), old.ID); err != nil {
+		return err
 	}
-	text("/active_form", &u.ActiveForm, func(s string) (string, string) { return cleanText(s, 0, maxTaskActiveFormLen) })
-	text("/linked_native_id", &u.LinkedNativeID, func(s string) (string, string) { return cleanText(s, 0, maxTaskLinkLen) })
-	text("/subject", &u.Subject, func(s string) (string, string) { return cleanText(s, 1, maxTaskSubjectLen) })
-	text("/detail", &u.Detail, func(s string) (string, string) { return cleanMultiline(s, maxTaskDetailLen) })
-	text("/comment", &u.Comment, func(s string) (string, string) {
-		s, msg := cleanMultiline(s, maxTaskCommentLen)
-		if msg == "" && s == "" {
-			msg = "can't be blank"
+	payload := map[string]any{"state": stateChange("active", "superseded"), "superseded_by_id": replacementID}
+	return insertTaskEvent(tx, old.ID, by, "superseded", payload)
+}
+
+// publishCreatedTask reads the new task back and publishes it, and the task
+// it superseded (old, when not nil) as updated.
+func (db *DB) publishCreatedTask(tx *Tx, room *Room, id string, old *Task) (*Task, error) {
+	created, err := readTask(tx, room.ID, id)
+	if err != nil {
+		return nil, err
+	}
+	db.publish(tx, Change{Kind: TaskCreated, Room: room, Task: created})
+	if old != nil {
+		if old, err = readTask(tx, room.ID, old.ID); err != nil {
+			return nil, err
 		}
-		return s, msg
-	})
-	return u, p.Err(CodeValidation)
+		db.publish(tx, Change{Kind: TaskUpdated, Room: room, Task: old})
+	}
+	return created, nil
+}
+
+// actorRefJSON is the actor's ref as history and created_by store it.
+func actorRefJSON(actor Actor) []byte {
+	b, _ := json.Marshal(actor.Ref())
+	return b
 }
 
 // UpdateTask applies an update from a participant. An un-archive (state
@@ -507,85 +449,125 @@ func (db *DB) UpdateTask(ctx context.Context, actor Actor, roomID, taskRef strin
 		if err != nil {
 			return err
 		}
-		refJSON, _ := json.Marshal(actor.Ref())
-		now := tx.Now().UnixMicro()
-		changed := false
-		event := func(name string, payload any) error {
-			changed = true
-			return insertTaskEvent(tx, t.ID, refJSON, name, payload)
-		}
-		setState := func(to, name string) error {
-			from := t.State
-			t.State = to
-			return event(name, map[string]any{"state": stateChange(from, to)})
-		}
-
-		if up.State != nil && *up.State == "active" && t.State != "active" {
-			if err := canChangeState(t, "active"); err != nil {
-				return err
-			}
-			if err := setState("active", "unarchived"); err != nil {
+		c := &taskChanges{tx: tx, task: t, actor: actor, by: actorRefJSON(actor)}
+		for _, step := range []func(TaskUpdate) error{c.unarchive, c.refuseWorkUnlessActive, c.edit, c.work, c.comment, c.changeState} {
+			if err := step(up); err != nil {
 				return err
 			}
 		}
-		if up.hasWork() && t.State != "active" {
-			return notActive(t, up)
-		}
-
-		edited := map[string]FromTo{}
-		edit := func(field string, cur *string, to *string) {
-			if to != nil && *to != *cur {
-				from := *cur
-				edited[field] = FromTo{From: &from, To: to}
-				*cur = *to
-			}
-		}
-		edit("subject", &t.Subject, up.Subject)
-		edit("detail", &t.Detail, up.Detail)
-		if len(edited) > 0 {
-			if err := event("edited", edited); err != nil {
-				return err
-			}
-		}
-
-		if up.Status != nil || up.ActiveForm != nil || up.LinkedNativeID != nil {
-			c, err := updateAssignment(tx, t, actor, refJSON, up)
-			if err != nil {
-				return err
-			}
-			changed = changed || c
-		}
-
-		if up.Comment != nil {
-			if err := event("commented", map[string]string{"text": *up.Comment}); err != nil {
-				return err
-			}
-		}
-
-		if up.State != nil && *up.State != "active" && *up.State != t.State {
-			if err := canChangeState(t, *up.State); err != nil {
-				return err
-			}
-			if err := setState(*up.State, *up.State); err != nil { // the events are named after the states
-				return err
-			}
-		}
-
-		if !changed {
+		if !c.changed {
 			out = t
 			return nil
 		}
-		if _, err := tx.Exec(`UPDATE tasks SET subject = ?, detail = ?, state = ?, updated_at = ? WHERE id = ?`,
-			t.Subject, t.Detail, t.State, now, t.ID); err != nil {
-			return err
-		}
-		if out, err = readTask(tx, roomID, t.ID); err != nil {
-			return err
-		}
-		db.publish(tx, Change{Kind: TaskUpdated, Room: a.room, Task: out})
-		return nil
+		out, err = db.saveTask(tx, a.room, t)
+		return err
 	})
 	return out, err
+}
+
+// taskChanges applies the steps of one update to a task read in the write
+// transaction: each step changes the task in memory and appends its event
+// to the history, and changed says whether any step changed anything.
+type taskChanges struct {
+	tx      *Tx
+	task    *Task
+	actor   Actor
+	by      []byte // the actor's ref, as history stores it
+	changed bool
+}
+
+// record appends an event to the task's history.
+func (c *taskChanges) record(event string, payload any) error {
+	c.changed = true
+	return insertTaskEvent(c.tx, c.task.ID, c.by, event, payload)
+}
+
+// moveTo sets the task's state, recorded as event.
+func (c *taskChanges) moveTo(state, event string) error {
+	from := c.task.State
+	c.task.State = state
+	return c.record(event, map[string]any{"state": stateChange(from, state)})
+}
+
+// unarchive makes the task active again when the update asks for it.
+func (c *taskChanges) unarchive(up TaskUpdate) error {
+	if up.State == nil || *up.State != "active" || c.task.State == "active" {
+		return nil
+	}
+	if err := canChangeState(c.task, "active"); err != nil {
+		return err
+	}
+	return c.moveTo("active", "unarchived")
+}
+
+func (c *taskChanges) refuseWorkUnlessActive(up TaskUpdate) error {
+	if up.hasWork() && c.task.State != "active" {
+		return notActive(c.task, up)
+	}
+	return nil
+}
+
+// edit changes the subject and detail sent, recorded as one event with
+// each changed field's from and to.
+func (c *taskChanges) edit(up TaskUpdate) error {
+	edited := map[string]FromTo{}
+	set := func(field string, cur *string, to *string) {
+		if to != nil && *to != *cur {
+			from := *cur
+			edited[field] = FromTo{From: &from, To: to}
+			*cur = *to
+		}
+	}
+	set("subject", &c.task.Subject, up.Subject)
+	set("detail", &c.task.Detail, up.Detail)
+	if len(edited) == 0 {
+		return nil
+	}
+	return c.record("edited", edited)
+}
+
+// work writes the caller's own assignment (see updateAssignment).
+func (c *taskChanges) work(up TaskUpdate) error {
+	if up.Status == nil && up.ActiveForm == nil && up.LinkedNativeID == nil {
+		return nil
+	}
+	changed, err := updateAssignment(c.tx, c.task, c.actor, c.by, up)
+	c.changed = c.changed || changed
+	return err
+}
+
+func (c *taskChanges) comment(up TaskUpdate) error {
+	if up.Comment == nil {
+		return nil
+	}
+	return c.record("commented", map[string]string{"text": *up.Comment})
+}
+
+// changeState applies any state change but an un-archive; its events are
+// named after the states.
+func (c *taskChanges) changeState(up TaskUpdate) error {
+	if up.State == nil || *up.State == "active" || *up.State == c.task.State {
+		return nil
+	}
+	if err := canChangeState(c.task, *up.State); err != nil {
+		return err
+	}
+	return c.moveTo(*up.State, *up.State)
+}
+
+// saveTask writes what an update changed of the task itself (its subject,
+// detail, state and updated_at), then reads it back and publishes it.
+func (db *DB) saveTask(tx *Tx, room *Room, t *Task) (*Task, error) {
+	if _, err := tx.Exec(`UPDATE tasks SET subject = ?, detail = ?, state = ?, updated_at = ? WHERE id = ?`,
+		t.Subject, t.Detail, t.State, tx.Now().UnixMicro(), t.ID); err != nil {
+		return nil, err
+	}
+	out, err := readTask(tx, room.ID, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	db.publish(tx, Change{Kind: TaskUpdated, Room: room, Task: out})
+	return out, nil
 }
 
 // updateAssignment writes the caller's status, active_form and

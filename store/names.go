@@ -2,11 +2,11 @@ package store
 
 import (
 	"net/mail"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
+
+// How people and agents are named: handles, agent slugs, display names and
+// email addresses.
 
 // Handle rules: 2..39 characters of ASCII letters, digits, '-', '_' and '.',
 // starting and ending with a letter or digit. Handles are unique without
@@ -75,32 +75,6 @@ func DeriveSlug(name string) string {
 	return s
 }
 
-// cleanText trims s and reports what is wrong with it as a one-line display
-// text of min..max characters ("" when nothing is). Control characters
-// (including newlines and NUL) are refused.
-func cleanText(s string, min, max int) (string, string) {
-	s = strings.TrimSpace(s)
-	if !utf8.ValidString(s) {
-		return s, "must be valid UTF-8"
-	}
-	n := utf8.RuneCountInString(s)
-	if n < min {
-		if min == 1 {
-			return s, "can't be blank"
-		}
-		return s, "must be at least " + strconv.Itoa(min) + " characters long"
-	}
-	if n > max {
-		return s, "must be at most " + strconv.Itoa(max) + " characters long"
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return s, "must not contain control characters or line breaks"
-		}
-	}
-	return s, ""
-}
-
 // validEmail reports what is wrong with e as a person's email address (""
 // when nothing is). Addresses under the reserved .invalid top-level domain
 // are refused: chatd answers NoEmailDomain addresses for people without
@@ -124,23 +98,4 @@ func validEmail(e string) string {
 func splitName(name string) (first, last string) {
 	first, last, _ = strings.Cut(strings.TrimSpace(name), " ")
 	return first, strings.TrimSpace(last)
-}
-
-// cleanMultiline trims s and reports what is wrong with it as a free text of
-// at most max characters: line breaks and tabs are allowed, other control
-// characters are not.
-func cleanMultiline(s string, max int) (string, string) {
-	s = strings.TrimSpace(s)
-	if !utf8.ValidString(s) {
-		return s, "must be valid UTF-8"
-	}
-	if utf8.RuneCountInString(s) > max {
-		return s, "must be at most " + strconv.Itoa(max) + " characters long"
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
-			return s, "must not contain control characters"
-		}
-	}
-	return s, ""
 }

@@ -1,10 +1,62 @@
 package store
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
+
+// The rules for the strings clients send: one-line texts (names, subjects)
+// and free texts (details, bios, messages), what counts as visible, room
+// titles, and values that must come from a closed vocabulary. Every
+// resource's checks use these, so a rule reads the same everywhere.
+
+// cleanText trims s and reports what is wrong with it as a one-line display
+// text of min..max characters ("" when nothing is). Control characters
+// (including newlines and NUL) are refused.
+func cleanText(s string, min, max int) (string, string) {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) {
+		return s, "must be valid UTF-8"
+	}
+	n := utf8.RuneCountInString(s)
+	if n < min {
+		if min == 1 {
+			return s, "can't be blank"
+		}
+		return s, "must be at least " + strconv.Itoa(min) + " characters long"
+	}
+	if n > max {
+		return s, "must be at most " + strconv.Itoa(max) + " characters long"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return s, "must not contain control characters or line breaks"
+		}
+	}
+	return s, ""
+}
+
+// cleanMultiline trims s and reports what is wrong with it as a free text of
+// at most max characters: line breaks and tabs are allowed, other control
+// characters are not.
+func cleanMultiline(s string, max int) (string, string) {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) {
+		return s, "must be valid UTF-8"
+	}
+	if utf8.RuneCountInString(s) > max {
+		return s, "must be at most " + strconv.Itoa(max) + " characters long"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return s, "must not contain control characters"
+		}
+	}
+	return s, ""
+}
 
 // IsBlank reports whether s shows nothing a reader could see. A rune is
 // visible when its Unicode category is a letter (L), number (N), punctuation
@@ -76,41 +128,15 @@ func TitleFromMessage(content string) string {
 	return ""
 }
 
-// isHandleRune reports whether r can continue a handle after "@".
-func isHandleRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '/'
-}
+// oneOf reports whether v is one of allowed.
+func oneOf(v string, allowed []string) bool { return slices.Contains(allowed, v) }
 
-// MentionsHandle reports whether content @-references handle: "@handle"
-// (any case) that starts a word and is not followed by more of a handle. A
-// '.' ends the handle only when it ends the sentence, so "@ana." references
-// ana but "@ana.b" does not, and neither does "ana@ana.org".
-func MentionsHandle(content, handle string) bool {
-	lc, needle := strings.ToLower(content), "@"+strings.ToLower(handle)
-	for from := 0; ; {
-		i := strings.Index(lc[from:], needle)
-		if i < 0 {
-			return false
-		}
-		start, end := from+i, from+i+len(needle)
-		from = end
-		if start > 0 {
-			prev, _ := utf8.DecodeLastRuneInString(lc[:start])
-			if isHandleRune(prev) || prev == '.' || prev == '@' {
-				continue
-			}
-		}
-		if end == len(lc) {
-			return true
-		}
-		next, _ := utf8.DecodeRuneInString(lc[end:])
-		if next == '.' {
-			after, _ := utf8.DecodeRuneInString(lc[end+1:])
-			if end+1 == len(lc) || !isHandleRune(after) {
-				return true
-			}
-		} else if !isHandleRune(next) {
-			return true
-		}
+// checkOneOf records a problem at pointer unless v is one of allowed, and
+// reports whether it is.
+func checkOneOf(p Problems, pointer, v string, allowed []string) bool {
+	if oneOf(v, allowed) {
+		return true
 	}
+	p.Add(pointer, "must be one of %s", strings.Join(allowed, ", "))
+	return false
 }
