@@ -99,16 +99,18 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		rec.status = http.StatusSwitchingProtocols
 	}
 	var buffered = rw.Reader
-	c, ok := s.rt.hub.Serve(nc, buffered, sc)
+	// Registered before it is read: otherwise an older connection of the
+	// same agent, registered late, could supersede this newer one.
+	_, ok := s.rt.hub.Serve(nc, buffered, sc, func(c *phx.Conn) {
+		if !strings.HasPrefix(vsn, "2.") {
+			c.Close(phx.CloseServerError, "unsupported serializer: connect with vsn=2.0.0")
+			return
+		}
+		s.rt.register(c, sc, ended)
+	})
 	if !ok {
 		s.rt.sockets.release(sc)
-		return nil
 	}
-	if !strings.HasPrefix(vsn, "2.") {
-		c.Close(phx.CloseServerError, "unsupported serializer: connect with vsn=2.0.0")
-		return nil
-	}
-	s.rt.register(c, sc, ended)
 	return nil
 }
 

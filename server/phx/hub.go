@@ -94,10 +94,12 @@ func (h *Hub) Stats() Stats {
 }
 
 // Serve takes over an upgraded connection. buffered holds bytes the client
-// sent along with the upgrade request, if any. It returns at once: the
-// connection is read by a goroutine of its own. With ok false the hub is
-// closing and nc was closed.
-func (h *Hub) Serve(nc net.Conn, buffered *bufio.Reader, value any) (c *Conn, ok bool) {
+// sent along with the upgrade request, if any. ready, if not nil, runs
+// before the connection is read, so that what the server records about it
+// (which connection of an agent is the newest, say) comes before anything
+// the client does. Serve returns at once: the connection is read by a
+// goroutine of its own. With ok false the hub is closing and nc was closed.
+func (h *Hub) Serve(nc net.Conn, buffered *bufio.Reader, value any, ready func(*Conn)) (c *Conn, ok bool) {
 	c = &Conn{hub: h, nc: nc, rd: nc, Value: value}
 	if buffered != nil && buffered.Buffered() > 0 {
 		// Keep only what arrived with the upgrade, not the reader and its
@@ -113,6 +115,9 @@ func (h *Hub) Serve(nc net.Conn, buffered *bufio.Reader, value any) (c *Conn, ok
 	}
 	h.conns[c] = struct{}{}
 	h.mu.Unlock()
+	if ready != nil {
+		ready(c)
+	}
 	go c.readLoop()
 	return c, true
 }

@@ -51,7 +51,7 @@ func serveHub(t *testing.T, opts phx.Options, small bool) (*phx.Hub, string) {
 				nc.Close()
 				continue
 			}
-			hub.Serve(nc, nil, nil)
+			hub.Serve(nc, nil, nil, nil)
 		}
 	}()
 	return hub, "ws://" + ln.Addr().String() + "/"
