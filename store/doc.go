@@ -22,8 +22,8 @@
 // Checkpoints (copying the WAL into the database file) run in the background
 // on their own connection, where they block nobody (checkpoint.go); the
 // writer truncates the WAL only when idle, on shutdown, or if it outgrows a
-// backstop bound. Checkpointing inside the writer once the WAL passed a size,
-// as first built, put tens of milliseconds on every write queued behind it.
+// backstop bound: a checkpoint inside the writer would put tens of
+// milliseconds on every write queued behind it.
 //
 // Authorization lives in the queries: functions that read or change a resource
 // on behalf of a caller take the caller and return ErrNotFound for anything the
