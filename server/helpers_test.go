@@ -332,22 +332,120 @@ func expect(t testing.TB, r *response, status int, code string) {
 	}
 }
 
+// scenario is one request and what must come of it: the unit of the
+// server's table tests. A refusal (status 400 or more) must also leave the
+// database as it was, whatever else the scenario checks.
+type scenario struct {
+	name   string
+	method string
+	path   string
+	cred   cred // nil: no credentials
+	body   any  // as do sends it
+	status int
+	code   string // the error envelope's code; "" checks none
+	// pointers are JSON Pointers that error.details must name, each with
+	// at least one message.
+	pointers []string
+	// check looks further at the answer, after the status and code.
+	check func(t testing.TB, r *response)
+	// same renders what must read the same after the request as before it,
+	// beyond the database (which a refusal never changes).
+	same func(t testing.TB) string
+}
+
+// run runs each scenario as a sub-test of its name.
+func (ts *testServer) run(t *testing.T, scenarios []scenario) {
+	t.Helper()
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) { ts.try(t, s) })
+	}
+}
+
+// try sends the scenario's request, checks what it promises, and returns
+// the answer.
+func (ts *testServer) try(t testing.TB, s scenario) *response {
+	t.Helper()
+	refusal := s.status >= 400
+	var before, sameBefore string
+	if refusal {
+		before = ts.snapshot(t)
+	}
+	if s.same != nil {
+		sameBefore = s.same(t)
+	}
+	c := s.cred
+	if c == nil {
+		c = noCred
+	}
+	r := ts.do(t, s.method, s.path, c, s.body)
+	expect(t, r, s.status, s.code)
+	if len(s.pointers) > 0 {
+		details := errorDetails(t, r)
+		for _, p := range s.pointers {
+			if msgs, ok := details[p].([]any); !ok || len(msgs) == 0 {
+				t.Errorf("details %v lack %s", details, p)
+			}
+		}
+	}
+	if s.check != nil {
+		s.check(t, r)
+	}
+	if refusal {
+		ts.unchanged(t, before)
+	}
+	if s.same != nil {
+		if after := s.same(t); after != sameBefore {
+			t.Errorf("%s %s changed what it must not:\nbefore:\n%s\nafter:\n%s", s.method, s.path, sameBefore, after)
+		}
+	}
+	return r
+}
+
 // refused sends a request that must be refused with status and code, with a
 // problem at pointer in details (unless pointer is ""), and must leave the
 // database as it was.
 func (ts *testServer) refused(t testing.TB, method, path string, c cred, body any, status int, code, pointer string) *response {
 	t.Helper()
-	before := ts.snapshot(t)
-	r := ts.do(t, method, path, c, body)
-	expect(t, r, status, code)
-	if pointer != "" {
-		details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
-		if _, ok := details[pointer]; !ok {
-			t.Fatalf("details %v lack %s", details, pointer)
-		}
+	if status < 400 {
+		t.Fatalf("refused %s %s: status %d is no refusal", method, path, status)
 	}
-	ts.unchanged(t, before)
-	return r
+	s := scenario{method: method, path: path, cred: c, body: body, status: status, code: code}
+	if pointer != "" {
+		s.pointers = []string{pointer}
+	}
+	return ts.try(t, s)
+}
+
+// errorDetails returns the error envelope's details (nil when it has none).
+func errorDetails(t testing.TB, r *response) map[string]any {
+	t.Helper()
+	env, _ := r.json(t)["error"].(map[string]any)
+	d, _ := env["details"].(map[string]any)
+	return d
+}
+
+// sameJSON fails the test when got and want encode to different JSON.
+func sameJSON(t testing.TB, what string, got, want any) {
+	t.Helper()
+	if g, w := string(mustJSON(t, got)), string(mustJSON(t, want)); g != w {
+		t.Fatalf("%s = %s\nwant %s", what, g, w)
+	}
+}
+
+// keysOf is the sorted key set of an object.
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// offsetMetaJSON is an offsetMeta (the metadata of a page/page_size
+// listing) as the test decodes it.
+func offsetMetaJSON(page, size, total, pages int) map[string]any {
+	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
 }
 
 // snapshot renders every row of every table (except the last-use time of

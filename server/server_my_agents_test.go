@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -382,13 +381,4 @@ func TestRotateAgentKey(t *testing.T) {
 	if m := asOwner.next(t); m[1] != "7" {
 		t.Fatalf("the owner's connection as the agent: %v", m)
 	}
-}
-
-func keysOf(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
