@@ -221,21 +221,21 @@ func TestReadsRefusals(t *testing.T) {
 
 	read := func(room string) string { return roomsHumanAPI + "/" + room + "/read" }
 	upTo := func(id any) map[string]any { return map[string]any{"message_id": id} }
-	k.refuse(t, []roomsRefusal{
-		{name: "another organization's room", as: alice, method: "POST", path: read(foreign), status: 404, code: "not_found"},
-		{name: "another organization's room, up to its message", as: alice, method: "POST", path: read(foreign), body: upTo(inForeign), status: 404, code: "not_found"},
-		{name: "a message of another organization's room", as: alice, method: "POST", path: read(room), body: upTo(inForeign), status: 404, code: "not_found"},
-		{name: "a message of another of my rooms", as: alice, method: "POST", path: read(room), body: upTo(inOther), status: 404, code: "not_found"},
-		{name: "a message that does not exist", as: alice, method: "POST", path: read(room), body: upTo(nilID), status: 404, code: "not_found"},
-		{name: "a message id that is no UUID", as: alice, method: "POST", path: read(room), body: upTo("latest"), status: 404, code: "not_found"},
-		{name: "an empty message id", as: alice, method: "POST", path: read(room), body: upTo(""), status: 404, code: "not_found"},
-		{name: "a room that does not exist", as: alice, method: "POST", path: read(nilID), status: 404, code: "not_found"},
-		{name: "a room id that is no UUID", as: alice, method: "POST", path: read("general"), status: 404, code: "not_found"},
-		{name: "a room the person is blocked in", as: bob, method: "POST", path: read(room), status: 404, code: "not_found"},
-		{name: "an unknown field", as: alice, method: "POST", path: read(room), body: map[string]any{"seq": 3}, status: 400, code: "unknown_field", pointer: "/seq"},
-		{name: "a message id of the wrong type", as: alice, method: "POST", path: read(room), body: upTo(42), status: 422, code: "validation_error", pointer: "/message_id"},
-		{name: "not JSON", as: alice, method: "POST", path: read(room), body: `{"message_id":`, status: 400, code: "invalid_json"},
-		{name: "an agent", as: helper, method: "POST", path: read(room), status: 403, code: "forbidden"},
+	k.ts.run(t, []scenario{
+		{name: "another organization's room", cred: alice.cred, method: "POST", path: read(foreign), status: 404, code: "not_found"},
+		{name: "another organization's room, up to its message", cred: alice.cred, method: "POST", path: read(foreign), body: upTo(inForeign), status: 404, code: "not_found"},
+		{name: "a message of another organization's room", cred: alice.cred, method: "POST", path: read(room), body: upTo(inForeign), status: 404, code: "not_found"},
+		{name: "a message of another of my rooms", cred: alice.cred, method: "POST", path: read(room), body: upTo(inOther), status: 404, code: "not_found"},
+		{name: "a message that does not exist", cred: alice.cred, method: "POST", path: read(room), body: upTo(nilID), status: 404, code: "not_found"},
+		{name: "a message id that is no UUID", cred: alice.cred, method: "POST", path: read(room), body: upTo("latest"), status: 404, code: "not_found"},
+		{name: "an empty message id", cred: alice.cred, method: "POST", path: read(room), body: upTo(""), status: 404, code: "not_found"},
+		{name: "a room that does not exist", cred: alice.cred, method: "POST", path: read(nilID), status: 404, code: "not_found"},
+		{name: "a room id that is no UUID", cred: alice.cred, method: "POST", path: read("general"), status: 404, code: "not_found"},
+		{name: "a room the person is blocked in", cred: bob.cred, method: "POST", path: read(room), status: 404, code: "not_found"},
+		{name: "an unknown field", cred: alice.cred, method: "POST", path: read(room), body: map[string]any{"seq": 3}, status: 400, code: "unknown_field", pointers: []string{"/seq"}},
+		{name: "a message id of the wrong type", cred: alice.cred, method: "POST", path: read(room), body: upTo(42), status: 422, code: "validation_error", pointers: []string{"/message_id"}},
+		{name: "not JSON", cred: alice.cred, method: "POST", path: read(room), body: `{"message_id":`, status: 400, code: "invalid_json"},
+		{name: "an agent", cred: helper.cred, method: "POST", path: read(room), status: 403, code: "forbidden"},
 	})
 	if got := k.unreadIn(t, alice, room); got != 1 {
 		t.Fatalf("after the refusals alice's unread_count = %d, want 1", got)

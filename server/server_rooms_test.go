@@ -142,46 +142,6 @@ func (k *roomsKit) walk(t testing.TB, a roomsActor, path, query string) string {
 	return k.ts.walkPages(t, path, query, a.cred, func(r *response) string { return k.listed(t, r) })
 }
 
-// roomsOffsetMeta is the metadata of a page/page_size listing.
-func roomsOffsetMeta(page, size, total, pages int) map[string]any {
-	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
-}
-
-// roomsDetails returns the error envelope's details.
-func roomsDetails(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	d, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
-	return d
-}
-
-// roomsRefusal is one request that must be refused and change nothing.
-type roomsRefusal struct {
-	name         string
-	as           roomsActor
-	method, path string
-	body         any
-	status       int
-	code         string
-	pointer      string // a details key the refusal must carry, if any
-}
-
-func (k *roomsKit) refuse(t *testing.T, cases []roomsRefusal) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			before := k.ts.snapshot(t)
-			r := k.ts.do(t, tc.method, tc.path, tc.as.cred, tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.pointer != "" {
-				if _, ok := roomsDetails(t, r)[tc.pointer]; !ok {
-					t.Errorf("details %v lack %s", roomsDetails(t, r), tc.pointer)
-				}
-			}
-			k.ts.unchanged(t, before)
-		})
-	}
-}
-
 func TestRoomsCreate(t *testing.T) {
 	k := newRoomsKit(t)
 	alice := k.human("alice")
@@ -246,35 +206,35 @@ func TestRoomsCreateRefusals(t *testing.T) {
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
-	var cases []roomsRefusal
+	var cases []scenario
 	for _, caller := range []roomsActor{helper, alice} {
-		for _, tc := range []roomsRefusal{
-			{name: "title with a newline", body: chat(map[string]any{"title": "Line one\nline two"}), pointer: "/chat/title"},
-			{name: "title with a carriage return", body: chat(map[string]any{"title": "Line one\rline two"}), pointer: "/chat/title"},
-			{name: "title with NUL", body: chat(map[string]any{"title": "Null\x00byte"}), pointer: "/chat/title"},
-			{name: "title of 121 characters", body: chat(map[string]any{"title": strings.Repeat("t", 121)}), pointer: "/chat/title"},
-			{name: "title of invisible characters only", body: chat(map[string]any{"title": "\u200b\u2060"}), pointer: "/chat/title"},
-			{name: "title of a NUL only", body: chat(map[string]any{"title": "\x00"}), pointer: "/chat/title"},
-			{name: "title of the wrong type", body: chat(map[string]any{"title": 42}), pointer: "/chat/title"},
-			{name: "task id not a uuid", body: chat(map[string]any{"task_id": "task-1"}), pointer: "/chat/task_id"},
-			{name: "task id of the wrong type", body: chat(map[string]any{"task_id": 7}), pointer: "/chat/task_id"},
-			{name: "chat of the wrong type", body: map[string]any{"chat": "room"}, pointer: "/chat"},
-			{name: "unknown field", body: chat(map[string]any{"name": "x"}), status: 400, code: "unknown_field", pointer: "/chat/name"},
+		for _, tc := range []scenario{
+			{name: "title with a newline", body: chat(map[string]any{"title": "Line one\nline two"}), pointers: []string{"/chat/title"}},
+			{name: "title with a carriage return", body: chat(map[string]any{"title": "Line one\rline two"}), pointers: []string{"/chat/title"}},
+			{name: "title with NUL", body: chat(map[string]any{"title": "Null\x00byte"}), pointers: []string{"/chat/title"}},
+			{name: "title of 121 characters", body: chat(map[string]any{"title": strings.Repeat("t", 121)}), pointers: []string{"/chat/title"}},
+			{name: "title of invisible characters only", body: chat(map[string]any{"title": "\u200b\u2060"}), pointers: []string{"/chat/title"}},
+			{name: "title of a NUL only", body: chat(map[string]any{"title": "\x00"}), pointers: []string{"/chat/title"}},
+			{name: "title of the wrong type", body: chat(map[string]any{"title": 42}), pointers: []string{"/chat/title"}},
+			{name: "task id not a uuid", body: chat(map[string]any{"task_id": "task-1"}), pointers: []string{"/chat/task_id"}},
+			{name: "task id of the wrong type", body: chat(map[string]any{"task_id": 7}), pointers: []string{"/chat/task_id"}},
+			{name: "chat of the wrong type", body: map[string]any{"chat": "room"}, pointers: []string{"/chat"}},
+			{name: "unknown field", body: chat(map[string]any{"name": "x"}), status: 400, code: "unknown_field", pointers: []string{"/chat/name"}},
 			{name: "not JSON", body: `{"chat":`, status: 400, code: "invalid_json"},
 		} {
-			tc.name, tc.as, tc.method, tc.path = caller.name+"/"+tc.name, caller, "POST", caller.base
+			tc.name, tc.cred, tc.method, tc.path = caller.name+"/"+tc.name, caller.cred, "POST", caller.base
 			if tc.status == 0 {
 				tc.status, tc.code = 422, "validation_error"
 			}
 			cases = append(cases, tc)
 		}
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 
 	// Both problems of one body are reported together.
 	r := k.ts.do(t, "POST", roomsHumanAPI, alice.cred, chat(map[string]any{"title": "a\nb", "task_id": "x"}))
 	expect(t, r, 422, "validation_error")
-	if d := roomsDetails(t, r); d["/chat/title"] == nil || d["/chat/task_id"] == nil {
+	if d := errorDetails(t, r); d["/chat/title"] == nil || d["/chat/task_id"] == nil {
 		t.Fatalf("details = %v, want both pointers", d)
 	}
 }
@@ -288,15 +248,15 @@ func TestRoomsCreateQuota(t *testing.T) {
 	mine := k.newRoom(t, alice, "mine", nil)
 	k.newRoom(t, helper, "helper's", nil)
 
-	var cases []roomsRefusal
+	var cases []scenario
 	for _, caller := range []roomsActor{alice, helper} {
-		cases = append(cases, roomsRefusal{name: caller.name, as: caller, method: "POST", path: caller.base,
+		cases = append(cases, scenario{name: caller.name, cred: caller.cred, method: "POST", path: caller.base,
 			body: map[string]any{"chat": map[string]any{"title": "One too many"}}, status: 403, code: "limit_reached"})
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 	r := k.ts.do(t, "POST", helper.base, helper.cred, nil)
 	want := map[string]any{"resource": "chats", "limit": float64(2), "current": float64(2)}
-	if d := roomsDetails(t, r); !reflect.DeepEqual(d, want) {
+	if d := errorDetails(t, r); !reflect.DeepEqual(d, want) {
 		t.Fatalf("details = %v, want %v", d, want)
 	}
 
@@ -324,12 +284,12 @@ func TestRoomsAgentListing(t *testing.T) {
 		query, rooms string
 		meta         map[string]any
 	}{
-		{"", "r5,r4,r3,r2,r1", roomsOffsetMeta(1, 20, 5, 1)},
-		{"page=2&page_size=2", "r3,r2", roomsOffsetMeta(2, 2, 5, 3)},
-		{"page=3&page_size=2", "r1", roomsOffsetMeta(3, 2, 5, 3)},
-		{"page=4&page_size=2", "", roomsOffsetMeta(4, 2, 5, 3)},
-		{"page_size=100", "r5,r4,r3,r2,r1", roomsOffsetMeta(1, 100, 5, 1)},
-		{"page_size=1", "r5", roomsOffsetMeta(1, 1, 5, 5)},
+		{"", "r5,r4,r3,r2,r1", offsetMetaJSON(1, 20, 5, 1)},
+		{"page=2&page_size=2", "r3,r2", offsetMetaJSON(2, 2, 5, 3)},
+		{"page=3&page_size=2", "r1", offsetMetaJSON(3, 2, 5, 3)},
+		{"page=4&page_size=2", "", offsetMetaJSON(4, 2, 5, 3)},
+		{"page_size=100", "r5,r4,r3,r2,r1", offsetMetaJSON(1, 100, 5, 1)},
+		{"page_size=1", "r5", offsetMetaJSON(1, 1, 5, 5)},
 	} {
 		t.Run("?"+tc.query, func(t *testing.T) {
 			r := k.ts.do(t, "GET", roomsAgentAPI+"?"+tc.query, helper.cred, nil)
@@ -352,15 +312,15 @@ func TestRoomsAgentListing(t *testing.T) {
 		})
 	}
 
-	var cases []roomsRefusal
+	var cases []scenario
 	for _, q := range []struct{ query, pointer string }{
 		{"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=ten", "/page_size"},
 		{"page=0", "/page"}, {"page=-1", "/page"}, {"page=first", "/page"},
 	} {
-		cases = append(cases, roomsRefusal{name: q.query, as: helper, method: "GET", path: roomsAgentAPI + "?" + q.query,
-			status: 422, code: "validation_error", pointer: q.pointer})
+		cases = append(cases, scenario{name: q.query, cred: helper.cred, method: "GET", path: roomsAgentAPI + "?" + q.query,
+			status: 422, code: "validation_error", pointers: []string{q.pointer}})
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 }
 
 func TestRoomsHumanListing(t *testing.T) {
@@ -454,27 +414,25 @@ func TestRoomsHumanListing(t *testing.T) {
 
 	byUpdated := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
 	byInserted := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
-	var cases []roomsRefusal
-	for _, q := range []struct{ query, code, pointer string }{
-		{"include=everything", "validation_error", "/include"},
-		{"status=open", "validation_error", "/status"},
-		{"type=dm", "validation_error", "/type"},
-		{"sort_by=title", "validation_error", "/sort_by"},
-		{"order=up", "validation_error", "/order"},
-		{"limit=0", "validation_error", "/limit"},
-		{"limit=101", "validation_error", "/limit"},
-		{"page=0", "validation_error", "/page"},
-		{"cursor=" + url.QueryEscape(byInserted) + "&page=1", "validation_error", ""},
-		{"cursor=garbage", "invalid_cursor", "/cursor"},
-		{"cursor=" + url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"},
-		{"sort_by=updated_at&order=asc&cursor=" + url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"},
-		{"status=active&cursor=" + url.QueryEscape(byInserted), "invalid_cursor", "/cursor"},
-		{"include=agent_rooms&cursor=" + url.QueryEscape(byInserted), "invalid_cursor", "/cursor"},
-	} {
-		cases = append(cases, roomsRefusal{name: q.query, as: alice, method: "GET", path: roomsHumanAPI + "?" + q.query,
-			status: 422, code: q.code, pointer: q.pointer})
+	refused := func(query, code string, pointers ...string) scenario {
+		return scenario{name: query, cred: alice.cred, method: "GET", path: roomsHumanAPI + "?" + query, status: 422, code: code, pointers: pointers}
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		refused("include=everything", "validation_error", "/include"),
+		refused("status=open", "validation_error", "/status"),
+		refused("type=dm", "validation_error", "/type"),
+		refused("sort_by=title", "validation_error", "/sort_by"),
+		refused("order=up", "validation_error", "/order"),
+		refused("limit=0", "validation_error", "/limit"),
+		refused("limit=101", "validation_error", "/limit"),
+		refused("page=0", "validation_error", "/page"),
+		refused("cursor="+url.QueryEscape(byInserted)+"&page=1", "validation_error"),
+		refused("cursor=garbage", "invalid_cursor", "/cursor"),
+		refused("cursor="+url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"),
+		refused("sort_by=updated_at&order=asc&cursor="+url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"),
+		refused("status=active&cursor="+url.QueryEscape(byInserted), "invalid_cursor", "/cursor"),
+		refused("include=agent_rooms&cursor="+url.QueryEscape(byInserted), "invalid_cursor", "/cursor"),
+	})
 }
 
 func TestRoomsGet(t *testing.T) {
@@ -623,41 +581,31 @@ func TestRoomsRename(t *testing.T) {
 		}
 	})
 
-	var cases []roomsRefusal
-	for _, tc := range []struct {
-		name string
-		as   roomsActor
-		room string
-		body any
-		st   int
-		code string
-		ptr  string
-	}{
-		{"a person member", bob, room, title("Mine now"), 403, "forbidden", ""},
-		{"an agent member", helper, room, title("Mine now"), 403, "forbidden", ""},
-		{"a sibling agent member", sibling, agentRoom, title("Mine now"), 403, "forbidden", ""},
-		{"a person not in the room", dave, room, title("Mine now"), 404, "not_found", ""},
-		{"a person of another organization", carol, room, title("Mine now"), 404, "not_found", ""},
-		{"an agent not in the room", sibling, room, title("Mine now"), 404, "not_found", ""},
-		{"a malformed id", alice, "nope", title("Mine now"), 404, "not_found", ""},
-		{"an unknown id", alice, nilID, title("Mine now"), 404, "not_found", ""},
-		{"empty", alice, room, title(""), 422, "validation_error", "/chat/title"},
-		{"blank", alice, room, title(" \t "), 422, "validation_error", "/chat/title"},
-		{"121 characters after trimming", alice, room, title(" " + strings.Repeat("y", 121) + " "), 422, "validation_error", "/chat/title"},
-		{"a newline", alice, room, title("Q3\nplanning"), 422, "validation_error", "/chat/title"},
-		{"a carriage return", alice, room, title("Q3\rplanning"), 422, "validation_error", "/chat/title"},
-		{"NUL", alice, room, title("Q3\x00planning"), 422, "validation_error", "/chat/title"},
-		{"null title", alice, room, title(nil), 422, "validation_error", "/chat/title"},
-		{"a number", alice, room, title(3), 422, "validation_error", "/chat/title"},
-		{"no title", alice, room, map[string]any{"chat": map[string]any{}}, 422, "validation_error", "/chat/title"},
-		{"no body", alice, room, nil, 422, "validation_error", "/chat/title"},
-		{"an unknown field", alice, room, map[string]any{"chat": map[string]any{"title": "x", "status": "closed"}}, 400, "unknown_field", "/chat/status"},
-		{"agent API, bad title", helper, agentRoom, title("a\nb"), 422, "validation_error", "/chat/title"},
-	} {
-		cases = append(cases, roomsRefusal{name: tc.name, as: tc.as, method: "PATCH", path: tc.as.room(tc.room),
-			body: tc.body, status: tc.st, code: tc.code, pointer: tc.ptr})
+	rename := func(name string, as roomsActor, room string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room), body: body, status: status, code: code, pointers: pointers}
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		rename("a person member", bob, room, title("Mine now"), 403, "forbidden"),
+		rename("an agent member", helper, room, title("Mine now"), 403, "forbidden"),
+		rename("a sibling agent member", sibling, agentRoom, title("Mine now"), 403, "forbidden"),
+		rename("a person not in the room", dave, room, title("Mine now"), 404, "not_found"),
+		rename("a person of another organization", carol, room, title("Mine now"), 404, "not_found"),
+		rename("an agent not in the room", sibling, room, title("Mine now"), 404, "not_found"),
+		rename("a malformed id", alice, "nope", title("Mine now"), 404, "not_found"),
+		rename("an unknown id", alice, nilID, title("Mine now"), 404, "not_found"),
+		rename("empty", alice, room, title(""), 422, "validation_error", "/chat/title"),
+		rename("blank", alice, room, title(" \t "), 422, "validation_error", "/chat/title"),
+		rename("121 characters after trimming", alice, room, title(" "+strings.Repeat("y", 121)+" "), 422, "validation_error", "/chat/title"),
+		rename("a newline", alice, room, title("Q3\nplanning"), 422, "validation_error", "/chat/title"),
+		rename("a carriage return", alice, room, title("Q3\rplanning"), 422, "validation_error", "/chat/title"),
+		rename("NUL", alice, room, title("Q3\x00planning"), 422, "validation_error", "/chat/title"),
+		rename("null title", alice, room, title(nil), 422, "validation_error", "/chat/title"),
+		rename("a number", alice, room, title(3), 422, "validation_error", "/chat/title"),
+		rename("no title", alice, room, map[string]any{"chat": map[string]any{}}, 422, "validation_error", "/chat/title"),
+		rename("no body", alice, room, nil, 422, "validation_error", "/chat/title"),
+		rename("an unknown field", alice, room, map[string]any{"chat": map[string]any{"title": "x", "status": "closed"}}, 400, "unknown_field", "/chat/status"),
+		rename("agent API, bad title", helper, agentRoom, title("a\nb"), 422, "validation_error", "/chat/title"),
+	})
 }
 
 // Without a title, a room takes one from its first text message; a title
@@ -750,13 +698,13 @@ func TestRoomsDelete(t *testing.T) {
 	k.add(t, bob, bobs, alice, "")
 	k.add(t, alice, bobs, helper, "")
 
-	k.refuse(t, []roomsRefusal{
-		{name: "a person member", as: bob, method: "DELETE", path: bob.room(room), status: 403, code: "forbidden"},
-		{name: "a person not in the room", as: dave, method: "DELETE", path: dave.room(room), status: 404, code: "not_found"},
-		{name: "a person of another organization", as: carol, method: "DELETE", path: carol.room(room), status: 404, code: "not_found"},
-		{name: "the owner of a member agent", as: alice, method: "DELETE", path: alice.room(bobs), status: 403, code: "forbidden"},
-		{name: "an unknown id", as: alice, method: "DELETE", path: alice.room(nilID), status: 404, code: "not_found"},
-		{name: "a malformed id", as: alice, method: "DELETE", path: alice.room("room-1"), status: 404, code: "not_found"},
+	k.ts.run(t, []scenario{
+		{name: "a person member", cred: bob.cred, method: "DELETE", path: bob.room(room), status: 403, code: "forbidden"},
+		{name: "a person not in the room", cred: dave.cred, method: "DELETE", path: dave.room(room), status: 404, code: "not_found"},
+		{name: "a person of another organization", cred: carol.cred, method: "DELETE", path: carol.room(room), status: 404, code: "not_found"},
+		{name: "the owner of a member agent", cred: alice.cred, method: "DELETE", path: alice.room(bobs), status: 403, code: "forbidden"},
+		{name: "an unknown id", cred: alice.cred, method: "DELETE", path: alice.room(nilID), status: 404, code: "not_found"},
+		{name: "a malformed id", cred: alice.cred, method: "DELETE", path: alice.room("room-1"), status: 404, code: "not_found"},
 	})
 
 	r := k.ts.do(t, "DELETE", alice.room(room), alice.cred, nil)
@@ -811,7 +759,7 @@ func TestRoomsDelete(t *testing.T) {
 
 	t.Run("by the owner of the agent that owns the room", func(t *testing.T) {
 		agentRoom := k.newRoom(t, helper, "agent room", nil)
-		k.refuse(t, []roomsRefusal{{name: "not by someone outside it", as: bob, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
+		k.ts.run(t, []scenario{{name: "not by someone outside it", cred: bob.cred, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
 		expect(t, k.ts.do(t, "DELETE", alice.room(agentRoom), alice.cred, nil), 204, "")
 		expect(t, k.ts.do(t, "GET", helper.room(agentRoom), helper.cred, nil), 404, "not_found")
 	})
@@ -913,15 +861,15 @@ func TestParticipantsList(t *testing.T) {
 	other := k.newRoom(t, alice, "other", nil)
 	k.add(t, alice, other, helper, "")
 	k.add(t, alice, other, sibling, "")
-	k.refuse(t, []roomsRefusal{
-		{name: "bad participant_type", as: alice, method: "GET", path: alice.room(room, "participants") + "?participant_type=Bot", status: 422, code: "validation_error", pointer: "/participant_type"},
-		{name: "limit 0", as: alice, method: "GET", path: alice.room(room, "participants") + "?limit=0", status: 422, code: "validation_error", pointer: "/limit"},
-		{name: "cursor of another type", as: alice, method: "GET", path: alice.room(room, "participants") + "?participant_type=User&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
-		{name: "cursor of another room", as: alice, method: "GET", path: alice.room(other, "participants") + "?participant_type=Agent&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
-		{name: "a person not in the room", as: dave, method: "GET", path: dave.room(room, "participants"), status: 404, code: "not_found"},
-		{name: "a person of another organization", as: erin, method: "GET", path: erin.room(room, "participants"), status: 404, code: "not_found"},
-		{name: "a malformed room id", as: alice, method: "GET", path: alice.room("x", "participants"), status: 404, code: "not_found"},
-		{name: "agent API, an agent not in the room", as: k.bot(bob, "Outsider"), method: "GET", path: roomsAgentAPI + "/" + room + "/participants", status: 404, code: "not_found"},
+	k.ts.run(t, []scenario{
+		{name: "bad participant_type", cred: alice.cred, method: "GET", path: alice.room(room, "participants") + "?participant_type=Bot", status: 422, code: "validation_error", pointers: []string{"/participant_type"}},
+		{name: "limit 0", cred: alice.cred, method: "GET", path: alice.room(room, "participants") + "?limit=0", status: 422, code: "validation_error", pointers: []string{"/limit"}},
+		{name: "cursor of another type", cred: alice.cred, method: "GET", path: alice.room(room, "participants") + "?participant_type=User&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
+		{name: "cursor of another room", cred: alice.cred, method: "GET", path: alice.room(other, "participants") + "?participant_type=Agent&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
+		{name: "a person not in the room", cred: dave.cred, method: "GET", path: dave.room(room, "participants"), status: 404, code: "not_found"},
+		{name: "a person of another organization", cred: erin.cred, method: "GET", path: erin.room(room, "participants"), status: 404, code: "not_found"},
+		{name: "a malformed room id", cred: alice.cred, method: "GET", path: alice.room("x", "participants"), status: 404, code: "not_found"},
+		{name: "agent API, an agent not in the room", cred: k.bot(bob, "Outsider").cred, method: "GET", path: roomsAgentAPI + "/" + room + "/participants", status: 404, code: "not_found"},
 	})
 }
 
@@ -983,46 +931,38 @@ func TestParticipantsAdd(t *testing.T) {
 	k.add(t, alice, plain, helper, "") // a member agent
 	k.add(t, alice, plain, bob, "")    // a member person
 	k.add(t, alice, plain, dave, "admin")
-	add := func(as roomsActor, room, id, role string) roomsRefusal {
-		return roomsRefusal{as: as, method: "POST", path: as.room(room, "participants"), body: roomsParticipant(id, role)}
+	post := func(name string, as roomsActor, room string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "POST", path: as.room(room, "participants"), body: body, status: status, code: code, pointers: pointers}
 	}
-	var cases []roomsRefusal
-	for _, tc := range []struct {
-		name string
-		r    roomsRefusal
-		st   int
-		code string
-		ptr  string
-	}{
-		{"an agent adds a person who is not its owner", add(helper, agentRoom, bob.id, ""), 404, "not_found", ""},
-		{"an agent adds another person's private agent", add(helper, agentRoom, bobBot.id, ""), 404, "not_found", ""},
-		{"an agent adds a person of another organization", add(helper, agentRoom, carol.id, ""), 404, "not_found", ""},
-		{"an agent adds a private agent of another organization", add(helper, agentRoom, carolBot.id, ""), 404, "not_found", ""},
-		{"a person adds a person of another organization", add(alice, plain, carol.id, ""), 404, "not_found", ""},
-		{"a person adds another person's private agent", add(alice, plain, bobBot.id, ""), 404, "not_found", ""},
-		{"a person adds an agent of another organization", add(alice, plain, carolBot.id, ""), 404, "not_found", ""},
-		{"a non-existent id", add(alice, plain, nilID, ""), 404, "not_found", ""},
-		{"a malformed id", add(alice, plain, "someone", ""), 404, "not_found", ""},
-		{"an existing participant", add(alice, plain, helper.id, ""), 422, "validation_error", "/participant/participant_id"},
-		{"an existing participant, agent API", add(helper, agentRoom, sibling.id, "admin"), 422, "validation_error", "/participant/participant_id"},
-		{"a member grants admin", add(bob, plain, sibling.id, "admin"), 403, "forbidden", ""},
-		{"a member agent grants admin", add(helper, plain, sibling.id, "admin"), 403, "forbidden", ""},
-		{"a member grants owner", add(bob, plain, sibling.id, "owner"), 403, "forbidden", ""},
-		{"an admin grants owner", add(dave, plain, sibling.id, "owner"), 403, "forbidden", ""},
-		{"a caller not in the room", add(dave, agentRoom, alice.id, ""), 404, "not_found", ""},
-		{"an agent caller not in the room", add(sibling, plain, second.id, ""), 404, "not_found", ""},
-		{"a malformed room id", add(alice, "room", bob.id, ""), 404, "not_found", ""},
-		{"an unknown role", add(alice, plain, sibling.id, "boss"), 422, "validation_error", "/participant/role"},
-		{"no participant id", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"role": "member"}}}, 422, "validation_error", "/participant/participant_id"},
-		{"no body", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants")}, 422, "validation_error", "/participant/participant_id"},
-		{"a participant id of the wrong type", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"participant_id": 7}}}, 422, "validation_error", "/participant/participant_id"},
-		{"an unknown field", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"participant_id": sibling.id, "status": "blocked"}}}, 400, "unknown_field", "/participant/status"},
-	} {
-		r := tc.r
-		r.name, r.status, r.code, r.pointer = tc.name, tc.st, tc.code, tc.ptr
-		cases = append(cases, r)
+	// add asks as to add id to room with role ("" for the default).
+	add := func(name string, as roomsActor, room, id, role string, status int, code string, pointers ...string) scenario {
+		return post(name, as, room, roomsParticipant(id, role), status, code, pointers...)
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		add("an agent adds a person who is not its owner", helper, agentRoom, bob.id, "", 404, "not_found"),
+		add("an agent adds another person's private agent", helper, agentRoom, bobBot.id, "", 404, "not_found"),
+		add("an agent adds a person of another organization", helper, agentRoom, carol.id, "", 404, "not_found"),
+		add("an agent adds a private agent of another organization", helper, agentRoom, carolBot.id, "", 404, "not_found"),
+		add("a person adds a person of another organization", alice, plain, carol.id, "", 404, "not_found"),
+		add("a person adds another person's private agent", alice, plain, bobBot.id, "", 404, "not_found"),
+		add("a person adds an agent of another organization", alice, plain, carolBot.id, "", 404, "not_found"),
+		add("a non-existent id", alice, plain, nilID, "", 404, "not_found"),
+		add("a malformed id", alice, plain, "someone", "", 404, "not_found"),
+		add("an existing participant", alice, plain, helper.id, "", 422, "validation_error", "/participant/participant_id"),
+		add("an existing participant, agent API", helper, agentRoom, sibling.id, "admin", 422, "validation_error", "/participant/participant_id"),
+		add("a member grants admin", bob, plain, sibling.id, "admin", 403, "forbidden"),
+		add("a member agent grants admin", helper, plain, sibling.id, "admin", 403, "forbidden"),
+		add("a member grants owner", bob, plain, sibling.id, "owner", 403, "forbidden"),
+		add("an admin grants owner", dave, plain, sibling.id, "owner", 403, "forbidden"),
+		add("a caller not in the room", dave, agentRoom, alice.id, "", 404, "not_found"),
+		add("an agent caller not in the room", sibling, plain, second.id, "", 404, "not_found"),
+		add("a malformed room id", alice, "room", bob.id, "", 404, "not_found"),
+		add("an unknown role", alice, plain, sibling.id, "boss", 422, "validation_error", "/participant/role"),
+		post("no participant id", alice, plain, map[string]any{"participant": map[string]any{"role": "member"}}, 422, "validation_error", "/participant/participant_id"),
+		post("no body", alice, plain, nil, 422, "validation_error", "/participant/participant_id"),
+		post("a participant id of the wrong type", alice, plain, map[string]any{"participant": map[string]any{"participant_id": 7}}, 422, "validation_error", "/participant/participant_id"),
+		post("an unknown field", alice, plain, map[string]any{"participant": map[string]any{"participant_id": sibling.id, "status": "blocked"}}, 400, "unknown_field", "/participant/status"),
+	})
 }
 
 func TestParticipantsQuota(t *testing.T) {
@@ -1032,13 +972,13 @@ func TestParticipantsQuota(t *testing.T) {
 	sibling := k.bot(alice, "Sibling")
 	room := k.newRoom(t, alice, "room", nil)
 	k.add(t, alice, room, helper, "")
-	k.refuse(t, []roomsRefusal{
-		{name: "human API", as: alice, method: "POST", path: alice.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
-		{name: "agent API", as: helper, method: "POST", path: helper.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
+	k.ts.run(t, []scenario{
+		{name: "human API", cred: alice.cred, method: "POST", path: alice.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
+		{name: "agent API", cred: helper.cred, method: "POST", path: helper.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
 	})
 	r := k.ts.do(t, "POST", alice.room(room, "participants"), alice.cred, roomsParticipant(sibling.id, ""))
 	want := map[string]any{"resource": "participants", "limit": float64(2), "current": float64(2)}
-	if d := roomsDetails(t, r); !reflect.DeepEqual(d, want) {
+	if d := errorDetails(t, r); !reflect.DeepEqual(d, want) {
 		t.Fatalf("details = %v, want %v", d, want)
 	}
 	// Leaving frees a place.
@@ -1064,30 +1004,22 @@ func TestParticipantsRemove(t *testing.T) {
 	k.add(t, dave, room, daveBot, "") // a member adds its own agent
 
 	remove := func(as roomsActor, who string) (string, string) { return "DELETE", as.room(room, "participants", who) }
-	refusals := []struct {
-		name string
-		as   roomsActor
-		who  string
-		st   int
-		code string
-	}{
-		{"a member removes someone else", dave, eve.id, 403, "forbidden"},
-		{"a member agent removes someone else", helper, sibling.id, 403, "forbidden"},
-		{"a member removes another person's agent", eve, daveBot.id, 403, "forbidden"},
-		{"a member removes the owner", dave, alice.id, 403, "forbidden"},
-		{"the only owner leaves", alice, alice.id, 403, "cannot_remove_sole_owner"},
-		{"an admin removes the only owner", bob, alice.id, 403, "forbidden"},
-		{"someone not in the room", alice, frank.id, 404, "not_found"},
-		{"an unknown id", alice, nilID, 404, "not_found"},
-		{"a malformed id", alice, "eve", 404, "not_found"},
-		{"a caller not in the room", frank, eve.id, 404, "not_found"},
+	removal := func(name string, as roomsActor, who string, status int, code string) scenario {
+		m, p := remove(as, who)
+		return scenario{name: name, cred: as.cred, method: m, path: p, status: status, code: code}
 	}
-	var cases []roomsRefusal
-	for _, tc := range refusals {
-		m, p := remove(tc.as, tc.who)
-		cases = append(cases, roomsRefusal{name: tc.name, as: tc.as, method: m, path: p, status: tc.st, code: tc.code})
-	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		removal("a member removes someone else", dave, eve.id, 403, "forbidden"),
+		removal("a member agent removes someone else", helper, sibling.id, 403, "forbidden"),
+		removal("a member removes another person's agent", eve, daveBot.id, 403, "forbidden"),
+		removal("a member removes the owner", dave, alice.id, 403, "forbidden"),
+		removal("the only owner leaves", alice, alice.id, 403, "cannot_remove_sole_owner"),
+		removal("an admin removes the only owner", bob, alice.id, 403, "forbidden"),
+		removal("someone not in the room", alice, frank.id, 404, "not_found"),
+		removal("an unknown id", alice, nilID, 404, "not_found"),
+		removal("a malformed id", alice, "eve", 404, "not_found"),
+		removal("a caller not in the room", frank, eve.id, 404, "not_found"),
+	})
 
 	// Each step removes one participant; the room's list shrinks accordingly.
 	for _, tc := range []struct {
@@ -1125,7 +1057,7 @@ func TestParticipantsRemove(t *testing.T) {
 		m, p := remove(alice, alice.id)
 		expect(t, k.ts.do(t, m, p, alice.cred, nil), 200, "")
 		m, p = remove(frank, frank.id)
-		k.refuse(t, []roomsRefusal{{name: "then the last one may not", as: frank, method: m, path: p, status: 403, code: "cannot_remove_sole_owner"}})
+		k.ts.run(t, []scenario{{name: "then the last one may not", cred: frank.cred, method: m, path: p, status: 403, code: "cannot_remove_sole_owner"}})
 	})
 }
 
@@ -1154,10 +1086,10 @@ func TestParticipantsBlock(t *testing.T) {
 	})
 
 	t.Run("a blocked agent reads nothing", func(t *testing.T) {
-		k.refuse(t, []roomsRefusal{
-			{name: "room", as: helper, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
-			{name: "messages", as: helper, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
-			{name: "participants", as: helper, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
+		k.ts.run(t, []scenario{
+			{name: "room", cred: helper.cred, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
+			{name: "messages", cred: helper.cred, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
+			{name: "participants", cred: helper.cred, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
 		})
 		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "" {
 			t.Errorf("the blocked agent still lists %s", got)
@@ -1173,11 +1105,11 @@ func TestParticipantsBlock(t *testing.T) {
 	// The spec: an agent whose execution in the room is stopped gets 403 on
 	// messages and events (not the 404 of a room it cannot see).
 	t.Run("a blocked agent's posts are refused as execution_stopped", func(t *testing.T) {
-		k.refuse(t, []roomsRefusal{
-			{name: "message", as: helper, method: "POST", path: helper.room(room, "messages"),
+		k.ts.run(t, []scenario{
+			{name: "message", cred: helper.cred, method: "POST", path: helper.room(room, "messages"),
 				body:   map[string]any{"message": map[string]any{"content": "Still here", "mentions": []any{map[string]any{"id": alice.id}}}},
 				status: 403, code: "execution_stopped"},
-			{name: "event", as: helper, method: "POST", path: helper.room(room, "events"),
+			{name: "event", cred: helper.cred, method: "POST", path: helper.room(room, "events"),
 				body:   map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}},
 				status: 403, code: "execution_stopped"},
 		})
@@ -1206,18 +1138,18 @@ func TestParticipantsBlock(t *testing.T) {
 		k.get(t, bob, room)
 	})
 
-	patch := func(name string, as roomsActor, who string, body any, st int, code, ptr string) roomsRefusal {
-		return roomsRefusal{name: name, as: as, method: "PATCH", path: as.room(room, "participants", who), body: body, status: st, code: code, pointer: ptr}
+	patch := func(name string, as roomsActor, who string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room, "participants", who), body: body, status: status, code: code, pointers: pointers}
 	}
 	wrap := func(fields map[string]any) map[string]any { return map[string]any{"participant": fields} }
-	k.refuse(t, []roomsRefusal{
-		patch("the only owner blocks itself", alice, alice.id, wrap(blocked), 403, "cannot_remove_sole_owner", ""),
-		patch("the only owner demotes itself", alice, alice.id, wrap(map[string]any{"role": "admin"}), 403, "cannot_remove_sole_owner", ""),
-		patch("a member blocks someone", bob, helper.id, wrap(blocked), 403, "forbidden", ""),
-		patch("a member promotes itself", bob, bob.id, wrap(map[string]any{"role": "admin"}), 403, "forbidden", ""),
-		patch("a person not in the room", dave, helper.id, wrap(blocked), 404, "not_found", ""),
-		patch("someone not in the room", alice, dave.id, wrap(blocked), 404, "not_found", ""),
-		patch("a malformed participant id", alice, "helper", wrap(blocked), 404, "not_found", ""),
+	k.ts.run(t, []scenario{
+		patch("the only owner blocks itself", alice, alice.id, wrap(blocked), 403, "cannot_remove_sole_owner"),
+		patch("the only owner demotes itself", alice, alice.id, wrap(map[string]any{"role": "admin"}), 403, "cannot_remove_sole_owner"),
+		patch("a member blocks someone", bob, helper.id, wrap(blocked), 403, "forbidden"),
+		patch("a member promotes itself", bob, bob.id, wrap(map[string]any{"role": "admin"}), 403, "forbidden"),
+		patch("a person not in the room", dave, helper.id, wrap(blocked), 404, "not_found"),
+		patch("someone not in the room", alice, dave.id, wrap(blocked), 404, "not_found"),
+		patch("a malformed participant id", alice, "helper", wrap(blocked), 404, "not_found"),
 		patch("an unknown status", alice, helper.id, wrap(map[string]any{"status": "paused"}), 422, "validation_error", "/participant/status"),
 		patch("an unknown role", alice, helper.id, wrap(map[string]any{"role": "boss"}), 422, "validation_error", "/participant/role"),
 		patch("nothing to change", alice, helper.id, wrap(map[string]any{}), 422, "validation_error", "/participant"),
@@ -1226,9 +1158,9 @@ func TestParticipantsBlock(t *testing.T) {
 
 	t.Run("owners and admins", func(t *testing.T) {
 		expect(t, k.patch(t, alice, room, bob.id, map[string]any{"role": "admin"}), 200, "")
-		k.refuse(t, []roomsRefusal{
-			patch("an admin makes an owner", bob, helper.id, wrap(map[string]any{"role": "owner"}), 403, "forbidden", ""),
-			patch("an admin blocks an owner", bob, alice.id, wrap(blocked), 403, "forbidden", ""),
+		k.ts.run(t, []scenario{
+			patch("an admin makes an owner", bob, helper.id, wrap(map[string]any{"role": "owner"}), 403, "forbidden"),
+			patch("an admin blocks an owner", bob, alice.id, wrap(blocked), 403, "forbidden"),
 		})
 		// An admin blocks and unblocks a member.
 		expect(t, k.patch(t, bob, room, helper.id, blocked), 200, "")
@@ -1240,9 +1172,9 @@ func TestParticipantsBlock(t *testing.T) {
 			t.Fatalf("promoted = %v", d)
 		}
 		expect(t, k.patch(t, alice, room, alice.id, map[string]any{"role": "member"}), 200, "")
-		k.refuse(t, []roomsRefusal{
-			patch("a former owner blocks someone", alice, bob.id, wrap(blocked), 403, "forbidden", ""),
-			patch("the new only owner blocks itself", bob, bob.id, wrap(blocked), 403, "cannot_remove_sole_owner", ""),
+		k.ts.run(t, []scenario{
+			patch("a former owner blocks someone", alice, bob.id, wrap(blocked), 403, "forbidden"),
+			patch("the new only owner blocks itself", bob, bob.id, wrap(blocked), 403, "cannot_remove_sole_owner"),
 		})
 	})
 }
@@ -1256,7 +1188,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if got := k.listed(t, r); got != "alice,bobglobal,bobshared,carolglobal,sibling" {
 		t.Fatalf("peers = %s", got)
 	}
-	if m := r.meta(t); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 5, 1)) {
+	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 5, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
 	roomsCheckPeers(t, k, r)
@@ -1269,13 +1201,13 @@ func TestPeersOfAnAgent(t *testing.T) {
 		query, peers string
 		meta         map[string]any
 	}{
-		{"page=2&page_size=2", "bobshared,carolglobal", roomsOffsetMeta(2, 2, 5, 3)},
-		{"page=9&page_size=2", "", roomsOffsetMeta(9, 2, 5, 3)},
-		{"not_in_chat=" + room, "bobglobal,bobshared,carolglobal", roomsOffsetMeta(1, 20, 3, 1)},
-		{"not_in_chat=" + room + "&page_size=1&page=3", "carolglobal", roomsOffsetMeta(3, 1, 3, 3)},
+		{"page=2&page_size=2", "bobshared,carolglobal", offsetMetaJSON(2, 2, 5, 3)},
+		{"page=9&page_size=2", "", offsetMetaJSON(9, 2, 5, 3)},
+		{"not_in_chat=" + room, "bobglobal,bobshared,carolglobal", offsetMetaJSON(1, 20, 3, 1)},
+		{"not_in_chat=" + room + "&page_size=1&page=3", "carolglobal", offsetMetaJSON(3, 1, 3, 3)},
 		// A room the agent cannot read leaves nobody out (and so reveals nothing).
-		{"not_in_chat=" + elsewhere, "alice,bobglobal,bobshared,carolglobal,sibling", roomsOffsetMeta(1, 20, 5, 1)},
-		{"not_in_chat=" + nilID, "alice,bobglobal,bobshared,carolglobal,sibling", roomsOffsetMeta(1, 20, 5, 1)},
+		{"not_in_chat=" + elsewhere, "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)},
+		{"not_in_chat=" + nilID, "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)},
 	} {
 		r := k.ts.do(t, "GET", "/api/v1/agent/peers?"+tc.query, w.helper.cred, nil)
 		expect(t, r, 200, "")
@@ -1294,7 +1226,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if got := k.listed(t, r); got != "carol,bobglobal,carolglobal,carolshared" {
 		t.Errorf("carol's agent's peers = %s", got)
 	}
-	k.refuse(t, roomsPeerRefusals(w.helper, "/api/v1/agent/peers"))
+	k.ts.run(t, roomsPeerRefusals(w.helper, "/api/v1/agent/peers"))
 }
 
 func TestPeersOfAPerson(t *testing.T) {
@@ -1305,7 +1237,7 @@ func TestPeersOfAPerson(t *testing.T) {
 	if got := k.listed(t, r); got != "bob,dave,bobglobal,carolglobal,helper,sibling" {
 		t.Fatalf("peers = %s", got)
 	}
-	if m := r.meta(t); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 6, 1)) {
+	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 6, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
 	roomsCheckPeers(t, k, r)
@@ -1317,12 +1249,12 @@ func TestPeersOfAPerson(t *testing.T) {
 		query, peers string
 		meta         map[string]any
 	}{
-		{"type=User", "bob,dave", roomsOffsetMeta(1, 20, 2, 1)},
-		{"type=Agent", "bobglobal,carolglobal,helper,sibling", roomsOffsetMeta(1, 20, 4, 1)},
-		{"type=Agent&page=2&page_size=3", "sibling", roomsOffsetMeta(2, 3, 4, 2)},
-		{"page=2&page_size=4", "helper,sibling", roomsOffsetMeta(2, 4, 6, 2)},
-		{"not_in_chat=" + room, "dave,bobglobal,carolglobal,sibling", roomsOffsetMeta(1, 20, 4, 1)},
-		{"not_in_chat=" + room + "&type=User", "dave", roomsOffsetMeta(1, 20, 1, 1)},
+		{"type=User", "bob,dave", offsetMetaJSON(1, 20, 2, 1)},
+		{"type=Agent", "bobglobal,carolglobal,helper,sibling", offsetMetaJSON(1, 20, 4, 1)},
+		{"type=Agent&page=2&page_size=3", "sibling", offsetMetaJSON(2, 3, 4, 2)},
+		{"page=2&page_size=4", "helper,sibling", offsetMetaJSON(2, 4, 6, 2)},
+		{"not_in_chat=" + room, "dave,bobglobal,carolglobal,sibling", offsetMetaJSON(1, 20, 4, 1)},
+		{"not_in_chat=" + room + "&type=User", "dave", offsetMetaJSON(1, 20, 1, 1)},
 	} {
 		r := k.ts.do(t, "GET", "/api/v1/me/peers?"+tc.query, w.alice.cred, nil)
 		expect(t, r, 200, "")
@@ -1342,9 +1274,9 @@ func TestPeersOfAPerson(t *testing.T) {
 		t.Errorf("carol's peers = %s", got)
 	}
 	refusals := append(roomsPeerRefusals(w.alice, "/api/v1/me/peers"),
-		roomsRefusal{name: "bad type", as: w.alice, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointer: "/type"},
-		roomsRefusal{name: "type in lower case", as: w.alice, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointer: "/type"})
-	k.refuse(t, refusals)
+		scenario{name: "bad type", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointers: []string{"/type"}},
+		scenario{name: "type in lower case", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointers: []string{"/type"}})
+	k.ts.run(t, refusals)
 }
 
 // roomsPeersWorld is two organizations with people and agents of every kind.
@@ -1401,8 +1333,8 @@ func roomsCheckPeers(t *testing.T, k *roomsKit, r *response) {
 	}
 }
 
-func roomsPeerRefusals(as roomsActor, path string) []roomsRefusal {
-	var out []roomsRefusal
+func roomsPeerRefusals(as roomsActor, path string) []scenario {
+	var out []scenario
 	for _, q := range []struct{ query, pointer string }{
 		{"not_in_chat=room-1", "/not_in_chat"},
 		{"not_in_chat=" + strings.Repeat("0", 36), "/not_in_chat"},
@@ -1411,7 +1343,7 @@ func roomsPeerRefusals(as roomsActor, path string) []roomsRefusal {
 		{"page_size=101", "/page_size"},
 		{"page_size=all", "/page_size"},
 	} {
-		out = append(out, roomsRefusal{name: q.query, as: as, method: "GET", path: path + "?" + q.query, status: 422, code: "validation_error", pointer: q.pointer})
+		out = append(out, scenario{name: q.query, cred: as.cred, method: "GET", path: path + "?" + q.query, status: 422, code: "validation_error", pointers: []string{q.pointer}})
 	}
 	return out
 }
