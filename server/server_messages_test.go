@@ -210,53 +210,12 @@ func (w *msgWorld) walk(t testing.TB, p msgParty, path, query string) string {
 	return w.ts.walkPages(t, path, query, p.cred, func(r *response) string { return w.names(t, r) })
 }
 
-func msgDetails(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	e, _ := r.json(t)["error"].(map[string]any)
-	d, _ := e["details"].(map[string]any)
-	return d
-}
-
-// msgRefusal is a request that must be refused and change nothing.
-type msgRefusal struct {
-	name     string
-	as       msgParty
-	method   string // default POST
-	path     string
-	body     any
-	status   int
-	code     string
-	pointers []string // each must be a key of error.details with messages
-}
-
-func (w *msgWorld) refuse(t *testing.T, cases []msgRefusal) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			method := tc.method
-			if method == "" {
-				method = "POST"
-			}
-			before := w.ts.snapshot(t)
-			r := w.ts.do(t, method, tc.path, tc.as.cred, tc.body)
-			expect(t, r, tc.status, tc.code)
-			details := msgDetails(t, r)
-			for _, ptr := range tc.pointers {
-				if msgs, ok := details[ptr].([]any); !ok || len(msgs) == 0 {
-					t.Errorf("details %v lack %s", details, ptr)
-				}
-			}
-			w.ts.unchanged(t, before)
-		})
-	}
-}
-
 // ---------------------------------------------------------------------------
 // Sending text messages.
 
 // sendRefusals are the 400 and 422 refusals of a text message sent by self
 // to the world's room; they hold for both APIs.
-func sendRefusals(w *msgWorld, self msgParty) []msgRefusal {
+func sendRefusals(w *msgWorld, self msgParty) []scenario {
 	path := self.at(w.room, "messages")
 	coder := byID(w.coder)
 	ref := func(m map[string]any) map[string]any {
@@ -271,14 +230,14 @@ func sendRefusals(w *msgWorld, self msgParty) []msgRefusal {
 		manyMentions[i] = coder
 	}
 	attachment := []string{"0190a000-0000-7000-8000-00000000f11e"}
-	rf := func(name string, body any, status int, code string, pointers ...string) msgRefusal {
-		return msgRefusal{name: name, as: self, path: path, body: body, status: status, code: code, pointers: pointers}
+	rf := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: self.cred, method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
 	}
-	v422 := func(name string, body any, code string, pointers ...string) msgRefusal {
+	v422 := func(name string, body any, code string, pointers ...string) scenario {
 		return rf(name, body, 422, code, pointers...)
 	}
 	mentions := func(ms ...any) []any { return ms }
-	return []msgRefusal{
+	return []scenario{
 		// validation_error: the body and the content.
 		v422("no body", nil, "validation_error", "/message"),
 		v422("no message object", map[string]any{}, "validation_error", "/message"),
@@ -364,7 +323,7 @@ func TestMessagesSendRefusals(t *testing.T) {
 	w := newMsgWorld(t)
 	for _, self := range []msgParty{w.helper, w.alice} {
 		api := map[string]string{msgAgentAPI: "agent API", msgHumanAPI: "human API"}[self.base]
-		t.Run(api, func(t *testing.T) { w.refuse(t, sendRefusals(w, self)) })
+		t.Run(api, func(t *testing.T) { w.ts.run(t, sendRefusals(w, self)) })
 	}
 	// Nothing was sent, so the room got no title from a refused message.
 	if r := w.get(t, w.alice, w.alice.at(w.room)); r.data(t)["title"] != nil {
@@ -384,8 +343,8 @@ func TestMessagesSendLoneBadKind(t *testing.T) {
 		if code := r.errorCode(t); code != "invalid_mention_kind" && code != "mentions_required" {
 			t.Errorf("kind %v: code %s", kind, code)
 		}
-		if _, ok := msgDetails(t, r)["/message/mentions/0/kind"]; !ok {
-			t.Errorf("kind %v: details %v lack /message/mentions/0/kind", kind, msgDetails(t, r))
+		if _, ok := errorDetails(t, r)["/message/mentions/0/kind"]; !ok {
+			t.Errorf("kind %v: details %v lack /message/mentions/0/kind", kind, errorDetails(t, r))
 		}
 		w.ts.unchanged(t, before)
 	}
@@ -401,8 +360,8 @@ func TestMessagesSendOnlyText(t *testing.T) {
 			msgOf("content", "calling grep", "mentions", []any{byID(w.coder)}, "message_type", "tool_call"))
 		switch code := r.errorCode(t); {
 		case r.status == 400 && code == "unknown_field", r.status == 422 && code == "validation_error":
-			if _, ok := msgDetails(t, r)["/message/message_type"]; !ok {
-				t.Errorf("%s: details %v lack /message/message_type", self.label, msgDetails(t, r))
+			if _, ok := errorDetails(t, r)["/message/message_type"]; !ok {
+				t.Errorf("%s: details %v lack /message/message_type", self.label, errorDetails(t, r))
 			}
 		default:
 			t.Errorf("%s: %d %s", self.label, r.status, r.body)
@@ -568,7 +527,7 @@ func TestMessagesSend(t *testing.T) {
 		r := w.ts.do(t, "POST", w.alice.at(w.room, "messages"), w.alice.cred, msgOf("content", "spoof", "mentions", []any{byID(w.coder)},
 			"metadata", map[string]any{"status": "processed", "current_attempt": 7, "attempts": []any{}, "delivery_status": map[string]any{}, "mentions": []any{}, "source": "a2a"}))
 		expect(t, r, 422, "validation_error")
-		details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+		details := errorDetails(t, r)
 		for _, key := range []string{"status", "current_attempt", "attempts", "delivery_status", "mentions"} {
 			if _, ok := details["/message/metadata/"+key]; !ok {
 				t.Errorf("details %v lack /message/metadata/%s", details, key)
@@ -638,30 +597,30 @@ func TestMessagesSendAuthorization(t *testing.T) {
 	hi := func(m msgParty) any { return msgOf("content", "hi", "mentions", []any{byID(m)}) }
 	thought := eventOf("content", "thinking", "message_type", "thought")
 
-	w.refuse(t, []msgRefusal{
-		{name: "a person not in the room", as: w.carol, path: w.carol.at(w.room, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
-		{name: "a person of the organization not in the room", as: w.bob, path: w.bob.at(helperRoom, "messages"), body: hi(w.helper), status: 404, code: "not_found"},
-		{name: "an agent not in the room", as: w.idle, path: w.idle.at(w.room, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
-		{name: "an agent's event in a room it is not in", as: w.idle, path: w.idle.at(w.room, "events"), body: thought, status: 404, code: "not_found"},
-		{name: "an unknown room", as: w.helper, path: w.helper.at(msgUnknownID, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
-		{name: "a malformed room id", as: w.alice, path: w.alice.at("not-a-room", "messages"), body: hi(w.helper), status: 404, code: "not_found"},
-		{name: "a person who reads the room only through an agent", as: w.alice, path: w.alice.at(helperRoom, "messages"), body: hi(w.helper), status: 403, code: "forbidden"},
-		{name: "a person's key on the agent API", as: w.alice, path: w.helper.at(w.room, "messages"), body: hi(w.coder), status: 403, code: "forbidden"},
-		{name: "an agent's key on the human API", as: w.helper, path: w.alice.at(w.room, "messages"), body: hi(w.coder), status: 403, code: "forbidden"},
-		{name: "a person's key on the events API", as: w.alice, path: w.helper.at(w.room, "events"), body: thought, status: 403, code: "forbidden"},
-		{name: "no credentials", as: msgParty{cred: noCred}, path: w.helper.at(w.room, "messages"), body: hi(w.coder), status: 401, code: "unauthorized"},
+	w.ts.run(t, []scenario{
+		{name: "a person not in the room", cred: w.carol.cred, method: "POST", path: w.carol.at(w.room, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
+		{name: "a person of the organization not in the room", cred: w.bob.cred, method: "POST", path: w.bob.at(helperRoom, "messages"), body: hi(w.helper), status: 404, code: "not_found"},
+		{name: "an agent not in the room", cred: w.idle.cred, method: "POST", path: w.idle.at(w.room, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
+		{name: "an agent's event in a room it is not in", cred: w.idle.cred, method: "POST", path: w.idle.at(w.room, "events"), body: thought, status: 404, code: "not_found"},
+		{name: "an unknown room", cred: w.helper.cred, method: "POST", path: w.helper.at(msgUnknownID, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
+		{name: "a malformed room id", cred: w.alice.cred, method: "POST", path: w.alice.at("not-a-room", "messages"), body: hi(w.helper), status: 404, code: "not_found"},
+		{name: "a person who reads the room only through an agent", cred: w.alice.cred, method: "POST", path: w.alice.at(helperRoom, "messages"), body: hi(w.helper), status: 403, code: "forbidden"},
+		{name: "a person's key on the agent API", cred: w.alice.cred, method: "POST", path: w.helper.at(w.room, "messages"), body: hi(w.coder), status: 403, code: "forbidden"},
+		{name: "an agent's key on the human API", cred: w.helper.cred, method: "POST", path: w.alice.at(w.room, "messages"), body: hi(w.coder), status: 403, code: "forbidden"},
+		{name: "a person's key on the events API", cred: w.alice.cred, method: "POST", path: w.helper.at(w.room, "events"), body: thought, status: 403, code: "forbidden"},
+		{name: "no credentials", cred: noCred, method: "POST", path: w.helper.at(w.room, "messages"), body: hi(w.coder), status: 401, code: "unauthorized"},
 	})
 	t.Run("a deleted room", func(t *testing.T) {
 		gone := w.newRoom(t, w.alice, "gone")
 		w.add(t, w.alice, gone, w.helper)
 		expect(t, w.ts.do(t, "DELETE", w.alice.at(gone), w.alice.cred, nil), 204, "")
-		w.refuse(t, []msgRefusal{
-			{name: "human message", as: w.alice, path: w.alice.at(gone, "messages"), body: hi(w.helper), status: 404, code: "not_found"},
-			{name: "agent message", as: w.helper, path: w.helper.at(gone, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
-			{name: "event", as: w.helper, path: w.helper.at(gone, "events"), body: thought, status: 404, code: "not_found"},
-			{name: "history", as: w.alice, method: "GET", path: w.alice.at(gone, "messages"), status: 404, code: "not_found"},
-			{name: "agent listing", as: w.helper, method: "GET", path: w.helper.at(gone, "messages"), status: 404, code: "not_found"},
-			{name: "context", as: w.helper, method: "GET", path: w.helper.at(gone, "context"), status: 404, code: "not_found"},
+		w.ts.run(t, []scenario{
+			{name: "human message", cred: w.alice.cred, method: "POST", path: w.alice.at(gone, "messages"), body: hi(w.helper), status: 404, code: "not_found"},
+			{name: "agent message", cred: w.helper.cred, method: "POST", path: w.helper.at(gone, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
+			{name: "event", cred: w.helper.cred, method: "POST", path: w.helper.at(gone, "events"), body: thought, status: 404, code: "not_found"},
+			{name: "history", cred: w.alice.cred, method: "GET", path: w.alice.at(gone, "messages"), status: 404, code: "not_found"},
+			{name: "agent listing", cred: w.helper.cred, method: "GET", path: w.helper.at(gone, "messages"), status: 404, code: "not_found"},
+			{name: "context", cred: w.helper.cred, method: "GET", path: w.helper.at(gone, "context"), status: 404, code: "not_found"},
 		})
 	})
 	// The refusals are about posting: alice still reads the agent's room.
@@ -678,10 +637,10 @@ func TestMessagesBlockedAgent(t *testing.T) {
 	}
 	// The spec: 403 when "the agent's execution in this room has been
 	// stopped" (code execution_stopped), not the 404 of an unknown room.
-	w.refuse(t, []msgRefusal{
-		{name: "message", as: w.coder, path: w.coder.at(w.room, "messages"),
+	w.ts.run(t, []scenario{
+		{name: "message", cred: w.coder.cred, method: "POST", path: w.coder.at(w.room, "messages"),
 			body: msgOf("content", "still here", "mentions", []any{byID(w.alice)}), status: 403, code: "execution_stopped"},
-		{name: "event", as: w.coder, path: w.coder.at(w.room, "events"),
+		{name: "event", cred: w.coder.cred, method: "POST", path: w.coder.at(w.room, "events"),
 			body: eventOf("content", "thinking", "message_type", "thought"), status: 403, code: "execution_stopped"},
 	})
 }
@@ -692,18 +651,18 @@ func TestMessagesQuota(t *testing.T) {
 	w.event(t, "e1", w.helper, w.room, "thought", "two", nil)
 	w.mustSend(t, "t2", w.helper, w.room, "three", byID(w.alice))
 
-	full := []msgRefusal{
-		{name: "agent message", as: w.helper, path: w.helper.at(w.room, "messages"),
+	full := []scenario{
+		{name: "agent message", cred: w.helper.cred, method: "POST", path: w.helper.at(w.room, "messages"),
 			body: msgOf("content", "four", "mentions", []any{byID(w.alice)}), status: 403, code: "limit_reached"},
-		{name: "human message", as: w.alice, path: w.alice.at(w.room, "messages"),
+		{name: "human message", cred: w.alice.cred, method: "POST", path: w.alice.at(w.room, "messages"),
 			body: msgOf("content", "four", "mentions", []any{byID(w.helper)}), status: 403, code: "limit_reached"},
-		{name: "event", as: w.helper, path: w.helper.at(w.room, "events"),
+		{name: "event", cred: w.helper.cred, method: "POST", path: w.helper.at(w.room, "events"),
 			body: eventOf("content", "four", "message_type", "tool_call", "metadata", map[string]any{"id": "c1"}), status: 403, code: "limit_reached"},
 	}
-	w.refuse(t, full)
+	w.ts.run(t, full)
 	for _, tc := range full {
-		r := w.ts.do(t, "POST", tc.path, tc.as.cred, tc.body)
-		d := msgDetails(t, r)
+		r := w.ts.do(t, "POST", tc.path, tc.cred, tc.body)
+		d := errorDetails(t, r)
 		if d["resource"] != "messages" || d["limit"] != float64(3) || d["current"] != float64(3) {
 			t.Errorf("%s: details = %v", tc.name, d)
 		}
@@ -825,14 +784,14 @@ func TestEvents(t *testing.T) {
 	})
 
 	ev := func(kv ...any) any { return eventOf(kv...) }
-	rf := func(name string, body any, status int, code string, pointers ...string) msgRefusal {
-		return msgRefusal{name: name, as: w.helper, path: path, body: body, status: status, code: code, pointers: pointers}
+	rf := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: w.helper.cred, method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
 	}
-	v422 := func(name string, body any, pointers ...string) msgRefusal {
+	v422 := func(name string, body any, pointers ...string) scenario {
 		return rf(name, body, 422, "validation_error", pointers...)
 	}
 	over := map[string]any{"k": strings.Repeat("x", store.MaxEventMetadataLen-7)}
-	w.refuse(t, []msgRefusal{
+	w.ts.run(t, []scenario{
 		v422("no body", nil, "/event"),
 		v422("no event object", map[string]any{}, "/event"),
 		v422("content and type missing", ev(), "/event/content", "/event/message_type"),
@@ -1029,10 +988,10 @@ func TestAgentMessageListing(t *testing.T) {
 		w.mustSend(t, "o1", w.alice, other, "o1", byID(w.helper))
 		w.mustSend(t, "o2", w.alice, other, "o2", byID(w.helper))
 		fromOther := w.get(t, w.helper, w.helper.at(other, "messages")+"?limit=1").meta(t)["next_cursor"].(string)
-		get := func(name, query string, status int, code string, pointers ...string) msgRefusal {
-			return msgRefusal{name: name, as: w.helper, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
+		get := func(name, query string, status int, code string, pointers ...string) scenario {
+			return scenario{name: name, cred: w.helper.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
-		w.refuse(t, []msgRefusal{
+		w.ts.run(t, []scenario{
 			get("garbage cursor", "cursor=garbage", 422, "invalid_cursor", "/cursor"),
 			get("tampered cursor", "cursor="+url.QueryEscape(flipChar(asc, len(asc)-5)), 422, "invalid_cursor", "/cursor"),
 			get("cursor of another sort order", "sort_order=desc&cursor="+url.QueryEscape(asc), 422, "invalid_cursor", "/cursor"),
@@ -1046,9 +1005,9 @@ func TestAgentMessageListing(t *testing.T) {
 			get("unknown status", "status=delivered", 422, "validation_error", "/status"),
 			get("empty status", "status=", 422, "validation_error", "/status"),
 			get("unknown sort order", "sort_order=newest", 422, "validation_error", "/sort_order"),
-			{name: "an agent not in the room", as: w.idle, method: "GET", path: w.idle.at(room, "messages"), status: 404, code: "not_found"},
-			{name: "an unknown room", as: w.helper, method: "GET", path: w.helper.at(msgUnknownID, "messages"), status: 404, code: "not_found"},
-			{name: "a person's key", as: w.alice, method: "GET", path: path, status: 403},
+			{name: "an agent not in the room", cred: w.idle.cred, method: "GET", path: w.idle.at(room, "messages"), status: 404, code: "not_found"},
+			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(msgUnknownID, "messages"), status: 404, code: "not_found"},
+			{name: "a person's key", cred: w.alice.cred, method: "GET", path: path, status: 403},
 		})
 		// The cursor of a page still works where it was issued.
 		if got := w.names(t, w.get(t, w.helper, path+"?status=all&limit=1&cursor="+url.QueryEscape(asc))); got != "b" {
@@ -1173,10 +1132,10 @@ func TestHumanMessageHistory(t *testing.T) {
 
 	t.Run("refusals", func(t *testing.T) {
 		textCursor := w.get(t, w.alice, path+"?limit=1&message_type=text").meta(t)["next_cursor"].(string)
-		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) msgRefusal {
-			return msgRefusal{name: name, as: as, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
+		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) scenario {
+			return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
-		w.refuse(t, []msgRefusal{
+		w.ts.run(t, []scenario{
 			get("since with cursor", w.alice, "since="+url.QueryEscape(sinceT2)+"&cursor="+url.QueryEscape(textCursor), 422, "validation_error", "/since"),
 			get("since not a date-time", w.alice, "since=yesterday", 422, "validation_error", "/since"),
 			get("unknown message type", w.alice, "message_type=shout", 422, "validation_error", "/message_type"),
@@ -1187,8 +1146,8 @@ func TestHumanMessageHistory(t *testing.T) {
 			get("page_size 0", w.alice, "page_size=0", 422, "validation_error", "/page_size"),
 			get("a person not in the room", w.carol, "", 404, "not_found"),
 			get("an agent's key", w.helper, "", 403, ""),
-			{name: "an unknown room", as: w.alice, method: "GET", path: w.alice.at(msgUnknownID, "messages"), status: 404, code: "not_found"},
-			{name: "a malformed room id", as: w.alice, method: "GET", path: w.alice.at("nope", "messages"), status: 404, code: "not_found"},
+			{name: "an unknown room", cred: w.alice.cred, method: "GET", path: w.alice.at(msgUnknownID, "messages"), status: 404, code: "not_found"},
+			{name: "a malformed room id", cred: w.alice.cred, method: "GET", path: w.alice.at("nope", "messages"), status: 404, code: "not_found"},
 		})
 		// A blocked person reads nothing.
 		expect(t, w.ts.do(t, "PATCH", w.alice.at(room, "participants", w.bob.id), w.alice.cred,
@@ -1270,17 +1229,17 @@ func TestAgentContext(t *testing.T) {
 
 	t.Run("refusals", func(t *testing.T) {
 		fromMessages := w.get(t, w.helper, w.helper.at(room, "messages")+"?status=all&limit=1").meta(t)["next_cursor"].(string)
-		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) msgRefusal {
-			return msgRefusal{name: name, as: as, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
+		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) scenario {
+			return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
-		w.refuse(t, []msgRefusal{
+		w.ts.run(t, []scenario{
 			get("limit 0", w.helper, "limit=0", 422, "validation_error", "/limit"),
 			get("limit 101", w.helper, "limit=101", 422, "validation_error", "/limit"),
 			get("garbage cursor", w.helper, "cursor=abc.def", 422, "invalid_cursor", "/cursor"),
 			get("cursor of the messages listing", w.helper, "cursor="+url.QueryEscape(fromMessages), 422, "invalid_cursor", "/cursor"),
 			get("an agent not in the room", w.idle, "", 404, "not_found"),
 			get("a person's key", w.alice, "", 403, "forbidden"),
-			{name: "an unknown room", as: w.helper, method: "GET", path: w.helper.at(msgUnknownID, "context"), status: 404, code: "not_found"},
+			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(msgUnknownID, "context"), status: 404, code: "not_found"},
 		})
 	})
 }
