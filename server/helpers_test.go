@@ -353,6 +353,11 @@ type scenario struct {
 	same func(t testing.TB) string
 }
 
+// refusalCase is a scenario written in one line, for tables of refusals.
+func refusalCase(name string, c cred, method, path string, body any, status int, code string, pointers ...string) scenario {
+	return scenario{name: name, cred: c, method: method, path: path, body: body, status: status, code: code, pointers: pointers}
+}
+
 // run runs each scenario as a sub-test of its name.
 func (ts *testServer) run(t *testing.T, scenarios []scenario) {
 	t.Helper()
@@ -422,6 +427,19 @@ func errorDetails(t testing.TB, r *response) map[string]any {
 	env, _ := r.json(t)["error"].(map[string]any)
 	d, _ := env["details"].(map[string]any)
 	return d
+}
+
+// remarshal decodes what from encodes to as JSON into to.
+func remarshal(t testing.TB, from, to any) {
+	t.Helper()
+	if err := json.Unmarshal(mustJSON(t, from), to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jsonEqual is whether a and b encode to the same JSON.
+func jsonEqual(t testing.TB, a, b any) bool {
+	return string(mustJSON(t, a)) == string(mustJSON(t, b))
 }
 
 // sameJSON fails the test when got and want encode to different JSON.

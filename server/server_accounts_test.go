@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -64,7 +63,7 @@ func TestSetupCreatesTheFirstPerson(t *testing.T) {
 	var want, got any
 	json.Unmarshal(me.body, &want)
 	json.Unmarshal(mustJSON(t, map[string]any{"data": d["user"]}), &got)
-	if !jsonEqual(want, got) {
+	if !jsonEqual(t, want, got) {
 		t.Fatalf("setup's user %v differs from GET /me %v", got, want)
 	}
 	if u := me.data(t); u["handle"] != "ada" || u["role"] != "admin" {
@@ -87,12 +86,6 @@ func TestSetupIsRefusedOnceSomeoneExists(t *testing.T) {
 	ts.user("alice") // made with chatd create-user, say
 	token, _ := ts.db.CreateSetupToken(context.Background())
 	ts.refused(t, "POST", setupPath, noCred, setupBody(token), 409, "conflict", "")
-}
-
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
 }
 
 // signIn signs in and returns the session token.

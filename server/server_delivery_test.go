@@ -164,13 +164,6 @@ type dlvState struct {
 	ProcessedAt    *string         `json:"processed_at"`
 }
 
-func dlvRemarshal(t testing.TB, from, to any) {
-	t.Helper()
-	if err := json.Unmarshal(mustJSON(t, from), to); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // findMessage returns the metadata of message id in a listing.
 func dlvFindMessage(t testing.TB, r *response, id string) map[string]any {
 	t.Helper()
@@ -199,21 +192,17 @@ func (k *dlvKit) state(t testing.TB, room, msg string) dlvState {
 		t.Fatalf("delivery_status = %v, want one entry, for the worker", statuses)
 	}
 	var human dlvState
-	dlvRemarshal(t, statuses[k.worker.ID], &human)
+	remarshal(t, statuses[k.worker.ID], &human)
 
 	r = k.ts.do(t, "GET", "/api/v1/agent/chats/"+room+"/messages?status=all&limit=100", apiKey(k.workerKey), nil)
 	expect(t, r, 200, "")
 	var own dlvState
-	dlvRemarshal(t, dlvFindMessage(t, r, msg), &own)
+	remarshal(t, dlvFindMessage(t, r, msg), &own)
 	own.ProcessedAt = human.ProcessedAt // the agent view has no processed_at of its own
-	if !dlvJSONEqual(t, own, human) {
+	if !jsonEqual(t, own, human) {
 		t.Fatalf("the agent view %+v and the human view %+v disagree", own, human)
 	}
 	return human
-}
-
-func dlvJSONEqual(t testing.TB, a, b any) bool {
-	return string(mustJSON(t, a)) == string(mustJSON(t, b))
 }
 
 // outcome checks a /processing, /processed or /failed answer.
@@ -222,17 +211,9 @@ func dlvOutcome(t testing.TB, r *response, msg, status string, attempt int) {
 	expect(t, r, 200, "")
 	d := r.data(t)
 	want := map[string]any{"id": msg, "status": status, "attempt_number": float64(attempt), "success": true}
-	if !dlvJSONEqual(t, d, want) {
+	if !jsonEqual(t, d, want) {
 		t.Fatalf("outcome = %v, want %v", d, want)
 	}
-}
-
-// details returns the error envelope's details.
-func dlvDetails(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	env, _ := r.json(t)["error"].(map[string]any)
-	d, _ := env["details"].(map[string]any)
-	return d
 }
 
 // TestDeliveryStateTable walks every row of the spec's state table (and the
@@ -275,7 +256,7 @@ func TestDeliveryStateTable(t *testing.T) {
 		{name: "processing → processing while live is a no-op", setup: []string{"processing"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 1,
 			check: func(t *testing.T, _, _ string, before, s dlvState) {
-				if !dlvJSONEqual(t, before, s) {
+				if !jsonEqual(t, before, s) {
 					t.Fatalf("the no-op changed the delivery: before %+v, after %+v", before, s)
 				}
 			}},
@@ -323,7 +304,7 @@ func TestDeliveryStateTable(t *testing.T) {
 		{name: "failed → processing starts a fresh attempt", setup: []string{"processing", "failed"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 2,
 			check: func(t *testing.T, _, _ string, before, s dlvState) {
-				if len(s.Attempts) != 2 || !dlvJSONEqual(t, s.Attempts[0], before.Attempts[0]) ||
+				if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) ||
 					s.Attempts[1].AttemptNumber != 2 || s.Attempts[1].Status != "processing" || s.Attempts[1].CompletedAt != nil {
 					t.Fatalf("attempts = %+v", s.Attempts)
 				}
@@ -331,7 +312,7 @@ func TestDeliveryStateTable(t *testing.T) {
 		{name: "processed → processing reopens the message", setup: []string{"processing", "processed"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 2,
 			check: func(t *testing.T, room, msg string, before, s dlvState) {
-				if len(s.Attempts) != 2 || !dlvJSONEqual(t, s.Attempts[0], before.Attempts[0]) || s.Attempts[1].Status != "processing" {
+				if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) || s.Attempts[1].Status != "processing" {
 					t.Fatalf("attempts = %+v", s.Attempts)
 				}
 				if s.ProcessedAt != nil {
@@ -393,35 +374,20 @@ func TestDeliveryFailedNeedsAnError(t *testing.T) {
 	room := k.room(t)
 	msg := k.post(t, room, k.worker)
 	expect(t, k.mark(t, room, msg, "processing", nil), 200, "")
-	for _, tc := range []struct {
-		name   string
-		body   any
-		status int
-		code   string
-		ptr    string
-	}{
-		{"no body", nil, 422, "validation_error", "/error"},
-		{"empty object", map[string]any{}, 422, "validation_error", "/error"},
-		{"null error", map[string]any{"error": nil}, 422, "validation_error", "/error"},
-		{"empty error", dlvFailBody(""), 422, "validation_error", "/error"},
-		{"blank error", dlvFailBody("   "), 422, "validation_error", "/error"},
-		{"error of the wrong type", map[string]any{"error": 42}, 422, "validation_error", "/error"},
-		{"error too long", dlvFailBody(strings.Repeat("e", store.MaxErrorLen+1)), 422, "validation_error", "/error"},
-		{"unknown field", map[string]any{"error": "boom", "retry": true}, 400, "unknown_field", "/retry"},
-		{"not JSON", "{", 400, "invalid_json", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			snap := k.ts.snapshot(t)
-			r := k.mark(t, room, msg, "failed", tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.ptr != "" {
-				if _, ok := dlvDetails(t, r)[tc.ptr]; !ok {
-					t.Fatalf("details %v lack %s", dlvDetails(t, r), tc.ptr)
-				}
-			}
-			k.ts.unchanged(t, snap)
-		})
+	failed := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(k.workerKey), "POST", dlvPath(room, msg, "failed"), body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		failed("no body", nil, 422, "validation_error", "/error"),
+		failed("empty object", map[string]any{}, 422, "validation_error", "/error"),
+		failed("null error", map[string]any{"error": nil}, 422, "validation_error", "/error"),
+		failed("empty error", dlvFailBody(""), 422, "validation_error", "/error"),
+		failed("blank error", dlvFailBody("   "), 422, "validation_error", "/error"),
+		failed("error of the wrong type", map[string]any{"error": 42}, 422, "validation_error", "/error"),
+		failed("error too long", dlvFailBody(strings.Repeat("e", store.MaxErrorLen+1)), 422, "validation_error", "/error"),
+		failed("unknown field", map[string]any{"error": "boom", "retry": true}, 400, "unknown_field", "/retry"),
+		failed("not JSON", "{", 400, "invalid_json"),
+	})
 	// The longest error is accepted, as is one with surrounding blanks
 	// (recorded trimmed).
 	dlvOutcome(t, k.mark(t, room, msg, "failed", dlvFailBody("  boom \n")), msg, "failed", 1)
@@ -444,20 +410,15 @@ func TestDeliveryBodies(t *testing.T) {
 	}
 	msg := k.post(t, room, k.worker)
 	for _, action := range []string{"processing", "processed"} {
-		for _, tc := range []struct {
-			body   any
-			status int
-			code   string
-		}{
-			{map[string]any{"status": "processing"}, 400, "unknown_field"},
-			{map[string]any{"error": "boom"}, 400, "unknown_field"},
-			{"{", 400, "invalid_json"},
-			{"{}{}", 400, "invalid_json"},
-		} {
-			snap := k.ts.snapshot(t)
-			expect(t, k.mark(t, room, msg, action, tc.body), tc.status, tc.code)
-			k.ts.unchanged(t, snap)
+		refused := func(name string, body any, code string) scenario {
+			return refusalCase(action+", "+name, apiKey(k.workerKey), "POST", dlvPath(room, msg, action), body, 400, code)
 		}
+		k.ts.run(t, []scenario{
+			refused("a status", map[string]any{"status": "processing"}, "unknown_field"),
+			refused("an error", map[string]any{"error": "boom"}, "unknown_field"),
+			refused("half an object", "{", "invalid_json"),
+			refused("two objects", "{}{}", "invalid_json"),
+		})
 		expect(t, k.mark(t, room, msg, action, map[string]any{}), 200, "")
 	}
 }
@@ -549,16 +510,13 @@ func TestDeliveryNotFound(t *testing.T) {
 		{"unknown room", k.workerKey, "0190a000-0000-7000-8000-000000000000", mine},
 		{"malformed room id", k.workerKey, "nope", mine},
 	}
+	var refusals []scenario
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			snap := k.ts.snapshot(t)
-			for _, action := range []string{"processing", "processed", "failed"} {
-				r := k.ts.do(t, "POST", dlvPath(tc.room, tc.msg, action), apiKey(tc.key), dlvBodyFor(action))
-				expect(t, r, 404, "not_found")
-			}
-			k.ts.unchanged(t, snap)
-		})
+		for _, action := range []string{"processing", "processed", "failed"} {
+			refusals = append(refusals, refusalCase(tc.name+", "+action, apiKey(tc.key), "POST", dlvPath(tc.room, tc.msg, action), dlvBodyFor(action), 404, "not_found"))
+		}
 	}
+	k.ts.run(t, refusals)
 	expect(t, k.next(t, k.awayKey, room), 404, "not_found")
 	expect(t, k.ts.do(t, "GET", "/api/v1/agent/chats/"+room+"/messages", apiKey(k.awayKey), nil), 404, "not_found")
 	expect(t, k.next(t, k.workerKey, "0190a000-0000-7000-8000-000000000000"), 404, "not_found")
@@ -603,7 +561,7 @@ func TestDeliveryHumanView(t *testing.T) {
 		}
 		for i, a := range s.Attempts {
 			w := st.attempts[i]
-			if a.AttemptNumber != w.AttemptNumber || a.Status != w.Status || !dlvJSONEqual(t, a.Error, w.Error) ||
+			if a.AttemptNumber != w.AttemptNumber || a.Status != w.Status || !jsonEqual(t, a.Error, w.Error) ||
 				a.StartedAt == "" || (a.CompletedAt == nil) != (a.Status == "processing") {
 				t.Fatalf("after %s: attempt %d = %+v, want %+v", st.action, i, a, w)
 			}
