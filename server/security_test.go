@@ -210,14 +210,11 @@ func TestObjectLevelAuthorization(t *testing.T) {
 			}
 			p := strings.Join(path, "/")
 			t.Run(key+" "+strings.Join(desc, ","), func(t *testing.T) {
-				before := ts.snapshot(t)
 				c := w.cred(p)
 				if b, isFile := body.([]byte); isFile {
 					c = fileHeaders(w.key(p), "x.txt", hexDigest(b), "text/plain")
 				}
-				r := ts.do(t, rt.method, p, c, body)
-				expect(t, r, 404, "not_found")
-				ts.unchanged(t, before)
+				ts.refused(t, rt.method, p, c, body, 404, "not_found", "")
 			})
 		}
 	}
@@ -231,23 +228,17 @@ func TestForeignIDsInBodies(t *testing.T) {
 	w := newSecWorld(t)
 	ts := w.ts
 	ra := "/api/v1/agent/chats/" + w.ownRoom
-	for _, tc := range []struct {
-		name, method, path string
-		body               any
-		status             int
-		code               string
-	}{
-		{"invite B's person", "POST", ra + "/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["participants"]}}, 404, "not_found"},
-		{"invite B's agent", "POST", "/api/v1/me/chats/" + w.ownRoom + "/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["agents"]}}, 404, "not_found"},
-		{"mention B's person", "POST", ra + "/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": w.foreign["participants"]}}}}, 422, "mentioned_participant_not_in_room"},
-		{"attach B's file", "POST", ra + "/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}, "attachment_ids": []string{w.foreign["files"]}}}, 422, ""},
-		{"supersede B's task", "POST", ra + "/tasks", map[string]any{"subject": "mine", "supersedes_id": w.foreign["tasks"]}, 422, "validation_error"},
-		{"mark read up to B's message", "POST", "/api/v1/me/chats/" + w.ownRoom + "/read", map[string]any{"message_id": w.foreign["messages"]}, 404, "not_found"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, tc.method, tc.path, w.cred(tc.path), tc.body, tc.status, tc.code, "")
-		})
+	refused := func(name, method, path string, body any, status int, code string) scenario {
+		return refusalCase(name, w.cred(path), method, path, body, status, code)
 	}
+	ts.run(t, []scenario{
+		refused("invite B's person", "POST", ra+"/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["participants"]}}, 404, "not_found"),
+		refused("invite B's agent", "POST", "/api/v1/me/chats/"+w.ownRoom+"/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["agents"]}}, 404, "not_found"),
+		refused("mention B's person", "POST", ra+"/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": w.foreign["participants"]}}}}, 422, "mentioned_participant_not_in_room"),
+		refused("attach B's file", "POST", ra+"/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}, "attachment_ids": []string{w.foreign["files"]}}}, 422, ""),
+		refused("supersede B's task", "POST", ra+"/tasks", map[string]any{"subject": "mine", "supersedes_id": w.foreign["tasks"]}, 422, "validation_error"),
+		refused("mark read up to B's message", "POST", "/api/v1/me/chats/"+w.ownRoom+"/read", map[string]any{"message_id": w.foreign["messages"]}, 404, "not_found"),
+	})
 }
 
 // secForbiddenFields are fields a caller may not set on anything: ids,
