@@ -132,7 +132,7 @@ func TestRefusalsNameTheirCodeAndTheAcceptedFields(t *testing.T) {
 	ts.srv.log = slog.New(slog.NewTextHandler(&logs, nil))
 	r := ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(key), map[string]any{"user": map[string]any{"nickname": "al"}},
 		400, "unknown_field", "/user/nickname")
-	details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	details := errorDetails(t, r)
 	if got := fmt.Sprint(details["/user/nickname"]); !strings.Contains(got, "accepted here: email, first_name, last_name") {
 		t.Fatalf("the refusal does not list the accepted fields: %s", got)
 	}

@@ -392,7 +392,7 @@ func TestFileAttachmentsOnMessages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := k.ts.refused(t, "POST", msgPath, apiKey(k.helperKey), send(tc.ids...), 422, tc.code, "")
-			details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+			details := errorDetails(t, r)
 			var got []string
 			for p := range details {
 				got = append(got, p)

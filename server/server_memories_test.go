@@ -304,7 +304,7 @@ func TestMemoryQuota(t *testing.T) {
 	first := k.store(t, "a1", "", k.about("alice"))["id"].(string)
 	k.store(t, "a1", "", k.about("alice"))
 	r := k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
-	details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	details := errorDetails(t, r)
 	if details["resource"] != "memories" || details["limit"] != 2.0 || details["current"] != 2.0 {
 		t.Errorf("details = %v", details)
 	}

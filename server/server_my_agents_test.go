@@ -79,7 +79,7 @@ func TestRegisterAgentRefusals(t *testing.T) {
 		r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key),
 			agentBody(map[string]any{"name": "Third", "description": "One too many"}))
 		expect(t, r, 403, "limit_reached")
-		details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+		details := errorDetails(t, r)
 		if details["resource"] != "agents" || details["limit"] != float64(2) || details["current"] != float64(2) {
 			t.Fatalf("details = %v", details)
 		}
