@@ -31,6 +31,12 @@ var testSchema = func() string {
 	return string(b)
 }()
 
+// The room routes of the agent and the human API.
+const (
+	agentChatsPath = "/api/v1/agent/chats"
+	humanChatsPath = "/api/v1/me/chats"
+)
+
 // testServer is a chatd server on a temp database, reached over real HTTP.
 type testServer struct {
 	t      testing.TB
@@ -126,11 +132,11 @@ func (ts *testServer) agent(owner *store.User, name string) (*store.Agent, strin
 // (people or agents, by id); it returns the room's id.
 func (ts *testServer) room(t testing.TB, agentKey string, members ...string) string {
 	t.Helper()
-	r := ts.do(t, "POST", "/api/v1/agent/chats", apiKey(agentKey), map[string]any{})
+	r := ts.do(t, "POST", agentChatsPath, apiKey(agentKey), map[string]any{})
 	expect(t, r, 201, "")
 	id := r.data(t)["id"].(string)
 	for _, m := range members {
-		expect(t, ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", apiKey(agentKey),
+		expect(t, ts.do(t, "POST", agentChatsPath+"/"+id+"/participants", apiKey(agentKey),
 			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
 	}
 	return id
@@ -181,31 +187,30 @@ func (r *response) json(t testing.TB) map[string]any {
 // data returns the body's "data" object.
 func (r *response) data(t testing.TB) map[string]any {
 	t.Helper()
-	d, ok := r.json(t)["data"].(map[string]any)
-	if !ok {
-		t.Fatalf("no data object in %s", r.body)
-	}
-	return d
+	return topLevel[map[string]any](t, r, "data", "data object")
 }
 
 // list returns the body's "data" array.
 func (r *response) list(t testing.TB) []any {
 	t.Helper()
-	d, ok := r.json(t)["data"].([]any)
-	if !ok {
-		t.Fatalf("no data array in %s", r.body)
-	}
-	return d
+	return topLevel[[]any](t, r, "data", "data array")
 }
 
 // meta returns the body's "metadata" object.
 func (r *response) meta(t testing.TB) map[string]any {
 	t.Helper()
-	m, ok := r.json(t)["metadata"].(map[string]any)
+	return topLevel[map[string]any](t, r, "metadata", "metadata object")
+}
+
+// topLevel returns the body's member key as a T, and fails the test (naming
+// what was missing) when the body has none.
+func topLevel[T any](t testing.TB, r *response, key, what string) T {
+	t.Helper()
+	v, ok := r.json(t)[key].(T)
 	if !ok {
-		t.Fatalf("no metadata object in %s", r.body)
+		t.Fatalf("no %s in %s", what, r.body)
 	}
-	return m
+	return v
 }
 
 // walkPages pages through a cursor listing (query holds limit and the
@@ -251,6 +256,34 @@ func (r *response) errorCode(t testing.TB) string {
 // declared length) or a value (sent as JSON).
 func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *response {
 	t.Helper()
+	r, sentPath := ts.send(t, method, path, c, body)
+	ts.checkResponse(t, method, sentPath, r)
+	return r
+}
+
+// doNoContent is do for a route whose 204 the OpenAPI document gives a body
+// that no 204 has: a 204 must have no body and a request id; any other
+// answer is checked as do checks it.
+func (ts *testServer) doNoContent(t testing.TB, method, path string, c cred) *response {
+	t.Helper()
+	r, sentPath := ts.send(t, method, path, c, nil)
+	if r.status != http.StatusNoContent {
+		ts.checkResponse(t, method, sentPath, r)
+		return r
+	}
+	if len(r.body) != 0 {
+		t.Errorf("%s %s: 204 with a body %q", method, path, r.body)
+	}
+	if r.header.Get("X-Request-Id") == "" {
+		t.Errorf("%s %s: 204 without x-request-id", method, path)
+	}
+	return r
+}
+
+// send sends a request as do does and reads the response whole, checking
+// nothing; it returns the path as sent (without the query).
+func (ts *testServer) send(t testing.TB, method, path string, c cred, body any) (*response, string) {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -284,9 +317,7 @@ func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &response{status: res.StatusCode, header: res.Header, body: b}
-	ts.checkResponse(t, method, req.URL.Path, r)
-	return r
+	return &response{status: res.StatusCode, header: res.Header, body: b}, req.URL.Path
 }
 
 // checkResponse holds for every response: a request id header, the error

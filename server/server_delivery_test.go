@@ -3,9 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -50,14 +48,7 @@ func newDlvKitOn(t *testing.T, ts *testServer) *dlvKit {
 // room creates a room as the poster and adds the worker and the bystander.
 func (k *dlvKit) room(t testing.TB) string {
 	t.Helper()
-	r := k.ts.do(t, "POST", "/api/v1/agent/chats", apiKey(k.posterKey), map[string]any{})
-	expect(t, r, 201, "")
-	id := r.data(t)["id"].(string)
-	for _, a := range []*store.Agent{k.worker, k.bystander} {
-		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", apiKey(k.posterKey),
-			map[string]any{"participant": map[string]any{"participant_id": a.ID}}), 201, "")
-	}
-	return id
+	return k.ts.room(t, k.posterKey, k.worker.ID, k.bystander.ID)
 }
 
 // post sends a text message from the poster mentioning one agent and
@@ -91,38 +82,12 @@ func dlvBodyFor(action string) any {
 	return nil
 }
 
-// next is GET .../messages/next as the agent with key. It checks what
-// ts.do checks; a 204 (which the OpenAPI document describes in the
-// operation's prose but does not list among its responses) is checked here:
-// no body, and a request id.
+// next is GET .../messages/next as the agent with key. Its 204 is checked
+// apart: the OpenAPI document describes it in the operation's prose but does
+// not list it among the responses.
 func (k *dlvKit) next(t testing.TB, key, room string) *response {
 	t.Helper()
-	req, err := http.NewRequest("GET", k.ts.http.URL+"/api/v1/agent/chats/"+room+"/messages/next", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", key)
-	res, err := k.ts.http.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &response{status: res.StatusCode, header: res.Header, body: b}
-	if r.status == http.StatusNoContent {
-		if len(b) != 0 {
-			t.Errorf("/next: 204 with a body %q", b)
-		}
-		if r.header.Get("X-Request-Id") == "" {
-			t.Errorf("/next: 204 without x-request-id")
-		}
-		return r
-	}
-	k.ts.checkResponse(t, "GET", req.URL.Path, r)
-	return r
+	return k.ts.doNoContent(t, "GET", "/api/v1/agent/chats/"+room+"/messages/next", apiKey(key))
 }
 
 // nextID is the id /next serves the worker, "" for 204.

@@ -14,12 +14,8 @@ import (
 // reading messages: the agent's work listing, the human history and the
 // agent's context. Rooms are set up through the API.
 
-const (
-	msgAgentAPI = "/api/v1/agent/chats"
-	msgHumanAPI = "/api/v1/me/chats"
-	// msgUnknownID is a well-formed id that names nothing.
-	msgUnknownID = "0190a000-0000-7000-8000-00000000beef"
-)
+// msgUnknownID is a well-formed id that names nothing.
+const msgUnknownID = "0190a000-0000-7000-8000-00000000beef"
 
 // msgParty is a human or an agent, with the API it calls.
 type msgParty struct {
@@ -29,7 +25,7 @@ type msgParty struct {
 	name   string
 	typ    string // "User" or "Agent"
 	cred   cred
-	base   string      // msgAgentAPI or msgHumanAPI
+	base   string      // agentChatsPath or humanChatsPath
 	user   *store.User // humans only
 }
 
@@ -69,14 +65,14 @@ func newMsgWorld(t *testing.T, opts ...func(*store.Options)) *msgWorld {
 func (w *msgWorld) human(handle string, org ...string) msgParty {
 	u, key := w.ts.user(handle, org...)
 	w.labels[u.ID] = handle
-	return msgParty{label: handle, id: u.ID, handle: u.Handle, name: u.Name(), typ: "User", cred: apiKey(key), base: msgHumanAPI, user: u}
+	return msgParty{label: handle, id: u.ID, handle: u.Handle, name: u.Name(), typ: "User", cred: apiKey(key), base: humanChatsPath, user: u}
 }
 
 func (w *msgWorld) bot(owner msgParty, name string) msgParty {
 	a, key := w.ts.agent(owner.user, name)
 	label := strings.ToLower(name)
 	w.labels[a.ID] = label
-	return msgParty{label: label, id: a.ID, handle: a.Handle, name: a.Name, typ: "Agent", cred: apiKey(key), base: msgAgentAPI}
+	return msgParty{label: label, id: a.ID, handle: a.Handle, name: a.Name, typ: "Agent", cred: apiKey(key), base: agentChatsPath}
 }
 
 // newRoom creates a room as p and returns its id.
@@ -322,7 +318,7 @@ func TestMessagesSendRefusals(t *testing.T) {
 	t.Parallel() // its own server and database
 	w := newMsgWorld(t)
 	for _, self := range []msgParty{w.helper, w.alice} {
-		api := map[string]string{msgAgentAPI: "agent API", msgHumanAPI: "human API"}[self.base]
+		api := map[string]string{agentChatsPath: "agent API", humanChatsPath: "human API"}[self.base]
 		t.Run(api, func(t *testing.T) { w.ts.run(t, sendRefusals(w, self)) })
 	}
 	// Nothing was sent, so the room got no title from a refused message.

@@ -18,7 +18,7 @@ func (k *roomsKit) unreadIn(t testing.TB, a roomsActor, room string) int {
 	if !ok {
 		t.Fatalf("GET %s: no unread_count", k.names[room])
 	}
-	r := k.ts.do(t, "GET", roomsHumanAPI+"?limit=100&include=agent_rooms", a.cred, nil)
+	r := k.ts.do(t, "GET", humanChatsPath+"?limit=100&include=agent_rooms", a.cred, nil)
 	expect(t, r, 200, "")
 	for _, it := range r.list(t) {
 		if it := it.(map[string]any); it["id"] == room {
@@ -219,7 +219,7 @@ func TestReadsRefusals(t *testing.T) {
 	// Bob is blocked in the room: he reads nothing there until unblocked.
 	expect(t, k.patch(t, alice, room, bob.id, map[string]any{"status": "blocked"}), 200, "")
 
-	read := func(room string) string { return roomsHumanAPI + "/" + room + "/read" }
+	read := func(room string) string { return humanChatsPath + "/" + room + "/read" }
 	upTo := func(id any) map[string]any { return map[string]any{"message_id": id} }
 	k.ts.run(t, []scenario{
 		{name: "another organization's room", cred: alice.cred, method: "POST", path: read(foreign), status: 404, code: "not_found"},

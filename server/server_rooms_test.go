@@ -13,17 +13,12 @@ import (
 // APIs. The permission rules under test are the ones documented in
 // store/access.go; the peer network is the one documented in store/peers.go.
 
-const (
-	roomsAgentAPI = "/api/v1/agent/chats"
-	roomsHumanAPI = "/api/v1/me/chats"
-)
-
 // roomsActor is a human or an agent, with the room API it calls.
 type roomsActor struct {
 	name string
 	id   string
 	cred cred
-	base string      // roomsAgentAPI or roomsHumanAPI
+	base string      // agentChatsPath or humanChatsPath
 	user *store.User // nil for agents
 }
 
@@ -46,7 +41,7 @@ func newRoomsKit(t *testing.T, opts ...func(*store.Options)) *roomsKit {
 func (k *roomsKit) human(handle string, org ...string) roomsActor {
 	u, key := k.ts.user(handle, org...)
 	k.names[u.ID] = handle
-	return roomsActor{name: handle, id: u.ID, cred: apiKey(key), base: roomsHumanAPI, user: u}
+	return roomsActor{name: handle, id: u.ID, cred: apiKey(key), base: humanChatsPath, user: u}
 }
 
 // bot registers an agent; its name in listings is name, lower-cased and
@@ -55,7 +50,7 @@ func (k *roomsKit) bot(owner roomsActor, name string) roomsActor {
 	a, key := k.ts.agent(owner.user, name)
 	label := strings.ToLower(strings.ReplaceAll(name, " ", ""))
 	k.names[a.ID] = label
-	return roomsActor{name: label, id: a.ID, cred: apiKey(key), base: roomsAgentAPI}
+	return roomsActor{name: label, id: a.ID, cred: apiKey(key), base: agentChatsPath}
 }
 
 // exec runs one SQL statement through the writer, to set up what the API
@@ -232,7 +227,7 @@ func TestRoomsCreateRefusals(t *testing.T) {
 	k.ts.run(t, cases)
 
 	// Both problems of one body are reported together.
-	r := k.ts.do(t, "POST", roomsHumanAPI, alice.cred, chat(map[string]any{"title": "a\nb", "task_id": "x"}))
+	r := k.ts.do(t, "POST", humanChatsPath, alice.cred, chat(map[string]any{"title": "a\nb", "task_id": "x"}))
 	expect(t, r, 422, "validation_error")
 	if d := errorDetails(t, r); d["/chat/title"] == nil || d["/chat/task_id"] == nil {
 		t.Fatalf("details = %v, want both pointers", d)
@@ -292,7 +287,7 @@ func TestRoomsAgentListing(t *testing.T) {
 		{"page_size=1", "r5", offsetMetaJSON(1, 1, 5, 5)},
 	} {
 		t.Run("?"+tc.query, func(t *testing.T) {
-			r := k.ts.do(t, "GET", roomsAgentAPI+"?"+tc.query, helper.cred, nil)
+			r := k.ts.do(t, "GET", agentChatsPath+"?"+tc.query, helper.cred, nil)
 			expect(t, r, 200, "")
 			if got := k.listed(t, r); got != tc.rooms {
 				t.Errorf("rooms = %s, want %s", got, tc.rooms)
@@ -317,7 +312,7 @@ func TestRoomsAgentListing(t *testing.T) {
 		{"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=ten", "/page_size"},
 		{"page=0", "/page"}, {"page=-1", "/page"}, {"page=first", "/page"},
 	} {
-		cases = append(cases, scenario{name: q.query, cred: helper.cred, method: "GET", path: roomsAgentAPI + "?" + q.query,
+		cases = append(cases, scenario{name: q.query, cred: helper.cred, method: "GET", path: agentChatsPath + "?" + q.query,
 			status: 422, code: "validation_error", pointers: []string{q.pointer}})
 	}
 	k.ts.run(t, cases)
@@ -340,7 +335,7 @@ func TestRoomsHumanListing(t *testing.T) {
 	gone := k.newRoom(t, alice, "gone", nil)
 	expect(t, k.ts.do(t, "DELETE", alice.room(gone), alice.cred, nil), 204, "")
 
-	r := k.ts.do(t, "GET", roomsHumanAPI, alice.cred, nil)
+	r := k.ts.do(t, "GET", humanChatsPath, alice.cred, nil)
 	expect(t, r, 200, "")
 	if got := k.listed(t, r); got != "b1,m5,m4,m3,m2,m1" {
 		t.Fatalf("default listing (newest first) = %s", got)
@@ -362,17 +357,17 @@ func TestRoomsHumanListing(t *testing.T) {
 		{"with agent rooms", "limit=3&include=agent_rooms", "b1,a1,m5|m4,m3,m2|m1"},
 		{"an empty include is no include", "limit=10&include=", "b1,m5,m4,m3,m2,m1"},
 	} {
-		if got := k.walk(t, alice, roomsHumanAPI, w.query); got != w.pages {
+		if got := k.walk(t, alice, humanChatsPath, w.query); got != w.pages {
 			t.Errorf("%s: walk = %s, want %s", w.name, got, w.pages)
 		}
 	}
 
 	// A rename moves updated_at, and with it the room's place in that order.
 	expect(t, k.ts.do(t, "PATCH", alice.room(ids["m1"]), alice.cred, map[string]any{"chat": map[string]any{"title": "Renamed"}}), 200, "")
-	if got := k.walk(t, alice, roomsHumanAPI, "limit=2&sort_by=updated_at"); got != "m1,b1|m5,m4|m3,m2" {
+	if got := k.walk(t, alice, humanChatsPath, "limit=2&sort_by=updated_at"); got != "m1,b1|m5,m4|m3,m2" {
 		t.Errorf("walk by updated_at = %s", got)
 	}
-	if got := k.walk(t, alice, roomsHumanAPI, "limit=5&sort_by=updated_at&order=asc"); got != "m2,m3,m4,m5,b1|m1" {
+	if got := k.walk(t, alice, humanChatsPath, "limit=5&sort_by=updated_at&order=asc"); got != "m2,m3,m4,m5,b1|m1" {
 		t.Errorf("walk by updated_at ascending = %s", got)
 	}
 
@@ -388,18 +383,18 @@ func TestRoomsHumanListing(t *testing.T) {
 		{"type=task", ""},
 		{"type=direct&include=agent_rooms", "b1,a1,m5,m4,m2,m1"},
 	} {
-		r := k.ts.do(t, "GET", roomsHumanAPI+"?"+f.query, alice.cred, nil)
+		r := k.ts.do(t, "GET", humanChatsPath+"?"+f.query, alice.cred, nil)
 		expect(t, r, 200, "")
 		if got := k.listed(t, r); got != f.rooms {
 			t.Errorf("?%s = %s, want %s", f.query, got, f.rooms)
 		}
 	}
-	if got := k.walk(t, alice, roomsHumanAPI, "limit=1&status=active&type=direct"); got != "b1|m5|m4|m1" {
+	if got := k.walk(t, alice, humanChatsPath, "limit=1&status=active&type=direct"); got != "b1|m5|m4|m1" {
 		t.Errorf("filtered walk = %s", got)
 	}
 
 	// The deprecated page/page_size still work, with totals and headers.
-	r = k.ts.do(t, "GET", roomsHumanAPI+"?page=2&page_size=4", alice.cred, nil)
+	r = k.ts.do(t, "GET", humanChatsPath+"?page=2&page_size=4", alice.cred, nil)
 	expect(t, r, 200, "")
 	if got := k.listed(t, r); got != "m2,m1" {
 		t.Errorf("page 2 = %s", got)
@@ -412,10 +407,10 @@ func TestRoomsHumanListing(t *testing.T) {
 		t.Error("page/page_size without Deprecation and Sunset headers")
 	}
 
-	byUpdated := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
-	byInserted := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
+	byUpdated := k.ts.do(t, "GET", humanChatsPath+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
+	byInserted := k.ts.do(t, "GET", humanChatsPath+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
 	refused := func(query, code string, pointers ...string) scenario {
-		return scenario{name: query, cred: alice.cred, method: "GET", path: roomsHumanAPI + "?" + query, status: 422, code: code, pointers: pointers}
+		return scenario{name: query, cred: alice.cred, method: "GET", path: humanChatsPath + "?" + query, status: 422, code: code, pointers: pointers}
 	}
 	k.ts.run(t, []scenario{
 		refused("include=everything", "validation_error", "/include"),
@@ -742,10 +737,10 @@ func TestRoomsDelete(t *testing.T) {
 		as          roomsActor
 		path, rooms string
 	}{
-		{alice, roomsHumanAPI, "bob's,kept"},
-		{alice, roomsHumanAPI + "?include=agent_rooms", "bob's,kept"},
-		{bob, roomsHumanAPI, "bob's"},
-		{helper, roomsAgentAPI, "bob's,kept"},
+		{alice, humanChatsPath, "bob's,kept"},
+		{alice, humanChatsPath + "?include=agent_rooms", "bob's,kept"},
+		{bob, humanChatsPath, "bob's"},
+		{helper, agentChatsPath, "bob's,kept"},
 	} {
 		r := k.ts.do(t, "GET", tc.path, tc.as.cred, nil)
 		expect(t, r, 200, "")
@@ -753,7 +748,7 @@ func TestRoomsDelete(t *testing.T) {
 			t.Errorf("%s %s = %s, want %s", tc.as.name, tc.path, got, tc.rooms)
 		}
 	}
-	if m := k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil).meta(t); m["total_count"] != float64(2) {
+	if m := k.ts.do(t, "GET", agentChatsPath, helper.cred, nil).meta(t); m["total_count"] != float64(2) {
 		t.Errorf("agent listing counts the deleted room: %v", m)
 	}
 
@@ -869,7 +864,7 @@ func TestParticipantsList(t *testing.T) {
 		{name: "a person not in the room", cred: dave.cred, method: "GET", path: dave.room(room, "participants"), status: 404, code: "not_found"},
 		{name: "a person of another organization", cred: erin.cred, method: "GET", path: erin.room(room, "participants"), status: 404, code: "not_found"},
 		{name: "a malformed room id", cred: alice.cred, method: "GET", path: alice.room("x", "participants"), status: 404, code: "not_found"},
-		{name: "agent API, an agent not in the room", cred: k.bot(bob, "Outsider").cred, method: "GET", path: roomsAgentAPI + "/" + room + "/participants", status: 404, code: "not_found"},
+		{name: "agent API, an agent not in the room", cred: k.bot(bob, "Outsider").cred, method: "GET", path: agentChatsPath + "/" + room + "/participants", status: 404, code: "not_found"},
 	})
 }
 
@@ -1091,7 +1086,7 @@ func TestParticipantsBlock(t *testing.T) {
 			{name: "messages", cred: helper.cred, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
 			{name: "participants", cred: helper.cred, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
 		})
-		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "" {
+		if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "" {
 			t.Errorf("the blocked agent still lists %s", got)
 		}
 		// The others still see it in the room, as blocked.
@@ -1123,7 +1118,7 @@ func TestParticipantsBlock(t *testing.T) {
 		}
 		k.get(t, helper, room)
 		expect(t, k.send(t, helper, room, "Back at work", alice), 201, "")
-		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "room" {
+		if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "room" {
 			t.Errorf("agent listing = %s", got)
 		}
 	})
@@ -1131,7 +1126,7 @@ func TestParticipantsBlock(t *testing.T) {
 	t.Run("a blocked person reads nothing", func(t *testing.T) {
 		expect(t, k.patch(t, alice, room, bob.id, blocked), 200, "")
 		expect(t, k.ts.do(t, "GET", bob.room(room), bob.cred, nil), 404, "not_found")
-		if got := k.listed(t, k.ts.do(t, "GET", roomsHumanAPI, bob.cred, nil)); got != "" {
+		if got := k.listed(t, k.ts.do(t, "GET", humanChatsPath, bob.cred, nil)); got != "" {
 			t.Errorf("the blocked person still lists %s", got)
 		}
 		expect(t, k.patch(t, alice, room, bob.id, active), 200, "")

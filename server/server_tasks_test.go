@@ -46,16 +46,10 @@ func newTaskKitWith(t *testing.T, ts *testServer) *taskKit {
 	return k
 }
 
+// newRoom creates a room as helper and adds the members.
 func (k *taskKit) newRoom(t testing.TB, members ...string) string {
 	t.Helper()
-	r := k.ts.do(t, "POST", "/api/v1/agent/chats", k.helperCred, map[string]any{})
-	expect(t, r, 201, "")
-	id := r.data(t)["id"].(string)
-	for _, m := range members {
-		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", k.helperCred,
-			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
-	}
-	return id
+	return k.ts.room(t, k.helperKey, members...)
 }
 
 // path is a task route: tasksPath(room) is the board, with more segments a
