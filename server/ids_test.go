@@ -41,7 +41,7 @@ func newIDsWorld(t *testing.T) *idsWorld {
 	w.task = created(ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks", apiKey(helperKey), map[string]any{"subject": "Plan"}))
 	w.file = created(ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/files",
 		fileHeaders(helperKey, "notes.txt", hexDigest([]byte("notes")), "text/plain"), []byte("notes")))
-	w.memory = created(ts.do(t, "POST", "/api/v1/agent/memories", apiKey(helperKey), memBody(map[string]any{"subject_id": alice.ID})))
+	w.memory = created(ts.do(t, "POST", "/api/v1/agent/memories", apiKey(helperKey), memoryBody(map[string]any{"subject_id": alice.ID})))
 	return w
 }
 
@@ -124,7 +124,7 @@ func TestIDsAreCaseInsensitive(t *testing.T) {
 		{"supersede a task", "POST", "/api/v1/agent/chats/" + w.room + "/tasks", agent,
 			map[string]any{"subject": "Plan better", "supersedes_id": w.task}, 201, nil},
 		{"a memory about someone", "POST", "/api/v1/agent/memories", agent,
-			memBody(map[string]any{"subject_id": w.alice, "metadata": map[string]any{"references": []string{w.memory}}}), 201,
+			memoryBody(map[string]any{"subject_id": w.alice, "metadata": map[string]any{"references": []string{w.memory}}}), 201,
 			func(t *testing.T, r *response) {
 				equal(t, "subject", r.data(t)["subject_id"], w.alice)
 				equal(t, "reference", r.data(t)["metadata"].(map[string]any)["references"].([]any)[0], w.memory)

@@ -228,7 +228,7 @@ func TestMyKeys(t *testing.T) {
 // A delegated token can neither manage keys nor sign out: no scope a
 // delegation can hold covers those routes.
 func TestDelegatedTokensCannotTouchKeysOrSessions(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	_, grant := k.grant(t, store.DelegationScopes...)
 	tok := k.exchange(t, grant)
 	for _, rt := range []struct {

@@ -14,10 +14,10 @@ import (
 // reports (spec "Board (room goal)", "Room goal", "Board goal"; wire
 // contract §3.1 Chat tasks and board, Activity).
 
-// boardKit: alice owns the agents helper and scout, which share a room with
+// boardWorld: alice owns the agents helper and scout, which share a room with
 // her (helper created it); loner, another of her agents, is in no room, and
 // bob is a stranger.
-type boardKit struct {
+type boardWorld struct {
 	ts                          *testServer
 	alice, bob                  *store.User
 	aliceKey, bobKey            string
@@ -26,9 +26,9 @@ type boardKit struct {
 	room                        string
 }
 
-func newBoardKit(t *testing.T) *boardKit {
+func newBoardWorld(t *testing.T) *boardWorld {
 	t.Helper()
-	k := &boardKit{ts: newTestServer(t)}
+	k := &boardWorld{ts: newTestServer(t)}
 	k.alice, k.aliceKey = k.ts.user("alice")
 	k.bob, k.bobKey = k.ts.user("bob")
 	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
@@ -39,13 +39,13 @@ func newBoardKit(t *testing.T) *boardKit {
 }
 
 // newRoom creates a room as helper and adds the members.
-func (k *boardKit) newRoom(t testing.TB, members ...string) string {
+func (k *boardWorld) newRoom(t testing.TB, members ...string) string {
 	t.Helper()
 	return k.ts.room(t, k.helperKey, members...)
 }
 
 // boardPath is the board of room in the API of key (agent or human).
-func (k *boardKit) boardPath(key, room string) string {
+func (k *boardWorld) boardPath(key, room string) string {
 	if key == k.aliceKey || key == k.bobKey {
 		return "/api/v1/me/chats/" + room + "/board"
 	}
@@ -67,7 +67,7 @@ type boardJSON struct {
 
 // board decodes a 200 board answer; the human API's (which the OpenAPI
 // document lacks) is checked against the Board schema here.
-func (k *boardKit) board(t testing.TB, r *response) boardJSON {
+func (k *boardWorld) board(t testing.TB, r *response) boardJSON {
 	t.Helper()
 	expect(t, r, 200, "")
 	raw := r.json(t)["data"]
@@ -79,17 +79,17 @@ func (k *boardKit) board(t testing.TB, r *response) boardJSON {
 	return b
 }
 
-func (k *boardKit) get(t testing.TB, key, room, query string) boardJSON {
+func (k *boardWorld) get(t testing.TB, key, room, query string) boardJSON {
 	t.Helper()
 	return k.board(t, k.ts.do(t, "GET", k.boardPath(key, room)+query, apiKey(key), nil))
 }
 
-func (k *boardKit) put(t testing.TB, key, room string, body any) boardJSON {
+func (k *boardWorld) put(t testing.TB, key, room string, body any) boardJSON {
 	t.Helper()
 	return k.board(t, k.ts.do(t, "PUT", k.boardPath(key, room), apiKey(key), body))
 }
 
-func (k *boardKit) history(t testing.TB) []store.BoardEvent {
+func (k *boardWorld) history(t testing.TB) []store.BoardEvent {
 	t.Helper()
 	return k.get(t, k.helperKey, k.room, "?include=history").History
 }
@@ -108,7 +108,7 @@ func boardUserRef(u *store.User, name string) store.ActorRef {
 func boardFromTo(from, to *string) store.FromTo { return store.FromTo{From: from, To: to} }
 
 func TestBoardEmptyDefault(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	for _, key := range []string{k.helperKey, k.scoutKey, k.aliceKey} {
 		r := k.ts.do(t, "GET", k.boardPath(key, k.room), apiKey(key), nil)
 		expect(t, r, 200, "")
@@ -142,7 +142,7 @@ func TestBoardEmptyDefault(t *testing.T) {
 // TestBoardHistoryOfAnEmptyBoard: with include=history, both history keys
 // are there even when no event was recorded yet.
 func TestBoardHistoryOfAnEmptyBoard(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	for _, key := range []string{k.helperKey, k.aliceKey} {
 		r := k.ts.do(t, "GET", k.boardPath(key, k.room)+"?include=history", apiKey(key), nil)
 		expect(t, r, 200, "")
@@ -157,7 +157,7 @@ func TestBoardHistoryOfAnEmptyBoard(t *testing.T) {
 // something records goal_set (first) or goal_edited with {from, to} for the
 // changed fields only.
 func TestBoardWrites(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	helper, scout, alice := boardAgentRef(k.helper), boardAgentRef(k.scout), boardUserRef(k.alice, "Alice Tester")
 
 	// An empty body and a clear of an unset field change nothing: still the default.
@@ -239,7 +239,7 @@ func TestBoardWrites(t *testing.T) {
 // TestBoardActorsCapturedAtWriteTime: an actor's name is the one it had
 // when it wrote.
 func TestBoardActorsCapturedAtWriteTime(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	k.put(t, k.aliceKey, k.room, map[string]any{"goal_title": "First"})
 	expect(t, k.ts.do(t, "PUT", "/api/v1/me/profile", apiKey(k.aliceKey), map[string]any{"user": map[string]any{"first_name": "Alicia"}}), 200, "")
 	before, after := boardUserRef(k.alice, "Alice Tester"), boardUserRef(k.alice, "Alicia Tester")
@@ -254,7 +254,7 @@ func TestBoardActorsCapturedAtWriteTime(t *testing.T) {
 }
 
 func TestBoardRefusals(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	k.put(t, k.helperKey, k.room, map[string]any{"goal_title": "Keep me"})
 	// Alice reads this room only through her agent: she may not write.
 	agentsOnly := k.newRoom(t)
@@ -293,7 +293,7 @@ func TestBoardRefusals(t *testing.T) {
 }
 
 func TestBoardHistory(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	const changes = 105
 	keys := []string{k.helperKey, k.scoutKey, k.aliceKey}
 	for i := 1; i <= changes; i++ {
@@ -339,7 +339,7 @@ func TestBoardHistory(t *testing.T) {
 
 // working returns each participant's working flag as listed with key (nil
 // when the entry has none), checking both APIs.
-func (k *boardKit) working(t testing.TB, room string) map[string]any {
+func (k *boardWorld) working(t testing.TB, room string) map[string]any {
 	t.Helper()
 	read := func(path, key string) map[string]any {
 		r := k.ts.do(t, "GET", path, apiKey(key), nil)
@@ -358,7 +358,7 @@ func (k *boardKit) working(t testing.TB, room string) map[string]any {
 }
 
 func TestActivity(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	other := k.newRoom(t, k.scout.ID, k.alice.ID)
 	activity := func(key, room string, body any) *response {
 		return k.ts.do(t, "POST", "/api/v1/agent/chats/"+room+"/activity", apiKey(key), body)

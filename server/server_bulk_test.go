@@ -156,7 +156,7 @@ func TestBulkDeleteRefusals(t *testing.T) {
 }
 
 func TestBulkDeleteChats(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	ts := k.ts
 	alice, bob, carol := k.human("alice"), k.human("bob"), k.human("carol")
 	mine := k.newRoom(t, alice, "mine", nil)
@@ -185,7 +185,7 @@ func TestBulkDeleteChats(t *testing.T) {
 
 	// The deleted rooms are gone, the refused ones are not.
 	for _, tc := range []struct {
-		as     roomsActor
+		as     roomsParty
 		room   string
 		status int
 	}{
@@ -218,7 +218,7 @@ func TestBulkDeleteChats(t *testing.T) {
 }
 
 // keyOf returns the API key behind a human's credentials.
-func (a roomsActor) keyOf(t testing.TB) string {
+func (a roomsParty) keyOf(t testing.TB) string {
 	t.Helper()
 	h := map[string][]string{}
 	a.cred(h)
@@ -229,7 +229,7 @@ func (a roomsActor) keyOf(t testing.TB) string {
 }
 
 func TestBulkDeleteAgents(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	ts := k.ts
 	alice, bob, carol := k.human("alice"), k.human("bob"), k.human("carol", "Other Org")
 	plain := k.bot(alice, "Plain")
@@ -288,7 +288,7 @@ func TestBulkDeleteAgents(t *testing.T) {
 
 // A storage error on an item fails the job there; the rest is untouched.
 func TestBulkDeleteJobFails(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	ts := k.ts
 	alice := k.human("alice")
 	a, b, c := k.newRoom(t, alice, "a", nil), k.newRoom(t, alice, "b", nil), k.newRoom(t, alice, "c", nil)
@@ -350,7 +350,7 @@ func TestBulkDeleteWriteQueueFull(t *testing.T) {
 // A delegated token starts jobs with the write scope of their part and polls
 // them with its read scope.
 func TestBulkDeleteDelegated(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	_, grant := k.grant(t, "chats:read", "chats:write")
 	chatsOnly := k.exchange(t, grant)
 	job := k.ts.startBulk(t, bulkChatsPath, bearer(chatsOnly), map[string]any{"ids": []string{nilID}})

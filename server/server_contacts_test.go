@@ -21,44 +21,44 @@ import (
 // organizations, what deleting an agent does to its contacts, and the pushes
 // on the contacts channels.
 
-// ctParty is a person or an agent, with its key.
-type ctParty struct {
+// contactsParty is a person or an agent, with its key.
+type contactsParty struct {
 	handle, id, name, key string
 	agent                 bool
 	user                  *store.User // people only
 }
 
 // cred is p's key; a nil party is a caller without credentials.
-func (p *ctParty) cred() cred {
+func (p *contactsParty) cred() cred {
 	if p == nil {
 		return noCred
 	}
 	return apiKey(p.key)
 }
 
-// ctKit drives one test server and labels the requests it makes (#1, #2,
+// contactsWorld drives one test server and labels the requests it makes (#1, #2,
 // ...) so that listings compare as readable strings.
-type ctKit struct {
+type contactsWorld struct {
 	ts     *testServer
 	labels map[string]string
 }
 
-func newCtKit(t *testing.T) *ctKit {
-	return &ctKit{ts: newTestServer(t), labels: map[string]string{}}
+func newContactsWorld(t *testing.T) *contactsWorld {
+	return &contactsWorld{ts: newTestServer(t), labels: map[string]string{}}
 }
 
-func (k *ctKit) human(handle string, org ...string) *ctParty {
+func (k *contactsWorld) human(handle string, org ...string) *contactsParty {
 	u, key := k.ts.user(handle, org...)
-	return &ctParty{handle: u.Handle, id: u.ID, name: u.Name(), key: key, user: u}
+	return &contactsParty{handle: u.Handle, id: u.ID, name: u.Name(), key: key, user: u}
 }
 
-func (k *ctKit) bot(owner *ctParty, name string) *ctParty {
+func (k *contactsWorld) bot(owner *contactsParty, name string) *contactsParty {
 	a, key := k.ts.agent(owner.user, name)
-	return &ctParty{handle: a.Handle, id: a.ID, name: a.Name, key: key, agent: true}
+	return &contactsParty{handle: a.Handle, id: a.ID, name: a.Name, key: key, agent: true}
 }
 
 // label names a request id in listings.
-func (k *ctKit) label(id string) string {
+func (k *contactsWorld) label(id string) string {
 	if l, ok := k.labels[id]; ok {
 		return l
 	}
@@ -67,10 +67,10 @@ func (k *ctKit) label(id string) string {
 	return l
 }
 
-// ctAddCall is the call that asks for a contact as from: the agent API's
+// addContactCall is the call that asks for a contact as from: the agent API's
 // {handle, message}, or the human API's {contact_request: {recipient_handle,
 // message}}. fields holds "handle" and "message" (either may be missing).
-func ctAddCall(from *ctParty, fields map[string]any) (string, any) {
+func addContactCall(from *contactsParty, fields map[string]any) (string, any) {
 	if from.agent {
 		return "/api/v1/agent/contacts/add", fields
 	}
@@ -84,8 +84,8 @@ func ctAddCall(from *ctParty, fields map[string]any) (string, any) {
 	return "/api/v1/me/contacts/requests", map[string]any{"contact_request": cr}
 }
 
-// ctMessageAt is the JSON Pointer of the message in from's add call.
-func ctMessageAt(from *ctParty) string {
+// addMessagePointer is the JSON Pointer of the message in from's add call.
+func addMessagePointer(from *contactsParty) string {
 	if from.agent {
 		return "/message"
 	}
@@ -93,21 +93,21 @@ func ctMessageAt(from *ctParty) string {
 }
 
 // add asks for the party with handle as from.
-func (k *ctKit) add(t testing.TB, from *ctParty, handle string) *response {
+func (k *contactsWorld) add(t testing.TB, from *contactsParty, handle string) *response {
 	t.Helper()
-	path, body := ctAddCall(from, map[string]any{"handle": handle})
+	path, body := addContactCall(from, map[string]any{"handle": handle})
 	return k.ts.do(t, "POST", path, from.cred(), body)
 }
 
 // request asks to as from (with a message, if one is given) and returns
 // the new pending request's id.
-func (k *ctKit) request(t testing.TB, from, to *ctParty, message ...string) string {
+func (k *contactsWorld) request(t testing.TB, from, to *contactsParty, message ...string) string {
 	t.Helper()
 	fields := map[string]any{"handle": to.handle}
 	if len(message) > 0 {
 		fields["message"] = message[0]
 	}
-	path, body := ctAddCall(from, fields)
+	path, body := addContactCall(from, fields)
 	r := k.ts.do(t, "POST", path, from.cred(), body)
 	expect(t, r, 201, "")
 	d := r.data(t)
@@ -119,11 +119,11 @@ func (k *ctKit) request(t testing.TB, from, to *ctParty, message ...string) stri
 	return id
 }
 
-var ctStatusOf = map[string]string{"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
+var statusAfter = map[string]string{"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
 
-// ctRespondCall is how p answers request id by id: the agent API's respond
+// respondCall is how p answers request id by id: the agent API's respond
 // with request_id, or the human API's approve, reject and DELETE (cancel).
-func ctRespondCall(p *ctParty, action, id string) (method, path string, body any) {
+func respondCall(p *contactsParty, action, id string) (method, path string, body any) {
 	if p.agent {
 		return "POST", "/api/v1/agent/contacts/requests/respond", map[string]any{"action": action, "request_id": id}
 	}
@@ -134,33 +134,33 @@ func ctRespondCall(p *ctParty, action, id string) (method, path string, body any
 }
 
 // respond answers request id as p and checks the {id, status} answer.
-func (k *ctKit) respond(t testing.TB, p *ctParty, action, id string) {
+func (k *contactsWorld) respond(t testing.TB, p *contactsParty, action, id string) {
 	t.Helper()
-	method, path, body := ctRespondCall(p, action, id)
+	method, path, body := respondCall(p, action, id)
 	r := k.ts.do(t, method, path, p.cred(), body)
 	expect(t, r, 200, "")
-	sameJSON(t, method+" "+path, r.data(t), map[string]any{"id": id, "status": ctStatusOf[action]})
+	sameJSON(t, method+" "+path, r.data(t), map[string]any{"id": id, "status": statusAfter[action]})
 }
 
 // connect makes from and to contacts: from asks, to approves.
-func (k *ctKit) connect(t testing.TB, from, to *ctParty) {
+func (k *contactsWorld) connect(t testing.TB, from, to *contactsParty) {
 	t.Helper()
 	k.respond(t, to, "approve", k.request(t, from, to))
 }
 
-func ctContactsPath(p *ctParty) string {
+func contactsPath(p *contactsParty) string {
 	if p.agent {
 		return "/api/v1/agent/contacts"
 	}
 	return "/api/v1/me/contacts"
 }
 
-func ctRemovePath(p *ctParty) string { return ctContactsPath(p) + "/remove" }
+func removeContactPath(p *contactsParty) string { return contactsPath(p) + "/remove" }
 
 // contactItems is p's first page of 100 contacts.
-func (k *ctKit) contactItems(t testing.TB, p *ctParty) []map[string]any {
+func (k *contactsWorld) contactItems(t testing.TB, p *contactsParty) []map[string]any {
 	t.Helper()
-	r := k.ts.do(t, "GET", ctContactsPath(p)+"?page_size=100", p.cred(), nil)
+	r := k.ts.do(t, "GET", contactsPath(p)+"?page_size=100", p.cred(), nil)
 	expect(t, r, 200, "")
 	var out []map[string]any
 	for _, it := range r.list(t) {
@@ -169,8 +169,8 @@ func (k *ctKit) contactItems(t testing.TB, p *ctParty) []map[string]any {
 	return out
 }
 
-// ctContactHandle is the handle of a contact in either API's shape.
-func ctContactHandle(p *ctParty, c map[string]any) string {
+// contactHandle is the handle of a contact in either API's shape.
+func contactHandle(p *contactsParty, c map[string]any) string {
 	if p.agent {
 		return c["handle"].(string)
 	}
@@ -178,20 +178,20 @@ func ctContactHandle(p *ctParty, c map[string]any) string {
 }
 
 // contacts renders p's contacts as their handles, oldest first.
-func (k *ctKit) contacts(t testing.TB, p *ctParty) string {
+func (k *contactsWorld) contacts(t testing.TB, p *contactsParty) string {
 	t.Helper()
 	var hs []string
 	for _, c := range k.contactItems(t, p) {
-		hs = append(hs, ctContactHandle(p, c))
+		hs = append(hs, contactHandle(p, c))
 	}
 	return strings.Join(hs, ",")
 }
 
 // recordOf is p's contact record id for other ("" when not a contact).
-func (k *ctKit) recordOf(t testing.TB, p, other *ctParty) string {
+func (k *contactsWorld) recordOf(t testing.TB, p, other *contactsParty) string {
 	t.Helper()
 	for _, c := range k.contactItems(t, p) {
-		if ctContactHandle(p, c) == other.handle {
+		if contactHandle(p, c) == other.handle {
 			return c["id"].(string)
 		}
 	}
@@ -200,7 +200,7 @@ func (k *ctKit) recordOf(t testing.TB, p, other *ctParty) string {
 
 // requests renders p's requests, newest first, each "#n from>to status":
 // the pending ones p received and all those p sent.
-func (k *ctKit) requests(t testing.TB, p *ctParty) (received, sent string) {
+func (k *contactsWorld) requests(t testing.TB, p *contactsParty) (received, sent string) {
 	t.Helper()
 	var rec, snt []string
 	if p.agent {
@@ -233,13 +233,13 @@ func (k *ctKit) requests(t testing.TB, p *ctParty) (received, sent string) {
 	return strings.Join(rec, ","), strings.Join(snt, ",")
 }
 
-// ctRemoved is the contact_removed payload of record id, naming who.
-func ctRemoved(id string, who *ctParty) map[string]any {
-	return map[string]any{"id": id, "handle": who.handle, "name": who.name, "type": ctPartyType(who)}
+// removedPayload is the contact_removed payload of record id, naming who.
+func removedPayload(id string, who *contactsParty) map[string]any {
+	return map[string]any{"id": id, "handle": who.handle, "name": who.name, "type": partyType(who)}
 }
 
-// ctWithID matches a push about id.
-func ctWithID(id string) func(map[string]any) bool {
+// withID matches a push about id.
+func withID(id string) func(map[string]any) bool {
 	return func(p map[string]any) bool { return p["id"] == id }
 }
 
@@ -247,13 +247,13 @@ func ctWithID(id string) func(map[string]any) bool {
 // organizations, is made pending and shows in both parties' listings in
 // each API's shape; nobody is a contact yet.
 func TestContactsAdd(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice"), k.human("bob")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 	for _, tc := range []struct {
 		name         string
-		from, to     *ctParty
+		from, to     *contactsParty
 		message      any
 		savedMessage any
 	}{
@@ -272,7 +272,7 @@ func TestContactsAdd(t *testing.T) {
 			if tc.message != nil {
 				fields["message"] = tc.message
 			}
-			path, body := ctAddCall(tc.from, fields)
+			path, body := addContactCall(tc.from, fields)
 			r := k.ts.do(t, "POST", path, tc.from.cred(), body)
 			expect(t, r, 201, "")
 			d := r.data(t)
@@ -283,38 +283,38 @@ func TestContactsAdd(t *testing.T) {
 			if tc.from.agent {
 				sameJSON(t, "agent answer", d, map[string]any{"id": id, "status": "pending"})
 			} else {
-				ctCheckRequestView(t, d, id, tc.from, tc.to, tc.savedMessage, "pending", false)
+				checkRequestView(t, d, id, tc.from, tc.to, tc.savedMessage, "pending", false)
 			}
 			k.label(id)
 
 			// The recipient sees it received, the requester sent.
 			if tc.to.agent {
 				items := k.agentRequestItems(t, tc.to, "received")
-				it := ctFind(t, items, id)
+				it := findByID(t, items, id)
 				sameJSON(t, "received request keys", strings.Join(keysOf(it), ","), "from_handle,from_name,id,inserted_at,message,status")
 				if it["from_handle"] != tc.from.handle || it["from_name"] != tc.from.name || it["status"] != "pending" ||
 					!reflect.DeepEqual(it["message"], tc.savedMessage) {
 					t.Fatalf("received request = %v", it)
 				}
 			} else {
-				it := ctFind(t, k.humanRequestItems(t, tc.to, "/api/v1/me/contacts/requests"), id)
-				ctCheckRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
+				it := findByID(t, k.humanRequestItems(t, tc.to, "/api/v1/me/contacts/requests"), id)
+				checkRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
 			}
 			if tc.from.agent {
-				it := ctFind(t, k.agentRequestItems(t, tc.from, "sent"), id)
+				it := findByID(t, k.agentRequestItems(t, tc.from, "sent"), id)
 				sameJSON(t, "sent request keys", strings.Join(keysOf(it), ","), "id,inserted_at,message,status,to_handle,to_name")
 				if it["to_handle"] != tc.to.handle || it["to_name"] != tc.to.name || it["status"] != "pending" ||
 					!reflect.DeepEqual(it["message"], tc.savedMessage) {
 					t.Fatalf("sent request = %v", it)
 				}
 			} else {
-				it := ctFind(t, k.humanRequestItems(t, tc.from, "/api/v1/me/contacts/requests/sent"), id)
-				ctCheckRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
+				it := findByID(t, k.humanRequestItems(t, tc.from, "/api/v1/me/contacts/requests/sent"), id)
+				checkRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
 			}
 			// A request makes no contact.
-			for _, p := range []*ctParty{tc.from, tc.to} {
+			for _, p := range []*contactsParty{tc.from, tc.to} {
 				for _, c := range k.contactItems(t, p) {
-					if h := ctContactHandle(p, c); h == tc.from.handle || h == tc.to.handle {
+					if h := contactHandle(p, c); h == tc.from.handle || h == tc.to.handle {
 						t.Fatalf("%s has %s as a contact before any approval", p.handle, h)
 					}
 				}
@@ -325,7 +325,7 @@ func TestContactsAdd(t *testing.T) {
 
 // agentRequestItems is one direction of an agent's request listing (sent
 // with every status).
-func (k *ctKit) agentRequestItems(t testing.TB, p *ctParty, direction string) []map[string]any {
+func (k *contactsWorld) agentRequestItems(t testing.TB, p *contactsParty, direction string) []map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "GET", "/api/v1/agent/contacts/requests?sent_status=all&page_size=100", p.cred(), nil)
 	expect(t, r, 200, "")
@@ -337,7 +337,7 @@ func (k *ctKit) agentRequestItems(t testing.TB, p *ctParty, direction string) []
 }
 
 // humanRequestItems is a human request listing (path with its query).
-func (k *ctKit) humanRequestItems(t testing.TB, p *ctParty, path string) []map[string]any {
+func (k *contactsWorld) humanRequestItems(t testing.TB, p *contactsParty, path string) []map[string]any {
 	t.Helper()
 	if !strings.Contains(path, "?") {
 		path += "?page_size=100"
@@ -351,7 +351,7 @@ func (k *ctKit) humanRequestItems(t testing.TB, p *ctParty, path string) []map[s
 	return out
 }
 
-func ctFind(t testing.TB, items []map[string]any, id string) map[string]any {
+func findByID(t testing.TB, items []map[string]any, id string) map[string]any {
 	t.Helper()
 	for _, it := range items {
 		if it["id"] == id {
@@ -362,20 +362,20 @@ func ctFind(t testing.TB, items []map[string]any, id string) map[string]any {
 	return nil
 }
 
-func ctPartyType(p *ctParty) string {
+func partyType(p *contactsParty) string {
 	if p.agent {
 		return "Agent"
 	}
 	return "User"
 }
 
-// ctCheckRequestView checks a human API ContactRequest.
-func ctCheckRequestView(t testing.TB, v map[string]any, id string, from, to *ctParty, message any, status string, responded bool) {
+// checkRequestView checks a human API ContactRequest.
+func checkRequestView(t testing.TB, v map[string]any, id string, from, to *contactsParty, message any, status string, responded bool) {
 	t.Helper()
 	want := map[string]any{
-		"id": id, "requester_id": from.id, "requester_type": ctPartyType(from),
+		"id": id, "requester_id": from.id, "requester_type": partyType(from),
 		"requester":    map[string]any{"id": from.id, "handle": from.handle, "name": from.name},
-		"recipient_id": to.id, "recipient_type": ctPartyType(to),
+		"recipient_id": to.id, "recipient_type": partyType(to),
 		"recipient": map[string]any{"id": to.id, "handle": to.handle, "name": to.name},
 		"message":   message, "status": status,
 	}
@@ -400,13 +400,13 @@ func ctCheckRequestView(t testing.TB, v map[string]any, id string, from, to *ctP
 // asked you approves their request at once; both are contacts and nothing
 // stays pending.
 func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 	for _, tc := range []struct {
 		name     string
-		from, to *ctParty // from asked first; to adds from
+		from, to *contactsParty // from asked first; to adds from
 	}{
 		{"agent and agent across organizations", helper, scout},
 		{"person asked an agent", dave, helper},
@@ -422,14 +422,14 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 				sameJSON(t, "agent answer", d, map[string]any{"id": id, "status": "approved"})
 			} else {
 				// The human API answers with the request it approved.
-				ctCheckRequestView(t, d, id, tc.from, tc.to, "first", "approved", true)
+				checkRequestView(t, d, id, tc.from, tc.to, "first", "approved", true)
 			}
 			if !strings.Contains(","+k.contacts(t, tc.from)+",", ","+tc.to.handle+",") ||
 				!strings.Contains(","+k.contacts(t, tc.to)+",", ","+tc.from.handle+",") {
 				t.Fatalf("not contacts both ways: %s has %q, %s has %q", tc.from.handle, k.contacts(t, tc.from), tc.to.handle, k.contacts(t, tc.to))
 			}
 			// The first request is approved; nothing is pending either way.
-			for _, p := range []*ctParty{tc.from, tc.to} {
+			for _, p := range []*contactsParty{tc.from, tc.to} {
 				rec, sent := k.requests(t, p)
 				if strings.Contains(rec+sent, "pending") {
 					t.Fatalf("%s still has pending requests: received %q, sent %q", p.handle, rec, sent)
@@ -440,8 +440,8 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 				t.Fatalf("%s sent %q, want %q among them", tc.from.handle, sent, want)
 			}
 			// And now each side is "already contacts".
-			for _, p := range [][2]*ctParty{{tc.from, tc.to}, {tc.to, tc.from}} {
-				path, body := ctAddCall(p[0], map[string]any{"handle": p[1].handle})
+			for _, p := range [][2]*contactsParty{{tc.from, tc.to}, {tc.to, tc.from}} {
+				path, body := addContactCall(p[0], map[string]any{"handle": p[1].handle})
 				k.ts.refused(t, "POST", path, p[0].cred(), body, 409, "conflict", "")
 			}
 		})
@@ -449,7 +449,7 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 }
 
 func TestContactsAddRefusals(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -461,10 +461,10 @@ func TestContactsAddRefusals(t *testing.T) {
 	k.request(t, alice, carol)  // so is alice's to carol
 
 	var cases []scenario
-	for _, as := range []*ctParty{helper, alice} {
+	for _, as := range []*contactsParty{helper, alice} {
 		as := as
 		call := func(name string, fields map[string]any, status int, code string, pointers ...string) {
-			path, body := ctAddCall(as, fields)
+			path, body := addContactCall(as, fields)
 			cases = append(cases, scenario{name: as.handle + ": " + name, cred: as.cred(), method: "POST", path: path, body: body,
 				status: status, code: code, pointers: pointers})
 		}
@@ -492,7 +492,7 @@ func TestContactsAddRefusals(t *testing.T) {
 		call("already contacts", map[string]any{"handle": contact}, 409, "conflict")
 		call("already contacts, with @", map[string]any{"handle": "@" + contact}, 409, "conflict")
 		call("already pending", map[string]any{"handle": pending, "message": "again"}, 409, "conflict")
-		at := ctMessageAt(as)
+		at := addMessagePointer(as)
 		call("message over 500 characters", map[string]any{"handle": "carol/scout", "message": strings.Repeat("m", 501)}, 422, "validation_error", at)
 		call("message over 500 characters, unknown handle", map[string]any{"handle": "nobody", "message": strings.Repeat("é", 501)}, 422, "validation_error", at)
 		call("message with a control character", map[string]any{"handle": "carol/scout", "message": "bell\x07"}, 422, "validation_error", at)
@@ -529,7 +529,7 @@ func TestContactsAddRefusals(t *testing.T) {
 	// The limit itself is accepted, counted in characters.
 	long := strings.Repeat("é", 500)
 	id := k.request(t, helper, scout, long)
-	if it := ctFind(t, k.agentRequestItems(t, scout, "received"), id); it["message"] != long {
+	if it := findByID(t, k.agentRequestItems(t, scout, "received"), id); it["message"] != long {
 		t.Fatalf("a 500-character message was stored as %v", it["message"])
 	}
 	erin := k.human("erin")
@@ -543,7 +543,7 @@ func TestContactsAddRefusals(t *testing.T) {
 
 // TestContactsLists: both APIs' contact records, oldest first, paged.
 func TestContactsLists(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -558,7 +558,7 @@ func TestContactsLists(t *testing.T) {
 		t.Fatalf("helper's contacts = %s", got)
 	}
 	for i, want := range []struct {
-		p          *ctParty
+		p          *contactsParty
 		typ        string
 		agentsOnly bool
 	}{{carol, "User", false}, {scout, "Agent", true}, {alice, "User", false}} {
@@ -583,10 +583,10 @@ func TestContactsLists(t *testing.T) {
 	if got := k.contacts(t, carol); got != "alice/helper,alice" {
 		t.Fatalf("carol's contacts = %s", got)
 	}
-	for i, want := range []*ctParty{helper, alice} {
+	for i, want := range []*contactsParty{helper, alice} {
 		c := cs[i]
 		sameJSON(t, "Contact keys", strings.Join(keysOf(c), ","), "contact_id,contact_type,id,inserted_at,source,status,user")
-		if c["contact_id"] != want.id || c["contact_type"] != ctPartyType(want) || c["status"] != "active" || c["source"] != "request" ||
+		if c["contact_id"] != want.id || c["contact_type"] != partyType(want) || c["status"] != "active" || c["source"] != "request" ||
 			c["id"] == want.id || !store.ValidID(c["id"].(string)) {
 			t.Errorf("carol's contact %d = %v", i, c)
 		}
@@ -613,7 +613,7 @@ func TestContactsLists(t *testing.T) {
 
 	// Paging.
 	for _, tc := range []struct {
-		p            *ctParty
+		p            *contactsParty
 		query, names string
 		meta         map[string]any
 	}{
@@ -624,11 +624,11 @@ func TestContactsLists(t *testing.T) {
 		{carol, "page_size=1&page=2", "alice", offsetMetaJSON(2, 1, 2, 2)},
 		{scout, "", "alice/helper", offsetMetaJSON(1, 20, 1, 1)},
 	} {
-		r := k.ts.do(t, "GET", ctContactsPath(tc.p)+"?"+tc.query, tc.p.cred(), nil)
+		r := k.ts.do(t, "GET", contactsPath(tc.p)+"?"+tc.query, tc.p.cred(), nil)
 		expect(t, r, 200, "")
 		var hs []string
 		for _, it := range r.list(t) {
-			hs = append(hs, ctContactHandle(tc.p, it.(map[string]any)))
+			hs = append(hs, contactHandle(tc.p, it.(map[string]any)))
 		}
 		if got := strings.Join(hs, ","); got != tc.names {
 			t.Errorf("%s ?%s = %s, want %s", tc.p.handle, tc.query, got, tc.names)
@@ -646,11 +646,11 @@ func TestContactsLists(t *testing.T) {
 	}
 
 	var cases []scenario
-	for _, p := range []*ctParty{helper, carol} {
+	for _, p := range []*contactsParty{helper, carol} {
 		for _, q := range []struct{ query, pointer string }{
 			{"page=0", "/page"}, {"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=x", "/page_size"},
 		} {
-			cases = append(cases, scenario{name: p.handle + " " + q.query, cred: p.cred(), method: "GET", path: ctContactsPath(p) + "?" + q.query,
+			cases = append(cases, scenario{name: p.handle + " " + q.query, cred: p.cred(), method: "GET", path: contactsPath(p) + "?" + q.query,
 				status: 422, code: "validation_error", pointers: []string{q.pointer}})
 		}
 	}
@@ -667,10 +667,10 @@ func TestContactsLists(t *testing.T) {
 // each direction is paged on its own by the same page and page_size, newest
 // first, with its own total and total_pages.
 func TestContactsAgentRequestListing(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	owner := k.human("owner")
 	hub := k.bot(owner, "Hub")
-	var us []*ctParty
+	var us []*contactsParty
 	for i := 1; i <= 12; i++ {
 		us = append(us, k.human(fmt.Sprintf("u%02d", i), "Many"))
 	}
@@ -777,16 +777,16 @@ func TestContactsAgentRequestListing(t *testing.T) {
 // pending requests received; /sent every sent one (status=all by default)
 // or one status.
 func TestContactsHumanRequestListing(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	hub := k.human("hub")
-	var us []*ctParty
+	var us []*contactsParty
 	for i := 1; i <= 8; i++ {
 		us = append(us, k.human(fmt.Sprintf("u%02d", i), "Many"))
 	}
 	bot := k.bot(us[0], "Bot One")
 	// u01, u01/bot-one, u02 and u03 ask hub; hub rejects u03.
 	var in []string
-	for _, p := range []*ctParty{us[0], bot, us[1], us[2]} {
+	for _, p := range []*contactsParty{us[0], bot, us[1], us[2]} {
 		in = append(in, k.request(t, p, hub, "from "+p.handle))
 	}
 	k.respond(t, hub, "reject", in[3])
@@ -841,13 +841,13 @@ func TestContactsHumanRequestListing(t *testing.T) {
 		}
 	}
 	// The records, in the ContactRequest shape.
-	ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests"), in[1]), in[1], bot, hub, "from u01/bot-one", "pending", false)
+	checkRequestView(t, findByID(t, k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests"), in[1]), in[1], bot, hub, "from u01/bot-one", "pending", false)
 	sentItems := k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests/sent")
-	ctCheckRequestView(t, ctFind(t, sentItems, out[0]), out[0], hub, us[3], nil, "approved", true)
-	ctCheckRequestView(t, ctFind(t, sentItems, out[2]), out[2], hub, us[5], nil, "cancelled", true)
-	ctCheckRequestView(t, ctFind(t, sentItems, out[4]), out[4], hub, us[7], nil, "pending", false)
+	checkRequestView(t, findByID(t, sentItems, out[0]), out[0], hub, us[3], nil, "approved", true)
+	checkRequestView(t, findByID(t, sentItems, out[2]), out[2], hub, us[5], nil, "cancelled", true)
+	checkRequestView(t, findByID(t, sentItems, out[4]), out[4], hub, us[7], nil, "pending", false)
 	// The requester of a rejected request still sees it as rejected.
-	ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, us[2], "/api/v1/me/contacts/requests/sent"), in[3]), in[3], us[2], hub, "from u03", "rejected", true)
+	checkRequestView(t, findByID(t, k.humanRequestItems(t, us[2], "/api/v1/me/contacts/requests/sent"), in[3]), in[3], us[2], hub, "from u03", "rejected", true)
 
 	var cases []scenario
 	for _, q := range []struct{ path, pointer string }{
@@ -871,14 +871,14 @@ func TestContactsHumanRequestListing(t *testing.T) {
 // other party's handle: approve and reject by the recipient, cancel by the
 // requester, each to its final state.
 func TestContactsRespond(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout, ranger := k.bot(alice, "Helper"), k.bot(carol, "Scout"), k.bot(dave, "Ranger")
 
 	for _, tc := range []struct {
 		name     string
-		other    *ctParty // the requester (approve, reject) or the recipient (cancel)
+		other    *contactsParty // the requester (approve, reject) or the recipient (cancel)
 		action   string
 		byHandle string // "" to answer by request_id
 	}{
@@ -904,7 +904,7 @@ func TestContactsRespond(t *testing.T) {
 			}
 			r := k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", helper.cred(), body)
 			expect(t, r, 200, "")
-			status := ctStatusOf[tc.action]
+			status := statusAfter[tc.action]
 			sameJSON(t, "answer", r.data(t), map[string]any{"id": id, "status": status})
 			// The request's state as its requester lists it.
 			requester, recipient := tc.other, helper
@@ -912,11 +912,11 @@ func TestContactsRespond(t *testing.T) {
 				requester, recipient = helper, tc.other
 			}
 			if requester.agent {
-				if it := ctFind(t, k.agentRequestItems(t, requester, "sent"), id); it["status"] != status {
+				if it := findByID(t, k.agentRequestItems(t, requester, "sent"), id); it["status"] != status {
 					t.Fatalf("request is %v, want %s", it["status"], status)
 				}
 			} else {
-				ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, requester, "/api/v1/me/contacts/requests/sent"), id), id, requester, recipient, nil, status, true)
+				checkRequestView(t, findByID(t, k.humanRequestItems(t, requester, "/api/v1/me/contacts/requests/sent"), id), id, requester, recipient, nil, status, true)
 			}
 			// No longer among the recipient's received (pending) ones.
 			rec, _ := k.requests(t, recipient)
@@ -938,7 +938,7 @@ func TestContactsRespond(t *testing.T) {
 }
 
 func TestContactsRespondRefusals(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout, ranger := k.bot(alice, "Helper"), k.bot(carol, "Scout"), k.bot(dave, "Ranger")
@@ -955,7 +955,7 @@ func TestContactsRespondRefusals(t *testing.T) {
 	const path = "/api/v1/agent/contacts/requests/respond"
 	byID := func(action, id string) map[string]any { return map[string]any{"action": action, "request_id": id} }
 	byHandle := func(action, h string) map[string]any { return map[string]any{"action": action, "handle": h} }
-	as := func(p *ctParty, name string, body any, status int, code string, pointers ...string) scenario {
+	as := func(p *contactsParty, name string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: p.cred(), method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
 	}
 	k.ts.run(t, []scenario{
@@ -1010,14 +1010,14 @@ func TestContactsRespondRefusals(t *testing.T) {
 
 // TestContactsHumanRespond: approve, reject and cancel (DELETE) by id.
 func TestContactsHumanRespond(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, erin := k.human("alice"), k.human("erin")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 
 	for _, tc := range []struct {
 		name                    string
-		requester, recipient, p *ctParty // p answers
+		requester, recipient, p *contactsParty // p answers
 		action                  string
 	}{
 		{"approve a person's request", carol, alice, alice, "approve"},
@@ -1030,11 +1030,11 @@ func TestContactsHumanRespond(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := k.request(t, tc.requester, tc.recipient, "please")
 			k.respond(t, tc.p, tc.action, id)
-			status := ctStatusOf[tc.action]
+			status := statusAfter[tc.action]
 			if !tc.requester.agent {
-				ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, tc.requester, "/api/v1/me/contacts/requests/sent?status="+status), id),
+				checkRequestView(t, findByID(t, k.humanRequestItems(t, tc.requester, "/api/v1/me/contacts/requests/sent?status="+status), id),
 					id, tc.requester, tc.recipient, "please", status, true)
-			} else if it := ctFind(t, k.agentRequestItems(t, tc.requester, "sent"), id); it["status"] != status {
+			} else if it := findByID(t, k.agentRequestItems(t, tc.requester, "sent"), id); it["status"] != status {
 				t.Fatalf("request is %v", it["status"])
 			}
 			contacts := "," + k.contacts(t, tc.recipient) + ","
@@ -1045,7 +1045,7 @@ func TestContactsHumanRespond(t *testing.T) {
 	}
 
 	// Refusals, on a fresh world.
-	k = newCtKit(t)
+	k = newContactsWorld(t)
 	alice, erin = k.human("alice"), k.human("erin")
 	carol, dave = k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout = k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -1060,8 +1060,8 @@ func TestContactsHumanRespond(t *testing.T) {
 	foreign := k.request(t, carol, dave)
 
 	const base = "/api/v1/me/contacts/requests/"
-	call := func(p *ctParty, name, action, id string, status int, code string) scenario {
-		method, path, body := ctRespondCall(&ctParty{}, action, id)
+	call := func(p *contactsParty, name, action, id string, status int, code string) scenario {
+		method, path, body := respondCall(&contactsParty{}, action, id)
 		return scenario{name: name, cred: p.cred(), method: method, path: path, body: body, status: status, code: code}
 	}
 	var cases []scenario
@@ -1102,7 +1102,7 @@ func TestContactsHumanRespond(t *testing.T) {
 
 // TestContactsResolve: who a handle names, without id or email.
 func TestContactsResolve(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	scout := k.bot(carol, "Scout")
@@ -1110,7 +1110,7 @@ func TestContactsResolve(t *testing.T) {
 	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+gone.id, alice.cred(), nil), 200, "")
 	for _, tc := range []struct {
 		handle string
-		want   *ctParty
+		want   *contactsParty
 	}{
 		{"carol", carol},
 		{"@carol", carol},
@@ -1122,7 +1122,7 @@ func TestContactsResolve(t *testing.T) {
 	} {
 		r := k.ts.do(t, "POST", "/api/v1/me/contacts/resolve", alice.cred(), map[string]any{"handle": tc.handle})
 		expect(t, r, 200, "")
-		sameJSON(t, "resolve "+tc.handle, r.data(t), map[string]any{"handle": tc.want.handle, "name": tc.want.name, "type": ctPartyType(tc.want)})
+		sameJSON(t, "resolve "+tc.handle, r.data(t), map[string]any{"handle": tc.want.handle, "name": tc.want.name, "type": partyType(tc.want)})
 	}
 	const path = "/api/v1/me/contacts/resolve"
 	res := func(name string, body any, status int, code string, pointers ...string) scenario {
@@ -1152,7 +1152,7 @@ func TestContactsResolve(t *testing.T) {
 // other party's id or by handle ends in both directions; it can be made
 // again.
 func TestContactsRemove(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -1162,7 +1162,7 @@ func TestContactsRemove(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		p, other *ctParty
+		p, other *contactsParty
 		by       string // "record", "party" or a handle
 	}{
 		{"agent by its record id", helper, carol, "record"},
@@ -1184,14 +1184,14 @@ func TestContactsRemove(t *testing.T) {
 			default:
 				body = map[string]any{"handle": tc.by}
 			}
-			r := k.ts.do(t, "POST", ctRemovePath(tc.p), tc.p.cred(), body)
+			r := k.ts.do(t, "POST", removeContactPath(tc.p), tc.p.cred(), body)
 			expect(t, r, 200, "")
 			sameJSON(t, "answer", r.data(t), map[string]any{"status": "removed"})
 			if k.recordOf(t, tc.p, tc.other) != "" || k.recordOf(t, tc.other, tc.p) != "" {
 				t.Fatalf("still contacts: %s has %s, %s has %s", tc.p.handle, k.contacts(t, tc.p), tc.other.handle, k.contacts(t, tc.other))
 			}
 			// Removing again finds nothing.
-			k.ts.refused(t, "POST", ctRemovePath(tc.p), tc.p.cred(), body, 404, "not_found", "")
+			k.ts.refused(t, "POST", removeContactPath(tc.p), tc.p.cred(), body, 404, "not_found", "")
 			// And they can become contacts again: a new request, approved.
 			k.connect(t, tc.other, tc.p)
 			if k.recordOf(t, tc.p, tc.other) == "" || k.recordOf(t, tc.other, tc.p) == "" {
@@ -1200,11 +1200,11 @@ func TestContactsRemove(t *testing.T) {
 		})
 	}
 
-	rm := func(p *ctParty, name string, body any, status int, code string, pointers ...string) scenario {
-		return scenario{name: name, cred: p.cred(), method: "POST", path: ctRemovePath(p), body: body, status: status, code: code, pointers: pointers}
+	rm := func(p *contactsParty, name string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: p.cred(), method: "POST", path: removeContactPath(p), body: body, status: status, code: code, pointers: pointers}
 	}
 	var cases []scenario
-	for _, p := range []*ctParty{helper, carol} {
+	for _, p := range []*contactsParty{helper, carol} {
 		cases = append(cases,
 			rm(p, p.handle+": neither", map[string]any{}, 400, "bad_request"),
 			rm(p, p.handle+": empty body", nil, 400, "bad_request"),
@@ -1238,14 +1238,9 @@ func TestContactsRemove(t *testing.T) {
 	k.ts.run(t, cases)
 }
 
-// ctParticipant is the body that adds id to a room.
-func ctParticipant(id string) map[string]any {
-	return map[string]any{"participant": map[string]any{"participant_id": id}}
-}
-
 // peers renders p's peers as handle:source:is_contact, in order, and checks
 // total_count when the listing is not paged.
-func (k *ctKit) peers(t testing.TB, p *ctParty, query string) string {
+func (k *contactsWorld) peers(t testing.TB, p *contactsParty, query string) string {
 	t.Helper()
 	path := "/api/v1/me/peers"
 	if p.agent {
@@ -1272,7 +1267,7 @@ func (k *ctKit) peers(t testing.TB, p *ctParty, query string) string {
 // once, as registry, with is_contact true. A pending request or a removed
 // contact makes no peer.
 func TestContactsArePeers(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice"), k.human("bob")
 	carol := k.human("carol", "Other Org")
 	helper := k.bot(alice, "Helper")
@@ -1281,7 +1276,7 @@ func TestContactsArePeers(t *testing.T) {
 
 	const helperRegistry = "alice:registry:false,alice/sibling:registry:false"
 	const aliceRegistry = "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false"
-	peersAre := func(p *ctParty, query, want string) {
+	peersAre := func(p *contactsParty, query, want string) {
 		t.Helper()
 		if got := k.peers(t, p, query); got != want {
 			t.Fatalf("%s's peers ?%s =\n  %s\nwant\n  %s", p.handle, query, got, want)
@@ -1307,9 +1302,9 @@ func TestContactsArePeers(t *testing.T) {
 	peersAre(helper, "", helperRegistry)
 	peersAre(alice, "", aliceRegistry)
 	k.ts.run(t, []scenario{
-		{name: "agent adds a person it only asked", cred: helper.cred(), method: "POST", path: agentAdd, body: ctParticipant(carol.id), status: 404, code: "not_found"},
-		{name: "agent adds an agent that only asked it", cred: helper.cred(), method: "POST", path: agentAdd, body: ctParticipant(scout.id), status: 404, code: "not_found"},
-		{name: "person adds an agent she only asked", cred: alice.cred(), method: "POST", path: humanAdd, body: ctParticipant(scout.id), status: 404, code: "not_found"},
+		{name: "agent adds a person it only asked", cred: helper.cred(), method: "POST", path: agentAdd, body: participantBody(carol.id, ""), status: 404, code: "not_found"},
+		{name: "agent adds an agent that only asked it", cred: helper.cred(), method: "POST", path: agentAdd, body: participantBody(scout.id, ""), status: 404, code: "not_found"},
+		{name: "person adds an agent she only asked", cred: alice.cred(), method: "POST", path: humanAdd, body: participantBody(scout.id, ""), status: 404, code: "not_found"},
 	})
 
 	k.respond(t, carol, "approve", toCarol)
@@ -1345,9 +1340,9 @@ func TestContactsArePeers(t *testing.T) {
 	}
 
 	// Now they can be added to rooms, and not_in_chat leaves them out.
-	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), ctParticipant(carol.id)), 201, "")
-	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), ctParticipant(scout.id)), 201, "")
-	expect(t, k.ts.do(t, "POST", humanAdd, alice.cred(), ctParticipant(scout.id)), 201, "")
+	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(carol.id, "")), 201, "")
+	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(scout.id, "")), 201, "")
+	expect(t, k.ts.do(t, "POST", humanAdd, alice.cred(), participantBody(scout.id, "")), 201, "")
 	peersAre(helper, "not_in_chat="+room, "alice:registry:false,alice/sibling:registry:false")
 	peersAre(alice, "not_in_chat="+hroom, "bob:registry:true,alice/helper:registry:false,alice/sibling:registry:false")
 
@@ -1358,14 +1353,14 @@ func TestContactsArePeers(t *testing.T) {
 	other := k.ts.do(t, "POST", "/api/v1/agent/chats", helper.cred(), map[string]any{})
 	expect(t, other, 201, "")
 	k.ts.run(t, []scenario{{name: "a former contact", cred: helper.cred(), method: "POST",
-		path: "/api/v1/agent/chats/" + other.data(t)["id"].(string) + "/participants", body: ctParticipant(carol.id), status: 404, code: "not_found"}})
+		path: "/api/v1/agent/chats/" + other.data(t)["id"].(string) + "/participants", body: participantBody(carol.id, ""), status: 404, code: "not_found"}})
 	// Bob, no longer a contact, is still a registry peer.
 	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", alice.cred(), map[string]any{"contact_id": bob.id}), 200, "")
 	peersAre(alice, "", "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false,carol/scout:contact:true")
 }
 
-// ctQuery runs a read-only query on the test database.
-func (k *ctKit) ctQuery(t testing.TB, query string, args ...any) string {
+// queryValue runs a read-only query on the test database.
+func (k *contactsWorld) queryValue(t testing.TB, query string, args ...any) string {
 	t.Helper()
 	conn, err := sql.Open("sqlite", "file:"+k.ts.db.Path()+"?mode=ro")
 	if err != nil {
@@ -1383,7 +1378,7 @@ func (k *ctKit) ctQuery(t testing.TB, query string, args ...any) string {
 // its owner) ends its contacts in both directions and cancels its pending
 // requests, sent and received; the other sides hear of it.
 func TestContactsAgentDeletion(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, erin := k.human("carol", "Other Org"), k.human("erin", "Other Org")
 	dave := k.human("dave", "Third Org")
@@ -1411,30 +1406,30 @@ func TestContactsAgentDeletion(t *testing.T) {
 	if got := k.contacts(t, scout); got != "" {
 		t.Errorf("scout's contacts = %s, want none", got)
 	}
-	if n := k.ctQuery(t, `SELECT count(*) FROM contacts WHERE owner_id = ? OR contact_id = ?`, helper.id, helper.id); n != "0" {
+	if n := k.queryValue(t, `SELECT count(*) FROM contacts WHERE owner_id = ? OR contact_id = ?`, helper.id, helper.id); n != "0" {
 		t.Errorf("%s contact rows of the deleted agent remain", n)
 	}
 	// Its pending requests, both ways, are cancelled; others are not.
 	for _, id := range []string{toDave, fromErin} {
-		if st := k.ctQuery(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, id); st != "cancelled:1" {
+		if st := k.queryValue(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, id); st != "cancelled:1" {
 			t.Errorf("request %s is %s, want cancelled with a response time", k.label(id), st)
 		}
 	}
-	if it := ctFind(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent?status=cancelled"), fromErin); it["recipient_id"] != helper.id {
+	if it := findByID(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent?status=cancelled"), fromErin); it["recipient_id"] != helper.id {
 		t.Errorf("erin's cancelled request = %v", it)
 	}
 	if rec, _ := k.requests(t, dave); rec != k.label(untouched)+" carol>dave pending" {
 		t.Errorf("dave's received requests = %s", rec)
 	}
-	if it := ctFind(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent"), fromErin); it["status"] != "cancelled" {
+	if it := findByID(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent"), fromErin); it["status"] != "cancelled" {
 		t.Errorf("erin's request = %v", it)
 	}
 	// The other sides heard of it.
-	sameJSON(t, "carol's contact_removed", cl.await(t, "user_contacts:"+carol.id, "contact_removed", ctWithID(carolsRecord)), ctRemoved(carolsRecord, helper))
-	sameJSON(t, "scout's contact_removed", sl.await(t, "agent_contacts:"+scout.id, "contact_removed", ctWithID(scoutsRecord)), ctRemoved(scoutsRecord, helper))
-	sameJSON(t, "dave's contact_request_updated", dl.await(t, "user_contacts:"+dave.id, "contact_request_updated", ctWithID(toDave)),
+	sameJSON(t, "carol's contact_removed", cl.await(t, "user_contacts:"+carol.id, "contact_removed", withID(carolsRecord)), removedPayload(carolsRecord, helper))
+	sameJSON(t, "scout's contact_removed", sl.await(t, "agent_contacts:"+scout.id, "contact_removed", withID(scoutsRecord)), removedPayload(scoutsRecord, helper))
+	sameJSON(t, "dave's contact_request_updated", dl.await(t, "user_contacts:"+dave.id, "contact_request_updated", withID(toDave)),
 		map[string]any{"id": toDave, "status": "cancelled"})
-	sameJSON(t, "erin's contact_request_updated", el.await(t, "user_contacts:"+erin.id, "contact_request_updated", ctWithID(fromErin)),
+	sameJSON(t, "erin's contact_request_updated", el.await(t, "user_contacts:"+erin.id, "contact_request_updated", withID(fromErin)),
 		map[string]any{"id": fromErin, "status": "cancelled"})
 
 	// The freed handle names a new agent, a stranger to all of them.
@@ -1453,27 +1448,27 @@ func TestContactsAgentDeletion(t *testing.T) {
 	k.request(t, carol, fresh)
 }
 
-// ctModelReq is a request as the model knows it.
-type ctModelReq struct {
+// modelRequest is a request as the model knows it.
+type modelRequest struct {
 	id       string
 	from, to int
 	status   string
 }
 
-// ctModel is what the API should show: the requests and the contacts.
-type ctModel struct {
-	reqs    []*ctModelReq
+// contactsModel is what the API should show: the requests and the contacts.
+type contactsModel struct {
+	reqs    []*modelRequest
 	contact map[[2]int]bool
 }
 
-func ctPair(a, b int) [2]int {
+func pairOf(a, b int) [2]int {
 	if a > b {
 		a, b = b, a
 	}
 	return [2]int{a, b}
 }
 
-func (m *ctModel) pending(from, to int) *ctModelReq {
+func (m *contactsModel) pending(from, to int) *modelRequest {
 	for _, r := range m.reqs {
 		if r.from == from && r.to == to && r.status == "pending" {
 			return r
@@ -1490,16 +1485,16 @@ func TestContactsStateModel(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel() // each seed has its own server
-			ctRunModel(t, seed, 90)
+			runContactsModel(t, seed, 90)
 		})
 	}
 }
 
-func ctRunModel(t *testing.T, seed int64, steps int) {
-	k := newCtKit(t)
+func runContactsModel(t *testing.T, seed int64, steps int) {
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice", "Acme"), k.human("bob", "Bobco")
-	ps := []*ctParty{alice, k.bot(alice, "Axel"), bob, k.bot(bob, "Byron")}
-	m := &ctModel{contact: map[[2]int]bool{}}
+	ps := []*contactsParty{alice, k.bot(alice, "Axel"), bob, k.bot(bob, "Byron")}
+	m := &contactsModel{contact: map[[2]int]bool{}}
 	rng := rand.New(rand.NewSource(seed))
 	codes := map[int]string{403: "forbidden", 404: "not_found", 409: "conflict"}
 	seen := map[int]int{}
@@ -1509,7 +1504,7 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 		for i, p := range ps {
 			var want []string
 			for j, q := range ps {
-				if i != j && m.contact[ctPair(i, j)] {
+				if i != j && m.contact[pairOf(i, j)] {
 					want = append(want, q.handle)
 				}
 			}
@@ -1543,7 +1538,7 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 	}
 	// expectCall sends a call the model expects to succeed with 200/201 or
 	// be refused with status (and change nothing).
-	expectCall := func(p *ctParty, method, path string, body any, status int) *response {
+	expectCall := func(p *contactsParty, method, path string, body any, status int) *response {
 		t.Helper()
 		seen[status]++
 		if status >= 400 {
@@ -1562,8 +1557,8 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 		case op < 5: // a asks b
 			what = ps[a].handle + " adds " + ps[b].handle
 			t.Logf("step %d: %s", step, what)
-			path, body := ctAddCall(ps[a], map[string]any{"handle": ps[b].handle})
-			if a == b || m.contact[ctPair(a, b)] || m.pending(a, b) != nil {
+			path, body := addContactCall(ps[a], map[string]any{"handle": ps[b].handle})
+			if a == b || m.contact[pairOf(a, b)] || m.pending(a, b) != nil {
 				expectCall(ps[a], "POST", path, body, 409)
 				break
 			}
@@ -1573,7 +1568,7 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 					t.Fatalf("step %d (%s): %v, want %s approved", step, what, d, k.label(inv.id))
 				}
 				inv.status = "approved"
-				m.contact[ctPair(a, b)] = true
+				m.contact[pairOf(a, b)] = true
 				break
 			}
 			if d["status"] != "pending" {
@@ -1581,7 +1576,7 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 			}
 			id := d["id"].(string)
 			k.label(id)
-			m.reqs = append(m.reqs, &ctModelReq{id: id, from: a, to: b, status: "pending"})
+			m.reqs = append(m.reqs, &modelRequest{id: id, from: a, to: b, status: "pending"})
 		case op < 9: // someone answers a request by id
 			if len(m.reqs) == 0 {
 				continue
@@ -1593,7 +1588,7 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 			action := []string{"approve", "reject", "cancel"}[rng.Intn(3)]
 			what = fmt.Sprintf("%s %ss %s", ps[a].handle, action, k.label(r.id))
 			t.Logf("step %d: %s", step, what)
-			method, path, body := ctRespondCall(ps[a], action, r.id)
+			method, path, body := respondCall(ps[a], action, r.id)
 			status := 200
 			switch {
 			case a != r.from && a != r.to:
@@ -1604,10 +1599,10 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 				status = 409
 			}
 			if res := expectCall(ps[a], method, path, body, status); res != nil {
-				sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": ctStatusOf[action]})
-				r.status = ctStatusOf[action]
+				sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
+				r.status = statusAfter[action]
 				if action == "approve" {
-					m.contact[ctPair(r.from, r.to)] = true
+					m.contact[pairOf(r.from, r.to)] = true
 				}
 			}
 		case op < 10: // an agent answers by handle
@@ -1627,10 +1622,10 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 				break
 			}
 			res := expectCall(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 200)
-			sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": ctStatusOf[action]})
-			r.status = ctStatusOf[action]
+			sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
+			r.status = statusAfter[action]
 			if action == "approve" {
-				m.contact[ctPair(a, b)] = true
+				m.contact[pairOf(a, b)] = true
 			}
 		default: // a removes b
 			var body map[string]any
@@ -1651,12 +1646,12 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 			}
 			what = fmt.Sprintf("%s removes %s by %v", ps[a].handle, ps[b].handle, body)
 			t.Logf("step %d: %s", step, what)
-			if a == b || !m.contact[ctPair(a, b)] {
-				expectCall(ps[a], "POST", ctRemovePath(ps[a]), body, 404)
+			if a == b || !m.contact[pairOf(a, b)] {
+				expectCall(ps[a], "POST", removeContactPath(ps[a]), body, 404)
 				break
 			}
-			expectCall(ps[a], "POST", ctRemovePath(ps[a]), body, 200)
-			delete(m.contact, ctPair(a, b))
+			expectCall(ps[a], "POST", removeContactPath(ps[a]), body, 200)
+			delete(m.contact, pairOf(a, b))
 		}
 		check(step, what)
 	}
@@ -1674,7 +1669,7 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 // contact_added to both sides (name always a string) and contact_removed
 // {id}, each side with its own record id.
 func TestContactsRealtime(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -1684,17 +1679,17 @@ func TestContactsRealtime(t *testing.T) {
 	sl := newListener(t, k.ts, scout.key, st)
 	updated := func(l *listener, topic, id, status string) {
 		t.Helper()
-		sameJSON(t, topic+" contact_request_updated", l.await(t, topic, "contact_request_updated", ctWithID(id)),
+		sameJSON(t, topic+" contact_request_updated", l.await(t, topic, "contact_request_updated", withID(id)),
 			map[string]any{"id": id, "status": status})
 	}
 
 	// 1. helper asks carol: she hears of it as a ContactRequest.
 	id1 := k.request(t, helper, carol, "hello carol")
-	p := cl.await(t, ct, "contact_request_received", ctWithID(id1))
+	p := cl.await(t, ct, "contact_request_received", withID(id1))
 	if err := k.ts.oas.ValidateSchema("ContactRequest", mustJSON(t, p)); err != nil {
 		t.Errorf("contact_request_received for a person is not a ContactRequest: %v", err)
 	}
-	ctCheckRequestView(t, p, id1, helper, carol, "hello carol", "pending", false)
+	checkRequestView(t, p, id1, helper, carol, "hello carol", "pending", false)
 
 	// 2. carol rejects it: both sides hear {id, status}.
 	k.respond(t, carol, "reject", id1)
@@ -1703,7 +1698,7 @@ func TestContactsRealtime(t *testing.T) {
 
 	// 3. carol asks helper, with no message: the agent's flat payload.
 	id2 := k.request(t, carol, helper)
-	p = hl.await(t, ht, "contact_request_received", ctWithID(id2))
+	p = hl.await(t, ht, "contact_request_received", withID(id2))
 	sameJSON(t, "agent contact_request_received keys", strings.Join(keysOf(p), ","), "from_handle,from_name,id,inserted_at,status")
 	if p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" || p["status"] != "pending" || p["inserted_at"] == "" {
 		t.Errorf("agent contact_request_received = %v", p)
@@ -1714,12 +1709,12 @@ func TestContactsRealtime(t *testing.T) {
 	updated(hl, ht, id2, "approved")
 	updated(cl, ct, id2, "approved")
 	helpersCarol, carolsHelper := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper)
-	p = hl.await(t, ht, "contact_added", ctWithID(helpersCarol))
+	p = hl.await(t, ht, "contact_added", withID(helpersCarol))
 	sameJSON(t, "agent's contact_added (person) keys", strings.Join(keysOf(p), ","), "handle,id,inserted_at,name,type")
 	if p["handle"] != "carol" || p["name"] != "Carol Tester" || p["type"] != "User" {
 		t.Errorf("helper's contact_added = %v", p)
 	}
-	p = cl.await(t, ct, "contact_added", ctWithID(carolsHelper))
+	p = cl.await(t, ct, "contact_added", withID(carolsHelper))
 	sameJSON(t, "person's contact_added (agent) keys", strings.Join(keysOf(p), ","), "handle,id,inserted_at,listed_in_directory,name,tags,type")
 	if p["handle"] != "alice/helper" || p["name"] != "Helper" || p["type"] != "Agent" {
 		t.Errorf("carol's contact_added = %v", p)
@@ -1727,7 +1722,7 @@ func TestContactsRealtime(t *testing.T) {
 
 	// 5. scout asks helper with a message; helper approves by id.
 	id3 := k.request(t, scout, helper, "hi from scout")
-	p = hl.await(t, ht, "contact_request_received", ctWithID(id3))
+	p = hl.await(t, ht, "contact_request_received", withID(id3))
 	sameJSON(t, "agent contact_request_received keys", strings.Join(keysOf(p), ","), "from_handle,from_name,id,inserted_at,message,status")
 	if p["from_handle"] != "carol/scout" || p["from_name"] != "Scout" || p["message"] != "hi from scout" {
 		t.Errorf("agent contact_request_received = %v", p)
@@ -1739,9 +1734,9 @@ func TestContactsRealtime(t *testing.T) {
 	for _, tc := range []struct {
 		l             *listener
 		topic, record string
-		other         *ctParty
+		other         *contactsParty
 	}{{hl, ht, helpersScout, scout}, {sl, st, scoutsHelper, helper}} {
-		p = tc.l.await(t, tc.topic, "contact_added", ctWithID(tc.record))
+		p = tc.l.await(t, tc.topic, "contact_added", withID(tc.record))
 		sameJSON(t, "agent's contact_added (agent) keys", strings.Join(keysOf(p), ","), "description,handle,id,inserted_at,is_external,listed_in_directory,name,tags,type")
 		if p["handle"] != tc.other.handle || p["name"] != tc.other.name || p["type"] != "Agent" || p["description"] != tc.other.name+" does things" {
 			t.Errorf("%s contact_added = %v", tc.topic, p)
@@ -1750,7 +1745,7 @@ func TestContactsRealtime(t *testing.T) {
 
 	// 6. carol asks scout and cancels: both hear it.
 	id4 := k.request(t, carol, scout)
-	if p = sl.await(t, st, "contact_request_received", ctWithID(id4)); p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" {
+	if p = sl.await(t, st, "contact_request_received", withID(id4)); p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" {
 		t.Errorf("scout's contact_request_received = %v", p)
 	}
 	k.respond(t, carol, "cancel", id4)
@@ -1760,15 +1755,15 @@ func TestContactsRealtime(t *testing.T) {
 	// 7. carol removes helper; 8. helper removes scout: each side hears of
 	// its own record.
 	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", carol.cred(), map[string]any{"handle": "alice/helper"}), 200, "")
-	sameJSON(t, "carol's contact_removed", cl.await(t, ct, "contact_removed", ctWithID(carolsHelper)), ctRemoved(carolsHelper, helper))
-	sameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersCarol)), ctRemoved(helpersCarol, carol))
+	sameJSON(t, "carol's contact_removed", cl.await(t, ct, "contact_removed", withID(carolsHelper)), removedPayload(carolsHelper, helper))
+	sameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", withID(helpersCarol)), removedPayload(helpersCarol, carol))
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"contact_id": helpersScout}), 200, "")
-	sameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersScout)), ctRemoved(helpersScout, scout))
-	sameJSON(t, "scout's contact_removed", sl.await(t, st, "contact_removed", ctWithID(scoutsHelper)), ctRemoved(scoutsHelper, helper))
+	sameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", withID(helpersScout)), removedPayload(helpersScout, scout))
+	sameJSON(t, "scout's contact_removed", sl.await(t, st, "contact_removed", withID(scoutsHelper)), removedPayload(scoutsHelper, helper))
 
 	// 9. A last request to carol: once it is there, so is all before it.
 	id5 := k.request(t, helper, carol)
-	cl.await(t, ct, "contact_request_received", ctWithID(id5))
+	cl.await(t, ct, "contact_request_received", withID(id5))
 
 	for _, tc := range []struct {
 		l                                *listener
@@ -1790,7 +1785,7 @@ func TestContactsRealtime(t *testing.T) {
 // TestContactsSocketJoins: one joins only one's own contacts channel, of
 // one's own kind.
 func TestContactsSocketJoins(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice"), k.human("bob")
 	helper, other := k.bot(alice, "Helper"), k.bot(bob, "Other")
 	dial := func(key string) *rawSocket {

@@ -17,9 +17,9 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// dgKit: alice owns helper and scout; bob owns rover. Requests are logged
+// delegationWorld: alice owns helper and scout; bob owns rover. Requests are logged
 // into log, so tests can check that delegated calls are attributed.
-type dgKit struct {
+type delegationWorld struct {
 	ts                  *testServer
 	log                 *syncBuffer
 	alice, bob          *store.User
@@ -47,8 +47,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newDgKit(t *testing.T) *dgKit {
-	k := &dgKit{log: &syncBuffer{}}
+func newDelegationWorld(t *testing.T) *delegationWorld {
+	k := &delegationWorld{log: &syncBuffer{}}
 	k.ts = newTestServerWith(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(k.log, nil)) })
 	k.alice, k.aliceKey = k.ts.user("alice")
 	k.bob, k.bobKey = k.ts.user("bob", "Bobco")
@@ -64,7 +64,7 @@ const exchangePath = "/api/v1/agent/delegation/token"
 
 // grant has alice delegate scopes to her helper and returns the delegation
 // id and its grant.
-func (k *dgKit) grant(t *testing.T, scopes ...string) (id, grant string) {
+func (k *delegationWorld) grant(t *testing.T, scopes ...string) (id, grant string) {
 	t.Helper()
 	r := k.ts.do(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey), map[string]any{"delegation": map[string]any{"scopes": scopes}})
 	expect(t, r, 201, "")
@@ -81,7 +81,7 @@ func exchangeBody(grant string, scope ...string) map[string]any {
 }
 
 // exchange redeems a grant with the helper's key and returns the token.
-func (k *dgKit) exchange(t *testing.T, grant string, scope ...string) string {
+func (k *delegationWorld) exchange(t *testing.T, grant string, scope ...string) string {
 	t.Helper()
 	r := k.ts.do(t, "POST", exchangePath, apiKey(k.helperKey), exchangeBody(grant, scope...))
 	expect(t, r, 200, "")
@@ -89,7 +89,7 @@ func (k *dgKit) exchange(t *testing.T, grant string, scope ...string) string {
 }
 
 // delegation returns alice's delegation id to the helper as she lists it.
-func (k *dgKit) delegation(t *testing.T, id string) map[string]any {
+func (k *delegationWorld) delegation(t *testing.T, id string) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "GET", delegationsPath(k.helper.ID), apiKey(k.aliceKey), nil)
 	expect(t, r, 200, "")
@@ -103,7 +103,7 @@ func (k *dgKit) delegation(t *testing.T, id string) map[string]any {
 }
 
 // sign makes a delegated token with the server's delegation key.
-func (k *dgKit) sign(t *testing.T, claims delegatedClaims) string {
+func (k *delegationWorld) sign(t *testing.T, claims delegatedClaims) string {
 	t.Helper()
 	secret, err := k.ts.db.ServerSecret(context.Background())
 	if err != nil {
@@ -117,7 +117,7 @@ func (k *dgKit) sign(t *testing.T, claims delegatedClaims) string {
 }
 
 func TestDelegationLifecycle(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	before := time.Now()
 	r := k.ts.do(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey),
 		map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read", "chats:write"}, "token_ttl_seconds": 600}})
@@ -197,7 +197,7 @@ func TestDelegationLifecycle(t *testing.T) {
 }
 
 func TestDelegationListing(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	first, _ := k.grant(t, "profile:read")
 	second, _ := k.grant(t, "chats:read")
 	r := k.ts.do(t, "GET", delegationsPath(k.helper.ID), apiKey(k.aliceKey), nil)
@@ -226,7 +226,7 @@ func TestDelegationListing(t *testing.T) {
 }
 
 func TestDelegationCreateRefusals(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	body := func(d map[string]any) map[string]any { return map[string]any{"delegation": d} }
 	for _, tc := range []struct {
 		name, agent   string
@@ -264,7 +264,7 @@ func TestDelegationCreateRefusals(t *testing.T) {
 }
 
 func TestDelegationRevokeRefusals(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, _ := k.grant(t, "chats:read")
 	for _, tc := range []struct {
 		name, path, key string
@@ -287,7 +287,7 @@ func TestDelegationRevokeRefusals(t *testing.T) {
 // Misusing a grant is refused, and (except where the refusal is the point)
 // leaves the grant spendable by the agent it was made for.
 func TestDelegationExchangeMisuse(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	forged := "band_g_" + strings.Repeat("a", 52)
 	for _, tc := range []struct {
 		name   string
@@ -341,7 +341,7 @@ func TestDelegationExchangeMisuse(t *testing.T) {
 // A grant works once: presenting it again is taken as a leak, so the
 // delegation is revoked and the token already issued stops working.
 func TestDelegationGrantReuseRevokes(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, grant := k.grant(t, "chats:read")
 	tok := k.exchange(t, grant)
 	expect(t, k.ts.do(t, "GET", "/api/v1/me/chats", bearer(tok), nil), 200, "")
@@ -358,7 +358,7 @@ func TestDelegationGrantReuseRevokes(t *testing.T) {
 }
 
 func TestDelegatedTokenMisuse(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, grant := k.grant(t, "chats:read", "chats:write", "contacts:read")
 	tok := k.exchange(t, grant, "chats:read")
 	now := time.Now()
@@ -424,7 +424,7 @@ func TestDelegatedTokenMisuse(t *testing.T) {
 
 // A delegation ends with its agent.
 func TestDelegationEndsWithTheAgent(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, grant := k.grant(t, "chats:read")
 	tok := k.exchange(t, grant)
 	pending, pendingGrant := k.grant(t, "chats:read")
@@ -443,7 +443,7 @@ func TestDelegationEndsWithTheAgent(t *testing.T) {
 	k.ts.refused(t, "POST", exchangePath, apiKey(newKey), exchangeBody(pendingGrant), 401, "unauthorized", "")
 }
 
-func (k *dgKit) rawQuery(t *testing.T, query string, args []any, dest ...any) {
+func (k *delegationWorld) rawQuery(t *testing.T, query string, args []any, dest ...any) {
 	t.Helper()
 	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
 		return tx.QueryRow(query, args...).Scan(dest...)
@@ -452,7 +452,7 @@ func (k *dgKit) rawQuery(t *testing.T, query string, args []any, dest ...any) {
 	}
 }
 
-func (k *dgKit) rawExec(t *testing.T, query string, args ...any) {
+func (k *delegationWorld) rawExec(t *testing.T, query string, args ...any) {
 	t.Helper()
 	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
 		_, err := tx.Exec(query, args...)
@@ -463,7 +463,7 @@ func (k *dgKit) rawExec(t *testing.T, query string, args ...any) {
 }
 
 // walkBodies are valid bodies for the Human API routes without an id that
-// take one (secBodies has those with an id), so that a route that could
+// take one (routeBodies has those with an id), so that a route that could
 // mint a credential is asked in a way it would.
 var walkBodies = map[string]any{
 	"POST /api/v1/me/keys":            map[string]any{"key": map[string]any{"name": "laptop"}},
@@ -474,7 +474,7 @@ func walkBody(route string) any {
 	if b, ok := walkBodies[route]; ok {
 		return b
 	}
-	return secBodies[route]
+	return routeBodies[route]
 }
 
 // secretInAnswer matches what a credential looks like in an answer.
@@ -486,7 +486,7 @@ var secretInAnswer = regexp.MustCompile(`band_[augs]_|thnv_[au]_|"(access_token|
 // answer to it carrying a secret, so a new route that mints one is caught.
 func TestDelegatedTokensNeverMintCredentials(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	_, grant := k.grant(t, store.DelegationScopes...)
 	tok := k.exchange(t, grant)
 	room := k.ts.room(t, k.helperKey, k.alice.ID)

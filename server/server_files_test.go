@@ -22,10 +22,10 @@ import (
 // messages (spec "File download", "Send message"; wire contract §3 Files,
 // §4 Attachment).
 
-// fileKit: alice owns the agents helper and scout, which share a room with
+// filesWorld: alice owns the agents helper and scout, which share a room with
 // her (helper created it); helper also has a room of its own (other), and
 // bob is a stranger.
-type fileKit struct {
+type filesWorld struct {
 	ts                  *testServer
 	alice, bob          *store.User
 	aliceKey, bobKey    string
@@ -34,9 +34,9 @@ type fileKit struct {
 	room, other         string
 }
 
-func newFileKit(t *testing.T, configure func(*Config), opts ...func(*store.Options)) *fileKit {
+func newFilesWorld(t *testing.T, configure func(*Config), opts ...func(*store.Options)) *filesWorld {
 	t.Helper()
-	k := &fileKit{ts: newTestServerWith(t, configure, opts...)}
+	k := &filesWorld{ts: newTestServerWith(t, configure, opts...)}
 	k.alice, k.aliceKey = k.ts.user("alice")
 	k.bob, k.bobKey = k.ts.user("bob")
 	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
@@ -47,13 +47,13 @@ func newFileKit(t *testing.T, configure func(*Config), opts ...func(*store.Optio
 }
 
 // newRoom creates a room as helper and adds the members.
-func (k *fileKit) newRoom(t testing.TB, members ...string) string {
+func (k *filesWorld) newRoom(t testing.TB, members ...string) string {
 	t.Helper()
 	return k.ts.room(t, k.helperKey, members...)
 }
 
 // files is the files path of room in the API of key.
-func (k *fileKit) files(key, room string) string {
+func (k *filesWorld) files(key, room string) string {
 	if key == k.aliceKey || key == k.bobKey {
 		return "/api/v1/me/chats/" + room + "/files"
 	}
@@ -80,14 +80,14 @@ func fileHeaders(key, name, sha, contentType string) cred {
 }
 
 // upload stores body in room as key and returns the Attachment answered.
-func (k *fileKit) upload(t testing.TB, key, room, name string, body []byte) map[string]any {
+func (k *filesWorld) upload(t testing.TB, key, room, name string, body []byte) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "POST", k.files(key, room), fileHeaders(key, name, hexDigest(body), "text/plain"), body)
 	expect(t, r, 201, "")
 	return r.data(t)
 }
 
-func (k *fileKit) download(t testing.TB, key, room, id string, rangeHeader string) *response {
+func (k *filesWorld) download(t testing.TB, key, room, id string, rangeHeader string) *response {
 	t.Helper()
 	return k.ts.do(t, "GET", k.files(key, room)+"/"+id, func(h http.Header) {
 		h.Set("X-API-Key", key)
@@ -98,7 +98,7 @@ func (k *fileKit) download(t testing.TB, key, room, id string, rangeHeader strin
 }
 
 // rawRows counts rows through a connection of the test's own.
-func (k *fileKit) rawRows(t testing.TB, query string, args ...any) int {
+func (k *filesWorld) rawRows(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	k.ts.snapshot(t) // opens ts.reader
 	var n int
@@ -109,7 +109,7 @@ func (k *fileKit) rawRows(t testing.TB, query string, args ...any) int {
 }
 
 func TestFileUploadAndDownload(t *testing.T) {
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	for _, tc := range []struct {
 		name, uploader, reader string
 		contentType, wantType  string
@@ -163,7 +163,7 @@ func TestFileNamesAreSafeInContentDisposition(t *testing.T) {
 }
 
 func TestFileUploadRefusals(t *testing.T) {
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	body := []byte("hello")
 	good := hexDigest(body)
 	ok := func(name string) cred { return fileHeaders(k.helperKey, name, good, "text/plain") }
@@ -206,7 +206,7 @@ func TestFileUploadRefusals(t *testing.T) {
 }
 
 func TestFileSizeLimit(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.MaxFileBytes = 100 }, func(o *store.Options) { o.FileChunkSize = 16 })
+	k := newFilesWorld(t, func(c *Config) { c.MaxFileBytes = 100 }, func(o *store.Options) { o.FileChunkSize = 16 })
 	path := k.files(k.helperKey, k.room)
 	exactly := bytes.Repeat([]byte("x"), 100)
 	over := bytes.Repeat([]byte("y"), 101)
@@ -236,7 +236,7 @@ func TestFileSizeLimit(t *testing.T) {
 }
 
 func TestFileDownloadRanges(t *testing.T) {
-	k := newFileKit(t, nil, func(o *store.Options) { o.FileChunkSize = 16 })
+	k := newFilesWorld(t, nil, func(o *store.Options) { o.FileChunkSize = 16 })
 	data := make([]byte, 100) // seven chunks, the last of 4 bytes
 	for i := range data {
 		data[i] = byte('a' + i%26)
@@ -309,7 +309,7 @@ func TestFileDownloadRanges(t *testing.T) {
 }
 
 func TestFileDownloadNotFound(t *testing.T) {
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	mine := k.upload(t, k.helperKey, k.room, "mine.txt", []byte("mine"))["id"].(string)
 	elsewhere := k.upload(t, k.helperKey, k.other, "elsewhere.txt", []byte("elsewhere"))["id"].(string)
 	for _, tc := range []struct {
@@ -336,7 +336,7 @@ func TestFileDownloadNotFound(t *testing.T) {
 
 // An 'uploading' file, as another request sees it while the body arrives.
 func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
-	k := newFileKit(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
+	k := newFilesWorld(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
 	pr, pw := io.Pipe()
 	body := []byte("first part, second part")
 	done := make(chan *response, 1)
@@ -371,7 +371,7 @@ func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
 
 func TestFileAttachmentsOnMessages(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	plan := k.upload(t, k.helperKey, k.room, "plan.md", []byte("# Plan"))
 	data := k.upload(t, k.aliceKey, k.room, "data.csv", []byte("a,b\n1,2\n"))
 	elsewhere := k.upload(t, k.helperKey, k.other, "elsewhere.txt", []byte("x"))
@@ -451,7 +451,7 @@ func TestFileAttachmentsOnMessages(t *testing.T) {
 }
 
 func TestDeletingARoomDeletesItsFiles(t *testing.T) {
-	k := newFileKit(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
+	k := newFilesWorld(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
 	gone := k.upload(t, k.helperKey, k.room, "gone.txt", []byte("twelve bytes"))["id"].(string)
 	kept := k.upload(t, k.helperKey, k.other, "kept.txt", []byte("kept"))["id"].(string)
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+k.room+"/messages", apiKey(k.helperKey),
@@ -476,7 +476,7 @@ func TestDeletingARoomDeletesItsFiles(t *testing.T) {
 // 'uploading' row and the chunks already stored are removed before the
 // answer, or at once when nobody is left to answer.
 func TestAbandonedUploadsLeaveNoTrace(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 1000 },
+	k := newFilesWorld(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 1000 },
 		func(o *store.Options) { o.FileChunkSize = 16; o.QueueSize = 8 })
 	file := bytes.Repeat([]byte("abandoned upload"), 30) // 480 bytes
 	const sent = 100                                     // before the upload is abandoned: six chunks stored

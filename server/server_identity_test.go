@@ -105,7 +105,7 @@ func TestUpdateProfile(t *testing.T) {
 // the API reports a person's email, so that UserDetails holds; nothing is
 // stored for it, and the placeholder cannot be set.
 func TestPeopleWithoutEmail(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	ts := k.ts
 	alice, aliceKey := ts.personWithoutEmail("alice", "Alice Liddell")
 	storedEmail := func() any {
@@ -136,7 +136,7 @@ func TestPeopleWithoutEmail(t *testing.T) {
 	}
 
 	// Contacts see the placeholder too; agents still have no email.
-	me := &ctParty{handle: "alice", id: alice.ID, name: alice.Name(), key: aliceKey, user: alice}
+	me := &contactsParty{handle: "alice", id: alice.ID, name: alice.Name(), key: aliceKey, user: alice}
 	bob := k.human("bob")
 	helper := k.bot(bob, "Helper")
 	k.connect(t, bob, me)

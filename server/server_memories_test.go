@@ -18,20 +18,20 @@ import (
 // listings' filters and paging, the lifecycle through both APIs, and the
 // --memories switch.
 
-// memKit: organization A holds alice (agents a1 and a2) and bob (agent
+// memoriesWorld: organization A holds alice (agents a1 and a2) and bob (agent
 // b1); organization B holds carol (agent c1). Callers are named by those
 // names; ids maps them (and stored memories, by label) to ids.
-type memKit struct {
+type memoriesWorld struct {
 	ts   *testServer
 	ids  map[string]string
 	keys map[string]string
 }
 
-func memIsHuman(who string) bool { return who == "alice" || who == "bob" || who == "carol" }
+func isPersonLabel(who string) bool { return who == "alice" || who == "bob" || who == "carol" }
 
-func newMemKit(t *testing.T, opts ...func(*store.Options)) *memKit {
+func newMemoriesWorld(t *testing.T, opts ...func(*store.Options)) *memoriesWorld {
 	t.Helper()
-	k := &memKit{ts: newTestServer(t, opts...), ids: map[string]string{}, keys: map[string]string{}}
+	k := &memoriesWorld{ts: newTestServer(t, opts...), ids: map[string]string{}, keys: map[string]string{}}
 	users := map[string]*store.User{}
 	for _, u := range []struct{ name, org string }{{"alice", store.DefaultOrganization}, {"bob", store.DefaultOrganization}, {"carol", "globex"}} {
 		user, key := k.ts.user(u.name, u.org)
@@ -44,27 +44,27 @@ func newMemKit(t *testing.T, opts ...func(*store.Options)) *memKit {
 	return k
 }
 
-func (k *memKit) cred(who string) cred { return apiKey(k.keys[who]) }
+func (k *memoriesWorld) cred(who string) cred { return apiKey(k.keys[who]) }
 
 // path is a memory path in the API of who: rest is "", "/<id>" or
 // "/<id>/<action>".
-func (k *memKit) path(who, rest string) string {
-	if memIsHuman(who) {
+func (k *memoriesWorld) path(who, rest string) string {
+	if isPersonLabel(who) {
 		return "/api/v1/me/memories" + rest
 	}
 	return "/api/v1/agent/memories" + rest
 }
 
-// memAbsent removes a field from memBody's defaults.
-var memAbsent = &struct{}{}
+// absent removes a field from memoryBody's defaults.
+var absent = &struct{}{}
 
-// memBody is a valid create body with the fields of over set (or removed,
-// for memAbsent).
-func memBody(over map[string]any) map[string]any {
+// memoryBody is a valid create body with the fields of over set (or removed,
+// for absent).
+func memoryBody(over map[string]any) map[string]any {
 	m := map[string]any{"content": "the user prefers tea", "system": "long_term", "type": "semantic", "segment": "user",
 		"thought": "worth remembering"}
 	for key, v := range over {
-		if v == memAbsent {
+		if v == absent {
 			delete(m, key)
 		} else {
 			m[key] = v
@@ -75,9 +75,9 @@ func memBody(over map[string]any) map[string]any {
 
 // store stores a memory as agent who and returns it; label, when not "",
 // names it in k.ids.
-func (k *memKit) store(t testing.TB, who, label string, over map[string]any) map[string]any {
+func (k *memoriesWorld) store(t testing.TB, who, label string, over map[string]any) map[string]any {
 	t.Helper()
-	r := k.ts.do(t, "POST", k.path(who, ""), k.cred(who), memBody(over))
+	r := k.ts.do(t, "POST", k.path(who, ""), k.cred(who), memoryBody(over))
 	expect(t, r, 201, "")
 	d := r.data(t)
 	if label != "" {
@@ -86,14 +86,14 @@ func (k *memKit) store(t testing.TB, who, label string, over map[string]any) map
 	return d
 }
 
-// memOwner is the owner of each agent of memKit.
-var memOwner = map[string]string{"a1": "alice", "a2": "alice", "b1": "bob", "c1": "carol"}
+// ownerOf is the owner of each agent of memoriesWorld.
+var ownerOf = map[string]string{"a1": "alice", "a2": "alice", "b1": "bob", "c1": "carol"}
 
 // party is who as the Human API names a memory's source agent (typ "") or
 // subject (typ "User" or "Agent").
-func (k *memKit) party(who, typ string) map[string]any {
+func (k *memoriesWorld) party(who, typ string) map[string]any {
 	p := map[string]any{"id": k.ids[who]}
-	if owner, ok := memOwner[who]; ok {
+	if owner, ok := ownerOf[who]; ok {
 		p["name"], p["handle"] = "Agent "+who, owner+"/agent-"+who
 	} else {
 		p["name"], p["handle"] = strings.ToUpper(who[:1])+who[1:]+" Tester", who
@@ -105,11 +105,13 @@ func (k *memKit) party(who, typ string) map[string]any {
 }
 
 // about is the subject of a subject-scope memory.
-func (k *memKit) about(who string) map[string]any { return map[string]any{"subject_id": k.ids[who]} }
+func (k *memoriesWorld) about(who string) map[string]any {
+	return map[string]any{"subject_id": k.ids[who]}
+}
 
 // list returns the ids of a listing as who (query holds filters), after
 // checking that metadata and meta are the same object.
-func (k *memKit) list(t testing.TB, who, query string) []string {
+func (k *memoriesWorld) list(t testing.TB, who, query string) []string {
 	t.Helper()
 	r := k.ts.do(t, "GET", k.path(who, "?"+query), k.cred(who), nil)
 	expect(t, r, 200, "")
@@ -125,7 +127,7 @@ func (k *memKit) list(t testing.TB, who, query string) []string {
 }
 
 // labels names the ids of a listing by their labels in k.ids, sorted.
-func (k *memKit) labels(ids []string) string {
+func (k *memoriesWorld) labels(ids []string) string {
 	names := map[string]string{}
 	for label, id := range k.ids {
 		names[id] = label
@@ -144,14 +146,14 @@ func (k *memKit) labels(ids []string) string {
 
 // delete sends DELETE /me/memories/{id}; its 204 is checked apart (the
 // OpenAPI document gives the 204 a JSON body, which no 204 has).
-func (k *memKit) delete(t testing.TB, who, id string) *response {
+func (k *memoriesWorld) delete(t testing.TB, who, id string) *response {
 	t.Helper()
 	return k.ts.doNoContent(t, "DELETE", k.path(who, "/"+id), k.cred(who))
 }
 
 func TestMemoryCreate(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	room := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{})
 	expect(t, room, 201, "")
 	roomID := room.data(t)["id"].(string)
@@ -224,50 +226,50 @@ func TestMemoryCreate(t *testing.T) {
 	}{
 		{"no memory", map[string]any{}, "/memory"},
 		{"memory null", map[string]any{"memory": nil}, "/memory"},
-		{"no content", memBody(map[string]any{"content": memAbsent}), "/memory/content"},
-		{"blank content", memBody(map[string]any{"content": " \n\t "}), "/memory/content"},
-		{"content too long", memBody(map[string]any{"content": strings.Repeat("é", store.MaxMemoryContent+1)}), "/memory/content"},
-		{"content not a string", memBody(map[string]any{"content": 42}), "/memory/content"},
-		{"content with a NUL", memBody(map[string]any{"content": "a\x00b"}), "/memory/content"},
-		{"no system", memBody(map[string]any{"system": memAbsent}), "/memory/system"},
-		{"unknown system", memBody(map[string]any{"system": "short_term"}), "/memory/system"},
-		{"no type", memBody(map[string]any{"type": memAbsent}), "/memory/type"},
-		{"unknown type", memBody(map[string]any{"type": "vivid"}), "/memory/type"},
-		{"sensory with a semantic type", memBody(map[string]any{"system": "sensory", "type": "semantic"}), "/memory/type"},
-		{"working with a sensory type", memBody(map[string]any{"system": "working", "type": "iconic"}), "/memory/type"},
-		{"long_term with a sensory type", memBody(map[string]any{"type": "haptic"}), "/memory/type"},
-		{"no segment", memBody(map[string]any{"segment": memAbsent}), "/memory/segment"},
-		{"unknown segment", memBody(map[string]any{"segment": "system"}), "/memory/segment"},
-		{"no thought", memBody(map[string]any{"thought": memAbsent}), "/memory/thought"},
-		{"thought too long", memBody(map[string]any{"thought": strings.Repeat("x", store.MaxMemoryThought+1)}), "/memory/thought"},
-		{"unknown scope", memBody(map[string]any{"scope": "self"}), "/memory/scope"},
-		{"agent scope with a subject", memBody(map[string]any{"scope": "agent", "subject_id": k.ids["a1"]}), "/memory/subject_id"},
-		{"subject scope without a subject", memBody(nil), "/memory/subject_id"},
-		{"subject id not a UUID", memBody(map[string]any{"subject_id": "alice"}), "/memory/subject_id"},
-		{"subject who does not exist", memBody(map[string]any{"subject_id": nilID}), "/memory/subject_id"},
-		{"subject of another organization", memBody(k.about("carol")), "/memory/subject_id"},
-		{"agent subject of another organization", memBody(k.about("c1")), "/memory/subject_id"},
-		{"organization scope with a subject", memBody(map[string]any{"scope": "organization", "subject_id": k.ids["alice"]}), "/memory/subject_id"},
-		{"room not readable", memBody(map[string]any{"scope": "organization", "chat_room_id": foreignRoom.data(t)["id"]}), "/memory/chat_room_id"},
-		{"room that does not exist", memBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
-		{"room id not a UUID", memBody(map[string]any{"scope": "organization", "chat_room_id": "lobby"}), "/memory/chat_room_id"},
-		{"metadata not an object", memBody(map[string]any{"scope": "organization", "metadata": []any{"x"}}), "/memory/metadata"},
-		{"metadata with another key", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"source": "chat"}}), "/memory/metadata/source"},
-		{"tags not strings", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{1}}}), "/memory/metadata/tags"},
-		{"too many tags", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": tags}}), "/memory/metadata/tags"},
-		{"blank tag", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{"ok", " "}}}), "/memory/metadata/tags/1"},
-		{"tag too long", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{strings.Repeat("t", 65)}}}), "/memory/metadata/tags/0"},
-		{"reference not a UUID", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": []any{"m1"}}}), "/memory/metadata/references/0"},
-		{"too many references", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": refs}}), "/memory/metadata/references"},
+		{"no content", memoryBody(map[string]any{"content": absent}), "/memory/content"},
+		{"blank content", memoryBody(map[string]any{"content": " \n\t "}), "/memory/content"},
+		{"content too long", memoryBody(map[string]any{"content": strings.Repeat("é", store.MaxMemoryContent+1)}), "/memory/content"},
+		{"content not a string", memoryBody(map[string]any{"content": 42}), "/memory/content"},
+		{"content with a NUL", memoryBody(map[string]any{"content": "a\x00b"}), "/memory/content"},
+		{"no system", memoryBody(map[string]any{"system": absent}), "/memory/system"},
+		{"unknown system", memoryBody(map[string]any{"system": "short_term"}), "/memory/system"},
+		{"no type", memoryBody(map[string]any{"type": absent}), "/memory/type"},
+		{"unknown type", memoryBody(map[string]any{"type": "vivid"}), "/memory/type"},
+		{"sensory with a semantic type", memoryBody(map[string]any{"system": "sensory", "type": "semantic"}), "/memory/type"},
+		{"working with a sensory type", memoryBody(map[string]any{"system": "working", "type": "iconic"}), "/memory/type"},
+		{"long_term with a sensory type", memoryBody(map[string]any{"type": "haptic"}), "/memory/type"},
+		{"no segment", memoryBody(map[string]any{"segment": absent}), "/memory/segment"},
+		{"unknown segment", memoryBody(map[string]any{"segment": "system"}), "/memory/segment"},
+		{"no thought", memoryBody(map[string]any{"thought": absent}), "/memory/thought"},
+		{"thought too long", memoryBody(map[string]any{"thought": strings.Repeat("x", store.MaxMemoryThought+1)}), "/memory/thought"},
+		{"unknown scope", memoryBody(map[string]any{"scope": "self"}), "/memory/scope"},
+		{"agent scope with a subject", memoryBody(map[string]any{"scope": "agent", "subject_id": k.ids["a1"]}), "/memory/subject_id"},
+		{"subject scope without a subject", memoryBody(nil), "/memory/subject_id"},
+		{"subject id not a UUID", memoryBody(map[string]any{"subject_id": "alice"}), "/memory/subject_id"},
+		{"subject who does not exist", memoryBody(map[string]any{"subject_id": nilID}), "/memory/subject_id"},
+		{"subject of another organization", memoryBody(k.about("carol")), "/memory/subject_id"},
+		{"agent subject of another organization", memoryBody(k.about("c1")), "/memory/subject_id"},
+		{"organization scope with a subject", memoryBody(map[string]any{"scope": "organization", "subject_id": k.ids["alice"]}), "/memory/subject_id"},
+		{"room not readable", memoryBody(map[string]any{"scope": "organization", "chat_room_id": foreignRoom.data(t)["id"]}), "/memory/chat_room_id"},
+		{"room that does not exist", memoryBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
+		{"room id not a UUID", memoryBody(map[string]any{"scope": "organization", "chat_room_id": "lobby"}), "/memory/chat_room_id"},
+		{"metadata not an object", memoryBody(map[string]any{"scope": "organization", "metadata": []any{"x"}}), "/memory/metadata"},
+		{"metadata with another key", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"source": "chat"}}), "/memory/metadata/source"},
+		{"tags not strings", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{1}}}), "/memory/metadata/tags"},
+		{"too many tags", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": tags}}), "/memory/metadata/tags"},
+		{"blank tag", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{"ok", " "}}}), "/memory/metadata/tags/1"},
+		{"tag too long", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{strings.Repeat("t", 65)}}}), "/memory/metadata/tags/0"},
+		{"reference not a UUID", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": []any{"m1"}}}), "/memory/metadata/references/0"},
+		{"too many references", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": refs}}), "/memory/metadata/references"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), tc.body, 422, "validation_error", tc.pointer)
 		})
 	}
 	t.Run("unknown fields", func(t *testing.T) {
-		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(map[string]any{"scope": "organization", "importance": 3}),
+		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memoryBody(map[string]any{"scope": "organization", "importance": 3}),
 			400, "unknown_field", "/memory/importance")
-		body := memBody(map[string]any{"scope": "organization"})
+		body := memoryBody(map[string]any{"scope": "organization"})
 		body["agent_id"] = k.ids["a1"]
 		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), body, 400, "unknown_field", "/agent_id")
 		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), `{"memory":`, 400, "invalid_json", "")
@@ -275,20 +277,20 @@ func TestMemoryCreate(t *testing.T) {
 }
 
 func TestMemoryQuota(t *testing.T) {
-	k := newMemKit(t, func(o *store.Options) { o.Limits.MemoriesPerAgent = 2 })
+	k := newMemoriesWorld(t, func(o *store.Options) { o.Limits.MemoriesPerAgent = 2 })
 	first := k.store(t, "a1", "", k.about("alice"))["id"].(string)
 	k.store(t, "a1", "", k.about("alice"))
-	r := k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
+	r := k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memoryBody(k.about("alice")), 403, "limit_reached", "")
 	details := errorDetails(t, r)
 	if details["resource"] != "memories" || details["limit"] != 2.0 || details["current"] != 2.0 {
 		t.Errorf("details = %v", details)
 	}
 	// A replacement counts too: superseding with one is refused whole.
-	k.ts.refused(t, "POST", k.path("a1", "/"+first+"/supersede"), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
+	k.ts.refused(t, "POST", k.path("a1", "/"+first+"/supersede"), k.cred("a1"), memoryBody(k.about("alice")), 403, "limit_reached", "")
 	// The quota is per agent, and counts what is stored, whatever its status.
 	k.store(t, "a2", "", k.about("alice"))
 	expect(t, k.ts.do(t, "POST", k.path("a1", "/"+first+"/archive"), k.cred("a1"), nil), 200, "")
-	k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memBody(k.about("alice")), 403, "limit_reached", "")
+	k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memoryBody(k.about("alice")), 403, "limit_reached", "")
 	expect(t, k.delete(t, "alice", first), 204, "")
 	k.store(t, "a1", "", k.about("alice"))
 }
@@ -296,7 +298,7 @@ func TestMemoryQuota(t *testing.T) {
 // The visibility rule across two organizations: each caller lists exactly
 // the memories it sees and reads those (404 for the others).
 func TestMemoryVisibility(t *testing.T) {
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	org := map[string]any{"scope": "organization"}
 	memories := []struct {
 		label, by string
@@ -357,7 +359,7 @@ func TestMemoryVisibility(t *testing.T) {
 // across organizations, so the states where a memory points there are
 // written by hand, and even then no name or handle of theirs comes out.
 func TestMemoryNames(t *testing.T) {
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	org := map[string]any{"scope": "organization"}
 	gone, goneKey := k.ts.agent(mustUser(t, k, "alice"), "Agent gone")
 	k.ids["gone"], k.keys["gone"] = gone.ID, goneKey
@@ -392,7 +394,7 @@ func TestMemoryNames(t *testing.T) {
 	for _, tc := range []struct {
 		who, label, action string
 		status             int
-		source, subject    any // nil: null; memAbsent: not in the answer
+		source, subject    any // nil: null; absent: not in the answer
 	}{
 		{"alice", "a1-about-alice", "", 200, k.party("a1", ""), k.party("alice", "User")},
 		{"alice", "orgA", "", 200, k.party("a1", ""), nil},
@@ -412,14 +414,14 @@ func TestMemoryNames(t *testing.T) {
 		{"carol", "foreign-source", "", 404, nil, nil},
 		{"carol", "c1-about-carol", "", 200, k.party("c1", ""), k.party("carol", "User")},
 		{"carol", "orgB", "", 200, k.party("c1", ""), nil},
-		{"a1", "a1-about-alice", "", 200, memAbsent, memAbsent},
-		{"b1", "a1-about-b1", "", 200, memAbsent, memAbsent},
-		{"a1", "orgA", "archive", 200, memAbsent, memAbsent},
+		{"a1", "a1-about-alice", "", 200, absent, absent},
+		{"b1", "a1-about-b1", "", 200, absent, absent},
+		{"a1", "orgA", "archive", 200, absent, absent},
 		{"alice", "a1-about-alice", "archive", 200, k.party("a1", ""), k.party("alice", "User")},
 		{"alice", "a1-about-alice", "restore", 200, k.party("a1", ""), k.party("alice", "User")},
 		{"alice", "a1-about-alice", "supersede", 200, k.party("a1", ""), k.party("alice", "User")},
 		{"alice", "by-gone", "archive", 200, nil, k.party("alice", "User")},
-		{"a1", "foreign-subject", "supersede", 200, memAbsent, memAbsent},
+		{"a1", "foreign-subject", "supersede", 200, absent, absent},
 	} {
 		t.Run(strings.TrimSpace(tc.who+" "+tc.action+" "+tc.label), func(t *testing.T) {
 			method, rest := "GET", "/"+k.ids[tc.label]
@@ -439,11 +441,11 @@ func TestMemoryNames(t *testing.T) {
 			for key, want := range map[string]any{"source_agent": tc.source, "subject": tc.subject} {
 				got, ok := d[key]
 				switch {
-				case want == memAbsent && ok:
+				case want == absent && ok:
 					t.Errorf("%s = %v, want it absent", key, got)
-				case want != memAbsent && !ok:
+				case want != absent && !ok:
 					t.Errorf("%s is absent, want %v", key, want)
-				case want != memAbsent && !reflect.DeepEqual(got, want):
+				case want != absent && !reflect.DeepEqual(got, want):
 					t.Errorf("%s = %v, want %v", key, got, want)
 				}
 			}
@@ -499,7 +501,7 @@ func TestMemoryNames(t *testing.T) {
 }
 
 func TestMemoryAgentFilters(t *testing.T) {
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	k.store(t, "a1", "m1", map[string]any{"content": "alpha bravo", "system": "working", "type": "episodic", "subject_id": k.ids["alice"]})
 	k.store(t, "a1", "m2", map[string]any{"content": "Alpha charlie", "system": "sensory", "type": "iconic", "segment": "tool", "scope": "organization"})
 	k.store(t, "a1", "m3", map[string]any{"content": "delta", "type": "procedural", "segment": "guideline", "subject_id": k.ids["a2"]})
@@ -579,7 +581,7 @@ func TestMemoryAgentFilters(t *testing.T) {
 // No content_query is an FTS syntax error: every input answers 200 or 422.
 func TestMemorySearchOddInputs(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	k.store(t, "a1", "plain", map[string]any{"content": `he said "NEAR(a b)" OR -not * col:x`, "scope": "organization"})
 	inputs := []string{`"`, `""`, `"""`, `*`, `**`, `"*`, `NEAR(`, `NEAR(a b, 2)`, `-`, `-a`, `a OR`, `OR`, `AND`, `NOT`, `a AND NOT b`,
 		`(`, `)`, `()`, `{content}: a`, `content:a`, `col:x`, `^a`, `a + b`, `'`, `\`, `%`, `_`, `a*b`, `*a`, `a"b`, `é`, `𝕏`, "\u200b",
@@ -602,7 +604,7 @@ func TestMemorySearchOddInputs(t *testing.T) {
 
 func TestMemoryPaging(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	var want []string // newest first
 	for i := 0; i < 25; i++ {
 		id := k.store(t, "a1", "", k.about("alice"))["id"].(string)
@@ -688,7 +690,7 @@ func TestMemoryPaging(t *testing.T) {
 
 func TestMemoryHumanFilters(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	mine := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{}) // alice reads it through a1
 	expect(t, mine, 201, "")
 	theirs := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("b1"), map[string]any{})
@@ -747,7 +749,7 @@ func TestMemoryHumanFilters(t *testing.T) {
 }
 
 // ftsEntries counts the documents of the search index.
-func (k *memKit) ftsEntries(t testing.TB) int {
+func (k *memoriesWorld) ftsEntries(t testing.TB) int {
 	t.Helper()
 	conn, err := sql.Open("sqlite", "file:"+k.ts.db.Path()+"?mode=ro")
 	if err != nil {
@@ -763,7 +765,7 @@ func (k *memKit) ftsEntries(t testing.TB) int {
 
 func TestMemoryAgentLifecycle(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	mem := k.store(t, "a1", "m", k.about("alice"))
 	id := mem["id"].(string)
 	act := func(who, action string, body any) *response {
@@ -804,7 +806,7 @@ func TestMemoryAgentLifecycle(t *testing.T) {
 		t.Fatalf("superseded: %v", d)
 	}
 	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), nil, 409, "conflict", "")
-	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), memBody(k.about("alice")), 409, "conflict", "")
+	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/supersede"), k.cred("a1"), memoryBody(k.about("alice")), 409, "conflict", "")
 	k.ts.refused(t, "POST", k.path("a1", "/"+id+"/archive"), k.cred("a1"), nil, 422, "validation_error", "")
 }
 
@@ -814,7 +816,7 @@ func TestMemoryAgentLifecycle(t *testing.T) {
 // lists the memories about the caller.
 func TestMemoryAgentScope(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	self1 := k.store(t, "a1", "self1", map[string]any{"scope": "agent", "segment": "agent", "content": "I answer in French"})
 	if self1["scope"] != "subject" || self1["subject_id"] != k.ids["a1"] || self1["source_agent_id"] != k.ids["a1"] {
 		t.Fatalf("an agent-scope memory reads %v", self1)
@@ -843,19 +845,19 @@ func TestMemoryAgentScope(t *testing.T) {
 	}
 	// A replacement may be agent-scope too.
 	r := k.ts.do(t, "POST", k.path("a1", "/"+k.ids["self1"]+"/supersede"), k.cred("a1"),
-		memBody(map[string]any{"scope": "agent", "content": "I answer in the asker's language"}))
+		memoryBody(map[string]any{"scope": "agent", "content": "I answer in the asker's language"}))
 	expect(t, r, 200, "")
 	k.ids["self1b"] = r.data(t)["superseded_by"].(string)
 	if got := k.labels(k.list(t, "a1", "scope=agent")); got != "aboutA1 self1b" {
 		t.Errorf("after the supersede a1 lists %q", got)
 	}
 	k.ts.refused(t, "POST", k.path("a1", "/"+k.ids["self1b"]+"/supersede"), k.cred("a1"),
-		memBody(map[string]any{"scope": "agent", "subject_id": k.ids["alice"]}), 422, "validation_error", "/memory/subject_id")
+		memoryBody(map[string]any{"scope": "agent", "subject_id": k.ids["alice"]}), 422, "validation_error", "/memory/subject_id")
 }
 
 func TestMemorySupersedeWithReplacement(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	old := k.store(t, "a1", "old", map[string]any{"content": "alice drinks coffee", "subject_id": k.ids["alice"]})["id"].(string)
 
 	// An invalid replacement leaves everything as it was.
@@ -864,20 +866,20 @@ func TestMemorySupersedeWithReplacement(t *testing.T) {
 		body    any
 		pointer string
 	}{
-		{"bad pairing", memBody(map[string]any{"system": "sensory", "subject_id": k.ids["alice"]}), "/memory/type"},
-		{"no content", memBody(map[string]any{"content": memAbsent, "subject_id": k.ids["alice"]}), "/memory/content"},
-		{"foreign subject", memBody(k.about("carol")), "/memory/subject_id"},
-		{"unreadable room", memBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
-		{"bad metadata", memBody(map[string]any{"scope": "organization", "metadata": map[string]any{"x": 1}}), "/memory/metadata/x"},
+		{"bad pairing", memoryBody(map[string]any{"system": "sensory", "subject_id": k.ids["alice"]}), "/memory/type"},
+		{"no content", memoryBody(map[string]any{"content": absent, "subject_id": k.ids["alice"]}), "/memory/content"},
+		{"foreign subject", memoryBody(k.about("carol")), "/memory/subject_id"},
+		{"unreadable room", memoryBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
+		{"bad metadata", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"x": 1}}), "/memory/metadata/x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k.ts.refused(t, "POST", k.path("a1", "/"+old+"/supersede"), k.cred("a1"), tc.body, 422, "validation_error", tc.pointer)
 		})
 	}
-	k.ts.refused(t, "POST", k.path("a2", "/"+old+"/supersede"), k.cred("a2"), memBody(k.about("alice")), 403, "forbidden", "")
+	k.ts.refused(t, "POST", k.path("a2", "/"+old+"/supersede"), k.cred("a2"), memoryBody(k.about("alice")), 403, "forbidden", "")
 
 	r := k.ts.do(t, "POST", k.path("a1", "/"+old+"/supersede"), k.cred("a1"),
-		memBody(map[string]any{"content": "alice drinks tea now", "subject_id": k.ids["alice"], "metadata": map[string]any{"references": []any{old}}}))
+		memoryBody(map[string]any{"content": "alice drinks tea now", "subject_id": k.ids["alice"], "metadata": map[string]any{"references": []any{old}}}))
 	expect(t, r, 200, "")
 	d := r.data(t)
 	next, _ := d["superseded_by"].(string)
@@ -898,12 +900,12 @@ func TestMemorySupersedeWithReplacement(t *testing.T) {
 		t.Errorf("search: %q", got)
 	}
 	// The human route takes no replacement.
-	k.ts.refused(t, "POST", k.path("alice", "/"+next+"/supersede"), k.cred("alice"), memBody(k.about("alice")), 400, "unknown_field", "/memory")
+	k.ts.refused(t, "POST", k.path("alice", "/"+next+"/supersede"), k.cred("alice"), memoryBody(k.about("alice")), 400, "unknown_field", "/memory")
 }
 
 func TestMemoryHumanLifecycle(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	mine := k.store(t, "a1", "mine", map[string]any{"content": "zebra crossing", "subject_id": k.ids["alice"]})
 	k.store(t, "b1", "mine-by-b1", k.about("alice"))
 	k.store(t, "a1", "orgA", map[string]any{"scope": "organization"})
@@ -1012,17 +1014,17 @@ func memoryRoutes(id string) []struct{ method, path string } {
 // Agent keys are refused on every /me/memories route and human credentials
 // on every /agent/memories route, before anything else.
 func TestMemoryRoutesAudience(t *testing.T) {
-	k := newMemKit(t)
+	k := newMemoriesWorld(t)
 	id := k.store(t, "a1", "", k.about("alice"))["id"].(string)
 	tok := k.ts.token(mustUser(t, k, "alice"), time.Hour)
 	for _, rt := range memoryRoutes(id) {
 		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
 			if strings.HasPrefix(rt.path, "/api/v1/me/") {
-				k.ts.refused(t, rt.method, rt.path, k.cred("a1"), memBody(nil), 403, "forbidden", "")
+				k.ts.refused(t, rt.method, rt.path, k.cred("a1"), memoryBody(nil), 403, "forbidden", "")
 				return
 			}
-			k.ts.refused(t, rt.method, rt.path, k.cred("alice"), memBody(nil), 403, "forbidden", "")
-			k.ts.refused(t, rt.method, rt.path, bearer(tok), memBody(nil), 403, "forbidden", "")
+			k.ts.refused(t, rt.method, rt.path, k.cred("alice"), memoryBody(nil), 403, "forbidden", "")
+			k.ts.refused(t, rt.method, rt.path, bearer(tok), memoryBody(nil), 403, "forbidden", "")
 		})
 	}
 	// A bearer token works on the human routes.
@@ -1030,7 +1032,7 @@ func TestMemoryRoutesAudience(t *testing.T) {
 	expect(t, r, 200, "")
 }
 
-func mustUser(t testing.TB, k *memKit, who string) *store.User {
+func mustUser(t testing.TB, k *memoriesWorld, who string) *store.User {
 	t.Helper()
 	u, err := k.ts.db.UserByID(t.Context(), k.ids[who])
 	if err != nil {
@@ -1053,7 +1055,7 @@ func TestMemoriesSwitchedOff(t *testing.T) {
 			if strings.HasPrefix(rt.path, "/api/v1/me/") {
 				right, wrong = humanKey, agentKey
 			}
-			r := ts.refused(t, rt.method, rt.path, apiKey(right), memBody(nil), 403, "feature_disabled", "")
+			r := ts.refused(t, rt.method, rt.path, apiKey(right), memoryBody(nil), 403, "feature_disabled", "")
 			if msg := r.json(t)["error"].(map[string]any)["message"]; msg != "memories are switched off on this server" {
 				t.Errorf("message %q", msg)
 			}

@@ -14,11 +14,11 @@ import (
 // reading messages: the agent's work listing, the human history and the
 // agent's context. Rooms are set up through the API.
 
-// msgUnknownID is a well-formed id that names nothing.
-const msgUnknownID = "0190a000-0000-7000-8000-00000000beef"
+// unknownID is a well-formed id that names nothing.
+const unknownID = "0190a000-0000-7000-8000-00000000beef"
 
-// msgParty is a human or an agent, with the API it calls.
-type msgParty struct {
+// messagesParty is a human or an agent, with the API it calls.
+type messagesParty struct {
 	label  string
 	id     string
 	handle string
@@ -30,25 +30,25 @@ type msgParty struct {
 }
 
 // at is the path of a room (and what is under it) in the party's API.
-func (p msgParty) at(room string, under ...string) string {
+func (p messagesParty) at(room string, under ...string) string {
 	return strings.Join(append([]string{p.base, room}, under...), "/")
 }
 
-// msgWorld is a test server with three people and three of alice's agents.
+// messagesWorld is a test server with three people and three of alice's agents.
 // room is alice's room, with bob, helper and coder in it; idle (a sibling
 // of helper and coder) and carol (another organization) are not in it.
 // labels names every id the test made, so listings compare as names.
-type msgWorld struct {
+type messagesWorld struct {
 	ts                  *testServer
-	alice, bob, carol   msgParty
-	helper, coder, idle msgParty
+	alice, bob, carol   messagesParty
+	helper, coder, idle messagesParty
 	room                string
 	labels              map[string]string
 }
 
-func newMsgWorld(t *testing.T, opts ...func(*store.Options)) *msgWorld {
+func newMessagesWorld(t *testing.T, opts ...func(*store.Options)) *messagesWorld {
 	t.Helper()
-	w := &msgWorld{ts: newTestServer(t, opts...), labels: map[string]string{}}
+	w := &messagesWorld{ts: newTestServer(t, opts...), labels: map[string]string{}}
 	w.alice = w.human("alice")
 	w.bob = w.human("bob")
 	w.carol = w.human("carol", "Other Org")
@@ -56,27 +56,27 @@ func newMsgWorld(t *testing.T, opts ...func(*store.Options)) *msgWorld {
 	w.coder = w.bot(w.alice, "Coder")
 	w.idle = w.bot(w.alice, "Idle")
 	w.room = w.newRoom(t, w.alice, "room")
-	for _, p := range []msgParty{w.helper, w.coder, w.bob} {
+	for _, p := range []messagesParty{w.helper, w.coder, w.bob} {
 		w.add(t, w.alice, w.room, p)
 	}
 	return w
 }
 
-func (w *msgWorld) human(handle string, org ...string) msgParty {
+func (w *messagesWorld) human(handle string, org ...string) messagesParty {
 	u, key := w.ts.user(handle, org...)
 	w.labels[u.ID] = handle
-	return msgParty{label: handle, id: u.ID, handle: u.Handle, name: u.Name(), typ: "User", cred: apiKey(key), base: humanChatsPath, user: u}
+	return messagesParty{label: handle, id: u.ID, handle: u.Handle, name: u.Name(), typ: "User", cred: apiKey(key), base: humanChatsPath, user: u}
 }
 
-func (w *msgWorld) bot(owner msgParty, name string) msgParty {
+func (w *messagesWorld) bot(owner messagesParty, name string) messagesParty {
 	a, key := w.ts.agent(owner.user, name)
 	label := strings.ToLower(name)
 	w.labels[a.ID] = label
-	return msgParty{label: label, id: a.ID, handle: a.Handle, name: a.Name, typ: "Agent", cred: apiKey(key), base: agentChatsPath}
+	return messagesParty{label: label, id: a.ID, handle: a.Handle, name: a.Name, typ: "Agent", cred: apiKey(key), base: agentChatsPath}
 }
 
 // newRoom creates a room as p and returns its id.
-func (w *msgWorld) newRoom(t testing.TB, p msgParty, label string) string {
+func (w *messagesWorld) newRoom(t testing.TB, p messagesParty, label string) string {
 	t.Helper()
 	r := w.ts.do(t, "POST", p.base, p.cred, map[string]any{"chat": map[string]any{}})
 	expect(t, r, 201, "")
@@ -86,7 +86,7 @@ func (w *msgWorld) newRoom(t testing.TB, p msgParty, label string) string {
 }
 
 // add adds member to room as p.
-func (w *msgWorld) add(t testing.TB, p msgParty, room string, member msgParty) {
+func (w *messagesWorld) add(t testing.TB, p messagesParty, room string, member messagesParty) {
 	t.Helper()
 	r := w.ts.do(t, "POST", p.at(room, "participants"), p.cred,
 		map[string]any{"participant": map[string]any{"participant_id": member.id}})
@@ -111,16 +111,16 @@ func eventOf(kv ...any) map[string]any {
 func mentionOf(kv ...any) map[string]any { return msgOf(kv...)["message"].(map[string]any) }
 
 // byID mentions p by id.
-func byID(p msgParty) map[string]any { return mentionOf("id", p.id) }
+func byID(p messagesParty) map[string]any { return mentionOf("id", p.id) }
 
 // send posts a text message as p.
-func (w *msgWorld) send(t testing.TB, p msgParty, room, content string, mentions ...any) *response {
+func (w *messagesWorld) send(t testing.TB, p messagesParty, room, content string, mentions ...any) *response {
 	t.Helper()
 	return w.ts.do(t, "POST", p.at(room, "messages"), p.cred, msgOf("content", content, "mentions", mentions))
 }
 
 // mustSend posts a text message as p, expects 201, and names it label.
-func (w *msgWorld) mustSend(t testing.TB, label string, p msgParty, room, content string, mentions ...any) string {
+func (w *messagesWorld) mustSend(t testing.TB, label string, p messagesParty, room, content string, mentions ...any) string {
 	t.Helper()
 	r := w.send(t, p, room, content, mentions...)
 	expect(t, r, 201, "")
@@ -131,7 +131,7 @@ func (w *msgWorld) mustSend(t testing.TB, label string, p msgParty, room, conten
 
 // event posts an event as agent p (meta nil: no metadata field), expects
 // 201, and names it label.
-func (w *msgWorld) event(t testing.TB, label string, p msgParty, room, typ, content string, meta any) string {
+func (w *messagesWorld) event(t testing.TB, label string, p messagesParty, room, typ, content string, meta any) string {
 	t.Helper()
 	ev := eventOf("content", content, "message_type", typ)
 	if meta != nil {
@@ -150,7 +150,7 @@ func (w *msgWorld) event(t testing.TB, label string, p msgParty, room, typ, cont
 
 // mark moves agent p's delivery of message mid: processing, processed or
 // failed (with an error).
-func (w *msgWorld) mark(t testing.TB, p msgParty, room, mid, step string) {
+func (w *messagesWorld) mark(t testing.TB, p messagesParty, room, mid, step string) {
 	t.Helper()
 	var body any = map[string]any{}
 	if step == "failed" {
@@ -164,7 +164,7 @@ func (w *msgWorld) mark(t testing.TB, p msgParty, room, mid, step string) {
 }
 
 // get reads a listing as p, expecting 200.
-func (w *msgWorld) get(t testing.TB, p msgParty, path string) *response {
+func (w *messagesWorld) get(t testing.TB, p messagesParty, path string) *response {
 	t.Helper()
 	r := w.ts.do(t, "GET", path, p.cred, nil)
 	expect(t, r, 200, "")
@@ -172,7 +172,7 @@ func (w *msgWorld) get(t testing.TB, p msgParty, path string) *response {
 }
 
 // names is the labels of a listing's items, in order, comma-separated.
-func (w *msgWorld) names(t testing.TB, r *response) string {
+func (w *messagesWorld) names(t testing.TB, r *response) string {
 	t.Helper()
 	var out []string
 	for _, it := range r.list(t) {
@@ -187,7 +187,7 @@ func (w *msgWorld) names(t testing.TB, r *response) string {
 }
 
 // byLabel returns the item of a listing with the given label.
-func (w *msgWorld) byLabel(t testing.TB, r *response, label string) map[string]any {
+func (w *messagesWorld) byLabel(t testing.TB, r *response, label string) map[string]any {
 	t.Helper()
 	for _, it := range r.list(t) {
 		m := it.(map[string]any)
@@ -201,7 +201,7 @@ func (w *msgWorld) byLabel(t testing.TB, r *response, label string) map[string]a
 
 // walk pages through a cursor listing (query holds limit and filters) and
 // returns its pages, "|" between them.
-func (w *msgWorld) walk(t testing.TB, p msgParty, path, query string) string {
+func (w *messagesWorld) walk(t testing.TB, p messagesParty, path, query string) string {
 	t.Helper()
 	return w.ts.walkPages(t, path, query, p.cred, func(r *response) string { return w.names(t, r) })
 }
@@ -211,7 +211,7 @@ func (w *msgWorld) walk(t testing.TB, p msgParty, path, query string) string {
 
 // sendRefusals are the 400 and 422 refusals of a text message sent by self
 // to the world's room; they hold for both APIs.
-func sendRefusals(w *msgWorld, self msgParty) []scenario {
+func sendRefusals(w *messagesWorld, self messagesParty) []scenario {
 	path := self.at(w.room, "messages")
 	coder := byID(w.coder)
 	ref := func(m map[string]any) map[string]any {
@@ -268,7 +268,7 @@ func sendRefusals(w *msgWorld, self msgParty) []scenario {
 		// mentioned_participant_not_in_room.
 		v422("an agent of alice's not added to the room", msgOf("content", "hi", "mentions", mentions(byID(w.idle))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
 		v422("a person of another organization", msgOf("content", "hi", "mentions", mentions(coder, byID(w.carol))), "mentioned_participant_not_in_room", "/message/mentions/1/id"),
-		v422("an id that names nothing", msgOf("content", "hi", "mentions", mentions(mentionOf("id", msgUnknownID))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
+		v422("an id that names nothing", msgOf("content", "hi", "mentions", mentions(mentionOf("id", unknownID))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
 		v422("an id that is no UUID", msgOf("content", "hi", "mentions", mentions(mentionOf("id", "coder"))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
 		// invalid_mention_kind.
 		v422("kind shout", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("id", w.bob.id, "kind", "shout"))), "invalid_mention_kind", "/message/mentions/1/kind"),
@@ -285,7 +285,7 @@ func sendRefusals(w *msgWorld, self msgParty) []scenario {
 		v422("empty id and a bare @ handle", msgOf("content", "hi", "mentions", mentions(mentionOf("id", "", "handle", " @ "))), "mention_missing_identifier", "/message/mentions/0"),
 		// unknown_attachment: ids that name no file of the room (files have their own tests).
 		v422("an attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", attachment), "unknown_attachment", "/message/attachment_ids/0"),
-		v422("a second attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", []string{attachment[0], msgUnknownID}), "unknown_attachment", "/message/attachment_ids/0", "/message/attachment_ids/1"),
+		v422("a second attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", []string{attachment[0], unknownID}), "unknown_attachment", "/message/attachment_ids/0", "/message/attachment_ids/1"),
 		// The code of the first problem wins; the details name the others
 		// found in the same pass (the body's own checks run before those
 		// against the room's participants).
@@ -296,7 +296,7 @@ func sendRefusals(w *msgWorld, self msgParty) []scenario {
 		v422("the first entry's problem wins among entries", msgOf("content", "hi", "mentions", mentions(byID(w.idle), byID(self), mentionOf("handle", "nobody"))), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/mentions/1", "/message/mentions/2/handle"),
 		v422("a mention problem before an unknown attachment", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "nobody")), "attachment_ids", attachment), "handle_not_found", "/message/mentions/0/handle", "/message/attachment_ids/0"),
 		// The message leads with the problem the code names, though another
-		// pointer sorts first (the kit checks the message of every refusal).
+		// pointer sorts first (checkResponse checks the message of every refusal).
 		v422("a mentioned outsider before an unknown attachment", msgOf("content", "hi", "mentions", mentions(byID(w.idle)), "attachment_ids", attachment), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/attachment_ids/0"),
 		// Unknown fields are 400.
 		rf("unknown field in the message", msgOf("content", "hi", "mentions", mentions(coder), "priority", "high"), 400, "unknown_field", "/message/priority"),
@@ -307,7 +307,7 @@ func sendRefusals(w *msgWorld, self msgParty) []scenario {
 }
 
 // helperOr is the world's helper, or coder when helper is self.
-func (w *msgWorld) helperOr(self msgParty) msgParty {
+func (w *messagesWorld) helperOr(self messagesParty) messagesParty {
 	if self.id == w.helper.id {
 		return w.coder
 	}
@@ -316,8 +316,8 @@ func (w *msgWorld) helperOr(self msgParty) msgParty {
 
 func TestMessagesSendRefusals(t *testing.T) {
 	t.Parallel() // its own server and database
-	w := newMsgWorld(t)
-	for _, self := range []msgParty{w.helper, w.alice} {
+	w := newMessagesWorld(t)
+	for _, self := range []messagesParty{w.helper, w.alice} {
 		api := map[string]string{agentChatsPath: "agent API", humanChatsPath: "human API"}[self.base]
 		t.Run(api, func(t *testing.T) { w.ts.run(t, sendRefusals(w, self)) })
 	}
@@ -330,7 +330,7 @@ func TestMessagesSendRefusals(t *testing.T) {
 // A lone entry with a bad kind is also "no entry of kind mention": the
 // details name both problems whichever code wins.
 func TestMessagesSendLoneBadKind(t *testing.T) {
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	for _, kind := range []any{"shout", nil} {
 		before := w.ts.snapshot(t)
 		r := w.ts.do(t, "POST", w.helper.at(w.room, "messages"), w.helper.cred,
@@ -349,8 +349,8 @@ func TestMessagesSendLoneBadKind(t *testing.T) {
 // Only text is sent here; other types go to /events. Whether the server
 // knows the field (422) or not (400), nothing is written.
 func TestMessagesSendOnlyText(t *testing.T) {
-	w := newMsgWorld(t)
-	for _, self := range []msgParty{w.helper, w.alice} {
+	w := newMessagesWorld(t)
+	for _, self := range []messagesParty{w.helper, w.alice} {
 		before := w.ts.snapshot(t)
 		r := w.ts.do(t, "POST", self.at(w.room, "messages"), self.cred,
 			msgOf("content", "calling grep", "mentions", []any{byID(w.coder)}, "message_type", "tool_call"))
@@ -370,7 +370,7 @@ func TestMessagesSendOnlyText(t *testing.T) {
 // mention's username (standing in for a missing handle) and message_type
 // "text".
 func TestMessagesSendTypeScriptExtras(t *testing.T) {
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	r := w.ts.do(t, "POST", w.helper.at(w.room, "messages"), w.helper.cred,
 		msgOf("content", "typed", "message_type", "text", "mentions", []any{mentionOf("username", w.coder.handle, "name", w.coder.name)}))
 	expect(t, r, 201, "")
@@ -388,8 +388,8 @@ func TestMessagesSendTypeScriptExtras(t *testing.T) {
 }
 
 func TestMessagesSend(t *testing.T) {
-	w := newMsgWorld(t)
-	recipient := func(p msgParty) map[string]any {
+	w := newMessagesWorld(t)
+	recipient := func(p messagesParty) map[string]any {
 		return map[string]any{"id": p.id, "handle": p.handle, "name": p.name}
 	}
 
@@ -401,11 +401,11 @@ func TestMessagesSend(t *testing.T) {
 	}
 
 	t.Run("recipients resolve ids and handles", func(t *testing.T) {
-		for _, self := range []msgParty{w.helper, w.alice} {
+		for _, self := range []messagesParty{w.helper, w.alice} {
 			for _, tc := range []struct {
 				name    string
 				mention map[string]any
-				want    msgParty
+				want    messagesParty
 			}{
 				{"by id", byID(w.coder), w.coder},
 				{"by handle", mentionOf("handle", "alice/coder"), w.coder},
@@ -546,8 +546,8 @@ func TestMessagesSend(t *testing.T) {
 	t.Run("every message names its sender", func(t *testing.T) {
 		w.event(t, "thought", w.helper, w.room, "thought", "hmm", nil)
 		expect(t, w.send(t, w.bob, w.room, "hi", byID(w.helper)), 201, "")
-		senders := map[string]msgParty{}
-		for _, p := range []msgParty{w.alice, w.bob, w.helper, w.coder} {
+		senders := map[string]messagesParty{}
+		for _, p := range []messagesParty{w.alice, w.bob, w.helper, w.coder} {
 			senders[p.id] = p
 		}
 		seen := map[string]bool{}
@@ -586,11 +586,11 @@ func TestMessagesSend(t *testing.T) {
 }
 
 func TestMessagesSendAuthorization(t *testing.T) {
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	// helperRoom is created by alice's agent: alice reads it through the
 	// agent but is no participant herself.
 	helperRoom := w.newRoom(t, w.helper, "helper's")
-	hi := func(m msgParty) any { return msgOf("content", "hi", "mentions", []any{byID(m)}) }
+	hi := func(m messagesParty) any { return msgOf("content", "hi", "mentions", []any{byID(m)}) }
 	thought := eventOf("content", "thinking", "message_type", "thought")
 
 	w.ts.run(t, []scenario{
@@ -598,7 +598,7 @@ func TestMessagesSendAuthorization(t *testing.T) {
 		{name: "a person of the organization not in the room", cred: w.bob.cred, method: "POST", path: w.bob.at(helperRoom, "messages"), body: hi(w.helper), status: 404, code: "not_found"},
 		{name: "an agent not in the room", cred: w.idle.cred, method: "POST", path: w.idle.at(w.room, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
 		{name: "an agent's event in a room it is not in", cred: w.idle.cred, method: "POST", path: w.idle.at(w.room, "events"), body: thought, status: 404, code: "not_found"},
-		{name: "an unknown room", cred: w.helper.cred, method: "POST", path: w.helper.at(msgUnknownID, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
+		{name: "an unknown room", cred: w.helper.cred, method: "POST", path: w.helper.at(unknownID, "messages"), body: hi(w.alice), status: 404, code: "not_found"},
 		{name: "a malformed room id", cred: w.alice.cred, method: "POST", path: w.alice.at("not-a-room", "messages"), body: hi(w.helper), status: 404, code: "not_found"},
 		{name: "a person who reads the room only through an agent", cred: w.alice.cred, method: "POST", path: w.alice.at(helperRoom, "messages"), body: hi(w.helper), status: 403, code: "forbidden"},
 		{name: "a person's key on the agent API", cred: w.alice.cred, method: "POST", path: w.helper.at(w.room, "messages"), body: hi(w.coder), status: 403, code: "forbidden"},
@@ -624,7 +624,7 @@ func TestMessagesSendAuthorization(t *testing.T) {
 }
 
 func TestMessagesBlockedAgent(t *testing.T) {
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	r := w.ts.do(t, "PATCH", w.alice.at(w.room, "participants", w.coder.id), w.alice.cred,
 		map[string]any{"participant": map[string]any{"status": "blocked"}})
 	expect(t, r, 200, "")
@@ -642,7 +642,7 @@ func TestMessagesBlockedAgent(t *testing.T) {
 }
 
 func TestMessagesQuota(t *testing.T) {
-	w := newMsgWorld(t, func(o *store.Options) { o.Limits = store.Limits{MessagesPerRoom: 3} })
+	w := newMessagesWorld(t, func(o *store.Options) { o.Limits = store.Limits{MessagesPerRoom: 3} })
 	w.mustSend(t, "t1", w.alice, w.room, "one", byID(w.helper))
 	w.event(t, "e1", w.helper, w.room, "thought", "two", nil)
 	w.mustSend(t, "t2", w.helper, w.room, "three", byID(w.alice))
@@ -672,10 +672,10 @@ func TestMessagesQuota(t *testing.T) {
 }
 
 func TestMessagesWriteQueueFull(t *testing.T) {
-	w := newMsgWorld(t, func(o *store.Options) { o.QueueSize = 2 })
+	w := newMessagesWorld(t, func(o *store.Options) { o.QueueSize = 2 })
 	writes := []struct {
 		name string
-		as   msgParty
+		as   messagesParty
 		path string
 		body any
 	}{
@@ -709,7 +709,7 @@ func TestMessagesWriteQueueFull(t *testing.T) {
 
 func TestEvents(t *testing.T) {
 	t.Parallel() // its own server and database
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	path := w.helper.at(w.room, "events")
 	metadataFor := map[string]any{
 		"tool_call":   map[string]any{"function": map[string]any{"name": "grep", "arguments": map[string]any{"q": "x"}}, "id": "call_1", "type": "function"},
@@ -809,7 +809,7 @@ func TestEvents(t *testing.T) {
 		v422("attention without kind", ev("content", "x", "message_type", "attention", "metadata", map[string]any{"blocking": true}), "/event/metadata/kind"),
 		v422("attention with an unknown kind", ev("content", "x", "message_type", "attention", "metadata", map[string]any{"kind": "panic"}), "/event/metadata/kind"),
 		v422("attention with a kind of the wrong type", ev("content", "x", "message_type", "attention", "metadata", map[string]any{"kind": 1}), "/event/metadata/kind"),
-		v422("attention with a task id", ev("content", "x", "message_type", "attention", "metadata", map[string]any{"kind": "review", "task_id": msgUnknownID}), "/event/metadata/task_id"),
+		v422("attention with a task id", ev("content", "x", "message_type", "attention", "metadata", map[string]any{"kind": "review", "task_id": unknownID}), "/event/metadata/task_id"),
 		v422("attention with blocking not a boolean", ev("content", "x", "message_type", "attention", "metadata", map[string]any{"kind": "review", "blocking": "yes"}), "/event/metadata/blocking"),
 		v422("every problem at once", ev("content", strings.Repeat("a", store.MaxEventContentLen+1), "message_type", "shout", "metadata", []any{}),
 			"/event/content", "/event/message_type", "/event/metadata"),
@@ -818,7 +818,7 @@ func TestEvents(t *testing.T) {
 	})
 
 	t.Run("events reach no agent", func(t *testing.T) {
-		for _, p := range []msgParty{w.helper, w.coder} {
+		for _, p := range []messagesParty{w.helper, w.coder} {
 			r := w.get(t, p, p.at(w.room, "messages")+"?status=all")
 			if got := w.names(t, r); got != "" {
 				t.Errorf("%s lists %s", p.label, got)
@@ -832,7 +832,7 @@ func TestEvents(t *testing.T) {
 
 func TestAgentMessageListing(t *testing.T) {
 	t.Parallel() // its own server and database
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	room := w.room
 	// What helper must not see: messages to others, its own, events,
 	// references.
@@ -1002,7 +1002,7 @@ func TestAgentMessageListing(t *testing.T) {
 			get("empty status", "status=", 422, "validation_error", "/status"),
 			get("unknown sort order", "sort_order=newest", 422, "validation_error", "/sort_order"),
 			{name: "an agent not in the room", cred: w.idle.cred, method: "GET", path: w.idle.at(room, "messages"), status: 404, code: "not_found"},
-			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(msgUnknownID, "messages"), status: 404, code: "not_found"},
+			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(unknownID, "messages"), status: 404, code: "not_found"},
 			{name: "a person's key", cred: w.alice.cred, method: "GET", path: path, status: 403},
 		})
 		// The cursor of a page still works where it was issued.
@@ -1014,7 +1014,7 @@ func TestAgentMessageListing(t *testing.T) {
 
 func TestHumanMessageHistory(t *testing.T) {
 	t.Parallel() // its own server and database
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	room := w.room
 	w.mustSend(t, "t1", w.alice, room, "one", byID(w.helper))
 	w.event(t, "e1", w.helper, room, "thought", "thinking", nil)
@@ -1031,7 +1031,7 @@ func TestHumanMessageHistory(t *testing.T) {
 
 	t.Run("listing and filters", func(t *testing.T) {
 		for _, tc := range []struct {
-			as    msgParty
+			as    messagesParty
 			query string
 			want  string
 		}{
@@ -1128,7 +1128,7 @@ func TestHumanMessageHistory(t *testing.T) {
 
 	t.Run("refusals", func(t *testing.T) {
 		textCursor := w.get(t, w.alice, path+"?limit=1&message_type=text").meta(t)["next_cursor"].(string)
-		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) scenario {
+		get := func(name string, as messagesParty, query string, status int, code string, pointers ...string) scenario {
 			return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
 		w.ts.run(t, []scenario{
@@ -1142,7 +1142,7 @@ func TestHumanMessageHistory(t *testing.T) {
 			get("page_size 0", w.alice, "page_size=0", 422, "validation_error", "/page_size"),
 			get("a person not in the room", w.carol, "", 404, "not_found"),
 			get("an agent's key", w.helper, "", 403, ""),
-			{name: "an unknown room", cred: w.alice.cred, method: "GET", path: w.alice.at(msgUnknownID, "messages"), status: 404, code: "not_found"},
+			{name: "an unknown room", cred: w.alice.cred, method: "GET", path: w.alice.at(unknownID, "messages"), status: 404, code: "not_found"},
 			{name: "a malformed room id", cred: w.alice.cred, method: "GET", path: w.alice.at("nope", "messages"), status: 404, code: "not_found"},
 		})
 		// A blocked person reads nothing.
@@ -1153,7 +1153,7 @@ func TestHumanMessageHistory(t *testing.T) {
 }
 
 func TestAgentContext(t *testing.T) {
-	w := newMsgWorld(t)
+	w := newMessagesWorld(t)
 	room := w.room
 	t1 := w.mustSend(t, "t1", w.alice, room, "one", byID(w.helper))
 	w.mustSend(t, "t2", w.alice, room, "two", byID(w.coder))
@@ -1170,7 +1170,7 @@ func TestAgentContext(t *testing.T) {
 
 	t.Run("what the agent sent and what mentions it, oldest first", func(t *testing.T) {
 		for _, tc := range []struct {
-			as   msgParty
+			as   messagesParty
 			want string
 		}{
 			{w.helper, "t1,e1,t3,t5,e3"},
@@ -1225,7 +1225,7 @@ func TestAgentContext(t *testing.T) {
 
 	t.Run("refusals", func(t *testing.T) {
 		fromMessages := w.get(t, w.helper, w.helper.at(room, "messages")+"?status=all&limit=1").meta(t)["next_cursor"].(string)
-		get := func(name string, as msgParty, query string, status int, code string, pointers ...string) scenario {
+		get := func(name string, as messagesParty, query string, status int, code string, pointers ...string) scenario {
 			return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
 		}
 		w.ts.run(t, []scenario{
@@ -1235,7 +1235,7 @@ func TestAgentContext(t *testing.T) {
 			get("cursor of the messages listing", w.helper, "cursor="+url.QueryEscape(fromMessages), 422, "invalid_cursor", "/cursor"),
 			get("an agent not in the room", w.idle, "", 404, "not_found"),
 			get("a person's key", w.alice, "", 403, "forbidden"),
-			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(msgUnknownID, "context"), status: 404, code: "not_found"},
+			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(unknownID, "context"), status: 404, code: "not_found"},
 		})
 	})
 }

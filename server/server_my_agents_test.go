@@ -284,7 +284,7 @@ func rotatePath(agentID string) string { return "/api/v1/me/agents/" + agentID +
 // key is refused at once, over REST and on the agent's open socket, and the
 // agent keeps its rooms.
 func TestRotateAgentKey(t *testing.T) {
-	k := newDgKit(t) // alice owns helper and scout; bob (another organization) owns rover
+	k := newDelegationWorld(t) // alice owns helper and scout; bob (another organization) owns rover
 	ts := k.ts
 	_, daveKey := ts.user("dave") // alice's organization
 	ts.db.Write(t.Context(), func(tx *store.Tx) error {

@@ -12,7 +12,7 @@ import (
 // unreadIn reads a's unread count in a room both ways the web app does: the
 // room itself and its entry in the listing (with agent rooms, so that rooms
 // read through an agent are there too). The two must agree.
-func (k *roomsKit) unreadIn(t testing.TB, a roomsActor, room string) int {
+func (k *roomsWorld) unreadIn(t testing.TB, a roomsParty, room string) int {
 	t.Helper()
 	got, ok := k.get(t, a, room)["unread_count"].(float64)
 	if !ok {
@@ -33,7 +33,7 @@ func (k *roomsKit) unreadIn(t testing.TB, a roomsActor, room string) int {
 }
 
 // markRead posts to a room's read route and returns the room it answers.
-func (k *roomsKit) markRead(t testing.TB, a roomsActor, room string, body any) map[string]any {
+func (k *roomsWorld) markRead(t testing.TB, a roomsParty, room string, body any) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "POST", a.room(room, "read"), a.cred, body)
 	expect(t, r, 200, "")
@@ -48,7 +48,7 @@ func (k *roomsKit) markRead(t testing.TB, a roomsActor, room string, body any) m
 }
 
 // event posts an event of type typ as an agent and returns its id.
-func (k *roomsKit) event(t testing.TB, a roomsActor, room, typ string) string {
+func (k *roomsWorld) event(t testing.TB, a roomsParty, room, typ string) string {
 	t.Helper()
 	ev := map[string]any{"content": typ + " here", "message_type": typ}
 	if typ == "attention" {
@@ -60,7 +60,7 @@ func (k *roomsKit) event(t testing.TB, a roomsActor, room, typ string) string {
 }
 
 func TestReadsUnreadCounts(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	helper := k.bot(alice, "Helper")
@@ -70,7 +70,7 @@ func TestReadsUnreadCounts(t *testing.T) {
 	k.add(t, alice, room, helper, "")
 
 	ids := map[string]string{} // message ids by step name, for later steps to point at
-	text := func(a, mention roomsActor) func(t *testing.T) string {
+	text := func(a, mention roomsParty) func(t *testing.T) string {
 		return func(t *testing.T) string {
 			r := k.send(t, a, room, "a word from "+a.name, mention)
 			expect(t, r, 201, "")
@@ -80,7 +80,7 @@ func TestReadsUnreadCounts(t *testing.T) {
 	event := func(typ string) func(t *testing.T) string {
 		return func(t *testing.T) string { return k.event(t, helper, room, typ) }
 	}
-	read := func(a roomsActor, body func() any, answers int) func(t *testing.T) string {
+	read := func(a roomsParty, body func() any, answers int) func(t *testing.T) string {
 		return func(t *testing.T) string {
 			if got := k.markRead(t, a, room, body())["unread_count"]; got != float64(answers) {
 				t.Fatalf("read answers unread_count %v, want %d", got, answers)
@@ -147,7 +147,7 @@ func TestReadsUnreadCounts(t *testing.T) {
 // A person reads the rooms of the agents they own without being in them;
 // those rooms count unread and take a read marker too.
 func TestReadsThroughAnAgent(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	room := k.newRoom(t, helper, "helper's room", nil)
@@ -169,7 +169,7 @@ func TestReadsThroughAnAgent(t *testing.T) {
 // "100 or more".
 func TestReadsUnreadCountIsCapped(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	for _, tc := range []struct {
@@ -197,7 +197,7 @@ func TestReadsUnreadCountIsCapped(t *testing.T) {
 }
 
 func TestReadsRefusals(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	helper := k.bot(alice, "Helper")

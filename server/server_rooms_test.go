@@ -13,8 +13,8 @@ import (
 // APIs. The permission rules under test are the ones documented in
 // store/access.go; the peer network is the one documented in store/peers.go.
 
-// roomsActor is a human or an agent, with the room API it calls.
-type roomsActor struct {
+// roomsParty is a human or an agent, with the room API it calls.
+type roomsParty struct {
 	name string
 	id   string
 	cred cred
@@ -23,39 +23,39 @@ type roomsActor struct {
 }
 
 // room is the path of a room (and of what is under it) in the actor's API.
-func (a roomsActor) room(id string, under ...string) string {
+func (a roomsParty) room(id string, under ...string) string {
 	return strings.Join(append([]string{a.base, id}, under...), "/")
 }
 
-// roomsKit drives one test server and remembers the test's name of every
+// roomsWorld drives one test server and remembers the test's name of every
 // id it made, so that listings compare as readable names.
-type roomsKit struct {
+type roomsWorld struct {
 	ts    *testServer
 	names map[string]string
 }
 
-func newRoomsKit(t *testing.T, opts ...func(*store.Options)) *roomsKit {
-	return &roomsKit{ts: newTestServer(t, opts...), names: map[string]string{}}
+func newRoomsWorld(t *testing.T, opts ...func(*store.Options)) *roomsWorld {
+	return &roomsWorld{ts: newTestServer(t, opts...), names: map[string]string{}}
 }
 
-func (k *roomsKit) human(handle string, org ...string) roomsActor {
+func (k *roomsWorld) human(handle string, org ...string) roomsParty {
 	u, key := k.ts.user(handle, org...)
 	k.names[u.ID] = handle
-	return roomsActor{name: handle, id: u.ID, cred: apiKey(key), base: humanChatsPath, user: u}
+	return roomsParty{name: handle, id: u.ID, cred: apiKey(key), base: humanChatsPath, user: u}
 }
 
 // bot registers an agent; its name in listings is name, lower-cased and
 // without spaces.
-func (k *roomsKit) bot(owner roomsActor, name string) roomsActor {
+func (k *roomsWorld) bot(owner roomsParty, name string) roomsParty {
 	a, key := k.ts.agent(owner.user, name)
 	label := strings.ToLower(strings.ReplaceAll(name, " ", ""))
 	k.names[a.ID] = label
-	return roomsActor{name: label, id: a.ID, cred: apiKey(key), base: agentChatsPath}
+	return roomsParty{name: label, id: a.ID, cred: apiKey(key), base: agentChatsPath}
 }
 
 // exec runs one SQL statement through the writer, to set up what the API
 // cannot (global and organization-shared agents, room status and type).
-func (k *roomsKit) exec(t testing.TB, query string, args ...any) {
+func (k *roomsWorld) exec(t testing.TB, query string, args ...any) {
 	t.Helper()
 	if err := k.ts.db.Write(t.Context(), func(tx *store.Tx) error {
 		_, err := tx.Exec(query, args...)
@@ -67,7 +67,7 @@ func (k *roomsKit) exec(t testing.TB, query string, args ...any) {
 
 // newRoom creates a room as a (chat is the body's chat object, nil for
 // none) and returns its id.
-func (k *roomsKit) newRoom(t testing.TB, a roomsActor, name string, chat map[string]any) string {
+func (k *roomsWorld) newRoom(t testing.TB, a roomsParty, name string, chat map[string]any) string {
 	t.Helper()
 	if chat == nil {
 		chat = map[string]any{}
@@ -80,12 +80,12 @@ func (k *roomsKit) newRoom(t testing.TB, a roomsActor, name string, chat map[str
 }
 
 // add adds member to a room as a, with role ("" for the default).
-func (k *roomsKit) add(t testing.TB, a roomsActor, room string, member roomsActor, role string) {
+func (k *roomsWorld) add(t testing.TB, a roomsParty, room string, member roomsParty, role string) {
 	t.Helper()
-	expect(t, k.ts.do(t, "POST", a.room(room, "participants"), a.cred, roomsParticipant(member.id, role)), 201, "")
+	expect(t, k.ts.do(t, "POST", a.room(room, "participants"), a.cred, participantBody(member.id, role)), 201, "")
 }
 
-func roomsParticipant(id, role string) map[string]any {
+func participantBody(id, role string) map[string]any {
 	p := map[string]any{"participant_id": id}
 	if role != "" {
 		p["role"] = role
@@ -94,13 +94,13 @@ func roomsParticipant(id, role string) map[string]any {
 }
 
 // patch changes a participant through the human API.
-func (k *roomsKit) patch(t testing.TB, a roomsActor, room, member string, fields map[string]any) *response {
+func (k *roomsWorld) patch(t testing.TB, a roomsParty, room, member string, fields map[string]any) *response {
 	t.Helper()
 	return k.ts.do(t, "PATCH", a.room(room, "participants", member), a.cred, map[string]any{"participant": fields})
 }
 
 // send posts a text message that mentions mention.
-func (k *roomsKit) send(t testing.TB, a roomsActor, room, content string, mention roomsActor) *response {
+func (k *roomsWorld) send(t testing.TB, a roomsParty, room, content string, mention roomsParty) *response {
 	t.Helper()
 	return k.ts.do(t, "POST", a.room(room, "messages"), a.cred, map[string]any{"message": map[string]any{
 		"content": content, "mentions": []any{map[string]any{"id": mention.id}},
@@ -108,7 +108,7 @@ func (k *roomsKit) send(t testing.TB, a roomsActor, room, content string, mentio
 }
 
 // get reads a room as a, expecting 200.
-func (k *roomsKit) get(t testing.TB, a roomsActor, room string) map[string]any {
+func (k *roomsWorld) get(t testing.TB, a roomsParty, room string) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "GET", a.room(room), a.cred, nil)
 	expect(t, r, 200, "")
@@ -116,7 +116,7 @@ func (k *roomsKit) get(t testing.TB, a roomsActor, room string) map[string]any {
 }
 
 // listed returns the test's names of the items of a listing, in order.
-func (k *roomsKit) listed(t testing.TB, r *response) string {
+func (k *roomsWorld) listed(t testing.TB, r *response) string {
 	t.Helper()
 	var out []string
 	for _, it := range r.list(t) {
@@ -132,20 +132,20 @@ func (k *roomsKit) listed(t testing.TB, r *response) string {
 
 // walk pages through a cursor listing (query holds limit and the filters)
 // and returns its pages, "|" between them.
-func (k *roomsKit) walk(t testing.TB, a roomsActor, path, query string) string {
+func (k *roomsWorld) walk(t testing.TB, a roomsParty, path, query string) string {
 	t.Helper()
 	return k.ts.walkPages(t, path, query, a.cred, func(r *response) string { return k.listed(t, r) })
 }
 
 func TestRoomsCreate(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	const task = "0190a000-0000-7000-8000-00000000abcd"
 	long := strings.Repeat("é", 120)
 	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
 
-	for _, caller := range []roomsActor{helper, alice} {
+	for _, caller := range []roomsParty{helper, alice} {
 		for _, tc := range []struct {
 			name  string
 			body  any
@@ -197,12 +197,12 @@ func TestRoomsCreate(t *testing.T) {
 }
 
 func TestRoomsCreateRefusals(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
 	var cases []scenario
-	for _, caller := range []roomsActor{helper, alice} {
+	for _, caller := range []roomsParty{helper, alice} {
 		for _, tc := range []scenario{
 			{name: "title with a newline", body: chat(map[string]any{"title": "Line one\nline two"}), pointers: []string{"/chat/title"}},
 			{name: "title with a carriage return", body: chat(map[string]any{"title": "Line one\rline two"}), pointers: []string{"/chat/title"}},
@@ -236,7 +236,7 @@ func TestRoomsCreateRefusals(t *testing.T) {
 
 // A person and the agents it owns share one chats quota.
 func TestRoomsCreateQuota(t *testing.T) {
-	k := newRoomsKit(t, func(o *store.Options) { o.Limits = store.Limits{ChatsPerUser: 2} })
+	k := newRoomsWorld(t, func(o *store.Options) { o.Limits = store.Limits{ChatsPerUser: 2} })
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	bob := k.human("bob")
@@ -244,7 +244,7 @@ func TestRoomsCreateQuota(t *testing.T) {
 	k.newRoom(t, helper, "helper's", nil)
 
 	var cases []scenario
-	for _, caller := range []roomsActor{alice, helper} {
+	for _, caller := range []roomsParty{alice, helper} {
 		cases = append(cases, scenario{name: caller.name, cred: caller.cred, method: "POST", path: caller.base,
 			body: map[string]any{"chat": map[string]any{"title": "One too many"}}, status: 403, code: "limit_reached"})
 	}
@@ -262,7 +262,7 @@ func TestRoomsCreateQuota(t *testing.T) {
 }
 
 func TestRoomsAgentListing(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
@@ -320,7 +320,7 @@ func TestRoomsAgentListing(t *testing.T) {
 
 func TestRoomsHumanListing(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	helper := k.bot(alice, "Helper")
@@ -431,7 +431,7 @@ func TestRoomsHumanListing(t *testing.T) {
 }
 
 func TestRoomsGet(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -447,7 +447,7 @@ func TestRoomsGet(t *testing.T) {
 	blocking := k.newRoom(t, alice, "blocking", nil)
 	k.add(t, alice, blocking, helper, "")
 	k.add(t, alice, blocking, bob, "")
-	for _, who := range []roomsActor{helper, bob} {
+	for _, who := range []roomsParty{helper, bob} {
 		expect(t, k.patch(t, alice, blocking, who.id, map[string]any{"status": "blocked"}), 200, "")
 	}
 	gone := k.newRoom(t, alice, "gone", nil)
@@ -456,7 +456,7 @@ func TestRoomsGet(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		as   roomsActor
+		as   roomsParty
 		room string
 	}{
 		{"owner", alice, room},
@@ -483,7 +483,7 @@ func TestRoomsGet(t *testing.T) {
 	var messages []string
 	for _, tc := range []struct {
 		name string
-		as   roomsActor
+		as   roomsParty
 		path string
 	}{
 		{"a person of the organization not in the room", dave, dave.room(room)},
@@ -513,7 +513,7 @@ func TestRoomsGet(t *testing.T) {
 }
 
 func TestRoomsRename(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -529,7 +529,7 @@ func TestRoomsRename(t *testing.T) {
 
 	for _, tc := range []struct {
 		name  string
-		as    roomsActor
+		as    roomsParty
 		room  string
 		title string
 		want  string
@@ -576,7 +576,7 @@ func TestRoomsRename(t *testing.T) {
 		}
 	})
 
-	rename := func(name string, as roomsActor, room string, body any, status int, code string, pointers ...string) scenario {
+	rename := func(name string, as roomsParty, room string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room), body: body, status: status, code: code, pointers: pointers}
 	}
 	k.ts.run(t, []scenario{
@@ -606,7 +606,7 @@ func TestRoomsRename(t *testing.T) {
 // Without a title, a room takes one from its first text message; a title
 // given at creation or by a rename locks it.
 func TestRoomsTitleFromFirstMessage(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	long := strings.Repeat("a", 119) + " " + strings.Repeat("b", 10) // the cut at 120 ends in a space
@@ -674,7 +674,7 @@ func TestRoomsTitleFromFirstMessage(t *testing.T) {
 }
 
 func TestRoomsDelete(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -710,7 +710,7 @@ func TestRoomsDelete(t *testing.T) {
 
 	// The room is gone from every read and listing, for everyone in it.
 	for _, tc := range []struct {
-		as           roomsActor
+		as           roomsParty
 		method, path string
 		body         any
 	}{
@@ -719,7 +719,7 @@ func TestRoomsDelete(t *testing.T) {
 		{alice, "GET", alice.room(room, "participants"), nil},
 		{alice, "PATCH", alice.room(room), map[string]any{"chat": map[string]any{"title": "Back"}}},
 		{alice, "DELETE", alice.room(room), nil},
-		{alice, "POST", alice.room(room, "participants"), roomsParticipant(dave.id, "")},
+		{alice, "POST", alice.room(room, "participants"), participantBody(dave.id, "")},
 		{bob, "GET", bob.room(room), nil},
 		{bob, "DELETE", bob.room(room, "participants", bob.id), nil},
 		{helper, "GET", helper.room(room), nil},
@@ -734,7 +734,7 @@ func TestRoomsDelete(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct {
-		as          roomsActor
+		as          roomsParty
 		path, rooms string
 	}{
 		{alice, humanChatsPath, "bob's,kept"},
@@ -761,7 +761,7 @@ func TestRoomsDelete(t *testing.T) {
 }
 
 func TestParticipantsList(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -772,7 +772,7 @@ func TestParticipantsList(t *testing.T) {
 	global := k.bot(carol, "Global")
 	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
 	room := k.newRoom(t, alice, "room", nil)
-	for _, p := range []roomsActor{helper, bob, sibling, global} {
+	for _, p := range []roomsParty{helper, bob, sibling, global} {
 		k.add(t, alice, room, p, "")
 	}
 	const all = "alice,helper,bob,sibling,global" // oldest first
@@ -869,7 +869,7 @@ func TestParticipantsList(t *testing.T) {
 }
 
 func TestParticipantsAdd(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -888,9 +888,9 @@ func TestParticipantsAdd(t *testing.T) {
 	humanRoom := k.newRoom(t, alice, "human room", nil)
 	for _, tc := range []struct {
 		name     string
-		as       roomsActor
+		as       roomsParty
 		room     string
-		member   roomsActor
+		member   roomsParty
 		role     string
 		wantRole string
 	}{
@@ -907,7 +907,7 @@ func TestParticipantsAdd(t *testing.T) {
 		{"an owner adds an owner", alice, humanRoom, second, "owner", "owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := k.ts.do(t, "POST", tc.as.room(tc.room, "participants"), tc.as.cred, roomsParticipant(tc.member.id, tc.role))
+			r := k.ts.do(t, "POST", tc.as.room(tc.room, "participants"), tc.as.cred, participantBody(tc.member.id, tc.role))
 			expect(t, r, 201, "")
 			p := r.data(t)
 			wantType := "Agent"
@@ -926,12 +926,12 @@ func TestParticipantsAdd(t *testing.T) {
 	k.add(t, alice, plain, helper, "") // a member agent
 	k.add(t, alice, plain, bob, "")    // a member person
 	k.add(t, alice, plain, dave, "admin")
-	post := func(name string, as roomsActor, room string, body any, status int, code string, pointers ...string) scenario {
+	post := func(name string, as roomsParty, room string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: as.cred, method: "POST", path: as.room(room, "participants"), body: body, status: status, code: code, pointers: pointers}
 	}
 	// add asks as to add id to room with role ("" for the default).
-	add := func(name string, as roomsActor, room, id, role string, status int, code string, pointers ...string) scenario {
-		return post(name, as, room, roomsParticipant(id, role), status, code, pointers...)
+	add := func(name string, as roomsParty, room, id, role string, status int, code string, pointers ...string) scenario {
+		return post(name, as, room, participantBody(id, role), status, code, pointers...)
 	}
 	k.ts.run(t, []scenario{
 		add("an agent adds a person who is not its owner", helper, agentRoom, bob.id, "", 404, "not_found"),
@@ -961,17 +961,17 @@ func TestParticipantsAdd(t *testing.T) {
 }
 
 func TestParticipantsQuota(t *testing.T) {
-	k := newRoomsKit(t, func(o *store.Options) { o.Limits = store.Limits{ParticipantsPerRoom: 2} })
+	k := newRoomsWorld(t, func(o *store.Options) { o.Limits = store.Limits{ParticipantsPerRoom: 2} })
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	room := k.newRoom(t, alice, "room", nil)
 	k.add(t, alice, room, helper, "")
 	k.ts.run(t, []scenario{
-		{name: "human API", cred: alice.cred, method: "POST", path: alice.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
-		{name: "agent API", cred: helper.cred, method: "POST", path: helper.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
+		{name: "human API", cred: alice.cred, method: "POST", path: alice.room(room, "participants"), body: participantBody(sibling.id, ""), status: 403, code: "limit_reached"},
+		{name: "agent API", cred: helper.cred, method: "POST", path: helper.room(room, "participants"), body: participantBody(sibling.id, ""), status: 403, code: "limit_reached"},
 	})
-	r := k.ts.do(t, "POST", alice.room(room, "participants"), alice.cred, roomsParticipant(sibling.id, ""))
+	r := k.ts.do(t, "POST", alice.room(room, "participants"), alice.cred, participantBody(sibling.id, ""))
 	want := map[string]any{"resource": "participants", "limit": float64(2), "current": float64(2)}
 	if d := errorDetails(t, r); !reflect.DeepEqual(d, want) {
 		t.Fatalf("details = %v, want %v", d, want)
@@ -982,7 +982,7 @@ func TestParticipantsQuota(t *testing.T) {
 }
 
 func TestParticipantsRemove(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -993,13 +993,13 @@ func TestParticipantsRemove(t *testing.T) {
 	daveBot := k.bot(dave, "Dave Bot")
 	room := k.newRoom(t, alice, "room", nil)
 	k.add(t, alice, room, bob, "admin")
-	for _, p := range []roomsActor{dave, eve, helper, sibling} {
+	for _, p := range []roomsParty{dave, eve, helper, sibling} {
 		k.add(t, alice, room, p, "")
 	}
 	k.add(t, dave, room, daveBot, "") // a member adds its own agent
 
-	remove := func(as roomsActor, who string) (string, string) { return "DELETE", as.room(room, "participants", who) }
-	removal := func(name string, as roomsActor, who string, status int, code string) scenario {
+	remove := func(as roomsParty, who string) (string, string) { return "DELETE", as.room(room, "participants", who) }
+	removal := func(name string, as roomsParty, who string, status int, code string) scenario {
 		m, p := remove(as, who)
 		return scenario{name: name, cred: as.cred, method: m, path: p, status: status, code: code}
 	}
@@ -1019,8 +1019,8 @@ func TestParticipantsRemove(t *testing.T) {
 	// Each step removes one participant; the room's list shrinks accordingly.
 	for _, tc := range []struct {
 		name string
-		as   roomsActor
-		who  roomsActor
+		as   roomsParty
+		who  roomsParty
 		left string
 	}{
 		{"a person removes the agent it owns", dave, daveBot, "alice,bob,dave,eve,helper,sibling"},
@@ -1058,7 +1058,7 @@ func TestParticipantsRemove(t *testing.T) {
 
 func TestParticipantsBlock(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -1133,7 +1133,7 @@ func TestParticipantsBlock(t *testing.T) {
 		k.get(t, bob, room)
 	})
 
-	patch := func(name string, as roomsActor, who string, body any, status int, code string, pointers ...string) scenario {
+	patch := func(name string, as roomsParty, who string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room, "participants", who), body: body, status: status, code: code, pointers: pointers}
 	}
 	wrap := func(fields map[string]any) map[string]any { return map[string]any{"participant": fields} }
@@ -1175,7 +1175,7 @@ func TestParticipantsBlock(t *testing.T) {
 }
 
 func TestPeersOfAnAgent(t *testing.T) {
-	k, w := newRoomsPeersWorld(t)
+	k, w := newPeerCast(t)
 	r := k.ts.do(t, "GET", "/api/v1/agent/peers", w.helper.cred, nil)
 	expect(t, r, 200, "")
 	// The owner, then agents by name: siblings, global agents (of any
@@ -1186,7 +1186,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 5, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
-	roomsCheckPeers(t, k, r)
+	checkPeers(t, k, r)
 
 	room := k.newRoom(t, w.helper, "room", nil)
 	k.add(t, w.helper, room, w.sibling, "")
@@ -1221,11 +1221,11 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if got := k.listed(t, r); got != "carol,bobglobal,carolglobal,carolshared" {
 		t.Errorf("carol's agent's peers = %s", got)
 	}
-	k.ts.run(t, roomsPeerRefusals(w.helper, "/api/v1/agent/peers"))
+	k.ts.run(t, peerRefusals(w.helper, "/api/v1/agent/peers"))
 }
 
 func TestPeersOfAPerson(t *testing.T) {
-	k, w := newRoomsPeersWorld(t)
+	k, w := newPeerCast(t)
 	r := k.ts.do(t, "GET", "/api/v1/me/peers", w.alice.cred, nil)
 	expect(t, r, 200, "")
 	// The other people of the organization, then her agents and global ones.
@@ -1235,7 +1235,7 @@ func TestPeersOfAPerson(t *testing.T) {
 	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 6, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
-	roomsCheckPeers(t, k, r)
+	checkPeers(t, k, r)
 
 	room := k.newRoom(t, w.alice, "room", nil)
 	k.add(t, w.alice, room, w.bob, "")
@@ -1268,30 +1268,30 @@ func TestPeersOfAPerson(t *testing.T) {
 	if got := k.listed(t, r); got != "bobglobal,carolglobal,carolprivate,carolshared" {
 		t.Errorf("carol's peers = %s", got)
 	}
-	refusals := append(roomsPeerRefusals(w.alice, "/api/v1/me/peers"),
+	refusals := append(peerRefusals(w.alice, "/api/v1/me/peers"),
 		scenario{name: "bad type", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointers: []string{"/type"}},
 		scenario{name: "type in lower case", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointers: []string{"/type"}})
 	k.ts.run(t, refusals)
 }
 
-// roomsPeersWorld is two organizations with people and agents of every kind.
-type roomsPeersWorld struct {
-	alice, bob, dave, carol                roomsActor
-	helper, sibling                        roomsActor // alice's
-	bobPrivate, bobShared, bobGlobal       roomsActor
-	carolPrivate, carolShared, carolGlobal roomsActor
+// peerCast is two organizations with people and agents of every kind.
+type peerCast struct {
+	alice, bob, dave, carol                roomsParty
+	helper, sibling                        roomsParty // alice's
+	bobPrivate, bobShared, bobGlobal       roomsParty
+	carolPrivate, carolShared, carolGlobal roomsParty
 }
 
-func newRoomsPeersWorld(t *testing.T) (*roomsKit, *roomsPeersWorld) {
-	k := newRoomsKit(t)
-	w := &roomsPeersWorld{alice: k.human("alice"), bob: k.human("bob"), dave: k.human("dave"), carol: k.human("carol", "Other Org")}
+func newPeerCast(t *testing.T) (*roomsWorld, *peerCast) {
+	k := newRoomsWorld(t)
+	w := &peerCast{alice: k.human("alice"), bob: k.human("bob"), dave: k.human("dave"), carol: k.human("carol", "Other Org")}
 	w.helper, w.sibling = k.bot(w.alice, "Helper"), k.bot(w.alice, "Sibling")
 	w.bobPrivate, w.bobShared, w.bobGlobal = k.bot(w.bob, "Bob Private"), k.bot(w.bob, "Bob Shared"), k.bot(w.bob, "Bob Global")
 	w.carolPrivate, w.carolShared, w.carolGlobal = k.bot(w.carol, "Carol Private"), k.bot(w.carol, "Carol Shared"), k.bot(w.carol, "Carol Global")
-	for _, a := range []roomsActor{w.bobShared, w.carolShared} {
+	for _, a := range []roomsParty{w.bobShared, w.carolShared} {
 		k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, a.id)
 	}
-	for _, a := range []roomsActor{w.bobGlobal, w.carolGlobal} {
+	for _, a := range []roomsParty{w.bobGlobal, w.carolGlobal} {
 		k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, a.id)
 	}
 	// A deleted agent is nobody's peer.
@@ -1300,9 +1300,9 @@ func newRoomsPeersWorld(t *testing.T) (*roomsKit, *roomsPeersWorld) {
 	return k, w
 }
 
-// roomsCheckPeers checks the fields every peer has: registry peers that are no
+// checkPeers checks the fields every peer has: registry peers that are no
 // contacts, in the Peer shape of their type.
-func roomsCheckPeers(t *testing.T, k *roomsKit, r *response) {
+func checkPeers(t *testing.T, k *roomsWorld, r *response) {
 	t.Helper()
 	for _, it := range r.list(t) {
 		p := it.(map[string]any)
@@ -1328,7 +1328,7 @@ func roomsCheckPeers(t *testing.T, k *roomsKit, r *response) {
 	}
 }
 
-func roomsPeerRefusals(as roomsActor, path string) []scenario {
+func peerRefusals(as roomsParty, path string) []scenario {
 	var out []scenario
 	for _, q := range []struct{ query, pointer string }{
 		{"not_in_chat=room-1", "/not_in_chat"},

@@ -12,10 +12,10 @@ import (
 // tasks (beta) and board", the OpenAPI Task schemas, and the lifecycle and
 // roll-up rules documented in store/tasks.go.
 
-// taskKit: alice owns the agents helper, scout and loner. helper created
+// tasksWorld: alice owns the agents helper, scout and loner. helper created
 // room (with scout and alice in it) and other (helper alone); loner is in
 // no room; bob is a stranger.
-type taskKit struct {
+type tasksWorld struct {
 	ts                             *testServer
 	alice, bob                     *store.User
 	aliceKey, bobKey               string
@@ -26,14 +26,14 @@ type taskKit struct {
 	helperCred, scoutCred, lonCred cred
 }
 
-func newTaskKit(t *testing.T, opts ...func(*store.Options)) *taskKit {
+func newTasksWorld(t *testing.T, opts ...func(*store.Options)) *tasksWorld {
 	t.Helper()
-	return newTaskKitWith(t, newTestServer(t, opts...))
+	return newTasksWorldOn(t, newTestServer(t, opts...))
 }
 
-func newTaskKitWith(t *testing.T, ts *testServer) *taskKit {
+func newTasksWorldOn(t *testing.T, ts *testServer) *tasksWorld {
 	t.Helper()
-	k := &taskKit{ts: ts}
+	k := &tasksWorld{ts: ts}
 	k.alice, k.aliceKey = ts.user("alice")
 	k.bob, k.bobKey = ts.user("bob")
 	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
@@ -47,7 +47,7 @@ func newTaskKitWith(t *testing.T, ts *testServer) *taskKit {
 }
 
 // newRoom creates a room as helper and adds the members.
-func (k *taskKit) newRoom(t testing.TB, members ...string) string {
+func (k *tasksWorld) newRoom(t testing.TB, members ...string) string {
 	t.Helper()
 	return k.ts.room(t, k.helperKey, members...)
 }
@@ -99,29 +99,29 @@ func decodeTask(t testing.TB, r *response, status int) taskJSON {
 	return tj
 }
 
-func (k *taskKit) create(t testing.TB, c cred, room string, body any) taskJSON {
+func (k *tasksWorld) create(t testing.TB, c cred, room string, body any) taskJSON {
 	t.Helper()
 	return decodeTask(t, k.ts.do(t, "POST", tasksPath(room), c, body), 201)
 }
 
-func (k *taskKit) subject(t testing.TB, c cred, room, subject string) taskJSON {
+func (k *tasksWorld) subject(t testing.TB, c cred, room, subject string) taskJSON {
 	t.Helper()
 	return k.create(t, c, room, map[string]any{"subject": subject})
 }
 
-func (k *taskKit) update(t testing.TB, c cred, room, ref string, body any) taskJSON {
+func (k *tasksWorld) update(t testing.TB, c cred, room, ref string, body any) taskJSON {
 	t.Helper()
 	return decodeTask(t, k.ts.do(t, "POST", tasksPath(room, ref), c, body), 200)
 }
 
-func (k *taskKit) get(t testing.TB, c cred, room, ref, query string) taskJSON {
+func (k *tasksWorld) get(t testing.TB, c cred, room, ref, query string) taskJSON {
 	t.Helper()
 	return decodeTask(t, k.ts.do(t, "GET", tasksPath(room, ref)+query, c, nil), 200)
 }
 
 // events is a task's embedded history, as "event:payload" lines (actor and
 // time checked separately where they matter).
-func (k *taskKit) events(t testing.TB, room, ref string) []string {
+func (k *tasksWorld) events(t testing.TB, room, ref string) []string {
 	t.Helper()
 	var out []string
 	for _, e := range k.get(t, k.helperCred, room, ref, "?include=history").History {
@@ -131,7 +131,7 @@ func (k *taskKit) events(t testing.TB, room, ref string) []string {
 }
 
 // block blocks an agent in the room (alice stands behind its owner).
-func (k *taskKit) block(t testing.TB, room, agentID string) {
+func (k *tasksWorld) block(t testing.TB, room, agentID string) {
 	t.Helper()
 	expect(t, k.ts.do(t, "PATCH", "/api/v1/me/chats/"+room+"/participants/"+agentID, apiKey(k.aliceKey),
 		map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
@@ -140,7 +140,7 @@ func (k *taskKit) block(t testing.TB, room, agentID string) {
 const taskUnknownID = "0190a000-0000-7000-8000-000000000000"
 
 func TestTasksCreate(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	first := k.create(t, k.helperCred, k.room, map[string]any{"subject": "  Write the spec  "})
 	if first.Number != 1 || first.Subject != "Write the spec" || first.Detail != "" || first.State != "active" ||
 		first.OverallStatus != "pending" || first.SupersededByID != nil || first.ChatRoomID != k.room ||
@@ -178,7 +178,7 @@ func TestTasksCreate(t *testing.T) {
 }
 
 func TestTasksCreateRefusals(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Existing")
 	blockedRoom := k.newRoom(t, k.scout.ID, k.alice.ID)
 	k.block(t, blockedRoom, k.scout.ID)
@@ -213,7 +213,7 @@ func TestTasksCreateRefusals(t *testing.T) {
 }
 
 func TestTasksQuota(t *testing.T) {
-	k := newTaskKit(t, func(o *store.Options) { o.Limits = store.Limits{TasksPerRoom: 2} })
+	k := newTasksWorld(t, func(o *store.Options) { o.Limits = store.Limits{TasksPerRoom: 2} })
 	k.subject(t, k.helperCred, k.room, "One")
 	k.subject(t, k.helperCred, k.room, "Two")
 	r := k.ts.refused(t, "POST", tasksPath(k.room), k.helperCred, map[string]any{"subject": "Three"}, 403, "limit_reached", "")
@@ -226,7 +226,7 @@ func TestTasksQuota(t *testing.T) {
 }
 
 func TestTasksSupersede(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	one := k.subject(t, k.helperCred, k.room, "Plan A")
 	two := k.create(t, k.scoutCred, k.room, map[string]any{"subject": "Plan B", "supersedes_id": "1"})
 	if two.Number != 2 || two.State != "active" || two.SupersededByID != nil {
@@ -265,7 +265,7 @@ func TestTasksSupersede(t *testing.T) {
 }
 
 func TestTasksGet(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	one := k.subject(t, k.helperCred, k.room, "One")
 	foreign := k.subject(t, k.helperCred, k.other, "Foreign")
 	k.subject(t, k.helperCred, k.other, "Foreign two")
@@ -323,7 +323,7 @@ func TestTasksGet(t *testing.T) {
 }
 
 func TestTasksHistoryEmbed(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Chatty")
 	// created + 99 comments: exactly 100 events, all shown.
 	for i := 1; i < store.TaskHistoryLen; i++ {
@@ -353,7 +353,7 @@ func TestTasksHistoryEmbed(t *testing.T) {
 }
 
 func TestTasksUpdateFields(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	created := k.create(t, k.helperCred, k.room, map[string]any{"subject": "Draft", "detail": "First detail"})
 
 	// Editing: only changed fields, from and to.
@@ -429,7 +429,7 @@ func TestTasksUpdateFields(t *testing.T) {
 
 func TestTasksUpdateRefusals(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Work")
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"status": "in_progress"})
 	blockedRoom := k.newRoom(t, k.scout.ID, k.alice.ID)
@@ -471,7 +471,7 @@ func TestTasksUpdateRefusals(t *testing.T) {
 // all completed -> completed; else the first of failed, blocked,
 // in_progress, in_review that anyone reports; else pending.
 func TestTasksOverallStatus(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	for _, tc := range []struct {
 		helper, scout, want string // "" = not assigned
 	}{
@@ -527,7 +527,7 @@ func TestTasksOverallStatus(t *testing.T) {
 }
 
 func TestTasksLifecycle(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	st := func(from, to string) string { return `{"state":{"from":"` + from + `","to":"` + to + `"}}` }
 
 	// Finish and tidy away in one call: the status first, then the state.
@@ -651,7 +651,7 @@ func TestTasksLifecycle(t *testing.T) {
 }
 
 func TestTasksList(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	for i := 1; i <= 5; i++ {
 		k.subject(t, k.helperCred, k.room, fmt.Sprintf("Task %d", i))
 	}
@@ -726,7 +726,7 @@ func TestTasksList(t *testing.T) {
 }
 
 func TestTasksHistoryListing(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Ledger")
 	k.subject(t, k.helperCred, k.room, "Other")
 	for i := 1; i <= 5; i++ {
@@ -774,13 +774,13 @@ func TestTasksHistoryListing(t *testing.T) {
 }
 
 func TestTasksFeatureFlag(t *testing.T) {
-	on := newTaskKit(t)
+	on := newTasksWorld(t)
 	flags := on.ts.do(t, "GET", "/api/v1/agent/me", on.helperCred, nil).data(t)["feature_flags"].(map[string]any)
 	if flags["ff_room_tasks"] != true {
 		t.Fatalf("feature_flags = %v", flags)
 	}
 
-	off := newTaskKitWith(t, newTestServerWith(t, func(c *Config) { c.DisableRoomTasks = true }))
+	off := newTasksWorldOn(t, newTestServerWith(t, func(c *Config) { c.DisableRoomTasks = true }))
 	flags = off.ts.do(t, "GET", "/api/v1/agent/me", off.helperCred, nil).data(t)["feature_flags"].(map[string]any)
 	if flags["ff_room_tasks"] != false {
 		t.Fatalf("feature_flags = %v", flags)
@@ -799,7 +799,7 @@ func TestTasksFeatureFlag(t *testing.T) {
 }
 
 func TestTasksRealtime(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	topic := "room_tasks:" + k.room
 	l := newListener(t, k.ts, k.scoutKey, topic)
 	one := k.subject(t, k.helperCred, k.room, "Pushed")
@@ -839,7 +839,7 @@ func TestTasksRealtime(t *testing.T) {
 }
 
 func TestTasksAttentionEvents(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	mine := k.subject(t, k.helperCred, k.room, "Decide")
 	foreign := k.subject(t, k.helperCred, k.other, "Elsewhere")
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"state": "archived"})
