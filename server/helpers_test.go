@@ -136,10 +136,19 @@ func (ts *testServer) room(t testing.TB, agentKey string, members ...string) str
 	expect(t, r, 201, "")
 	id := r.data(t)["id"].(string)
 	for _, m := range members {
-		expect(t, ts.do(t, "POST", agentChatsPath+"/"+id+"/participants", apiKey(agentKey),
-			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
+		expect(t, ts.do(t, "POST", agentChatsPath+"/"+id+"/participants", apiKey(agentKey), participantBody(m, "")), 201, "")
 	}
 	return id
+}
+
+// participantBody is the body that adds id to a room, with role ("" for
+// the default).
+func participantBody(id, role string) map[string]any {
+	p := map[string]any{"participant_id": id}
+	if role != "" {
+		p["role"] = role
+	}
+	return map[string]any{"participant": p}
 }
 
 // token issues a bearer token for u.
@@ -562,6 +571,36 @@ func (ts *testServer) readConn(t testing.TB) *sql.DB {
 		ts.reader = conn
 	}
 	return ts.reader
+}
+
+// queryRow runs a query on the test's own read-only connection and scans
+// its one row into dest.
+func (ts *testServer) queryRow(t testing.TB, query string, args []any, dest ...any) {
+	t.Helper()
+	if err := ts.readConn(t).QueryRow(query, args...).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// count is what a SELECT count(*) query answers.
+func (ts *testServer) count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	ts.queryRow(t, query, args, &n)
+	return n
+}
+
+// exec runs one SQL statement through the writer, to set up what the API
+// cannot (global and organization-shared agents, room status and type,
+// expired grants, failing triggers).
+func (ts *testServer) exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	if err := ts.db.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(query, args...)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
 }
 
 // unchanged fails the test when the database differs from before.

@@ -236,7 +236,7 @@ func TestBulkDeleteAgents(t *testing.T) {
 	worker := k.bot(alice, "Worker")
 	shared := k.bot(bob, "Shared")
 	hidden := k.bot(carol, "Hidden")
-	k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.id)
+	k.ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.id)
 
 	// The worker processed a message: it has execution history.
 	room := k.newRoom(t, alice, "work", nil)
@@ -292,7 +292,7 @@ func TestBulkDeleteJobFails(t *testing.T) {
 	ts := k.ts
 	alice := k.human("alice")
 	a, b, c := k.newRoom(t, alice, "a", nil), k.newRoom(t, alice, "b", nil), k.newRoom(t, alice, "c", nil)
-	k.exec(t, `CREATE TRIGGER fail_b BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+b+`'
+	k.ts.exec(t, `CREATE TRIGGER fail_b BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+b+`'
 		BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
 	job := ts.startBulk(t, bulkChatsPath, alice.cred, map[string]any{"ids": []string{a, b, nilID, c}})
 	done := ts.awaitBulk(t, job["id"].(string), alice.cred)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"database/sql"
 	"fmt"
 	"math/rand"
 	"net/url"
@@ -1359,21 +1358,6 @@ func TestContactsArePeers(t *testing.T) {
 	peersAre(alice, "", "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false,carol/scout:contact:true")
 }
 
-// queryValue runs a read-only query on the test database.
-func (k *contactsWorld) queryValue(t testing.TB, query string, args ...any) string {
-	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+k.ts.db.Path()+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var out sql.NullString
-	if err := conn.QueryRow(query, args...).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.String
-}
-
 // TestContactsAgentDeletion: deleting an agent (DELETE /me/agents/{id} by
 // its owner) ends its contacts in both directions and cancels its pending
 // requests, sent and received; the other sides hear of it.
@@ -1406,12 +1390,13 @@ func TestContactsAgentDeletion(t *testing.T) {
 	if got := k.contacts(t, scout); got != "" {
 		t.Errorf("scout's contacts = %s, want none", got)
 	}
-	if n := k.queryValue(t, `SELECT count(*) FROM contacts WHERE owner_id = ? OR contact_id = ?`, helper.id, helper.id); n != "0" {
-		t.Errorf("%s contact rows of the deleted agent remain", n)
+	if n := k.ts.count(t, `SELECT count(*) FROM contacts WHERE owner_id = ? OR contact_id = ?`, helper.id, helper.id); n != 0 {
+		t.Errorf("%d contact rows of the deleted agent remain", n)
 	}
 	// Its pending requests, both ways, are cancelled; others are not.
 	for _, id := range []string{toDave, fromErin} {
-		if st := k.queryValue(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, id); st != "cancelled:1" {
+		var st string
+		if k.ts.queryRow(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, []any{id}, &st); st != "cancelled:1" {
 			t.Errorf("request %s is %s, want cancelled with a response time", k.label(id), st)
 		}
 	}

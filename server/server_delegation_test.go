@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"regexp"
@@ -318,7 +317,7 @@ func TestDelegationExchangeMisuse(t *testing.T) {
 		{"more scope than granted", nil, func(g string) (string, any) { return k.helperKey, exchangeBody(g, "chats:read", "contacts:write") }, 403, "forbidden"},
 		{"a scope that does not exist", nil, func(g string) (string, any) { return k.helperKey, exchangeBody(g, "root") }, 403, "forbidden"},
 		{"expired grant", func(t *testing.T, id, _ string) {
-			k.rawExec(t, `UPDATE delegations SET grant_expires_at = ? WHERE id = ?`, time.Now().Add(-time.Second).UnixMicro(), id)
+			k.ts.exec(t, `UPDATE delegations SET grant_expires_at = ? WHERE id = ?`, time.Now().Add(-time.Second).UnixMicro(), id)
 		}, func(g string) (string, any) { return k.helperKey, exchangeBody(g) }, 401, "unauthorized"},
 		{"revoked grant", func(t *testing.T, id, _ string) {
 			expect(t, k.ts.do(t, "DELETE", delegationsPath(k.helper.ID)+"/"+id, apiKey(k.aliceKey), nil), 200, "")
@@ -432,7 +431,7 @@ func TestDelegationEndsWithTheAgent(t *testing.T) {
 	k.ts.refused(t, "GET", "/api/v1/me/chats", bearer(tok), nil, 401, "unauthorized", "")
 	for _, d := range []string{id, pending} {
 		var revoked *int64
-		k.rawQuery(t, `SELECT revoked_at FROM delegations WHERE id = ?`, []any{d}, &revoked)
+		k.ts.queryRow(t, `SELECT revoked_at FROM delegations WHERE id = ?`, []any{d}, &revoked)
 		if revoked == nil {
 			t.Errorf("delegation %s outlived its agent", d)
 		}
@@ -441,25 +440,6 @@ func TestDelegationEndsWithTheAgent(t *testing.T) {
 	// new agent under the same name is not the one they were made for.
 	_, newKey := k.ts.agent(k.alice, "Helper")
 	k.ts.refused(t, "POST", exchangePath, apiKey(newKey), exchangeBody(pendingGrant), 401, "unauthorized", "")
-}
-
-func (k *delegationWorld) rawQuery(t *testing.T, query string, args []any, dest ...any) {
-	t.Helper()
-	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
-		return tx.QueryRow(query, args...).Scan(dest...)
-	}); err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", query, err))
-	}
-}
-
-func (k *delegationWorld) rawExec(t *testing.T, query string, args ...any) {
-	t.Helper()
-	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.Exec(query, args...)
-		return err
-	}); err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", query, err))
-	}
 }
 
 // walkBodies are valid bodies for the Human API routes without an id that

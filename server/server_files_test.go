@@ -97,17 +97,6 @@ func (k *filesWorld) download(t testing.TB, key, room, id string, rangeHeader st
 	}, nil)
 }
 
-// rawRows counts rows through a connection of the test's own.
-func (k *filesWorld) rawRows(t testing.TB, query string, args ...any) int {
-	t.Helper()
-	k.ts.snapshot(t) // opens ts.reader
-	var n int
-	if err := k.ts.reader.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestFileUploadAndDownload(t *testing.T) {
 	k := newFilesWorld(t, nil)
 	for _, tc := range []struct {
@@ -230,7 +219,7 @@ func TestFileSizeLimit(t *testing.T) {
 		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+k.room+"/messages", apiKey(k.helperKey),
 			map[string]any{"message": map[string]any{"content": long, "mentions": []any{map[string]any{"id": k.scout.ID}}}}), 201, "")
 	})
-	if n := k.rawRows(t, `SELECT count(*) FROM file_chunks`); n != 2*7 {
+	if n := k.ts.count(t, `SELECT count(*) FROM file_chunks`); n != 2*7 {
 		t.Fatalf("%d chunks stored, want those of the two accepted files", n)
 	}
 }
@@ -347,7 +336,7 @@ func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	var id string
-	for deadline := time.Now().Add(30 * time.Second); k.rawRows(t, `SELECT count(*) FROM file_chunks`) < 3; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); k.ts.count(t, `SELECT count(*) FROM file_chunks`) < 3; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first chunks never arrived")
 		}
@@ -445,7 +434,7 @@ func TestFileAttachmentsOnMessages(t *testing.T) {
 	if again := history[0].(map[string]any); !reflect.DeepEqual(again["attachments"], []any{plan}) {
 		t.Errorf("second message attachments = %v", again["attachments"])
 	}
-	if n := k.rawRows(t, `SELECT count(*) FROM message_attachments WHERE file_id = ?`, plan["id"]); n != 2 {
+	if n := k.ts.count(t, `SELECT count(*) FROM message_attachments WHERE file_id = ?`, plan["id"]); n != 2 {
 		t.Errorf("plan is on %d messages, want 2", n)
 	}
 }
@@ -464,7 +453,7 @@ func TestDeletingARoomDeletesItsFiles(t *testing.T) {
 		`SELECT count(*) FROM file_chunks WHERE file_id = '` + kept + `'`:                                 1,
 		`SELECT count(*) FROM messages m JOIN rooms r ON r.id = m.room_id WHERE r.deleted_at IS NOT NULL`: 1,
 	} {
-		if n := k.rawRows(t, query); n != want {
+		if n := k.ts.count(t, query); n != want {
 			t.Errorf("%s = %d, want %d", query, n, want)
 		}
 	}
@@ -514,7 +503,7 @@ func TestAbandonedUploadsLeaveNoTrace(t *testing.T) {
 			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: chatd\r\nX-API-Key: %s\r\nX-File-Name: a.bin\r\nX-File-Sha256: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
 				k.files(k.helperKey, k.room), k.helperKey, tc.sha)
 			sendChunk(conn, file[:sent])
-			for deadline := time.Now().Add(closeBound); k.rawRows(t, `SELECT count(*) FROM file_chunks`) < sent/16; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(closeBound); k.ts.count(t, `SELECT count(*) FROM file_chunks`) < sent/16; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the first chunks were never stored")
 				}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"database/sql"
 	"net/url"
 	"reflect"
 	"sort"
@@ -748,21 +747,6 @@ func TestMemoryHumanFilters(t *testing.T) {
 	}
 }
 
-// ftsEntries counts the documents of the search index.
-func (k *memoriesWorld) ftsEntries(t testing.TB) int {
-	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+k.ts.db.Path()+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM memories_fts_docsize`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestMemoryAgentLifecycle(t *testing.T) {
 	t.Parallel() // its own server and database
 	k := newMemoriesWorld(t)
@@ -979,9 +963,9 @@ func TestMemoryHumanLifecycle(t *testing.T) {
 
 	// Deleting is for good, search entry included; a memory about alice
 	// stored by bob's agent is hers to delete too.
-	entries := k.ftsEntries(t)
+	entries := k.ts.count(t, `SELECT count(*) FROM memories_fts_docsize`)
 	expect(t, k.delete(t, "alice", id), 204, "")
-	if n := k.ftsEntries(t); n != entries-1 {
+	if n := k.ts.count(t, `SELECT count(*) FROM memories_fts_docsize`); n != entries-1 {
 		t.Errorf("search entries %d -> %d", entries, n)
 	}
 	expect(t, k.ts.do(t, "GET", k.path("alice", "/"+id), k.cred("alice"), nil), 404, "not_found")

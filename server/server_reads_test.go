@@ -182,7 +182,7 @@ func TestReadsUnreadCountIsCapped(t *testing.T) {
 			k.add(t, helper, room, alice, "")
 			// One statement writes the backlog: the API would take a request
 			// a message, and the count is about what the table holds.
-			k.exec(t, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			k.ts.exec(t, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 				INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at)
 				SELECT printf('%08x-0000-7000-8000-%012d', ?, i), ?, ?, 'Agent', 'Helper', 'text', 'backlog ' || i, i, i FROM n`,
 				tc.backlog, tc.backlog, room, helper.id)

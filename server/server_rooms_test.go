@@ -53,18 +53,6 @@ func (k *roomsWorld) bot(owner roomsParty, name string) roomsParty {
 	return roomsParty{name: label, id: a.ID, cred: apiKey(key), base: agentChatsPath}
 }
 
-// exec runs one SQL statement through the writer, to set up what the API
-// cannot (global and organization-shared agents, room status and type).
-func (k *roomsWorld) exec(t testing.TB, query string, args ...any) {
-	t.Helper()
-	if err := k.ts.db.Write(t.Context(), func(tx *store.Tx) error {
-		_, err := tx.Exec(query, args...)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // newRoom creates a room as a (chat is the body's chat object, nil for
 // none) and returns its id.
 func (k *roomsWorld) newRoom(t testing.TB, a roomsParty, name string, chat map[string]any) string {
@@ -83,14 +71,6 @@ func (k *roomsWorld) newRoom(t testing.TB, a roomsParty, name string, chat map[s
 func (k *roomsWorld) add(t testing.TB, a roomsParty, room string, member roomsParty, role string) {
 	t.Helper()
 	expect(t, k.ts.do(t, "POST", a.room(room, "participants"), a.cred, participantBody(member.id, role)), 201, "")
-}
-
-func participantBody(id, role string) map[string]any {
-	p := map[string]any{"participant_id": id}
-	if role != "" {
-		p["role"] = role
-	}
-	return map[string]any{"participant": p}
 }
 
 // patch changes a participant through the human API.
@@ -372,8 +352,8 @@ func TestRoomsHumanListing(t *testing.T) {
 	}
 
 	// status and type filters.
-	k.exec(t, `UPDATE rooms SET status = 'archived' WHERE id = ?`, ids["m2"])
-	k.exec(t, `UPDATE rooms SET type = 'group' WHERE id = ?`, ids["m3"])
+	k.ts.exec(t, `UPDATE rooms SET status = 'archived' WHERE id = ?`, ids["m2"])
+	k.ts.exec(t, `UPDATE rooms SET type = 'group' WHERE id = ?`, ids["m3"])
 	for _, f := range []struct{ query, rooms string }{
 		{"status=archived", "m2"},
 		{"status=active", "b1,m5,m4,m3,m1"},
@@ -770,7 +750,7 @@ func TestParticipantsList(t *testing.T) {
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	global := k.bot(carol, "Global")
-	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
+	k.ts.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
 	room := k.newRoom(t, alice, "room", nil)
 	for _, p := range []roomsParty{helper, bob, sibling, global} {
 		k.add(t, alice, room, p, "")
@@ -881,8 +861,8 @@ func TestParticipantsAdd(t *testing.T) {
 	bobShared := k.bot(bob, "Bob Shared")
 	global := k.bot(carol, "Global")
 	carolBot := k.bot(carol, "Carol Bot")
-	k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, bobShared.id)
-	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
+	k.ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, bobShared.id)
+	k.ts.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
 
 	agentRoom := k.newRoom(t, helper, "agent room", nil)
 	humanRoom := k.newRoom(t, alice, "human room", nil)
@@ -1289,10 +1269,10 @@ func newPeerCast(t *testing.T) (*roomsWorld, *peerCast) {
 	w.bobPrivate, w.bobShared, w.bobGlobal = k.bot(w.bob, "Bob Private"), k.bot(w.bob, "Bob Shared"), k.bot(w.bob, "Bob Global")
 	w.carolPrivate, w.carolShared, w.carolGlobal = k.bot(w.carol, "Carol Private"), k.bot(w.carol, "Carol Shared"), k.bot(w.carol, "Carol Global")
 	for _, a := range []roomsParty{w.bobShared, w.carolShared} {
-		k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, a.id)
+		k.ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, a.id)
 	}
 	for _, a := range []roomsParty{w.bobGlobal, w.carolGlobal} {
-		k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, a.id)
+		k.ts.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, a.id)
 	}
 	// A deleted agent is nobody's peer.
 	gone := k.bot(w.alice, "Gone")
