@@ -165,6 +165,45 @@ func (ts *testServer) token(u *store.User, ttl time.Duration) string {
 	return tok
 }
 
+// team is the cast the board, task and file tests share: alice owns the
+// agents helper, scout and loner; helper created room, with scout and alice
+// in it; loner is in no room, and bob is a stranger.
+type team struct {
+	ts                            *testServer
+	alice, bob                    *store.User
+	aliceKey, bobKey              string
+	helper, scout, loner          *store.Agent
+	helperKey, scoutKey, lonerKey string
+	room                          string
+}
+
+func newTeam(t testing.TB, ts *testServer) team {
+	t.Helper()
+	k := team{ts: ts}
+	k.alice, k.aliceKey = ts.user("alice")
+	k.bob, k.bobKey = ts.user("bob")
+	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
+	k.scout, k.scoutKey = ts.agent(k.alice, "Scout")
+	k.loner, k.lonerKey = ts.agent(k.alice, "Loner")
+	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
+	return k
+}
+
+// newRoom creates a room as helper and adds the members.
+func (k *team) newRoom(t testing.TB, members ...string) string {
+	t.Helper()
+	return k.ts.room(t, k.helperKey, members...)
+}
+
+// roomPath is what is under room (its board, its files) in the API of key:
+// the people's for alice's and bob's keys, the agents' for the others.
+func (k *team) roomPath(key, room, under string) string {
+	if key == k.aliceKey || key == k.bobKey {
+		return humanChatsPath + "/" + room + "/" + under
+	}
+	return agentChatsPath + "/" + room + "/" + under
+}
+
 // cred sets the credentials of a request.
 type cred func(h http.Header)
 

@@ -14,43 +14,16 @@ import (
 // reports (spec "Board (room goal)", "Room goal", "Board goal"; wire
 // contract §3.1 Chat tasks and board, Activity).
 
-// boardWorld: alice owns the agents helper and scout, which share a room with
-// her (helper created it); loner, another of her agents, is in no room, and
-// bob is a stranger.
-type boardWorld struct {
-	ts                          *testServer
-	alice, bob                  *store.User
-	aliceKey, bobKey            string
-	helper, scout, loner        *store.Agent
-	helperKey, scoutKey, lonKey string
-	room                        string
-}
+// boardWorld is the team (see helpers_test.go) and its room's board.
+type boardWorld struct{ team }
 
 func newBoardWorld(t *testing.T) *boardWorld {
 	t.Helper()
-	k := &boardWorld{ts: newTestServer(t)}
-	k.alice, k.aliceKey = k.ts.user("alice")
-	k.bob, k.bobKey = k.ts.user("bob")
-	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
-	k.scout, k.scoutKey = k.ts.agent(k.alice, "Scout")
-	k.loner, k.lonKey = k.ts.agent(k.alice, "Loner")
-	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
-	return k
-}
-
-// newRoom creates a room as helper and adds the members.
-func (k *boardWorld) newRoom(t testing.TB, members ...string) string {
-	t.Helper()
-	return k.ts.room(t, k.helperKey, members...)
+	return &boardWorld{newTeam(t, newTestServer(t))}
 }
 
 // boardPath is the board of room in the API of key (agent or human).
-func (k *boardWorld) boardPath(key, room string) string {
-	if key == k.aliceKey || key == k.bobKey {
-		return "/api/v1/me/chats/" + room + "/board"
-	}
-	return "/api/v1/agent/chats/" + room + "/board"
-}
+func (k *boardWorld) boardPath(key, room string) string { return k.roomPath(key, room, "board") }
 
 // boardJSON is the Board shape, decoded strictly enough to compare.
 type boardJSON struct {
@@ -125,7 +98,7 @@ func TestBoardEmptyDefault(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, room string
 	}{
-		{"agent not in the room", k.lonKey, k.room},
+		{"agent not in the room", k.lonerKey, k.room},
 		{"human with no standing in the room", k.bobKey, k.room},
 		{"unknown room", k.helperKey, "0190a000-0000-7000-8000-000000000000"},
 		{"malformed room id", k.helperKey, "room-1"},
@@ -407,7 +380,7 @@ func TestActivity(t *testing.T) {
 		report("null working", k.helperKey, k.room, map[string]any{"working": nil}, 422, "validation_error", "/working"),
 		report("working of the wrong type", k.helperKey, k.room, map[string]any{"working": "yes"}, 422, "validation_error", "/working"),
 		report("unknown field", k.helperKey, k.room, map[string]any{"working": true, "task": "x"}, 400, "unknown_field", "/task"),
-		report("room the agent is not in", k.lonKey, k.room, map[string]any{"working": true}, 404, "not_found"),
+		report("room the agent is not in", k.lonerKey, k.room, map[string]any{"working": true}, 404, "not_found"),
 		report("unknown room", k.helperKey, "0190a000-0000-7000-8000-000000000000", map[string]any{"working": true}, 404, "not_found"),
 		report("human key", k.aliceKey, k.room, map[string]any{"working": true}, 403, ""),
 	})

@@ -22,43 +22,22 @@ import (
 // messages (spec "File download", "Send message"; wire contract §3 Files,
 // §4 Attachment).
 
-// filesWorld: alice owns the agents helper and scout, which share a room with
-// her (helper created it); helper also has a room of its own (other), and
-// bob is a stranger.
+// filesWorld is the team (see helpers_test.go) with a second room of
+// helper's alone (other).
 type filesWorld struct {
-	ts                  *testServer
-	alice, bob          *store.User
-	aliceKey, bobKey    string
-	helper, scout       *store.Agent
-	helperKey, scoutKey string
-	room, other         string
+	team
+	other string
 }
 
 func newFilesWorld(t *testing.T, configure func(*Config), opts ...func(*store.Options)) *filesWorld {
 	t.Helper()
-	k := &filesWorld{ts: newTestServerWith(t, configure, opts...)}
-	k.alice, k.aliceKey = k.ts.user("alice")
-	k.bob, k.bobKey = k.ts.user("bob")
-	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
-	k.scout, k.scoutKey = k.ts.agent(k.alice, "Scout")
-	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
+	k := &filesWorld{team: newTeam(t, newTestServerWith(t, configure, opts...))}
 	k.other = k.newRoom(t)
 	return k
 }
 
-// newRoom creates a room as helper and adds the members.
-func (k *filesWorld) newRoom(t testing.TB, members ...string) string {
-	t.Helper()
-	return k.ts.room(t, k.helperKey, members...)
-}
-
 // files is the files path of room in the API of key.
-func (k *filesWorld) files(key, room string) string {
-	if key == k.aliceKey || key == k.bobKey {
-		return "/api/v1/me/chats/" + room + "/files"
-	}
-	return "/api/v1/agent/chats/" + room + "/files"
-}
+func (k *filesWorld) files(key, room string) string { return k.roomPath(key, room, "files") }
 
 func hexDigest(b []byte) string {
 	sum := sha256.Sum256(b)

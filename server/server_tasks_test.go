@@ -12,16 +12,11 @@ import (
 // tasks (beta) and board", the OpenAPI Task schemas, and the lifecycle and
 // roll-up rules documented in store/tasks.go.
 
-// tasksWorld: alice owns the agents helper, scout and loner. helper created
-// room (with scout and alice in it) and other (helper alone); loner is in
-// no room; bob is a stranger.
+// tasksWorld is the team (see helpers_test.go) with a second room of
+// helper's alone (other), and each agent's credential and actor reference.
 type tasksWorld struct {
-	ts                             *testServer
-	alice, bob                     *store.User
-	aliceKey, bobKey               string
-	helper, scout, loner           *store.Agent
-	helperKey, scoutKey, lonerKey  string
-	room, other                    string
+	team
+	other                          string
 	helperRef, scoutRef            store.ActorRef
 	helperCred, scoutCred, lonCred cred
 }
@@ -33,23 +28,11 @@ func newTasksWorld(t *testing.T, opts ...func(*store.Options)) *tasksWorld {
 
 func newTasksWorldOn(t *testing.T, ts *testServer) *tasksWorld {
 	t.Helper()
-	k := &tasksWorld{ts: ts}
-	k.alice, k.aliceKey = ts.user("alice")
-	k.bob, k.bobKey = ts.user("bob")
-	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
-	k.scout, k.scoutKey = ts.agent(k.alice, "Scout")
-	k.loner, k.lonerKey = ts.agent(k.alice, "Loner")
+	k := &tasksWorld{team: newTeam(t, ts)}
 	k.helperCred, k.scoutCred, k.lonCred = apiKey(k.helperKey), apiKey(k.scoutKey), apiKey(k.lonerKey)
 	k.helperRef, k.scoutRef = boardAgentRef(k.helper), boardAgentRef(k.scout)
-	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
 	k.other = k.newRoom(t)
 	return k
-}
-
-// newRoom creates a room as helper and adds the members.
-func (k *tasksWorld) newRoom(t testing.TB, members ...string) string {
-	t.Helper()
-	return k.ts.room(t, k.helperKey, members...)
 }
 
 // path is a task route: tasksPath(room) is the board, with more segments a
