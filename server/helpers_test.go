@@ -261,6 +261,26 @@ func topLevel[T any](t testing.TB, r *response, key, what string) T {
 	return v
 }
 
+// idLabels names the ids a test made, so that listings compare as readable
+// names.
+type idLabels map[string]string
+
+// listed is the labels of a listing's items, in order, comma-separated, with
+// "?id" for an id the test did not name.
+func (l idLabels) listed(t testing.TB, r *response) string {
+	t.Helper()
+	var out []string
+	for _, it := range r.list(t) {
+		id := it.(map[string]any)["id"].(string)
+		name, ok := l[id]
+		if !ok {
+			name = "?" + id
+		}
+		out = append(out, name)
+	}
+	return strings.Join(out, ",")
+}
+
 // walkPages pages through a cursor listing (query holds limit and the
 // filters), renders each page with render, and returns the pages joined by
 // "|". It fails the test when a page is refused or paging does not end.

@@ -43,7 +43,7 @@ type messagesWorld struct {
 	alice, bob, carol   messagesParty
 	helper, coder, idle messagesParty
 	room                string
-	labels              map[string]string
+	labels              idLabels
 }
 
 func newMessagesWorld(t *testing.T, opts ...func(*store.Options)) *messagesWorld {
@@ -174,16 +174,7 @@ func (w *messagesWorld) get(t testing.TB, p messagesParty, path string) *respons
 // names is the labels of a listing's items, in order, comma-separated.
 func (w *messagesWorld) names(t testing.TB, r *response) string {
 	t.Helper()
-	var out []string
-	for _, it := range r.list(t) {
-		id := it.(map[string]any)["id"].(string)
-		name, ok := w.labels[id]
-		if !ok {
-			name = "?" + id
-		}
-		out = append(out, name)
-	}
-	return strings.Join(out, ",")
+	return w.labels.listed(t, r)
 }
 
 // byLabel returns the item of a listing with the given label.

@@ -31,7 +31,7 @@ func (a roomsParty) room(id string, under ...string) string {
 // id it made, so that listings compare as readable names.
 type roomsWorld struct {
 	ts    *testServer
-	names map[string]string
+	names idLabels
 }
 
 func newRoomsWorld(t *testing.T, opts ...func(*store.Options)) *roomsWorld {
@@ -98,16 +98,7 @@ func (k *roomsWorld) get(t testing.TB, a roomsParty, room string) map[string]any
 // listed returns the test's names of the items of a listing, in order.
 func (k *roomsWorld) listed(t testing.TB, r *response) string {
 	t.Helper()
-	var out []string
-	for _, it := range r.list(t) {
-		id := it.(map[string]any)["id"].(string)
-		name, ok := k.names[id]
-		if !ok {
-			name = "?" + id
-		}
-		out = append(out, name)
-	}
-	return strings.Join(out, ",")
+	return k.names.listed(t, r)
 }
 
 // walk pages through a cursor listing (query holds limit and the filters)
