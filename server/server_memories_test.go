@@ -904,38 +904,30 @@ func TestMemoryHumanLifecycle(t *testing.T) {
 	// Only the person a memory is about changes it: what alice sees but is
 	// not about her is 403, what she does not see 404.
 	for _, action := range []string{"archive", "restore", "supersede"} {
-		for _, tc := range []struct {
-			who, label string
-			status     int
-			code       string
-		}{
-			{"alice", "orgA", 403, "forbidden"},
-			{"alice", "about-a1", 403, "forbidden"},
-			{"alice", "about-bob", 404, "not_found"},
-			{"alice", "orgB", 404, "not_found"},
-			{"bob", "mine-by-b1", 403, "forbidden"},
-			{"bob", "mine", 404, "not_found"},
-			{"carol", "mine", 404, "not_found"},
-		} {
-			k.ts.refused(t, "POST", k.path(tc.who, "/"+k.ids[tc.label]+"/"+action), k.cred(tc.who), nil, tc.status, tc.code, "")
+		refused := func(who, label string, status int, code string) scenario {
+			return refusalCase(action+" "+label+" as "+who, k.cred(who), "POST", k.path(who, "/"+k.ids[label]+"/"+action), nil, status, code)
 		}
+		k.ts.run(t, []scenario{
+			refused("alice", "orgA", 403, "forbidden"),
+			refused("alice", "about-a1", 403, "forbidden"),
+			refused("alice", "about-bob", 404, "not_found"),
+			refused("alice", "orgB", 404, "not_found"),
+			refused("bob", "mine-by-b1", 403, "forbidden"),
+			refused("bob", "mine", 404, "not_found"),
+			refused("carol", "mine", 404, "not_found"),
+		})
 		k.ts.refused(t, "POST", k.path("alice", "/"+nilID+"/"+action), k.cred("alice"), nil, 404, "not_found", "")
 	}
-	for _, tc := range []struct {
-		who, label string
-		status     int
-		code       string
-	}{
-		{"alice", "orgA", 403, "forbidden"},
-		{"alice", "about-a1", 403, "forbidden"},
-		{"alice", "about-bob", 404, "not_found"},
-		{"bob", "mine-by-b1", 403, "forbidden"},
-		{"carol", "mine", 404, "not_found"},
-	} {
-		before := k.ts.snapshot(t)
-		expect(t, k.delete(t, tc.who, k.ids[tc.label]), tc.status, tc.code)
-		k.ts.unchanged(t, before)
+	deleting := func(who, label string, status int, code string) scenario {
+		return refusalCase("delete "+label+" as "+who, k.cred(who), "DELETE", k.path(who, "/"+k.ids[label]), nil, status, code)
 	}
+	k.ts.run(t, []scenario{
+		deleting("alice", "orgA", 403, "forbidden"),
+		deleting("alice", "about-a1", 403, "forbidden"),
+		deleting("alice", "about-bob", 404, "not_found"),
+		deleting("bob", "mine-by-b1", 403, "forbidden"),
+		deleting("carol", "mine", 404, "not_found"),
+	})
 
 	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/restore"), k.cred("alice"), nil, 422, "validation_error", "")
 	time.Sleep(2 * time.Millisecond)
