@@ -378,202 +378,213 @@ func TestMessagesSendTypeScriptExtras(t *testing.T) {
 	}
 }
 
+// recipientOf is p as a send answer's recipients list it.
+func recipientOf(p messagesParty) map[string]any {
+	return map[string]any{"id": p.id, "handle": p.handle, "name": p.name}
+}
+
+// newest is the newest message of the room as alice reads it.
+func (w *messagesWorld) newest(t testing.TB) map[string]any {
+	t.Helper()
+	list := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?limit=1").list(t)
+	return list[0].(map[string]any)
+}
+
 func TestMessagesSend(t *testing.T) {
 	w := newMessagesWorld(t)
-	recipient := func(p messagesParty) map[string]any {
-		return map[string]any{"id": p.id, "handle": p.handle, "name": p.name}
-	}
-
-	// newest is the newest message of the room as alice reads it.
-	newest := func(t *testing.T) map[string]any {
-		t.Helper()
-		list := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?limit=1").list(t)
-		return list[0].(map[string]any)
-	}
-
-	t.Run("recipients resolve ids and handles", func(t *testing.T) {
-		for _, self := range []messagesParty{w.helper, w.alice} {
-			for _, tc := range []struct {
-				name    string
-				mention map[string]any
-				want    messagesParty
-			}{
-				{"by id", byID(w.coder), w.coder},
-				{"by handle", mentionOf("handle", "alice/coder"), w.coder},
-				{"by handle with @", mentionOf("handle", "@alice/coder"), w.coder},
-				{"by handle in another case", mentionOf("handle", "@ALICE/Coder"), w.coder},
-				{"by handle with spaces", mentionOf("handle", " @alice/coder "), w.coder},
-				{"a person by handle", mentionOf("handle", "Bob"), w.bob},
-				{"id wins over a handle of another participant", mentionOf("id", w.coder.id, "handle", "bob"), w.coder},
-				{"id wins over an unknown handle", mentionOf("id", w.coder.id, "handle", "nobody"), w.coder},
-				{"explicit kind mention", mentionOf("id", w.coder.id, "kind", "mention"), w.coder},
-				{"a given name is not trusted", mentionOf("id", w.coder.id, "name", "Someone Else"), w.coder},
-			} {
-				t.Run(self.label+"/"+tc.name, func(t *testing.T) {
-					r := w.send(t, self, w.room, "ping", tc.mention)
-					expect(t, r, 201, "")
-					d := r.data(t)
-					if d["success"] != true || d["id"] == "" {
-						t.Fatalf("data = %v", d)
-					}
-					want := []any{recipient(tc.want)}
-					if !reflect.DeepEqual(d["recipients"], want) {
-						t.Fatalf("recipients = %v, want %v", d["recipients"], want)
-					}
-					m := newest(t)
-					if m["id"] != d["id"] || m["content"] != "@"+tc.want.handle+" ping" || m["message_type"] != "text" {
-						t.Fatalf("stored = %v", m)
-					}
-				})
-			}
-		}
-	})
-
-	t.Run("recipients list only mention-kind entries", func(t *testing.T) {
-		r := w.send(t, w.alice, w.room, "Status?", byID(w.coder),
-			mentionOf("id", w.helper.id, "kind", "reference"), mentionOf("handle", "bob", "kind", "mention"))
-		expect(t, r, 201, "")
-		if got, want := r.data(t)["recipients"], []any{recipient(w.coder), recipient(w.bob)}; !reflect.DeepEqual(got, want) {
-			t.Fatalf("recipients = %v, want %v", got, want)
-		}
-		m := newest(t)
-		if m["content"] != "@alice/coder @bob Status?" {
-			t.Errorf("content = %q", m["content"])
-		}
-		meta := m["metadata"].(map[string]any)
-		mentions := meta["mentions"].([]any)
-		wantMentions := []any{
-			map[string]any{"id": w.coder.id, "handle": w.coder.handle, "name": "Coder", "kind": "mention"},
-			map[string]any{"id": w.helper.id, "handle": w.helper.handle, "name": "Helper", "kind": "reference"},
-			map[string]any{"id": w.bob.id, "handle": "bob", "name": w.bob.name, "kind": "mention"},
-		}
-		if !reflect.DeepEqual(mentions, wantMentions) {
-			t.Errorf("mentions = %v", mentions)
-		}
-		// Only the mentioned agent gets a delivery (not the referenced
-		// agent, not the person).
-		ds := meta["delivery_status"].(map[string]any)
-		if len(ds) != 1 || ds[w.coder.id] == nil {
-			t.Errorf("delivery_status = %v", ds)
-		}
-	})
-
-	t.Run("content of the longest length", func(t *testing.T) {
-		content := strings.Repeat("é", store.MaxTextLen)
-		expect(t, w.send(t, w.helper, w.room, content, byID(w.alice)), 201, "")
-		if got := newest(t)["content"]; got != "@alice "+content {
-			t.Errorf("content of %d characters stored as %d", store.MaxTextLen, len([]rune(got.(string))))
-		}
-	})
-
-	t.Run("an empty attachment list is fine", func(t *testing.T) {
-		r := w.ts.do(t, "POST", w.helper.at(w.room, "messages"), w.helper.cred,
-			msgOf("content", "no files", "mentions", []any{byID(w.alice)}, "attachment_ids", []string{}))
-		expect(t, r, 201, "")
-		if got := r.data(t)["recipients"]; !reflect.DeepEqual(got, []any{recipient(w.alice)}) {
-			t.Errorf("recipients = %v", got)
-		}
-		if m := newest(t); !reflect.DeepEqual(m["attachments"], []any{}) {
-			t.Errorf("attachments = %v", m["attachments"])
-		}
-	})
-
-	t.Run("mentions not referenced in the content are prepended", func(t *testing.T) {
-		for _, tc := range []struct {
-			name     string
-			content  string
-			mentions []any
-			want     string
-		}{
-			{"none referenced", "Please review", []any{byID(w.coder), byID(w.bob)}, "@alice/coder @bob Please review"},
-			{"already referenced", "Hey @alice/coder, look", []any{byID(w.coder)}, "Hey @alice/coder, look"},
-			{"referenced in another case, ending a sentence", "done, @ALICE/Coder.", []any{byID(w.coder)}, "done, @ALICE/Coder."},
-			{"referenced in parentheses", "ask (@bob)", []any{byID(w.bob)}, "ask (@bob)"},
-			{"referenced on a later line", "Report\n@alice/coder see above", []any{byID(w.coder)}, "Report\n@alice/coder see above"},
-			{"one of two referenced", "cc @bob", []any{byID(w.coder), byID(w.bob)}, "@alice/coder cc @bob"},
-			{"a longer handle is no reference", "thanks @alice/coder-2", []any{byID(w.coder)}, "@alice/coder thanks @alice/coder-2"},
-			{"an email address is no reference", "write to bob@bob.org", []any{byID(w.bob)}, "@bob write to bob@bob.org"},
-			{"a domain is no reference", "see @bob.org", []any{byID(w.bob)}, "@bob see @bob.org"},
-			{"the canonical handle is prepended", "x", []any{mentionOf("handle", "@ALICE/CODER")}, "@alice/coder x"},
-			{"references are not prepended", "See notes", []any{byID(w.coder), mentionOf("id", w.bob.id, "kind", "reference")}, "@alice/coder See notes"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				expect(t, w.send(t, w.alice, w.room, tc.content, tc.mentions...), 201, "")
-				if got := newest(t)["content"]; got != tc.want {
-					t.Fatalf("content = %q, want %q", got, tc.want)
-				}
-			})
-		}
-	})
+	t.Run("recipients resolve ids and handles", func(t *testing.T) { sendResolvesRecipients(t, w) })
+	t.Run("recipients list only mention-kind entries", func(t *testing.T) { sendListsOnlyMentionKindRecipients(t, w) })
+	t.Run("content of the longest length", func(t *testing.T) { sendTakesTheLongestContent(t, w) })
+	t.Run("an empty attachment list is fine", func(t *testing.T) { sendTakesAnEmptyAttachmentList(t, w) })
+	t.Run("mentions not referenced in the content are prepended", func(t *testing.T) { sendPrependsUnreferencedMentions(t, w) })
 
 	// Metadata a client attaches to a text message (the TypeScript SDK sends
 	// some) is kept, but must not pose as the server's delivery state: those
 	// keys are refused.
-	t.Run("attached metadata cannot spoof delivery state", func(t *testing.T) {
-		before := w.ts.snapshot(t)
-		r := w.ts.do(t, "POST", w.alice.at(w.room, "messages"), w.alice.cred, msgOf("content", "spoof", "mentions", []any{byID(w.coder)},
-			"metadata", map[string]any{"status": "processed", "current_attempt": 7, "attempts": []any{}, "delivery_status": map[string]any{}, "mentions": []any{}, "source": "a2a"}))
-		expect(t, r, 422, "validation_error")
-		details := errorDetails(t, r)
-		for _, key := range []string{"status", "current_attempt", "attempts", "delivery_status", "mentions"} {
-			if _, ok := details["/message/metadata/"+key]; !ok {
-				t.Errorf("details %v lack /message/metadata/%s", details, key)
-			}
-		}
-		w.ts.unchanged(t, before)
+	t.Run("attached metadata cannot spoof delivery state", func(t *testing.T) { sendKeepsMetadataButNotDeliveryState(t, w) })
+	t.Run("every message names its sender", func(t *testing.T) { sendNamesEverySender(t, w) })
+	t.Run("the first message titles the room", func(t *testing.T) { sendTitlesTheRoom(t, w) })
+}
 
-		r = w.ts.do(t, "POST", w.alice.at(w.room, "messages"), w.alice.cred, msgOf("content", "kept", "mentions", []any{byID(w.coder)},
-			"metadata", map[string]any{"source": "a2a", "gateway_context_id": "ctx-1"}))
-		expect(t, r, 201, "")
-		meta := newest(t)["metadata"].(map[string]any)
-		if meta["source"] != "a2a" || meta["gateway_context_id"] != "ctx-1" {
-			t.Errorf("attached metadata lost: %v", meta)
-		}
-		if ds := meta["delivery_status"].(map[string]any); ds[w.coder.id] == nil || len(meta["mentions"].([]any)) != 1 {
-			t.Errorf("metadata = %v", meta)
-		}
-	})
-
-	t.Run("every message names its sender", func(t *testing.T) {
-		w.event(t, "thought", w.helper, w.room, "thought", "hmm", nil)
-		expect(t, w.send(t, w.bob, w.room, "hi", byID(w.helper)), 201, "")
-		senders := map[string]messagesParty{}
-		for _, p := range []messagesParty{w.alice, w.bob, w.helper, w.coder} {
-			senders[p.id] = p
-		}
-		seen := map[string]bool{}
-		walked := 0
-		q := "limit=100"
-		for {
-			r := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?"+q)
-			for _, it := range r.list(t) {
-				m := it.(map[string]any)
-				walked++
-				p, ok := senders[m["sender_id"].(string)]
-				if !ok || m["sender_name"] != p.name || m["sender_type"] != p.typ {
-					t.Fatalf("message %v: sender_name %v, sender_type %v", m["id"], m["sender_name"], m["sender_type"])
+func sendResolvesRecipients(t *testing.T, w *messagesWorld) {
+	for _, self := range []messagesParty{w.helper, w.alice} {
+		for _, tc := range []struct {
+			name    string
+			mention map[string]any
+			want    messagesParty
+		}{
+			{"by id", byID(w.coder), w.coder},
+			{"by handle", mentionOf("handle", "alice/coder"), w.coder},
+			{"by handle with @", mentionOf("handle", "@alice/coder"), w.coder},
+			{"by handle in another case", mentionOf("handle", "@ALICE/Coder"), w.coder},
+			{"by handle with spaces", mentionOf("handle", " @alice/coder "), w.coder},
+			{"a person by handle", mentionOf("handle", "Bob"), w.bob},
+			{"id wins over a handle of another participant", mentionOf("id", w.coder.id, "handle", "bob"), w.coder},
+			{"id wins over an unknown handle", mentionOf("id", w.coder.id, "handle", "nobody"), w.coder},
+			{"explicit kind mention", mentionOf("id", w.coder.id, "kind", "mention"), w.coder},
+			{"a given name is not trusted", mentionOf("id", w.coder.id, "name", "Someone Else"), w.coder},
+		} {
+			t.Run(self.label+"/"+tc.name, func(t *testing.T) {
+				r := w.send(t, self, w.room, "ping", tc.mention)
+				expect(t, r, 201, "")
+				d := r.data(t)
+				if d["success"] != true || d["id"] == "" {
+					t.Fatalf("data = %v", d)
 				}
-				seen[p.label] = true
-			}
-			meta := r.meta(t)
-			if meta["has_more"] != true {
-				break
-			}
-			q = "limit=100&cursor=" + url.QueryEscape(meta["next_cursor"].(string))
+				want := []any{recipientOf(tc.want)}
+				if !reflect.DeepEqual(d["recipients"], want) {
+					t.Fatalf("recipients = %v, want %v", d["recipients"], want)
+				}
+				m := w.newest(t)
+				if m["id"] != d["id"] || m["content"] != "@"+tc.want.handle+" ping" || m["message_type"] != "text" {
+					t.Fatalf("stored = %v", m)
+				}
+			})
 		}
-		if !seen["alice"] || !seen["bob"] || !seen["helper"] || walked < 3 {
-			t.Errorf("senders seen: %v in %d messages", seen, walked)
-		}
-	})
+	}
+}
 
-	t.Run("the first message titles the room", func(t *testing.T) {
-		room := w.newRoom(t, w.helper, "titled")
-		w.add(t, w.helper, room, w.coder)
-		expect(t, w.send(t, w.helper, room, "\u200bPlan the launch\nsecond line", byID(w.coder)), 201, "")
-		if r := w.get(t, w.helper, w.helper.at(room)); r.data(t)["title"] != "Plan the launch" {
-			t.Errorf("title = %v", r.data(t)["title"])
+func sendListsOnlyMentionKindRecipients(t *testing.T, w *messagesWorld) {
+	r := w.send(t, w.alice, w.room, "Status?", byID(w.coder),
+		mentionOf("id", w.helper.id, "kind", "reference"), mentionOf("handle", "bob", "kind", "mention"))
+	expect(t, r, 201, "")
+	if got, want := r.data(t)["recipients"], []any{recipientOf(w.coder), recipientOf(w.bob)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("recipients = %v, want %v", got, want)
+	}
+	m := w.newest(t)
+	if m["content"] != "@alice/coder @bob Status?" {
+		t.Errorf("content = %q", m["content"])
+	}
+	meta := m["metadata"].(map[string]any)
+	mentions := meta["mentions"].([]any)
+	wantMentions := []any{
+		map[string]any{"id": w.coder.id, "handle": w.coder.handle, "name": "Coder", "kind": "mention"},
+		map[string]any{"id": w.helper.id, "handle": w.helper.handle, "name": "Helper", "kind": "reference"},
+		map[string]any{"id": w.bob.id, "handle": "bob", "name": w.bob.name, "kind": "mention"},
+	}
+	if !reflect.DeepEqual(mentions, wantMentions) {
+		t.Errorf("mentions = %v", mentions)
+	}
+	// Only the mentioned agent gets a delivery (not the referenced
+	// agent, not the person).
+	ds := meta["delivery_status"].(map[string]any)
+	if len(ds) != 1 || ds[w.coder.id] == nil {
+		t.Errorf("delivery_status = %v", ds)
+	}
+}
+
+func sendTakesTheLongestContent(t *testing.T, w *messagesWorld) {
+	content := strings.Repeat("é", store.MaxTextLen)
+	expect(t, w.send(t, w.helper, w.room, content, byID(w.alice)), 201, "")
+	if got := w.newest(t)["content"]; got != "@alice "+content {
+		t.Errorf("content of %d characters stored as %d", store.MaxTextLen, len([]rune(got.(string))))
+	}
+}
+
+func sendTakesAnEmptyAttachmentList(t *testing.T, w *messagesWorld) {
+	r := w.ts.do(t, "POST", w.helper.at(w.room, "messages"), w.helper.cred,
+		msgOf("content", "no files", "mentions", []any{byID(w.alice)}, "attachment_ids", []string{}))
+	expect(t, r, 201, "")
+	if got := r.data(t)["recipients"]; !reflect.DeepEqual(got, []any{recipientOf(w.alice)}) {
+		t.Errorf("recipients = %v", got)
+	}
+	if m := w.newest(t); !reflect.DeepEqual(m["attachments"], []any{}) {
+		t.Errorf("attachments = %v", m["attachments"])
+	}
+}
+
+func sendPrependsUnreferencedMentions(t *testing.T, w *messagesWorld) {
+	for _, tc := range []struct {
+		name     string
+		content  string
+		mentions []any
+		want     string
+	}{
+		{"none referenced", "Please review", []any{byID(w.coder), byID(w.bob)}, "@alice/coder @bob Please review"},
+		{"already referenced", "Hey @alice/coder, look", []any{byID(w.coder)}, "Hey @alice/coder, look"},
+		{"referenced in another case, ending a sentence", "done, @ALICE/Coder.", []any{byID(w.coder)}, "done, @ALICE/Coder."},
+		{"referenced in parentheses", "ask (@bob)", []any{byID(w.bob)}, "ask (@bob)"},
+		{"referenced on a later line", "Report\n@alice/coder see above", []any{byID(w.coder)}, "Report\n@alice/coder see above"},
+		{"one of two referenced", "cc @bob", []any{byID(w.coder), byID(w.bob)}, "@alice/coder cc @bob"},
+		{"a longer handle is no reference", "thanks @alice/coder-2", []any{byID(w.coder)}, "@alice/coder thanks @alice/coder-2"},
+		{"an email address is no reference", "write to bob@bob.org", []any{byID(w.bob)}, "@bob write to bob@bob.org"},
+		{"a domain is no reference", "see @bob.org", []any{byID(w.bob)}, "@bob see @bob.org"},
+		{"the canonical handle is prepended", "x", []any{mentionOf("handle", "@ALICE/CODER")}, "@alice/coder x"},
+		{"references are not prepended", "See notes", []any{byID(w.coder), mentionOf("id", w.bob.id, "kind", "reference")}, "@alice/coder See notes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, w.send(t, w.alice, w.room, tc.content, tc.mentions...), 201, "")
+			if got := w.newest(t)["content"]; got != tc.want {
+				t.Fatalf("content = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func sendKeepsMetadataButNotDeliveryState(t *testing.T, w *messagesWorld) {
+	before := w.ts.snapshot(t)
+	r := w.ts.do(t, "POST", w.alice.at(w.room, "messages"), w.alice.cred, msgOf("content", "spoof", "mentions", []any{byID(w.coder)},
+		"metadata", map[string]any{"status": "processed", "current_attempt": 7, "attempts": []any{}, "delivery_status": map[string]any{}, "mentions": []any{}, "source": "a2a"}))
+	expect(t, r, 422, "validation_error")
+	details := errorDetails(t, r)
+	for _, key := range []string{"status", "current_attempt", "attempts", "delivery_status", "mentions"} {
+		if _, ok := details["/message/metadata/"+key]; !ok {
+			t.Errorf("details %v lack /message/metadata/%s", details, key)
 		}
-	})
+	}
+	w.ts.unchanged(t, before)
+
+	r = w.ts.do(t, "POST", w.alice.at(w.room, "messages"), w.alice.cred, msgOf("content", "kept", "mentions", []any{byID(w.coder)},
+		"metadata", map[string]any{"source": "a2a", "gateway_context_id": "ctx-1"}))
+	expect(t, r, 201, "")
+	meta := w.newest(t)["metadata"].(map[string]any)
+	if meta["source"] != "a2a" || meta["gateway_context_id"] != "ctx-1" {
+		t.Errorf("attached metadata lost: %v", meta)
+	}
+	if ds := meta["delivery_status"].(map[string]any); ds[w.coder.id] == nil || len(meta["mentions"].([]any)) != 1 {
+		t.Errorf("metadata = %v", meta)
+	}
+}
+
+func sendNamesEverySender(t *testing.T, w *messagesWorld) {
+	w.event(t, "thought", w.helper, w.room, "thought", "hmm", nil)
+	expect(t, w.send(t, w.bob, w.room, "hi", byID(w.helper)), 201, "")
+	senders := map[string]messagesParty{}
+	for _, p := range []messagesParty{w.alice, w.bob, w.helper, w.coder} {
+		senders[p.id] = p
+	}
+	seen := map[string]bool{}
+	walked := 0
+	q := "limit=100"
+	for {
+		r := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?"+q)
+		for _, it := range r.list(t) {
+			m := it.(map[string]any)
+			walked++
+			p, ok := senders[m["sender_id"].(string)]
+			if !ok || m["sender_name"] != p.name || m["sender_type"] != p.typ {
+				t.Fatalf("message %v: sender_name %v, sender_type %v", m["id"], m["sender_name"], m["sender_type"])
+			}
+			seen[p.label] = true
+		}
+		meta := r.meta(t)
+		if meta["has_more"] != true {
+			break
+		}
+		q = "limit=100&cursor=" + url.QueryEscape(meta["next_cursor"].(string))
+	}
+	if !seen["alice"] || !seen["bob"] || !seen["helper"] || walked < 3 {
+		t.Errorf("senders seen: %v in %d messages", seen, walked)
+	}
+}
+
+func sendTitlesTheRoom(t *testing.T, w *messagesWorld) {
+	room := w.newRoom(t, w.helper, "titled")
+	w.add(t, w.helper, room, w.coder)
+	expect(t, w.send(t, w.helper, room, "\u200bPlan the launch\nsecond line", byID(w.coder)), 201, "")
+	if r := w.get(t, w.helper, w.helper.at(room)); r.data(t)["title"] != "Plan the launch" {
+		t.Errorf("title = %v", r.data(t)["title"])
+	}
 }
 
 func TestMessagesSendAuthorization(t *testing.T) {
@@ -709,67 +720,89 @@ func TestEvents(t *testing.T) {
 		"attention":   map[string]any{"kind": "question", "blocking": true},
 	}
 
-	t.Run("every event type", func(t *testing.T) {
-		for _, typ := range store.EventTypes {
-			t.Run(typ, func(t *testing.T) {
-				id := w.event(t, typ, w.helper, w.room, typ, "a "+typ, metadataFor[typ])
-				m := w.byLabel(t, w.get(t, w.alice, w.alice.at(w.room, "messages")+"?limit=100"), typ)
-				if m["id"] != id || m["message_type"] != typ || m["content"] != "a "+typ ||
-					m["sender_id"] != w.helper.id || m["sender_type"] != "Agent" || m["sender_name"] != "Helper" {
-					t.Fatalf("stored = %v", m)
-				}
-				want := metadataFor[typ]
-				if want == nil {
-					want = map[string]any{}
-				}
-				if !reflect.DeepEqual(m["metadata"], want) {
-					t.Errorf("metadata = %v, want %v", m["metadata"], want)
-				}
-			})
-		}
-	})
+	t.Run("every event type", func(t *testing.T) { eventsOfEveryType(t, w, metadataFor) })
+	t.Run("sizes at the limits", func(t *testing.T) { eventsAtTheSizeLimits(t, w, path) })
+	t.Run("absent or null metadata", func(t *testing.T) { eventsWithoutMetadata(t, w, path) })
+	t.Run("attention kinds", func(t *testing.T) { eventsOfEveryAttentionKind(t, w) })
 
-	t.Run("sizes at the limits", func(t *testing.T) {
-		// Characters, not bytes: 16384 two-byte characters fit.
-		content := strings.Repeat("é", store.MaxEventContentLen)
-		id := w.event(t, "long", w.helper, w.room, "thought", content, nil)
-		m := w.byLabel(t, w.get(t, w.alice, w.alice.at(w.room, "messages")+"?message_type=thought&limit=100"), "long")
-		if m["id"] != id || m["content"] != content {
-			t.Errorf("long content was not stored whole")
-		}
-		// {"k":"xxx…"} serialized in exactly 65536 bytes.
-		exact := map[string]any{"k": strings.Repeat("x", store.MaxEventMetadataLen-8)}
-		if n := len(mustJSON(t, exact)); n != store.MaxEventMetadataLen {
-			t.Fatalf("test metadata is %d bytes", n)
-		}
-		w.event(t, "big", w.helper, w.room, "tool_result", "big", exact)
-		// Serialized means compact: spaces around the same object do not count.
-		spaced := fmt.Sprintf(`{"event": {"content": "spaced", "message_type": "tool_result", "metadata": {  "k" :  %q  } } }`, exact["k"])
-		expect(t, w.ts.do(t, "POST", path, w.helper.cred, spaced), 201, "")
-	})
+	w.ts.run(t, eventRefusals(w, path))
 
-	t.Run("absent or null metadata", func(t *testing.T) {
-		w.event(t, "absent", w.helper, w.room, "thought", "no metadata", nil)
-		r := w.ts.do(t, "POST", path, w.helper.cred, map[string]any{"event": map[string]any{"content": "explicit null", "message_type": "thought", "metadata": nil}})
-		expect(t, r, 201, "")
-		w.labels[r.data(t)["id"].(string)] = "explicit-null"
-		list := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?message_type=thought&limit=100")
-		for _, label := range []string{"absent", "explicit-null"} {
-			if m := w.byLabel(t, list, label); !reflect.DeepEqual(m["metadata"], map[string]any{}) {
-				t.Errorf("%s: metadata = %v", label, m["metadata"])
+	t.Run("events reach no agent", func(t *testing.T) { eventsReachNoAgent(t, w) })
+}
+
+func eventsOfEveryType(t *testing.T, w *messagesWorld, metadataFor map[string]any) {
+	for _, typ := range store.EventTypes {
+		t.Run(typ, func(t *testing.T) {
+			id := w.event(t, typ, w.helper, w.room, typ, "a "+typ, metadataFor[typ])
+			m := w.byLabel(t, w.get(t, w.alice, w.alice.at(w.room, "messages")+"?limit=100"), typ)
+			if m["id"] != id || m["message_type"] != typ || m["content"] != "a "+typ ||
+				m["sender_id"] != w.helper.id || m["sender_type"] != "Agent" || m["sender_name"] != "Helper" {
+				t.Fatalf("stored = %v", m)
 			}
-		}
-	})
+			want := metadataFor[typ]
+			if want == nil {
+				want = map[string]any{}
+			}
+			if !reflect.DeepEqual(m["metadata"], want) {
+				t.Errorf("metadata = %v, want %v", m["metadata"], want)
+			}
+		})
+	}
+}
 
-	t.Run("attention kinds", func(t *testing.T) {
-		for _, kind := range []string{"question", "assumption", "failure", "review"} {
-			w.event(t, "attention-"+kind, w.helper, w.room, "attention", "need a human", map[string]any{"kind": kind})
-		}
-		w.event(t, "attention-null-task", w.helper, w.room, "attention", "no task", map[string]any{"kind": "review", "task_id": nil, "blocking": false})
-		first := w.event(t, "attention-open", w.helper, w.room, "attention", "which db?", map[string]any{"kind": "question", "blocking": true})
-		w.event(t, "attention-resolved", w.helper, w.room, "attention", "postgres", map[string]any{"kind": "question", "resolves": first, "resolution": "postgres"})
-	})
+func eventsAtTheSizeLimits(t *testing.T, w *messagesWorld, path string) {
+	// Characters, not bytes: 16384 two-byte characters fit.
+	content := strings.Repeat("é", store.MaxEventContentLen)
+	id := w.event(t, "long", w.helper, w.room, "thought", content, nil)
+	m := w.byLabel(t, w.get(t, w.alice, w.alice.at(w.room, "messages")+"?message_type=thought&limit=100"), "long")
+	if m["id"] != id || m["content"] != content {
+		t.Errorf("long content was not stored whole")
+	}
+	// {"k":"xxx…"} serialized in exactly 65536 bytes.
+	exact := map[string]any{"k": strings.Repeat("x", store.MaxEventMetadataLen-8)}
+	if n := len(mustJSON(t, exact)); n != store.MaxEventMetadataLen {
+		t.Fatalf("test metadata is %d bytes", n)
+	}
+	w.event(t, "big", w.helper, w.room, "tool_result", "big", exact)
+	// Serialized means compact: spaces around the same object do not count.
+	spaced := fmt.Sprintf(`{"event": {"content": "spaced", "message_type": "tool_result", "metadata": {  "k" :  %q  } } }`, exact["k"])
+	expect(t, w.ts.do(t, "POST", path, w.helper.cred, spaced), 201, "")
+}
 
+func eventsWithoutMetadata(t *testing.T, w *messagesWorld, path string) {
+	w.event(t, "absent", w.helper, w.room, "thought", "no metadata", nil)
+	r := w.ts.do(t, "POST", path, w.helper.cred, map[string]any{"event": map[string]any{"content": "explicit null", "message_type": "thought", "metadata": nil}})
+	expect(t, r, 201, "")
+	w.labels[r.data(t)["id"].(string)] = "explicit-null"
+	list := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?message_type=thought&limit=100")
+	for _, label := range []string{"absent", "explicit-null"} {
+		if m := w.byLabel(t, list, label); !reflect.DeepEqual(m["metadata"], map[string]any{}) {
+			t.Errorf("%s: metadata = %v", label, m["metadata"])
+		}
+	}
+}
+
+func eventsOfEveryAttentionKind(t *testing.T, w *messagesWorld) {
+	for _, kind := range []string{"question", "assumption", "failure", "review"} {
+		w.event(t, "attention-"+kind, w.helper, w.room, "attention", "need a human", map[string]any{"kind": kind})
+	}
+	w.event(t, "attention-null-task", w.helper, w.room, "attention", "no task", map[string]any{"kind": "review", "task_id": nil, "blocking": false})
+	first := w.event(t, "attention-open", w.helper, w.room, "attention", "which db?", map[string]any{"kind": "question", "blocking": true})
+	w.event(t, "attention-resolved", w.helper, w.room, "attention", "postgres", map[string]any{"kind": "question", "resolves": first, "resolution": "postgres"})
+}
+
+func eventsReachNoAgent(t *testing.T, w *messagesWorld) {
+	for _, p := range []messagesParty{w.helper, w.coder} {
+		r := w.get(t, p, p.at(w.room, "messages")+"?status=all")
+		if got := w.names(t, r); got != "" {
+			t.Errorf("%s lists %s", p.label, got)
+		}
+	}
+}
+
+// eventRefusals are the 400 and 422 refusals of an event helper posts to
+// path.
+func eventRefusals(w *messagesWorld, path string) []scenario {
 	ev := func(kv ...any) any { return eventOf(kv...) }
 	rf := func(name string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: w.helper.cred, method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
@@ -778,7 +811,7 @@ func TestEvents(t *testing.T) {
 		return rf(name, body, 422, "validation_error", pointers...)
 	}
 	over := map[string]any{"k": strings.Repeat("x", store.MaxEventMetadataLen-7)}
-	w.ts.run(t, []scenario{
+	return []scenario{
 		v422("no body", nil, "/event"),
 		v422("no event object", map[string]any{}, "/event"),
 		v422("content and type missing", ev(), "/event/content", "/event/message_type"),
@@ -806,16 +839,7 @@ func TestEvents(t *testing.T) {
 			"/event/content", "/event/message_type", "/event/metadata"),
 		rf("unknown field", ev("content", "x", "message_type", "thought", "mentions", []any{}), 400, "unknown_field", "/event/mentions"),
 		rf("unknown top-level field", map[string]any{"event": map[string]any{"content": "x", "message_type": "thought"}, "message": map[string]any{}}, 400, "unknown_field", "/message"),
-	})
-
-	t.Run("events reach no agent", func(t *testing.T) {
-		for _, p := range []messagesParty{w.helper, w.coder} {
-			r := w.get(t, p, p.at(w.room, "messages")+"?status=all")
-			if got := w.names(t, r); got != "" {
-				t.Errorf("%s lists %s", p.label, got)
-			}
-		}
-	})
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -848,159 +872,166 @@ func TestAgentMessageListing(t *testing.T) {
 	w.mark(t, w.helper, room, e, "processing")
 	path := w.helper.at(room, "messages")
 
-	t.Run("status filter", func(t *testing.T) {
-		for _, tc := range []struct {
-			query  string
-			want   string
-			filter any
-		}{
-			{"", "a,b,d,e", nil},
-			{"status=pending", "a,d", "pending"},
-			{"status=processing", "b,e", "processing"},
-			{"status=processed", "c", "processed"},
-			{"status=failed", "d", "failed"},
-			{"status=all", "a,b,c,d,e", "all"},
-			{"status=all&sort_order=desc", "e,d,c,b,a", "all"},
-			{"sort_order=asc", "a,b,d,e", nil},
-			{"sort_order=desc", "e,d,b,a", nil},
-		} {
-			t.Run(tc.query, func(t *testing.T) {
-				r := w.get(t, w.helper, path+"?"+tc.query)
-				if got := w.names(t, r); got != tc.want {
-					t.Fatalf("listed %s, want %s", got, tc.want)
-				}
-				meta := r.meta(t)
-				if sf, ok := meta["status_filter"]; !ok || sf != tc.filter {
-					t.Errorf("status_filter = %v (present %v), want %v", sf, ok, tc.filter)
-				}
-				if meta["has_more"] != false || meta["next_cursor"] != nil || meta["limit"] != float64(20) {
-					t.Errorf("metadata = %v", meta)
-				}
-				if _, ok := meta["total_count"]; ok || r.header.Get("Deprecation") != "" {
-					t.Errorf("cursor mode carries offset paging: %v", meta)
-				}
-			})
-		}
-	})
+	t.Run("status filter", func(t *testing.T) { agentListingFiltersByStatus(t, w, path) })
+	t.Run("each message carries the agent's own state", func(t *testing.T) { agentListingShowsOwnState(t, w, path) })
+	t.Run("other agents see their own messages", func(t *testing.T) { agentListingIsPerAgent(t, w, room) })
+	t.Run("cursor paging", func(t *testing.T) { agentListingPagesByCursor(t, w, path) })
+	t.Run("legacy page and page_size", func(t *testing.T) { agentListingPagesByPage(t, w, path) })
+	t.Run("refusals", func(t *testing.T) { agentListingRefusals(t, w, room, path) })
+}
 
-	t.Run("each message carries the agent's own state", func(t *testing.T) {
-		r := w.get(t, w.helper, path+"?status=all")
-		for _, tc := range []struct {
-			label, status string
-			attempts      []string
-		}{
-			{"a", "pending", nil},
-			{"b", "processing", []string{"processing"}},
-			{"c", "processed", []string{"processed"}},
-			{"d", "failed", []string{"failed"}},
-			{"e", "processing", []string{"failed", "processing"}},
-		} {
-			m := w.byLabel(t, r, tc.label)
-			if m["message_type"] != "text" || m["sender_name"] == nil || m["sender_type"] == nil {
-				t.Errorf("%s: %v", tc.label, m)
-			}
-			meta := m["metadata"].(map[string]any)
-			attempts := meta["attempts"].([]any)
-			if meta["status"] != tc.status || meta["current_attempt"] != float64(len(tc.attempts)) || len(attempts) != len(tc.attempts) {
-				t.Errorf("%s: metadata = %v", tc.label, meta)
-				continue
-			}
-			for i, at := range attempts {
-				at := at.(map[string]any)
-				if at["status"] != tc.attempts[i] || at["attempt_number"] != float64(i+1) {
-					t.Errorf("%s: attempt %d = %v", tc.label, i, at)
-				}
-			}
-			// Only the reader's own delivery is shown to an agent.
-			if ds := meta["delivery_status"].(map[string]any); len(ds) != 1 || ds[w.helper.id] == nil {
-				t.Errorf("%s: delivery_status = %v", tc.label, ds)
-			}
-		}
-		if attempts := w.byLabel(t, r, "d")["metadata"].(map[string]any)["attempts"].([]any); attempts[0].(map[string]any)["error"] != "x" {
-			t.Errorf("failed attempt = %v", attempts[0])
-		}
-	})
-
-	t.Run("other agents see their own messages", func(t *testing.T) {
-		r := w.get(t, w.coder, w.coder.at(room, "messages")+"?status=all")
-		if got := w.names(t, r); got != "to-coder,reference,d" {
-			t.Errorf("coder lists %s", got)
-		}
-	})
-
-	t.Run("cursor paging", func(t *testing.T) {
-		for _, tc := range []struct{ query, want string }{
-			{"status=all&limit=2", "a,b|c,d|e"},
-			{"status=all&limit=2&sort_order=desc", "e,d|c,b|a"},
-			{"limit=3", "a,b,d|e"},
-			{"status=all&limit=5", "a,b,c,d,e"},
-			{"status=all&limit=1", "a|b|c|d|e"},
-		} {
-			if got := w.walk(t, w.helper, path, tc.query); got != tc.want {
-				t.Errorf("%s: walked %s, want %s", tc.query, got, tc.want)
-			}
-		}
-	})
-
-	t.Run("legacy page and page_size", func(t *testing.T) {
-		for _, tc := range []struct {
-			query              string
-			want               string
-			page, total, pages float64
-			more               bool
-		}{
-			{"status=all&page=2&page_size=2", "c,d", 2, 5, 3, true},
-			{"status=all&page=3&page_size=2", "e", 3, 5, 3, false},
-			{"page=1&page_size=3", "a,b,d", 1, 4, 2, true},
-			{"status=all&page=9&page_size=2", "", 9, 5, 3, false},
-		} {
+func agentListingFiltersByStatus(t *testing.T, w *messagesWorld, path string) {
+	for _, tc := range []struct {
+		query  string
+		want   string
+		filter any
+	}{
+		{"", "a,b,d,e", nil},
+		{"status=pending", "a,d", "pending"},
+		{"status=processing", "b,e", "processing"},
+		{"status=processed", "c", "processed"},
+		{"status=failed", "d", "failed"},
+		{"status=all", "a,b,c,d,e", "all"},
+		{"status=all&sort_order=desc", "e,d,c,b,a", "all"},
+		{"sort_order=asc", "a,b,d,e", nil},
+		{"sort_order=desc", "e,d,b,a", nil},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
 			r := w.get(t, w.helper, path+"?"+tc.query)
 			if got := w.names(t, r); got != tc.want {
-				t.Errorf("%s: listed %s, want %s", tc.query, got, tc.want)
+				t.Fatalf("listed %s, want %s", got, tc.want)
 			}
 			meta := r.meta(t)
-			if meta["page"] != tc.page || meta["total_count"] != tc.total || meta["total_pages"] != tc.pages || meta["has_more"] != tc.more {
-				t.Errorf("%s: metadata = %v", tc.query, meta)
+			if sf, ok := meta["status_filter"]; !ok || sf != tc.filter {
+				t.Errorf("status_filter = %v (present %v), want %v", sf, ok, tc.filter)
 			}
-			if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
-				t.Errorf("%s: Deprecation %q Sunset %q", tc.query, r.header.Get("Deprecation"), r.header.Get("Sunset"))
+			if meta["has_more"] != false || meta["next_cursor"] != nil || meta["limit"] != float64(20) {
+				t.Errorf("metadata = %v", meta)
 			}
-		}
-	})
-
-	t.Run("refusals", func(t *testing.T) {
-		asc := w.get(t, w.helper, path+"?status=all&limit=1").meta(t)["next_cursor"].(string)
-		other := w.newRoom(t, w.alice, "other")
-		w.add(t, w.alice, other, w.helper)
-		w.mustSend(t, "o1", w.alice, other, "o1", byID(w.helper))
-		w.mustSend(t, "o2", w.alice, other, "o2", byID(w.helper))
-		fromOther := w.get(t, w.helper, w.helper.at(other, "messages")+"?limit=1").meta(t)["next_cursor"].(string)
-		get := func(name, query string, status int, code string, pointers ...string) scenario {
-			return scenario{name: name, cred: w.helper.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
-		}
-		w.ts.run(t, []scenario{
-			get("garbage cursor", "cursor=garbage", 422, "invalid_cursor", "/cursor"),
-			get("tampered cursor", "cursor="+url.QueryEscape(flipChar(asc, len(asc)-5)), 422, "invalid_cursor", "/cursor"),
-			get("cursor of another sort order", "sort_order=desc&cursor="+url.QueryEscape(asc), 422, "invalid_cursor", "/cursor"),
-			get("cursor of another room", "cursor="+url.QueryEscape(fromOther), 422, "invalid_cursor", "/cursor"),
-			get("limit 0", "limit=0", 422, "validation_error", "/limit"),
-			get("limit 101", "limit=101", 422, "validation_error", "/limit"),
-			get("limit not a number", "limit=all", 422, "validation_error", "/limit"),
-			get("page 0", "page=0", 422, "validation_error", "/page"),
-			get("page_size 101", "page_size=101", 422, "validation_error", "/page_size"),
-			get("cursor with page", "cursor="+url.QueryEscape(asc)+"&page=1", 422, "validation_error"),
-			get("unknown status", "status=delivered", 422, "validation_error", "/status"),
-			get("empty status", "status=", 422, "validation_error", "/status"),
-			get("unknown sort order", "sort_order=newest", 422, "validation_error", "/sort_order"),
-			{name: "an agent not in the room", cred: w.idle.cred, method: "GET", path: w.idle.at(room, "messages"), status: 404, code: "not_found"},
-			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(unknownID, "messages"), status: 404, code: "not_found"},
-			{name: "a person's key", cred: w.alice.cred, method: "GET", path: path, status: 403},
+			if _, ok := meta["total_count"]; ok || r.header.Get("Deprecation") != "" {
+				t.Errorf("cursor mode carries offset paging: %v", meta)
+			}
 		})
-		// The cursor of a page still works where it was issued.
-		if got := w.names(t, w.get(t, w.helper, path+"?status=all&limit=1&cursor="+url.QueryEscape(asc))); got != "b" {
-			t.Errorf("after the asc cursor: %s", got)
+	}
+}
+
+func agentListingShowsOwnState(t *testing.T, w *messagesWorld, path string) {
+	r := w.get(t, w.helper, path+"?status=all")
+	for _, tc := range []struct {
+		label, status string
+		attempts      []string
+	}{
+		{"a", "pending", nil},
+		{"b", "processing", []string{"processing"}},
+		{"c", "processed", []string{"processed"}},
+		{"d", "failed", []string{"failed"}},
+		{"e", "processing", []string{"failed", "processing"}},
+	} {
+		m := w.byLabel(t, r, tc.label)
+		if m["message_type"] != "text" || m["sender_name"] == nil || m["sender_type"] == nil {
+			t.Errorf("%s: %v", tc.label, m)
 		}
+		meta := m["metadata"].(map[string]any)
+		attempts := meta["attempts"].([]any)
+		if meta["status"] != tc.status || meta["current_attempt"] != float64(len(tc.attempts)) || len(attempts) != len(tc.attempts) {
+			t.Errorf("%s: metadata = %v", tc.label, meta)
+			continue
+		}
+		for i, at := range attempts {
+			at := at.(map[string]any)
+			if at["status"] != tc.attempts[i] || at["attempt_number"] != float64(i+1) {
+				t.Errorf("%s: attempt %d = %v", tc.label, i, at)
+			}
+		}
+		// Only the reader's own delivery is shown to an agent.
+		if ds := meta["delivery_status"].(map[string]any); len(ds) != 1 || ds[w.helper.id] == nil {
+			t.Errorf("%s: delivery_status = %v", tc.label, ds)
+		}
+	}
+	if attempts := w.byLabel(t, r, "d")["metadata"].(map[string]any)["attempts"].([]any); attempts[0].(map[string]any)["error"] != "x" {
+		t.Errorf("failed attempt = %v", attempts[0])
+	}
+}
+
+func agentListingIsPerAgent(t *testing.T, w *messagesWorld, room string) {
+	r := w.get(t, w.coder, w.coder.at(room, "messages")+"?status=all")
+	if got := w.names(t, r); got != "to-coder,reference,d" {
+		t.Errorf("coder lists %s", got)
+	}
+}
+
+func agentListingPagesByCursor(t *testing.T, w *messagesWorld, path string) {
+	for _, tc := range []struct{ query, want string }{
+		{"status=all&limit=2", "a,b|c,d|e"},
+		{"status=all&limit=2&sort_order=desc", "e,d|c,b|a"},
+		{"limit=3", "a,b,d|e"},
+		{"status=all&limit=5", "a,b,c,d,e"},
+		{"status=all&limit=1", "a|b|c|d|e"},
+	} {
+		if got := w.walk(t, w.helper, path, tc.query); got != tc.want {
+			t.Errorf("%s: walked %s, want %s", tc.query, got, tc.want)
+		}
+	}
+}
+
+func agentListingPagesByPage(t *testing.T, w *messagesWorld, path string) {
+	for _, tc := range []struct {
+		query              string
+		want               string
+		page, total, pages float64
+		more               bool
+	}{
+		{"status=all&page=2&page_size=2", "c,d", 2, 5, 3, true},
+		{"status=all&page=3&page_size=2", "e", 3, 5, 3, false},
+		{"page=1&page_size=3", "a,b,d", 1, 4, 2, true},
+		{"status=all&page=9&page_size=2", "", 9, 5, 3, false},
+	} {
+		r := w.get(t, w.helper, path+"?"+tc.query)
+		if got := w.names(t, r); got != tc.want {
+			t.Errorf("%s: listed %s, want %s", tc.query, got, tc.want)
+		}
+		meta := r.meta(t)
+		if meta["page"] != tc.page || meta["total_count"] != tc.total || meta["total_pages"] != tc.pages || meta["has_more"] != tc.more {
+			t.Errorf("%s: metadata = %v", tc.query, meta)
+		}
+		if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
+			t.Errorf("%s: Deprecation %q Sunset %q", tc.query, r.header.Get("Deprecation"), r.header.Get("Sunset"))
+		}
+	}
+}
+
+func agentListingRefusals(t *testing.T, w *messagesWorld, room, path string) {
+	asc := w.get(t, w.helper, path+"?status=all&limit=1").meta(t)["next_cursor"].(string)
+	other := w.newRoom(t, w.alice, "other")
+	w.add(t, w.alice, other, w.helper)
+	w.mustSend(t, "o1", w.alice, other, "o1", byID(w.helper))
+	w.mustSend(t, "o2", w.alice, other, "o2", byID(w.helper))
+	fromOther := w.get(t, w.helper, w.helper.at(other, "messages")+"?limit=1").meta(t)["next_cursor"].(string)
+	get := func(name, query string, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: w.helper.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
+	}
+	w.ts.run(t, []scenario{
+		get("garbage cursor", "cursor=garbage", 422, "invalid_cursor", "/cursor"),
+		get("tampered cursor", "cursor="+url.QueryEscape(flipChar(asc, len(asc)-5)), 422, "invalid_cursor", "/cursor"),
+		get("cursor of another sort order", "sort_order=desc&cursor="+url.QueryEscape(asc), 422, "invalid_cursor", "/cursor"),
+		get("cursor of another room", "cursor="+url.QueryEscape(fromOther), 422, "invalid_cursor", "/cursor"),
+		get("limit 0", "limit=0", 422, "validation_error", "/limit"),
+		get("limit 101", "limit=101", 422, "validation_error", "/limit"),
+		get("limit not a number", "limit=all", 422, "validation_error", "/limit"),
+		get("page 0", "page=0", 422, "validation_error", "/page"),
+		get("page_size 101", "page_size=101", 422, "validation_error", "/page_size"),
+		get("cursor with page", "cursor="+url.QueryEscape(asc)+"&page=1", 422, "validation_error"),
+		get("unknown status", "status=delivered", 422, "validation_error", "/status"),
+		get("empty status", "status=", 422, "validation_error", "/status"),
+		get("unknown sort order", "sort_order=newest", 422, "validation_error", "/sort_order"),
+		{name: "an agent not in the room", cred: w.idle.cred, method: "GET", path: w.idle.at(room, "messages"), status: 404, code: "not_found"},
+		{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(unknownID, "messages"), status: 404, code: "not_found"},
+		{name: "a person's key", cred: w.alice.cred, method: "GET", path: path, status: 403},
 	})
+	// The cursor of a page still works where it was issued.
+	if got := w.names(t, w.get(t, w.helper, path+"?status=all&limit=1&cursor="+url.QueryEscape(asc))); got != "b" {
+		t.Errorf("after the asc cursor: %s", got)
+	}
 }
 
 func TestHumanMessageHistory(t *testing.T) {
@@ -1020,127 +1051,134 @@ func TestHumanMessageHistory(t *testing.T) {
 	all := w.get(t, w.alice, path)
 	sinceT2 := w.byLabel(t, all, "t2")["inserted_at"].(string)
 
-	t.Run("listing and filters", func(t *testing.T) {
-		for _, tc := range []struct {
-			as    messagesParty
-			query string
-			want  string
-		}{
-			{w.alice, "", "t3,e2,t2,e1,t1"},
-			{w.bob, "", "t3,e2,t2,e1,t1"},
-			{w.alice, "message_type=text", "t3,t2,t1"},
-			{w.alice, "message_type=thought", "e1"},
-			{w.alice, "message_type=tool_call", "e2"},
-			{w.alice, "message_type=attention", ""},
-			{w.alice, "since=" + url.QueryEscape(sinceT2), "t3,e2"},
-			{w.alice, "since=2000-01-01T00:00:00Z", "t3,e2,t2,e1,t1"},
-			{w.alice, "since=2999-01-01T00:00:00%2B02:00", ""},
-			{w.alice, "message_type=text&since=" + url.QueryEscape(sinceT2), "t3"},
-		} {
-			r := w.get(t, tc.as, path+"?"+tc.query)
-			if got := w.names(t, r); got != tc.want {
-				t.Errorf("%s %s: listed %s, want %s", tc.as.label, tc.query, got, tc.want)
-			}
-			meta := r.meta(t)
-			if meta["has_more"] != false || meta["next_cursor"] != nil || meta["limit"] != float64(20) {
-				t.Errorf("%s: metadata = %v", tc.query, meta)
-			}
-		}
-	})
+	t.Run("listing and filters", func(t *testing.T) { historyListsAndFilters(t, w, path, sinceT2, t2, t3) })
+	t.Run("delivery status per mentioned agent", func(t *testing.T) { historyShowsEachAgentsDelivery(t, w, t2, t3, all) })
+	t.Run("cursor paging, newest first", func(t *testing.T) { historyPagesByCursor(t, w, path, t2, t3) })
+	t.Run("legacy page and page_size", func(t *testing.T) { historyPagesByPage(t, w, path, t2) })
+	t.Run("a person reads a room through an agent it owns", func(t *testing.T) { historyReadsThroughAnOwnedAgent(t, w, room) })
+	t.Run("refusals", func(t *testing.T) { historyRefusals(t, w, room, path, sinceT2) })
+}
 
-	t.Run("delivery status per mentioned agent", func(t *testing.T) {
-		ds := func(label string) map[string]any {
-			return w.byLabel(t, all, label)["metadata"].(map[string]any)["delivery_status"].(map[string]any)
-		}
-		t3ds := ds("t3")
-		if len(t3ds) != 2 {
-			t.Fatalf("t3 delivery_status = %v", t3ds)
-		}
-		h := t3ds[w.helper.id].(map[string]any)
-		if h["status"] != "processed" || h["current_attempt"] != float64(1) || h["processed_at"] == nil {
-			t.Errorf("helper's t3 = %v", h)
-		}
-		if at := h["attempts"].([]any); len(at) != 1 || at[0].(map[string]any)["status"] != "processed" || at[0].(map[string]any)["completed_at"] == nil {
-			t.Errorf("helper's t3 attempts = %v", at)
-		}
-		c := t3ds[w.coder.id].(map[string]any)
-		if c["status"] != "pending" || c["current_attempt"] != float64(0) || !reflect.DeepEqual(c["attempts"], []any{}) || c["processed_at"] != nil {
-			t.Errorf("coder's t3 = %v", c)
-		}
-		// t2 mentions alice (a person: no delivery) and coder.
-		t2ds := ds("t2")
-		if len(t2ds) != 1 || t2ds[w.coder.id].(map[string]any)["status"] != "processing" {
-			t.Errorf("t2 delivery_status = %v", t2ds)
-		}
-		// A person reading has no own status at the top of metadata.
-		if meta := w.byLabel(t, all, "t3")["metadata"].(map[string]any); meta["status"] != nil || meta["attempts"] != nil {
-			t.Errorf("t3 metadata = %v", meta)
-		}
-		// An event's metadata is what was posted.
-		if meta := w.byLabel(t, all, "e2")["metadata"]; !reflect.DeepEqual(meta, map[string]any{"id": "c1"}) {
-			t.Errorf("e2 metadata = %v", meta)
-		}
-	})
-
-	t.Run("cursor paging, newest first", func(t *testing.T) {
-		if got := w.walk(t, w.alice, path, "limit=2"); got != "t3,e2|t2,e1|t1" {
-			t.Errorf("walked %s", got)
-		}
-		if got := w.walk(t, w.alice, path, "limit=1&message_type=text"); got != "t3|t2|t1" {
-			t.Errorf("walked text %s", got)
-		}
-	})
-
-	t.Run("legacy page and page_size", func(t *testing.T) {
-		r := w.get(t, w.alice, path+"?page=2&page_size=2")
-		if got := w.names(t, r); got != "t2,e1" {
-			t.Errorf("page 2 = %s", got)
+func historyListsAndFilters(t *testing.T, w *messagesWorld, path, sinceT2, t2, t3 string) {
+	for _, tc := range []struct {
+		as    messagesParty
+		query string
+		want  string
+	}{
+		{w.alice, "", "t3,e2,t2,e1,t1"},
+		{w.bob, "", "t3,e2,t2,e1,t1"},
+		{w.alice, "message_type=text", "t3,t2,t1"},
+		{w.alice, "message_type=thought", "e1"},
+		{w.alice, "message_type=tool_call", "e2"},
+		{w.alice, "message_type=attention", ""},
+		{w.alice, "since=" + url.QueryEscape(sinceT2), "t3,e2"},
+		{w.alice, "since=2000-01-01T00:00:00Z", "t3,e2,t2,e1,t1"},
+		{w.alice, "since=2999-01-01T00:00:00%2B02:00", ""},
+		{w.alice, "message_type=text&since=" + url.QueryEscape(sinceT2), "t3"},
+	} {
+		r := w.get(t, tc.as, path+"?"+tc.query)
+		if got := w.names(t, r); got != tc.want {
+			t.Errorf("%s %s: listed %s, want %s", tc.as.label, tc.query, got, tc.want)
 		}
 		meta := r.meta(t)
-		if meta["page"] != float64(2) || meta["page_size"] != float64(2) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["has_more"] != true {
-			t.Errorf("metadata = %v", meta)
+		if meta["has_more"] != false || meta["next_cursor"] != nil || meta["limit"] != float64(20) {
+			t.Errorf("%s: metadata = %v", tc.query, meta)
 		}
-		if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
-			t.Errorf("Deprecation %q Sunset %q", r.header.Get("Deprecation"), r.header.Get("Sunset"))
-		}
-	})
+	}
+}
 
-	t.Run("a person reads a room through an agent it owns", func(t *testing.T) {
-		agentRoom := w.newRoom(t, w.helper, "agent room")
-		w.add(t, w.helper, agentRoom, w.coder)
-		w.mustSend(t, "ar1", w.helper, agentRoom, "hello", byID(w.coder))
-		w.event(t, "ar2", w.coder, agentRoom, "thought", "on it", nil)
-		if got := w.names(t, w.get(t, w.alice, w.alice.at(agentRoom, "messages"))); got != "ar2,ar1" {
-			t.Errorf("alice reads %s", got)
-		}
-		// bob owns no agent there and is no participant.
-		expect(t, w.ts.do(t, "GET", w.bob.at(agentRoom, "messages"), w.bob.cred, nil), 404, "not_found")
-	})
+func historyShowsEachAgentsDelivery(t *testing.T, w *messagesWorld, t2, t3 string, all *response) {
+	ds := func(label string) map[string]any {
+		return w.byLabel(t, all, label)["metadata"].(map[string]any)["delivery_status"].(map[string]any)
+	}
+	t3ds := ds("t3")
+	if len(t3ds) != 2 {
+		t.Fatalf("t3 delivery_status = %v", t3ds)
+	}
+	h := t3ds[w.helper.id].(map[string]any)
+	if h["status"] != "processed" || h["current_attempt"] != float64(1) || h["processed_at"] == nil {
+		t.Errorf("helper's t3 = %v", h)
+	}
+	if at := h["attempts"].([]any); len(at) != 1 || at[0].(map[string]any)["status"] != "processed" || at[0].(map[string]any)["completed_at"] == nil {
+		t.Errorf("helper's t3 attempts = %v", at)
+	}
+	c := t3ds[w.coder.id].(map[string]any)
+	if c["status"] != "pending" || c["current_attempt"] != float64(0) || !reflect.DeepEqual(c["attempts"], []any{}) || c["processed_at"] != nil {
+		t.Errorf("coder's t3 = %v", c)
+	}
+	// t2 mentions alice (a person: no delivery) and coder.
+	t2ds := ds("t2")
+	if len(t2ds) != 1 || t2ds[w.coder.id].(map[string]any)["status"] != "processing" {
+		t.Errorf("t2 delivery_status = %v", t2ds)
+	}
+	// A person reading has no own status at the top of metadata.
+	if meta := w.byLabel(t, all, "t3")["metadata"].(map[string]any); meta["status"] != nil || meta["attempts"] != nil {
+		t.Errorf("t3 metadata = %v", meta)
+	}
+	// An event's metadata is what was posted.
+	if meta := w.byLabel(t, all, "e2")["metadata"]; !reflect.DeepEqual(meta, map[string]any{"id": "c1"}) {
+		t.Errorf("e2 metadata = %v", meta)
+	}
+}
 
-	t.Run("refusals", func(t *testing.T) {
-		textCursor := w.get(t, w.alice, path+"?limit=1&message_type=text").meta(t)["next_cursor"].(string)
-		get := func(name string, as messagesParty, query string, status int, code string, pointers ...string) scenario {
-			return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
-		}
-		w.ts.run(t, []scenario{
-			get("since with cursor", w.alice, "since="+url.QueryEscape(sinceT2)+"&cursor="+url.QueryEscape(textCursor), 422, "validation_error", "/since"),
-			get("since not a date-time", w.alice, "since=yesterday", 422, "validation_error", "/since"),
-			get("unknown message type", w.alice, "message_type=shout", 422, "validation_error", "/message_type"),
-			get("cursor of another filter", w.alice, "cursor="+url.QueryEscape(textCursor), 422, "invalid_cursor", "/cursor"),
-			get("garbage cursor", w.alice, "cursor=%00zz", 422, "invalid_cursor", "/cursor"),
-			get("limit 0", w.alice, "limit=0", 422, "validation_error", "/limit"),
-			get("limit 101", w.alice, "limit=101", 422, "validation_error", "/limit"),
-			get("page_size 0", w.alice, "page_size=0", 422, "validation_error", "/page_size"),
-			get("a person not in the room", w.carol, "", 404, "not_found"),
-			get("an agent's key", w.helper, "", 403, ""),
-			{name: "an unknown room", cred: w.alice.cred, method: "GET", path: w.alice.at(unknownID, "messages"), status: 404, code: "not_found"},
-			{name: "a malformed room id", cred: w.alice.cred, method: "GET", path: w.alice.at("nope", "messages"), status: 404, code: "not_found"},
-		})
-		// A blocked person reads nothing.
-		expect(t, w.ts.do(t, "PATCH", w.alice.at(room, "participants", w.bob.id), w.alice.cred,
-			map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
-		expect(t, w.ts.do(t, "GET", path, w.bob.cred, nil), 404, "not_found")
+func historyPagesByCursor(t *testing.T, w *messagesWorld, path, t2, t3 string) {
+	if got := w.walk(t, w.alice, path, "limit=2"); got != "t3,e2|t2,e1|t1" {
+		t.Errorf("walked %s", got)
+	}
+	if got := w.walk(t, w.alice, path, "limit=1&message_type=text"); got != "t3|t2|t1" {
+		t.Errorf("walked text %s", got)
+	}
+}
+
+func historyPagesByPage(t *testing.T, w *messagesWorld, path, t2 string) {
+	r := w.get(t, w.alice, path+"?page=2&page_size=2")
+	if got := w.names(t, r); got != "t2,e1" {
+		t.Errorf("page 2 = %s", got)
+	}
+	meta := r.meta(t)
+	if meta["page"] != float64(2) || meta["page_size"] != float64(2) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["has_more"] != true {
+		t.Errorf("metadata = %v", meta)
+	}
+	if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
+		t.Errorf("Deprecation %q Sunset %q", r.header.Get("Deprecation"), r.header.Get("Sunset"))
+	}
+}
+
+func historyReadsThroughAnOwnedAgent(t *testing.T, w *messagesWorld, room string) {
+	agentRoom := w.newRoom(t, w.helper, "agent room")
+	w.add(t, w.helper, agentRoom, w.coder)
+	w.mustSend(t, "ar1", w.helper, agentRoom, "hello", byID(w.coder))
+	w.event(t, "ar2", w.coder, agentRoom, "thought", "on it", nil)
+	if got := w.names(t, w.get(t, w.alice, w.alice.at(agentRoom, "messages"))); got != "ar2,ar1" {
+		t.Errorf("alice reads %s", got)
+	}
+	// bob owns no agent there and is no participant.
+	expect(t, w.ts.do(t, "GET", w.bob.at(agentRoom, "messages"), w.bob.cred, nil), 404, "not_found")
+}
+
+func historyRefusals(t *testing.T, w *messagesWorld, room, path, sinceT2 string) {
+	textCursor := w.get(t, w.alice, path+"?limit=1&message_type=text").meta(t)["next_cursor"].(string)
+	get := func(name string, as messagesParty, query string, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
+	}
+	w.ts.run(t, []scenario{
+		get("since with cursor", w.alice, "since="+url.QueryEscape(sinceT2)+"&cursor="+url.QueryEscape(textCursor), 422, "validation_error", "/since"),
+		get("since not a date-time", w.alice, "since=yesterday", 422, "validation_error", "/since"),
+		get("unknown message type", w.alice, "message_type=shout", 422, "validation_error", "/message_type"),
+		get("cursor of another filter", w.alice, "cursor="+url.QueryEscape(textCursor), 422, "invalid_cursor", "/cursor"),
+		get("garbage cursor", w.alice, "cursor=%00zz", 422, "invalid_cursor", "/cursor"),
+		get("limit 0", w.alice, "limit=0", 422, "validation_error", "/limit"),
+		get("limit 101", w.alice, "limit=101", 422, "validation_error", "/limit"),
+		get("page_size 0", w.alice, "page_size=0", 422, "validation_error", "/page_size"),
+		get("a person not in the room", w.carol, "", 404, "not_found"),
+		get("an agent's key", w.helper, "", 403, ""),
+		{name: "an unknown room", cred: w.alice.cred, method: "GET", path: w.alice.at(unknownID, "messages"), status: 404, code: "not_found"},
+		{name: "a malformed room id", cred: w.alice.cred, method: "GET", path: w.alice.at("nope", "messages"), status: 404, code: "not_found"},
 	})
+	// A blocked person reads nothing.
+	expect(t, w.ts.do(t, "PATCH", w.alice.at(room, "participants", w.bob.id), w.alice.cred,
+		map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
+	expect(t, w.ts.do(t, "GET", path, w.bob.cred, nil), 404, "not_found")
 }
 
 func TestAgentContext(t *testing.T) {
@@ -1159,75 +1197,80 @@ func TestAgentContext(t *testing.T) {
 	w.mark(t, w.helper, room, t1, "processed")
 	path := w.helper.at(room, "context")
 
-	t.Run("what the agent sent and what mentions it, oldest first", func(t *testing.T) {
-		for _, tc := range []struct {
-			as   messagesParty
-			want string
-		}{
-			{w.helper, "t1,e1,t3,t5,e3"},
-			{w.coder, "t2,e2,t4,t5"},
-		} {
-			r := w.get(t, tc.as, tc.as.at(room, "context"))
-			if got := w.names(t, r); got != tc.want {
-				t.Errorf("%s: context %s, want %s", tc.as.label, got, tc.want)
-			}
-			body := r.json(t)
-			meta, deprecated := body["metadata"], body["meta"]
-			if meta == nil || !reflect.DeepEqual(meta, deprecated) {
-				t.Errorf("%s: metadata %v, meta %v", tc.as.label, meta, deprecated)
-			}
-			m := meta.(map[string]any)
-			if m["has_more"] != false || m["next_cursor"] != nil || m["limit"] != float64(50) {
-				t.Errorf("%s: metadata = %v", tc.as.label, m)
-			}
-		}
-	})
+	t.Run("what the agent sent and what mentions it, oldest first", func(t *testing.T) { contextListsSentAndMentioning(t, w, room, t1) })
+	t.Run("messages carry their metadata", func(t *testing.T) { contextCarriesMetadata(t, w, path, t1) })
+	t.Run("paging", func(t *testing.T) { contextPages(t, w, path, t1) })
+	t.Run("refusals", func(t *testing.T) { contextRefusals(t, w, room, path) })
+}
 
-	t.Run("messages carry their metadata", func(t *testing.T) {
-		r := w.get(t, w.helper, path)
-		if meta := w.byLabel(t, r, "t1")["metadata"].(map[string]any); meta["status"] != "processed" || meta["current_attempt"] != float64(1) {
-			t.Errorf("t1 metadata = %v", meta)
-		}
-		if meta := w.byLabel(t, r, "e1")["metadata"]; !reflect.DeepEqual(meta, map[string]any{"step": 1.0}) {
-			t.Errorf("e1 metadata = %v", meta)
-		}
-		if m := w.byLabel(t, r, "t3"); m["sender_id"] != w.helper.id || m["sender_name"] != "Helper" || m["sender_type"] != "Agent" {
-			t.Errorf("t3 = %v", m)
-		}
-	})
-
-	t.Run("paging", func(t *testing.T) {
-		if got := w.walk(t, w.helper, path, "limit=2"); got != "t1,e1|t3,t5|e3" {
-			t.Errorf("walked %s", got)
-		}
-		r := w.get(t, w.helper, path+"?page=2&page_size=2")
-		if got := w.names(t, r); got != "t3,t5" {
-			t.Errorf("page 2 = %s", got)
+func contextListsSentAndMentioning(t *testing.T, w *messagesWorld, room, t1 string) {
+	for _, tc := range []struct {
+		as   messagesParty
+		want string
+	}{
+		{w.helper, "t1,e1,t3,t5,e3"},
+		{w.coder, "t2,e2,t4,t5"},
+	} {
+		r := w.get(t, tc.as, tc.as.at(room, "context"))
+		if got := w.names(t, r); got != tc.want {
+			t.Errorf("%s: context %s, want %s", tc.as.label, got, tc.want)
 		}
 		body := r.json(t)
-		meta := body["metadata"].(map[string]any)
-		if meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["page"] != float64(2) || !reflect.DeepEqual(meta, body["meta"]) {
-			t.Errorf("metadata %v, meta %v", meta, body["meta"])
+		meta, deprecated := body["metadata"], body["meta"]
+		if meta == nil || !reflect.DeepEqual(meta, deprecated) {
+			t.Errorf("%s: metadata %v, meta %v", tc.as.label, meta, deprecated)
 		}
-		if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
-			t.Errorf("Deprecation %q Sunset %q", r.header.Get("Deprecation"), r.header.Get("Sunset"))
+		m := meta.(map[string]any)
+		if m["has_more"] != false || m["next_cursor"] != nil || m["limit"] != float64(50) {
+			t.Errorf("%s: metadata = %v", tc.as.label, m)
 		}
-	})
+	}
+}
 
-	t.Run("refusals", func(t *testing.T) {
-		fromMessages := w.get(t, w.helper, w.helper.at(room, "messages")+"?status=all&limit=1").meta(t)["next_cursor"].(string)
-		get := func(name string, as messagesParty, query string, status int, code string, pointers ...string) scenario {
-			return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
-		}
-		w.ts.run(t, []scenario{
-			get("limit 0", w.helper, "limit=0", 422, "validation_error", "/limit"),
-			get("limit 101", w.helper, "limit=101", 422, "validation_error", "/limit"),
-			get("garbage cursor", w.helper, "cursor=abc.def", 422, "invalid_cursor", "/cursor"),
-			get("cursor of the messages listing", w.helper, "cursor="+url.QueryEscape(fromMessages), 422, "invalid_cursor", "/cursor"),
-			get("an agent not in the room", w.idle, "", 404, "not_found"),
-			get("a person's key", w.alice, "", 403, "forbidden"),
-			{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(unknownID, "context"), status: 404, code: "not_found"},
-		})
+func contextCarriesMetadata(t *testing.T, w *messagesWorld, path, t1 string) {
+	r := w.get(t, w.helper, path)
+	if meta := w.byLabel(t, r, "t1")["metadata"].(map[string]any); meta["status"] != "processed" || meta["current_attempt"] != float64(1) {
+		t.Errorf("t1 metadata = %v", meta)
+	}
+	if meta := w.byLabel(t, r, "e1")["metadata"]; !reflect.DeepEqual(meta, map[string]any{"step": 1.0}) {
+		t.Errorf("e1 metadata = %v", meta)
+	}
+	if m := w.byLabel(t, r, "t3"); m["sender_id"] != w.helper.id || m["sender_name"] != "Helper" || m["sender_type"] != "Agent" {
+		t.Errorf("t3 = %v", m)
+	}
+}
+
+func contextPages(t *testing.T, w *messagesWorld, path, t1 string) {
+	if got := w.walk(t, w.helper, path, "limit=2"); got != "t1,e1|t3,t5|e3" {
+		t.Errorf("walked %s", got)
+	}
+	r := w.get(t, w.helper, path+"?page=2&page_size=2")
+	if got := w.names(t, r); got != "t3,t5" {
+		t.Errorf("page 2 = %s", got)
+	}
+	body := r.json(t)
+	meta := body["metadata"].(map[string]any)
+	if meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["page"] != float64(2) || !reflect.DeepEqual(meta, body["meta"]) {
+		t.Errorf("metadata %v, meta %v", meta, body["meta"])
+	}
+	if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
+		t.Errorf("Deprecation %q Sunset %q", r.header.Get("Deprecation"), r.header.Get("Sunset"))
+	}
+}
+
+func contextRefusals(t *testing.T, w *messagesWorld, room, path string) {
+	fromMessages := w.get(t, w.helper, w.helper.at(room, "messages")+"?status=all&limit=1").meta(t)["next_cursor"].(string)
+	get := func(name string, as messagesParty, query string, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "GET", path: path + "?" + query, status: status, code: code, pointers: pointers}
+	}
+	w.ts.run(t, []scenario{
+		get("limit 0", w.helper, "limit=0", 422, "validation_error", "/limit"),
+		get("limit 101", w.helper, "limit=101", 422, "validation_error", "/limit"),
+		get("garbage cursor", w.helper, "cursor=abc.def", 422, "invalid_cursor", "/cursor"),
+		get("cursor of the messages listing", w.helper, "cursor="+url.QueryEscape(fromMessages), 422, "invalid_cursor", "/cursor"),
+		get("an agent not in the room", w.idle, "", 404, "not_found"),
+		get("a person's key", w.alice, "", 403, "forbidden"),
+		{name: "an unknown room", cred: w.helper.cred, method: "GET", path: w.helper.at(unknownID, "context"), status: 404, code: "not_found"},
 	})
 }
 
