@@ -459,6 +459,26 @@ func TestContactsAddRefusals(t *testing.T) {
 	k.request(t, helper, alice) // helper's request to alice is pending
 	k.request(t, alice, carol)  // so is alice's to carol
 
+	k.ts.run(t, addRefusals(helper, alice))
+
+	// The limit itself is accepted, counted in characters.
+	long := strings.Repeat("é", 500)
+	id := k.request(t, helper, scout, long)
+	if it := findByID(t, k.agentRequestItems(t, scout, "received"), id); it["message"] != long {
+		t.Fatalf("a 500-character message was stored as %v", it["message"])
+	}
+	erin := k.human("erin")
+	r := k.ts.do(t, "POST", "/api/v1/me/contacts/requests", carol.cred(),
+		map[string]any{"contact_request": map[string]any{"recipient_handle": "ERIN", "message": long}})
+	expect(t, r, 201, "")
+	if d := r.data(t); d["recipient_id"] != erin.id || d["message"] != long || d["status"] != "pending" {
+		t.Fatalf("carol asks ERIN: %s", r.body)
+	}
+}
+
+// addRefusals are the refused requests for a contact, by helper (an agent)
+// and alice (a person), in the world of TestContactsAddRefusals.
+func addRefusals(helper, alice *contactsParty) []scenario {
 	var cases []scenario
 	for _, as := range []*contactsParty{helper, alice} {
 		as := as
@@ -523,21 +543,7 @@ func TestContactsAddRefusals(t *testing.T) {
 		scenario{name: "no credentials, human route", method: "POST", path: "/api/v1/me/contacts/requests",
 			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "carol/scout"}}, status: 401, code: "unauthorized"},
 	)
-	k.ts.run(t, cases)
-
-	// The limit itself is accepted, counted in characters.
-	long := strings.Repeat("é", 500)
-	id := k.request(t, helper, scout, long)
-	if it := findByID(t, k.agentRequestItems(t, scout, "received"), id); it["message"] != long {
-		t.Fatalf("a 500-character message was stored as %v", it["message"])
-	}
-	erin := k.human("erin")
-	r := k.ts.do(t, "POST", "/api/v1/me/contacts/requests", carol.cred(),
-		map[string]any{"contact_request": map[string]any{"recipient_handle": "ERIN", "message": long}})
-	expect(t, r, 201, "")
-	if d := r.data(t); d["recipient_id"] != erin.id || d["message"] != long || d["status"] != "pending" {
-		t.Fatalf("carol asks ERIN: %s", r.body)
-	}
+	return cases
 }
 
 // TestContactsLists: both APIs' contact records, oldest first, paged.
@@ -552,6 +558,42 @@ func TestContactsLists(t *testing.T) {
 	k.connect(t, carol, alice)
 
 	// The agent API: AgentContact, the contact record's id.
+	t.Run("the agent API lists AgentContacts", func(t *testing.T) { contactsAgentListShape(t, k, helper, carol, scout, alice) })
+
+	// The human API: Contact, with contact_id the other party.
+	t.Run("the human API lists Contacts", func(t *testing.T) { contactsHumanListShape(t, k, carol, helper, alice) })
+	// Each side has its own record of the contact.
+	if a, b := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper); a == "" || b == "" || a == b {
+		t.Fatalf("records %q and %q", a, b)
+	}
+
+	t.Run("paging", func(t *testing.T) { contactsListPages(t, k, helper, carol, scout) })
+	// Someone with no contacts has an empty list.
+	loner := k.human("loner")
+	r := k.ts.do(t, "GET", "/api/v1/me/contacts", loner.cred(), nil)
+	expect(t, r, 200, "")
+	if len(r.list(t)) != 0 || !reflect.DeepEqual(r.meta(t), offsetMetaJSON(1, 20, 0, 0)) {
+		t.Fatalf("loner's contacts: %s", r.body)
+	}
+
+	var cases []scenario
+	for _, p := range []*contactsParty{helper, carol} {
+		for _, q := range []struct{ query, pointer string }{
+			{"page=0", "/page"}, {"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=x", "/page_size"},
+		} {
+			cases = append(cases, scenario{name: p.handle + " " + q.query, cred: p.cred(), method: "GET", path: contactsPath(p) + "?" + q.query,
+				status: 422, code: "validation_error", pointers: []string{q.pointer}})
+		}
+	}
+	cases = append(cases,
+		scenario{name: "person's key on the agent list", cred: carol.cred(), method: "GET", path: "/api/v1/agent/contacts", status: 403, code: "forbidden"},
+		scenario{name: "agent's key on the human list", cred: helper.cred(), method: "GET", path: "/api/v1/me/contacts", status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts", status: 401, code: "unauthorized"},
+	)
+	k.ts.run(t, cases)
+}
+
+func contactsAgentListShape(t *testing.T, k *contactsWorld, helper, carol, scout, alice *contactsParty) {
 	items := k.contactItems(t, helper)
 	if got := k.contacts(t, helper); got != "carol,carol/scout,alice" {
 		t.Fatalf("helper's contacts = %s", got)
@@ -576,8 +618,9 @@ func TestContactsLists(t *testing.T) {
 			t.Errorf("contact %d: agent fields %v", i, c)
 		}
 	}
+}
 
-	// The human API: Contact, with contact_id the other party.
+func contactsHumanListShape(t *testing.T, k *contactsWorld, carol, helper, alice *contactsParty) {
 	cs := k.contactItems(t, carol)
 	if got := k.contacts(t, carol); got != "alice/helper,alice" {
 		t.Fatalf("carol's contacts = %s", got)
@@ -605,12 +648,9 @@ func TestContactsLists(t *testing.T) {
 			t.Errorf("a person contact's email = %v", u["email"])
 		}
 	}
-	// Each side has its own record of the contact.
-	if a, b := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper); a == "" || b == "" || a == b {
-		t.Fatalf("records %q and %q", a, b)
-	}
+}
 
-	// Paging.
+func contactsListPages(t *testing.T, k *contactsWorld, helper, carol, scout *contactsParty) {
 	for _, tc := range []struct {
 		p            *contactsParty
 		query, names string
@@ -636,29 +676,6 @@ func TestContactsLists(t *testing.T) {
 			t.Errorf("%s ?%s metadata = %v, want %v", tc.p.handle, tc.query, m, tc.meta)
 		}
 	}
-	// Someone with no contacts has an empty list.
-	loner := k.human("loner")
-	r := k.ts.do(t, "GET", "/api/v1/me/contacts", loner.cred(), nil)
-	expect(t, r, 200, "")
-	if len(r.list(t)) != 0 || !reflect.DeepEqual(r.meta(t), offsetMetaJSON(1, 20, 0, 0)) {
-		t.Fatalf("loner's contacts: %s", r.body)
-	}
-
-	var cases []scenario
-	for _, p := range []*contactsParty{helper, carol} {
-		for _, q := range []struct{ query, pointer string }{
-			{"page=0", "/page"}, {"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=x", "/page_size"},
-		} {
-			cases = append(cases, scenario{name: p.handle + " " + q.query, cred: p.cred(), method: "GET", path: contactsPath(p) + "?" + q.query,
-				status: 422, code: "validation_error", pointers: []string{q.pointer}})
-		}
-	}
-	cases = append(cases,
-		scenario{name: "person's key on the agent list", cred: carol.cred(), method: "GET", path: "/api/v1/agent/contacts", status: 403, code: "forbidden"},
-		scenario{name: "agent's key on the human list", cred: helper.cred(), method: "GET", path: "/api/v1/me/contacts", status: 403, code: "forbidden"},
-		scenario{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts", status: 401, code: "unauthorized"},
-	)
-	k.ts.run(t, cases)
 }
 
 // TestContactsAgentRequestListing: received requests are always the
@@ -687,6 +704,32 @@ func TestContactsAgentRequestListing(t *testing.T) {
 	k.respond(t, us[6], "reject", out[1])
 	k.respond(t, hub, "cancel", out[2])
 
+	t.Run("paging and the sent_status filter, per direction", func(t *testing.T) { agentRequestPages(t, k, hub) })
+
+	// The shapes: ReceivedContactRequest and SentContactRequest.
+	t.Run("the ReceivedContactRequest and SentContactRequest shapes", func(t *testing.T) { agentRequestShapes(t, k, hub, out) })
+
+	var cases []scenario
+	for _, q := range []struct{ query, pointer string }{
+		{"page_size=101", "/page_size"},
+		{"page_size=0", "/page_size"},
+		{"page=0", "/page"},
+		{"page=x", "/page"},
+		{"sent_status=bogus", "/sent_status"},
+		{"sent_status=expired", "/sent_status"},
+		{"sent_status=ALL", "/sent_status"},
+		{"sent_status=", "/sent_status"},
+	} {
+		cases = append(cases, scenario{name: q.query, cred: hub.cred(), method: "GET", path: "/api/v1/agent/contacts/requests?" + q.query,
+			status: 422, code: "validation_error", pointers: []string{q.pointer}})
+	}
+	cases = append(cases,
+		scenario{name: "person's key", cred: owner.cred(), method: "GET", path: "/api/v1/agent/contacts/requests", status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts/requests", status: 401, code: "unauthorized"})
+	k.ts.run(t, cases)
+}
+
+func agentRequestPages(t *testing.T, k *contactsWorld, hub *contactsParty) {
 	direction := func(total, pages int) map[string]any {
 		return map[string]any{"total": float64(total), "total_pages": float64(pages)}
 	}
@@ -739,8 +782,9 @@ func TestContactsAgentRequestListing(t *testing.T) {
 			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
 		}
 	}
+}
 
-	// The shapes: ReceivedContactRequest and SentContactRequest.
+func agentRequestShapes(t *testing.T, k *contactsWorld, hub *contactsParty, out []string) {
 	rec := k.agentRequestItems(t, hub, "received")[0]
 	sameJSON(t, "received keys", strings.Join(keysOf(rec), ","), "from_handle,from_name,id,inserted_at,message,status")
 	if rec["from_handle"] != "u04" || rec["from_name"] != "U04 Tester" || rec["message"] != "from u04" || rec["inserted_at"] == "" {
@@ -751,25 +795,6 @@ func TestContactsAgentRequestListing(t *testing.T) {
 	if sent["to_handle"] != "u12" || sent["to_name"] != "U12 Tester" || sent["message"] != nil || sent["id"] != out[6] {
 		t.Errorf("sent = %v", sent)
 	}
-
-	var cases []scenario
-	for _, q := range []struct{ query, pointer string }{
-		{"page_size=101", "/page_size"},
-		{"page_size=0", "/page_size"},
-		{"page=0", "/page"},
-		{"page=x", "/page"},
-		{"sent_status=bogus", "/sent_status"},
-		{"sent_status=expired", "/sent_status"},
-		{"sent_status=ALL", "/sent_status"},
-		{"sent_status=", "/sent_status"},
-	} {
-		cases = append(cases, scenario{name: q.query, cred: hub.cred(), method: "GET", path: "/api/v1/agent/contacts/requests?" + q.query,
-			status: 422, code: "validation_error", pointers: []string{q.pointer}})
-	}
-	cases = append(cases,
-		scenario{name: "person's key", cred: owner.cred(), method: "GET", path: "/api/v1/agent/contacts/requests", status: 403, code: "forbidden"},
-		scenario{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts/requests", status: 401, code: "unauthorized"})
-	k.ts.run(t, cases)
 }
 
 // TestContactsHumanRequestListing: GET /me/contacts/requests lists the
@@ -798,6 +823,29 @@ func TestContactsHumanRequestListing(t *testing.T) {
 	k.respond(t, us[4], "reject", out[1])
 	k.respond(t, hub, "cancel", out[2])
 
+	t.Run("paging and the status filter", func(t *testing.T) { humanRequestPages(t, k, hub) })
+	// The records, in the ContactRequest shape.
+	t.Run("the records, in the ContactRequest shape", func(t *testing.T) { humanRequestRecords(t, k, hub, in, bot, out, us) })
+
+	var cases []scenario
+	for _, q := range []struct{ path, pointer string }{
+		{"/api/v1/me/contacts/requests/sent?status=bogus", "/status"},
+		{"/api/v1/me/contacts/requests/sent?status=expired", "/status"},
+		{"/api/v1/me/contacts/requests/sent?status=Pending", "/status"},
+		{"/api/v1/me/contacts/requests/sent?page_size=101", "/page_size"},
+		{"/api/v1/me/contacts/requests?page_size=101", "/page_size"},
+		{"/api/v1/me/contacts/requests?page=0", "/page"},
+	} {
+		cases = append(cases, scenario{name: q.path, cred: hub.cred(), method: "GET", path: q.path, status: 422, code: "validation_error", pointers: []string{q.pointer}})
+	}
+	cases = append(cases,
+		scenario{name: "agent key, received", cred: bot.cred(), method: "GET", path: "/api/v1/me/contacts/requests", status: 403, code: "forbidden"},
+		scenario{name: "agent key, sent", cred: bot.cred(), method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 401, code: "unauthorized"})
+	k.ts.run(t, cases)
+}
+
+func humanRequestPages(t *testing.T, k *contactsWorld, hub *contactsParty) {
 	render := func(r *response, withStatus bool) string {
 		var s []string
 		for _, it := range r.list(t) {
@@ -839,7 +887,9 @@ func TestContactsHumanRequestListing(t *testing.T) {
 			t.Errorf("%s metadata = %v, want %v", tc.path, m, tc.meta)
 		}
 	}
-	// The records, in the ContactRequest shape.
+}
+
+func humanRequestRecords(t *testing.T, k *contactsWorld, hub *contactsParty, in []string, bot *contactsParty, out []string, us []*contactsParty) {
 	checkRequestView(t, findByID(t, k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests"), in[1]), in[1], bot, hub, "from u01/bot-one", "pending", false)
 	sentItems := k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests/sent")
 	checkRequestView(t, findByID(t, sentItems, out[0]), out[0], hub, us[3], nil, "approved", true)
@@ -847,23 +897,6 @@ func TestContactsHumanRequestListing(t *testing.T) {
 	checkRequestView(t, findByID(t, sentItems, out[4]), out[4], hub, us[7], nil, "pending", false)
 	// The requester of a rejected request still sees it as rejected.
 	checkRequestView(t, findByID(t, k.humanRequestItems(t, us[2], "/api/v1/me/contacts/requests/sent"), in[3]), in[3], us[2], hub, "from u03", "rejected", true)
-
-	var cases []scenario
-	for _, q := range []struct{ path, pointer string }{
-		{"/api/v1/me/contacts/requests/sent?status=bogus", "/status"},
-		{"/api/v1/me/contacts/requests/sent?status=expired", "/status"},
-		{"/api/v1/me/contacts/requests/sent?status=Pending", "/status"},
-		{"/api/v1/me/contacts/requests/sent?page_size=101", "/page_size"},
-		{"/api/v1/me/contacts/requests?page_size=101", "/page_size"},
-		{"/api/v1/me/contacts/requests?page=0", "/page"},
-	} {
-		cases = append(cases, scenario{name: q.path, cred: hub.cred(), method: "GET", path: q.path, status: 422, code: "validation_error", pointers: []string{q.pointer}})
-	}
-	cases = append(cases,
-		scenario{name: "agent key, received", cred: bot.cred(), method: "GET", path: "/api/v1/me/contacts/requests", status: 403, code: "forbidden"},
-		scenario{name: "agent key, sent", cred: bot.cred(), method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 403, code: "forbidden"},
-		scenario{name: "no credentials", method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 401, code: "unauthorized"})
-	k.ts.run(t, cases)
 }
 
 // TestContactsRespond: the agent API's respond, by request_id or by the
@@ -1009,6 +1042,11 @@ func TestContactsRespondRefusals(t *testing.T) {
 
 // TestContactsHumanRespond: approve, reject and cancel (DELETE) by id.
 func TestContactsHumanRespond(t *testing.T) {
+	t.Run("answers", humanRespondAnswers)
+	t.Run("refusals", humanRespondRefusals) // on a world of its own
+}
+
+func humanRespondAnswers(t *testing.T) {
 	k := newContactsWorld(t)
 	alice, erin := k.human("alice"), k.human("erin")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
@@ -1042,12 +1080,13 @@ func TestContactsHumanRespond(t *testing.T) {
 			}
 		})
 	}
+}
 
-	// Refusals, on a fresh world.
-	k = newContactsWorld(t)
-	alice, erin = k.human("alice"), k.human("erin")
-	carol, dave = k.human("carol", "Other Org"), k.human("dave", "Third Org")
-	helper, scout = k.bot(alice, "Helper"), k.bot(carol, "Scout")
+func humanRespondRefusals(t *testing.T) {
+	k := newContactsWorld(t)
+	alice, erin := k.human("alice"), k.human("erin")
+	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
+	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 	inbound := k.request(t, dave, alice)
 	outbound := k.request(t, alice, carol)
 	approved := k.request(t, scout, alice)
@@ -1199,6 +1238,10 @@ func TestContactsRemove(t *testing.T) {
 		})
 	}
 
+	t.Run("refusals", func(t *testing.T) { removeRefusals(t, k, helper, carol, alice, scout) })
+}
+
+func removeRefusals(t *testing.T, k *contactsWorld, helper, carol, alice, scout *contactsParty) {
 	rm := func(p *contactsParty, name string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: p.cred(), method: "POST", path: removeContactPath(p), body: body, status: status, code: code, pointers: pointers}
 	}
@@ -1284,9 +1327,7 @@ func TestContactsArePeers(t *testing.T) {
 	peersAre(helper, "", helperRegistry)
 	peersAre(alice, "", aliceRegistry)
 
-	agentRoom := k.ts.do(t, "POST", "/api/v1/agent/chats", helper.cred(), map[string]any{})
-	expect(t, agentRoom, 201, "")
-	room := agentRoom.data(t)["id"].(string)
+	room := k.ts.room(t, helper.key)
 	humanRoom := k.ts.do(t, "POST", "/api/v1/me/chats", alice.cred(), map[string]any{"chat": map[string]any{}})
 	expect(t, humanRoom, 201, "")
 	hroom := humanRoom.data(t)["id"].(string)
@@ -1322,6 +1363,27 @@ func TestContactsArePeers(t *testing.T) {
 	peersAre(scout, "", "carol:registry:false,alice:contact:true,alice/helper:contact:true")
 
 	// A contact peer has the Peer fields of its kind.
+	t.Run("a contact peer has the Peer fields of its kind", func(t *testing.T) { contactPeerFields(t, k, helper, carol, scout) })
+
+	// Now they can be added to rooms, and not_in_chat leaves them out.
+	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(carol.id, "")), 201, "")
+	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(scout.id, "")), 201, "")
+	expect(t, k.ts.do(t, "POST", humanAdd, alice.cred(), participantBody(scout.id, "")), 201, "")
+	peersAre(helper, "not_in_chat="+room, "alice:registry:false,alice/sibling:registry:false")
+	peersAre(alice, "not_in_chat="+hroom, "bob:registry:true,alice/helper:registry:false,alice/sibling:registry:false")
+
+	// Removed, carol is no peer any more (she stays in the room she is in).
+	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"handle": "carol"}), 200, "")
+	peersAre(helper, "", helperRegistry+",carol/scout:contact:true")
+	peersAre(carol, "", "carol/scout:registry:false")
+	other := k.ts.room(t, helper.key)
+	k.ts.run(t, []scenario{refusalCase("a former contact", helper.cred(), "POST", agentChatsPath+"/"+other+"/participants", participantBody(carol.id, ""), 404, "not_found")})
+	// Bob, no longer a contact, is still a registry peer.
+	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", alice.cred(), map[string]any{"contact_id": bob.id}), 200, "")
+	peersAre(alice, "", "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false,carol/scout:contact:true")
+}
+
+func contactPeerFields(t *testing.T, k *contactsWorld, helper, carol, scout *contactsParty) {
 	r := k.ts.do(t, "GET", "/api/v1/agent/peers?page=2&page_size=2", helper.cred(), nil)
 	expect(t, r, 200, "")
 	if !reflect.DeepEqual(r.meta(t), offsetMetaJSON(2, 2, 4, 2)) {
@@ -1337,25 +1399,6 @@ func TestContactsArePeers(t *testing.T) {
 	if _, ok := s["tags"].([]any); !ok {
 		t.Errorf("agent contact peer tags = %v", s["tags"])
 	}
-
-	// Now they can be added to rooms, and not_in_chat leaves them out.
-	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(carol.id, "")), 201, "")
-	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(scout.id, "")), 201, "")
-	expect(t, k.ts.do(t, "POST", humanAdd, alice.cred(), participantBody(scout.id, "")), 201, "")
-	peersAre(helper, "not_in_chat="+room, "alice:registry:false,alice/sibling:registry:false")
-	peersAre(alice, "not_in_chat="+hroom, "bob:registry:true,alice/helper:registry:false,alice/sibling:registry:false")
-
-	// Removed, carol is no peer any more (she stays in the room she is in).
-	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"handle": "carol"}), 200, "")
-	peersAre(helper, "", helperRegistry+",carol/scout:contact:true")
-	peersAre(carol, "", "carol/scout:registry:false")
-	other := k.ts.do(t, "POST", "/api/v1/agent/chats", helper.cred(), map[string]any{})
-	expect(t, other, 201, "")
-	k.ts.run(t, []scenario{{name: "a former contact", cred: helper.cred(), method: "POST",
-		path: "/api/v1/agent/chats/" + other.data(t)["id"].(string) + "/participants", body: participantBody(carol.id, ""), status: 404, code: "not_found"}})
-	// Bob, no longer a contact, is still a registry peer.
-	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", alice.cred(), map[string]any{"contact_id": bob.id}), 200, "")
-	peersAre(alice, "", "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false,carol/scout:contact:true")
 }
 
 // TestContactsAgentDeletion: deleting an agent (DELETE /me/agents/{id} by
@@ -1475,177 +1518,236 @@ func TestContactsStateModel(t *testing.T) {
 	}
 }
 
+// modelRun is one random walk of TestContactsStateModel: the parties, the
+// model of what the API should show, and the statuses the walk has seen.
+type modelRun struct {
+	t    *testing.T
+	k    *contactsWorld
+	ps   []*contactsParty
+	m    *contactsModel
+	rng  *rand.Rand
+	seen map[int]int
+}
+
+var modelRefusalCodes = map[int]string{403: "forbidden", 404: "not_found", 409: "conflict"}
+
 func runContactsModel(t *testing.T, seed int64, steps int) {
 	k := newContactsWorld(t)
 	alice, bob := k.human("alice", "Acme"), k.human("bob", "Bobco")
-	ps := []*contactsParty{alice, k.bot(alice, "Axel"), bob, k.bot(bob, "Byron")}
-	m := &contactsModel{contact: map[[2]int]bool{}}
-	rng := rand.New(rand.NewSource(seed))
-	codes := map[int]string{403: "forbidden", 404: "not_found", 409: "conflict"}
-	seen := map[int]int{}
-
-	check := func(step int, what string) {
-		t.Helper()
-		for i, p := range ps {
-			var want []string
-			for j, q := range ps {
-				if i != j && m.contact[pairOf(i, j)] {
-					want = append(want, q.handle)
-				}
-			}
-			var got []string
-			if c := k.contacts(t, p); c != "" {
-				got = strings.Split(c, ",")
-			}
-			sort.Strings(got)
-			if strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Fatalf("step %d (%s): %s's contacts = %v, want %v", step, what, p.handle, got, want)
-			}
-			var wantRec, wantSent []string
-			for x := len(m.reqs) - 1; x >= 0; x-- {
-				r := m.reqs[x]
-				line := fmt.Sprintf("%s %s>%s %s", k.label(r.id), ps[r.from].handle, ps[r.to].handle, r.status)
-				if r.to == i && r.status == "pending" {
-					wantRec = append(wantRec, line)
-				}
-				if r.from == i {
-					wantSent = append(wantSent, line)
-				}
-			}
-			rec, sent := k.requests(t, p)
-			if rec != strings.Join(wantRec, ",") {
-				t.Fatalf("step %d (%s): %s received\n  %s\nwant\n  %s", step, what, p.handle, rec, strings.Join(wantRec, ","))
-			}
-			if sent != strings.Join(wantSent, ",") {
-				t.Fatalf("step %d (%s): %s sent\n  %s\nwant\n  %s", step, what, p.handle, sent, strings.Join(wantSent, ","))
-			}
-		}
-	}
-	// expectCall sends a call the model expects to succeed with 200/201 or
-	// be refused with status (and change nothing).
-	expectCall := func(p *contactsParty, method, path string, body any, status int) *response {
-		t.Helper()
-		seen[status]++
-		if status >= 400 {
-			k.ts.refused(t, method, path, p.cred(), body, status, codes[status], "")
-			return nil
-		}
-		r := k.ts.do(t, method, path, p.cred(), body)
-		expect(t, r, status, "")
-		return r
-	}
-
+	w := &modelRun{t: t, k: k, ps: []*contactsParty{alice, k.bot(alice, "Axel"), bob, k.bot(bob, "Byron")},
+		m: &contactsModel{contact: map[[2]int]bool{}}, rng: rand.New(rand.NewSource(seed)), seen: map[int]int{}}
 	for step := 1; step <= steps; step++ {
-		a, b := rng.Intn(len(ps)), rng.Intn(len(ps))
+		a, b := w.rng.Intn(len(w.ps)), w.rng.Intn(len(w.ps))
 		var what string
-		switch op := rng.Intn(12); {
-		case op < 5: // a asks b
-			what = ps[a].handle + " adds " + ps[b].handle
-			t.Logf("step %d: %s", step, what)
-			path, body := addContactCall(ps[a], map[string]any{"handle": ps[b].handle})
-			if a == b || m.contact[pairOf(a, b)] || m.pending(a, b) != nil {
-				expectCall(ps[a], "POST", path, body, 409)
-				break
-			}
-			d := expectCall(ps[a], "POST", path, body, 201).data(t)
-			if inv := m.pending(b, a); inv != nil {
-				if d["id"] != inv.id || d["status"] != "approved" {
-					t.Fatalf("step %d (%s): %v, want %s approved", step, what, d, k.label(inv.id))
-				}
-				inv.status = "approved"
-				m.contact[pairOf(a, b)] = true
-				break
-			}
-			if d["status"] != "pending" {
-				t.Fatalf("step %d (%s): %v, want pending", step, what, d)
-			}
-			id := d["id"].(string)
-			k.label(id)
-			m.reqs = append(m.reqs, &modelRequest{id: id, from: a, to: b, status: "pending"})
-		case op < 9: // someone answers a request by id
-			if len(m.reqs) == 0 {
+		switch op := w.rng.Intn(12); {
+		case op < 5:
+			what = w.add(step, a, b)
+		case op < 9:
+			if len(w.m.reqs) == 0 {
 				continue
 			}
-			r := m.reqs[rng.Intn(len(m.reqs))]
-			if rng.Intn(3) > 0 { // mostly one of its parties
-				a = []int{r.from, r.to}[rng.Intn(2)]
-			}
-			action := []string{"approve", "reject", "cancel"}[rng.Intn(3)]
-			what = fmt.Sprintf("%s %ss %s", ps[a].handle, action, k.label(r.id))
-			t.Logf("step %d: %s", step, what)
-			method, path, body := respondCall(ps[a], action, r.id)
-			status := 200
-			switch {
-			case a != r.from && a != r.to:
-				status = 404
-			case action == "cancel" && a != r.from, action != "cancel" && a != r.to:
-				status = 403
-			case r.status != "pending":
-				status = 409
-			}
-			if res := expectCall(ps[a], method, path, body, status); res != nil {
-				sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
-				r.status = statusAfter[action]
-				if action == "approve" {
-					m.contact[pairOf(r.from, r.to)] = true
-				}
-			}
-		case op < 10: // an agent answers by handle
-			if !ps[a].agent {
-				a++ // the person's agent
-			}
-			action := []string{"approve", "reject", "cancel"}[rng.Intn(3)]
-			what = fmt.Sprintf("%s %ss by handle %s", ps[a].handle, action, ps[b].handle)
-			t.Logf("step %d: %s", step, what)
-			r := m.pending(b, a)
-			if action == "cancel" {
-				r = m.pending(a, b)
-			}
-			body := map[string]any{"action": action, "handle": ps[b].handle}
-			if r == nil {
-				expectCall(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 404)
-				break
-			}
-			res := expectCall(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 200)
-			sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
-			r.status = statusAfter[action]
-			if action == "approve" {
-				m.contact[pairOf(a, b)] = true
-			}
-		default: // a removes b
-			var body map[string]any
-			switch rng.Intn(3) {
-			case 0:
-				body = map[string]any{"handle": "@" + ps[b].handle}
-			case 1:
-				body = map[string]any{"contact_id": ps[b].id}
-			default:
-				rec := k.recordOf(t, ps[a], ps[b])
-				if rec == "" {
-					rec = k.recordOf(t, ps[b], ps[a]) // b's record of a, if any: not a's to name
-				}
-				if rec == "" {
-					rec = nilID
-				}
-				body = map[string]any{"contact_id": rec}
-			}
-			what = fmt.Sprintf("%s removes %s by %v", ps[a].handle, ps[b].handle, body)
-			t.Logf("step %d: %s", step, what)
-			if a == b || !m.contact[pairOf(a, b)] {
-				expectCall(ps[a], "POST", removeContactPath(ps[a]), body, 404)
-				break
-			}
-			expectCall(ps[a], "POST", removeContactPath(ps[a]), body, 200)
-			delete(m.contact, pairOf(a, b))
+			what = w.respondByID(step, a)
+		case op < 10:
+			what = w.respondByHandle(step, a, b)
+		default:
+			what = w.remove(step, a, b)
 		}
-		check(step, what)
+		w.check(step, what)
 	}
-	t.Logf("statuses seen: %v", seen)
+	t.Logf("statuses seen: %v", w.seen)
 	for _, s := range []int{200, 201, 403, 404, 409} {
-		if seen[s] == 0 {
+		if w.seen[s] == 0 {
 			t.Errorf("the walk never saw a %d; lengthen it", s)
 		}
 	}
+}
+
+// check compares every party's contacts and requests with the model.
+func (w *modelRun) check(step int, what string) {
+	t, k, m := w.t, w.k, w.m
+	t.Helper()
+	for i, p := range w.ps {
+		var want []string
+		for j, q := range w.ps {
+			if i != j && m.contact[pairOf(i, j)] {
+				want = append(want, q.handle)
+			}
+		}
+		var got []string
+		if c := k.contacts(t, p); c != "" {
+			got = strings.Split(c, ",")
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("step %d (%s): %s's contacts = %v, want %v", step, what, p.handle, got, want)
+		}
+		var wantRec, wantSent []string
+		for x := len(m.reqs) - 1; x >= 0; x-- {
+			r := m.reqs[x]
+			line := fmt.Sprintf("%s %s>%s %s", k.label(r.id), w.ps[r.from].handle, w.ps[r.to].handle, r.status)
+			if r.to == i && r.status == "pending" {
+				wantRec = append(wantRec, line)
+			}
+			if r.from == i {
+				wantSent = append(wantSent, line)
+			}
+		}
+		rec, sent := k.requests(t, p)
+		if rec != strings.Join(wantRec, ",") {
+			t.Fatalf("step %d (%s): %s received\n  %s\nwant\n  %s", step, what, p.handle, rec, strings.Join(wantRec, ","))
+		}
+		if sent != strings.Join(wantSent, ",") {
+			t.Fatalf("step %d (%s): %s sent\n  %s\nwant\n  %s", step, what, p.handle, sent, strings.Join(wantSent, ","))
+		}
+	}
+}
+
+// call sends a call the model expects to succeed with 200/201 or be
+// refused with status (and change nothing).
+func (w *modelRun) call(p *contactsParty, method, path string, body any, status int) *response {
+	t := w.t
+	t.Helper()
+	w.seen[status]++
+	if status >= 400 {
+		w.k.ts.refused(t, method, path, p.cred(), body, status, modelRefusalCodes[status], "")
+		return nil
+	}
+	r := w.k.ts.do(t, method, path, p.cred(), body)
+	expect(t, r, status, "")
+	return r
+}
+
+// add: a asks b.
+func (w *modelRun) add(step, a, b int) string {
+	t, m, ps := w.t, w.m, w.ps
+	what := ps[a].handle + " adds " + ps[b].handle
+	t.Logf("step %d: %s", step, what)
+	path, body := addContactCall(ps[a], map[string]any{"handle": ps[b].handle})
+	if a == b || m.contact[pairOf(a, b)] || m.pending(a, b) != nil {
+		w.call(ps[a], "POST", path, body, 409)
+		return what
+	}
+	d := w.call(ps[a], "POST", path, body, 201).data(t)
+	if inv := m.pending(b, a); inv != nil {
+		if d["id"] != inv.id || d["status"] != "approved" {
+			t.Fatalf("step %d (%s): %v, want %s approved", step, what, d, w.k.label(inv.id))
+		}
+		inv.status = "approved"
+		m.contact[pairOf(a, b)] = true
+		return what
+	}
+	if d["status"] != "pending" {
+		t.Fatalf("step %d (%s): %v, want pending", step, what, d)
+	}
+	id := d["id"].(string)
+	w.k.label(id)
+	m.reqs = append(m.reqs, &modelRequest{id: id, from: a, to: b, status: "pending"})
+	return what
+}
+
+// respondByID: someone (mostly one of its parties) answers a request by id.
+func (w *modelRun) respondByID(step, a int) string {
+	t, m, ps := w.t, w.m, w.ps
+	r := m.reqs[w.rng.Intn(len(m.reqs))]
+	if w.rng.Intn(3) > 0 {
+		a = []int{r.from, r.to}[w.rng.Intn(2)]
+	}
+	action := []string{"approve", "reject", "cancel"}[w.rng.Intn(3)]
+	what := fmt.Sprintf("%s %ss %s", ps[a].handle, action, w.k.label(r.id))
+	t.Logf("step %d: %s", step, what)
+	method, path, body := respondCall(ps[a], action, r.id)
+	status := 200
+	switch {
+	case a != r.from && a != r.to:
+		status = 404
+	case action == "cancel" && a != r.from, action != "cancel" && a != r.to:
+		status = 403
+	case r.status != "pending":
+		status = 409
+	}
+	if res := w.call(ps[a], method, path, body, status); res != nil {
+		sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
+		r.status = statusAfter[action]
+		if action == "approve" {
+			m.contact[pairOf(r.from, r.to)] = true
+		}
+	}
+	return what
+}
+
+// respondByHandle: an agent (a, or a person's agent) answers b by handle.
+func (w *modelRun) respondByHandle(step, a, b int) string {
+	t, m, ps := w.t, w.m, w.ps
+	if !ps[a].agent {
+		a++ // the person's agent
+	}
+	action := []string{"approve", "reject", "cancel"}[w.rng.Intn(3)]
+	what := fmt.Sprintf("%s %ss by handle %s", ps[a].handle, action, ps[b].handle)
+	t.Logf("step %d: %s", step, what)
+	r := m.pending(b, a)
+	if action == "cancel" {
+		r = m.pending(a, b)
+	}
+	body := map[string]any{"action": action, "handle": ps[b].handle}
+	if r == nil {
+		w.call(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 404)
+		return what
+	}
+	res := w.call(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 200)
+	sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
+	r.status = statusAfter[action]
+	if action == "approve" {
+		m.contact[pairOf(a, b)] = true
+	}
+	return what
+}
+
+// remove: a removes b, by handle, by b's id or by a record id.
+func (w *modelRun) remove(step, a, b int) string {
+	t, k, ps := w.t, w.k, w.ps
+	var body map[string]any
+	switch w.rng.Intn(3) {
+	case 0:
+		body = map[string]any{"handle": "@" + ps[b].handle}
+	case 1:
+		body = map[string]any{"contact_id": ps[b].id}
+	default:
+		rec := k.recordOf(t, ps[a], ps[b])
+		if rec == "" {
+			rec = k.recordOf(t, ps[b], ps[a]) // b's record of a, if any: not a's to name
+		}
+		if rec == "" {
+			rec = nilID
+		}
+		body = map[string]any{"contact_id": rec}
+	}
+	what := fmt.Sprintf("%s removes %s by %v", ps[a].handle, ps[b].handle, body)
+	t.Logf("step %d: %s", step, what)
+	if a == b || !w.m.contact[pairOf(a, b)] {
+		w.call(ps[a], "POST", removeContactPath(ps[a]), body, 404)
+		return what
+	}
+	w.call(ps[a], "POST", removeContactPath(ps[a]), body, 200)
+	delete(w.m.contact, pairOf(a, b))
+	return what
+}
+
+// contactsStory is the cast of TestContactsRealtime, each party listening
+// on its contacts channel.
+type contactsStory struct {
+	k                          *contactsWorld
+	carol, helper, scout       *contactsParty
+	ht, ct, st                 string    // the topics of helper, carol and scout
+	hl, cl, sl                 *listener // and their listeners
+	helpersCarol, carolsHelper string    // their contact records, once they are contacts
+	helpersScout, scoutsHelper string
+}
+
+// updated checks that the listener hears contact_request_updated {id, status}.
+func (s *contactsStory) updated(t *testing.T, l *listener, topic, id, status string) {
+	t.Helper()
+	sameJSON(t, topic+" contact_request_updated", l.await(t, topic, "contact_request_updated", withID(id)),
+		map[string]any{"id": id, "status": status})
 }
 
 // TestContactsRealtime: the contacts channels of an agent and a person
@@ -1656,108 +1758,122 @@ func runContactsModel(t *testing.T, seed int64, steps int) {
 func TestContactsRealtime(t *testing.T) {
 	k := newContactsWorld(t)
 	alice := k.human("alice")
-	carol := k.human("carol", "Other Org")
-	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
-	ht, ct, st := "agent_contacts:"+helper.id, "user_contacts:"+carol.id, "agent_contacts:"+scout.id
-	hl := newListener(t, k.ts, helper.key, ht)
-	cl := newListener(t, k.ts, carol.key, ct)
-	sl := newListener(t, k.ts, scout.key, st)
-	updated := func(l *listener, topic, id, status string) {
-		t.Helper()
-		sameJSON(t, topic+" contact_request_updated", l.await(t, topic, "contact_request_updated", withID(id)),
-			map[string]any{"id": id, "status": status})
-	}
+	s := &contactsStory{k: k, carol: k.human("carol", "Other Org")}
+	s.helper, s.scout = k.bot(alice, "Helper"), k.bot(s.carol, "Scout")
+	s.ht, s.ct, s.st = "agent_contacts:"+s.helper.id, "user_contacts:"+s.carol.id, "agent_contacts:"+s.scout.id
+	s.hl = newListener(t, k.ts, s.helper.key, s.ht)
+	s.cl = newListener(t, k.ts, s.carol.key, s.ct)
+	s.sl = newListener(t, k.ts, s.scout.key, s.st)
 
-	// 1. helper asks carol: she hears of it as a ContactRequest.
-	id1 := k.request(t, helper, carol, "hello carol")
-	p := cl.await(t, ct, "contact_request_received", withID(id1))
-	if err := k.ts.oas.ValidateSchema("ContactRequest", mustJSON(t, p)); err != nil {
+	t.Run("a person hears of a request as a ContactRequest, and both of its rejection", s.personHearsOfARequest)
+	t.Run("an agent hears of a request in its flat payload, and both of its approval", s.agentHearsOfARequest)
+	t.Run("two agents hear of their request and contact", s.agentsBecomeContacts)
+	t.Run("both hear of a cancelled request", s.requestIsCancelled)
+	t.Run("each side hears of its own record removed", s.contactsAreRemoved)
+	t.Run("each heard every event once", s.eachEventIsHeardOnce)
+}
+
+// personHearsOfARequest: helper asks carol; she hears of it as a
+// ContactRequest; she rejects it, and both sides hear {id, status}.
+func (s *contactsStory) personHearsOfARequest(t *testing.T) {
+	id := s.k.request(t, s.helper, s.carol, "hello carol")
+	p := s.cl.await(t, s.ct, "contact_request_received", withID(id))
+	if err := s.k.ts.oas.ValidateSchema("ContactRequest", mustJSON(t, p)); err != nil {
 		t.Errorf("contact_request_received for a person is not a ContactRequest: %v", err)
 	}
-	checkRequestView(t, p, id1, helper, carol, "hello carol", "pending", false)
+	checkRequestView(t, p, id, s.helper, s.carol, "hello carol", "pending", false)
+	s.k.respond(t, s.carol, "reject", id)
+	s.updated(t, s.hl, s.ht, id, "rejected")
+	s.updated(t, s.cl, s.ct, id, "rejected")
+}
 
-	// 2. carol rejects it: both sides hear {id, status}.
-	k.respond(t, carol, "reject", id1)
-	updated(hl, ht, id1, "rejected")
-	updated(cl, ct, id1, "rejected")
-
-	// 3. carol asks helper, with no message: the agent's flat payload.
-	id2 := k.request(t, carol, helper)
-	p = hl.await(t, ht, "contact_request_received", withID(id2))
+// agentHearsOfARequest: carol asks helper, with no message (the agent's
+// flat payload); helper approves by handle: the update, then
+// contact_added, to both.
+func (s *contactsStory) agentHearsOfARequest(t *testing.T) {
+	id := s.k.request(t, s.carol, s.helper)
+	p := s.hl.await(t, s.ht, "contact_request_received", withID(id))
 	sameJSON(t, "agent contact_request_received keys", strings.Join(keysOf(p), ","), "from_handle,from_name,id,inserted_at,status")
 	if p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" || p["status"] != "pending" || p["inserted_at"] == "" {
 		t.Errorf("agent contact_request_received = %v", p)
 	}
-
-	// 4. helper approves by handle: the update, then contact_added, to both.
-	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", helper.cred(), map[string]any{"action": "approve", "handle": "carol"}), 200, "")
-	updated(hl, ht, id2, "approved")
-	updated(cl, ct, id2, "approved")
-	helpersCarol, carolsHelper := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper)
-	p = hl.await(t, ht, "contact_added", withID(helpersCarol))
+	expect(t, s.k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", s.helper.cred(), map[string]any{"action": "approve", "handle": "carol"}), 200, "")
+	s.updated(t, s.hl, s.ht, id, "approved")
+	s.updated(t, s.cl, s.ct, id, "approved")
+	s.helpersCarol, s.carolsHelper = s.k.recordOf(t, s.helper, s.carol), s.k.recordOf(t, s.carol, s.helper)
+	p = s.hl.await(t, s.ht, "contact_added", withID(s.helpersCarol))
 	sameJSON(t, "agent's contact_added (person) keys", strings.Join(keysOf(p), ","), "handle,id,inserted_at,name,type")
 	if p["handle"] != "carol" || p["name"] != "Carol Tester" || p["type"] != "User" {
 		t.Errorf("helper's contact_added = %v", p)
 	}
-	p = cl.await(t, ct, "contact_added", withID(carolsHelper))
+	p = s.cl.await(t, s.ct, "contact_added", withID(s.carolsHelper))
 	sameJSON(t, "person's contact_added (agent) keys", strings.Join(keysOf(p), ","), "handle,id,inserted_at,listed_in_directory,name,tags,type")
 	if p["handle"] != "alice/helper" || p["name"] != "Helper" || p["type"] != "Agent" {
 		t.Errorf("carol's contact_added = %v", p)
 	}
+}
 
-	// 5. scout asks helper with a message; helper approves by id.
-	id3 := k.request(t, scout, helper, "hi from scout")
-	p = hl.await(t, ht, "contact_request_received", withID(id3))
+// agentsBecomeContacts: scout asks helper with a message; helper approves
+// by id.
+func (s *contactsStory) agentsBecomeContacts(t *testing.T) {
+	id := s.k.request(t, s.scout, s.helper, "hi from scout")
+	p := s.hl.await(t, s.ht, "contact_request_received", withID(id))
 	sameJSON(t, "agent contact_request_received keys", strings.Join(keysOf(p), ","), "from_handle,from_name,id,inserted_at,message,status")
 	if p["from_handle"] != "carol/scout" || p["from_name"] != "Scout" || p["message"] != "hi from scout" {
 		t.Errorf("agent contact_request_received = %v", p)
 	}
-	k.respond(t, helper, "approve", id3)
-	updated(hl, ht, id3, "approved")
-	updated(sl, st, id3, "approved")
-	helpersScout, scoutsHelper := k.recordOf(t, helper, scout), k.recordOf(t, scout, helper)
+	s.k.respond(t, s.helper, "approve", id)
+	s.updated(t, s.hl, s.ht, id, "approved")
+	s.updated(t, s.sl, s.st, id, "approved")
+	s.helpersScout, s.scoutsHelper = s.k.recordOf(t, s.helper, s.scout), s.k.recordOf(t, s.scout, s.helper)
 	for _, tc := range []struct {
 		l             *listener
 		topic, record string
 		other         *contactsParty
-	}{{hl, ht, helpersScout, scout}, {sl, st, scoutsHelper, helper}} {
+	}{{s.hl, s.ht, s.helpersScout, s.scout}, {s.sl, s.st, s.scoutsHelper, s.helper}} {
 		p = tc.l.await(t, tc.topic, "contact_added", withID(tc.record))
 		sameJSON(t, "agent's contact_added (agent) keys", strings.Join(keysOf(p), ","), "description,handle,id,inserted_at,is_external,listed_in_directory,name,tags,type")
 		if p["handle"] != tc.other.handle || p["name"] != tc.other.name || p["type"] != "Agent" || p["description"] != tc.other.name+" does things" {
 			t.Errorf("%s contact_added = %v", tc.topic, p)
 		}
 	}
+}
 
-	// 6. carol asks scout and cancels: both hear it.
-	id4 := k.request(t, carol, scout)
-	if p = sl.await(t, st, "contact_request_received", withID(id4)); p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" {
+// requestIsCancelled: carol asks scout and cancels: both hear it.
+func (s *contactsStory) requestIsCancelled(t *testing.T) {
+	id := s.k.request(t, s.carol, s.scout)
+	if p := s.sl.await(t, s.st, "contact_request_received", withID(id)); p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" {
 		t.Errorf("scout's contact_request_received = %v", p)
 	}
-	k.respond(t, carol, "cancel", id4)
-	updated(cl, ct, id4, "cancelled")
-	updated(sl, st, id4, "cancelled")
+	s.k.respond(t, s.carol, "cancel", id)
+	s.updated(t, s.cl, s.ct, id, "cancelled")
+	s.updated(t, s.sl, s.st, id, "cancelled")
+}
 
-	// 7. carol removes helper; 8. helper removes scout: each side hears of
-	// its own record.
-	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", carol.cred(), map[string]any{"handle": "alice/helper"}), 200, "")
-	sameJSON(t, "carol's contact_removed", cl.await(t, ct, "contact_removed", withID(carolsHelper)), removedPayload(carolsHelper, helper))
-	sameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", withID(helpersCarol)), removedPayload(helpersCarol, carol))
-	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"contact_id": helpersScout}), 200, "")
-	sameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", withID(helpersScout)), removedPayload(helpersScout, scout))
-	sameJSON(t, "scout's contact_removed", sl.await(t, st, "contact_removed", withID(scoutsHelper)), removedPayload(scoutsHelper, helper))
+// contactsAreRemoved: carol removes helper; helper removes scout: each side
+// hears of its own record.
+func (s *contactsStory) contactsAreRemoved(t *testing.T) {
+	expect(t, s.k.ts.do(t, "POST", "/api/v1/me/contacts/remove", s.carol.cred(), map[string]any{"handle": "alice/helper"}), 200, "")
+	sameJSON(t, "carol's contact_removed", s.cl.await(t, s.ct, "contact_removed", withID(s.carolsHelper)), removedPayload(s.carolsHelper, s.helper))
+	sameJSON(t, "helper's contact_removed", s.hl.await(t, s.ht, "contact_removed", withID(s.helpersCarol)), removedPayload(s.helpersCarol, s.carol))
+	expect(t, s.k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", s.helper.cred(), map[string]any{"contact_id": s.helpersScout}), 200, "")
+	sameJSON(t, "helper's contact_removed", s.hl.await(t, s.ht, "contact_removed", withID(s.helpersScout)), removedPayload(s.helpersScout, s.scout))
+	sameJSON(t, "scout's contact_removed", s.sl.await(t, s.st, "contact_removed", withID(s.scoutsHelper)), removedPayload(s.scoutsHelper, s.helper))
+}
 
-	// 9. A last request to carol: once it is there, so is all before it.
-	id5 := k.request(t, helper, carol)
-	cl.await(t, ct, "contact_request_received", withID(id5))
-
+// eachEventIsHeardOnce: after a last request to carol (once it is there,
+// so is all before it), each listener counts what it heard.
+func (s *contactsStory) eachEventIsHeardOnce(t *testing.T) {
+	id := s.k.request(t, s.helper, s.carol)
+	s.cl.await(t, s.ct, "contact_request_received", withID(id))
 	for _, tc := range []struct {
 		l                                *listener
 		topic                            string
 		received, updated, added, remove int
 	}{
-		{hl, ht, 2, 3, 2, 2},
-		{cl, ct, 2, 3, 1, 1},
-		{sl, st, 1, 2, 1, 1},
+		{s.hl, s.ht, 2, 3, 2, 2},
+		{s.cl, s.ct, 2, 3, 1, 1},
+		{s.sl, s.st, 1, 2, 1, 1},
 	} {
 		got := [4]int{tc.l.count(tc.topic, "contact_request_received"), tc.l.count(tc.topic, "contact_request_updated"),
 			tc.l.count(tc.topic, "contact_added"), tc.l.count(tc.topic, "contact_removed")}
