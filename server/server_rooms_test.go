@@ -53,6 +53,12 @@ func (k *roomsWorld) bot(owner roomsParty, name string) roomsParty {
 	return roomsParty{name: label, id: a.ID, cred: apiKey(key), base: agentChatsPath}
 }
 
+// people are the persons most rooms tests start from, made in this order:
+// alice, bob and dave of one organization, carol of another.
+func (k *roomsWorld) people() (alice, bob, dave, carol roomsParty) {
+	return k.human("alice"), k.human("bob"), k.human("dave"), k.human("carol", "Other Org")
+}
+
 // newRoom creates a room as a (chat is the body's chat object, nil for
 // none) and returns its id.
 func (k *roomsWorld) newRoom(t testing.TB, a roomsParty, name string, chat map[string]any) string {
@@ -306,6 +312,18 @@ func TestRoomsHumanListing(t *testing.T) {
 	gone := k.newRoom(t, alice, "gone", nil)
 	expect(t, k.ts.do(t, "DELETE", alice.room(gone), alice.cred, nil), 204, "")
 
+	t.Run("newest first, oldest first, with agent rooms", func(t *testing.T) { humanListingOrders(t, k, alice) })
+
+	// A rename moves updated_at, and with it the room's place in that order.
+	t.Run("a rename moves the room in updated_at order", func(t *testing.T) { humanListingByUpdate(t, k, alice, ids) })
+	t.Run("status and type filters", func(t *testing.T) { humanListingFilters(t, k, ids, alice) })
+
+	// The deprecated page/page_size still work, with totals and headers.
+	t.Run("the deprecated page and page_size", func(t *testing.T) { humanListingPagesByPage(t, k, alice) })
+	t.Run("refusals", func(t *testing.T) { humanListingRefusals(t, k, alice) })
+}
+
+func humanListingOrders(t *testing.T, k *roomsWorld, alice roomsParty) {
 	r := k.ts.do(t, "GET", humanChatsPath, alice.cred, nil)
 	expect(t, r, 200, "")
 	if got := k.listed(t, r); got != "b1,m5,m4,m3,m2,m1" {
@@ -332,8 +350,9 @@ func TestRoomsHumanListing(t *testing.T) {
 			t.Errorf("%s: walk = %s, want %s", w.name, got, w.pages)
 		}
 	}
+}
 
-	// A rename moves updated_at, and with it the room's place in that order.
+func humanListingByUpdate(t *testing.T, k *roomsWorld, alice roomsParty, ids map[string]string) {
 	expect(t, k.ts.do(t, "PATCH", alice.room(ids["m1"]), alice.cred, map[string]any{"chat": map[string]any{"title": "Renamed"}}), 200, "")
 	if got := k.walk(t, alice, humanChatsPath, "limit=2&sort_by=updated_at"); got != "m1,b1|m5,m4|m3,m2" {
 		t.Errorf("walk by updated_at = %s", got)
@@ -341,8 +360,9 @@ func TestRoomsHumanListing(t *testing.T) {
 	if got := k.walk(t, alice, humanChatsPath, "limit=5&sort_by=updated_at&order=asc"); got != "m2,m3,m4,m5,b1|m1" {
 		t.Errorf("walk by updated_at ascending = %s", got)
 	}
+}
 
-	// status and type filters.
+func humanListingFilters(t *testing.T, k *roomsWorld, ids map[string]string, alice roomsParty) {
 	k.ts.exec(t, `UPDATE rooms SET status = 'archived' WHERE id = ?`, ids["m2"])
 	k.ts.exec(t, `UPDATE rooms SET type = 'group' WHERE id = ?`, ids["m3"])
 	for _, f := range []struct{ query, rooms string }{
@@ -363,21 +383,24 @@ func TestRoomsHumanListing(t *testing.T) {
 	if got := k.walk(t, alice, humanChatsPath, "limit=1&status=active&type=direct"); got != "b1|m5|m4|m1" {
 		t.Errorf("filtered walk = %s", got)
 	}
+}
 
-	// The deprecated page/page_size still work, with totals and headers.
-	r = k.ts.do(t, "GET", humanChatsPath+"?page=2&page_size=4", alice.cred, nil)
-	expect(t, r, 200, "")
-	if got := k.listed(t, r); got != "m2,m1" {
+func humanListingPagesByPage(t *testing.T, k *roomsWorld, alice roomsParty) {
+	page := k.ts.do(t, "GET", humanChatsPath+"?page=2&page_size=4", alice.cred, nil)
+	expect(t, page, 200, "")
+	if got := k.listed(t, page); got != "m2,m1" {
 		t.Errorf("page 2 = %s", got)
 	}
-	m := r.meta(t)
+	m := page.meta(t)
 	if m["page"] != float64(2) || m["page_size"] != float64(4) || m["total_count"] != float64(6) || m["total_pages"] != float64(2) || m["has_more"] != false {
 		t.Errorf("page metadata = %v", m)
 	}
-	if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
+	if page.header.Get("Deprecation") == "" || page.header.Get("Sunset") == "" {
 		t.Error("page/page_size without Deprecation and Sunset headers")
 	}
+}
 
+func humanListingRefusals(t *testing.T, k *roomsWorld, alice roomsParty) {
 	byUpdated := k.ts.do(t, "GET", humanChatsPath+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
 	byInserted := k.ts.do(t, "GET", humanChatsPath+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
 	refused := func(query, code string, pointers ...string) scenario {
@@ -403,10 +426,7 @@ func TestRoomsHumanListing(t *testing.T) {
 
 func TestRoomsGet(t *testing.T) {
 	k := newRoomsWorld(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	carolBot := k.bot(carol, "Carol Bot")
@@ -483,12 +503,14 @@ func TestRoomsGet(t *testing.T) {
 	}
 }
 
+// chatTitle is the body that renames a room to title.
+func chatTitle(title any) map[string]any {
+	return map[string]any{"chat": map[string]any{"title": title}}
+}
+
 func TestRoomsRename(t *testing.T) {
 	k := newRoomsWorld(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	room := k.newRoom(t, alice, "room", nil)
@@ -496,7 +518,6 @@ func TestRoomsRename(t *testing.T) {
 	k.add(t, alice, room, bob, "")
 	agentRoom := k.newRoom(t, helper, "agent room", nil)
 	k.add(t, helper, agentRoom, sibling, "")
-	title := func(s any) map[string]any { return map[string]any{"chat": map[string]any{"title": s}} }
 
 	for _, tc := range []struct {
 		name  string
@@ -513,7 +534,7 @@ func TestRoomsRename(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := k.get(t, tc.as, tc.room)
-			r := k.ts.do(t, "PATCH", tc.as.room(tc.room), tc.as.cred, title(tc.title))
+			r := k.ts.do(t, "PATCH", tc.as.room(tc.room), tc.as.cred, chatTitle(tc.title))
 			expect(t, r, 200, "")
 			got := r.data(t)
 			if got["title"] != tc.want || got["title_locked"] != true || got["id"] != tc.room {
@@ -538,7 +559,7 @@ func TestRoomsRename(t *testing.T) {
 	t.Run("to the same locked title changes nothing", func(t *testing.T) {
 		for _, same := range []string{"Q3 planning", "  Q3 planning  "} {
 			before, snap := k.get(t, alice, room), k.ts.snapshot(t)
-			r := k.ts.do(t, "PATCH", alice.room(room), alice.cred, title(same))
+			r := k.ts.do(t, "PATCH", alice.room(room), alice.cred, chatTitle(same))
 			expect(t, r, 200, "")
 			if got := r.data(t); got["updated_at"] != before["updated_at"] || got["title"] != "Q3 planning" || got["title_locked"] != true {
 				t.Fatalf("no-op rename = %v, before %v", got, before)
@@ -547,30 +568,34 @@ func TestRoomsRename(t *testing.T) {
 		}
 	})
 
+	t.Run("refusals", func(t *testing.T) { renameRefusals(t, k, bob, room, helper, sibling, agentRoom, dave, carol, alice) })
+}
+
+func renameRefusals(t *testing.T, k *roomsWorld, bob roomsParty, room string, helper, sibling roomsParty, agentRoom string, dave, carol, alice roomsParty) {
 	rename := func(name string, as roomsParty, room string, body any, status int, code string, pointers ...string) scenario {
 		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room), body: body, status: status, code: code, pointers: pointers}
 	}
 	k.ts.run(t, []scenario{
-		rename("a person member", bob, room, title("Mine now"), 403, "forbidden"),
-		rename("an agent member", helper, room, title("Mine now"), 403, "forbidden"),
-		rename("a sibling agent member", sibling, agentRoom, title("Mine now"), 403, "forbidden"),
-		rename("a person not in the room", dave, room, title("Mine now"), 404, "not_found"),
-		rename("a person of another organization", carol, room, title("Mine now"), 404, "not_found"),
-		rename("an agent not in the room", sibling, room, title("Mine now"), 404, "not_found"),
-		rename("a malformed id", alice, "nope", title("Mine now"), 404, "not_found"),
-		rename("an unknown id", alice, nilID, title("Mine now"), 404, "not_found"),
-		rename("empty", alice, room, title(""), 422, "validation_error", "/chat/title"),
-		rename("blank", alice, room, title(" \t "), 422, "validation_error", "/chat/title"),
-		rename("121 characters after trimming", alice, room, title(" "+strings.Repeat("y", 121)+" "), 422, "validation_error", "/chat/title"),
-		rename("a newline", alice, room, title("Q3\nplanning"), 422, "validation_error", "/chat/title"),
-		rename("a carriage return", alice, room, title("Q3\rplanning"), 422, "validation_error", "/chat/title"),
-		rename("NUL", alice, room, title("Q3\x00planning"), 422, "validation_error", "/chat/title"),
-		rename("null title", alice, room, title(nil), 422, "validation_error", "/chat/title"),
-		rename("a number", alice, room, title(3), 422, "validation_error", "/chat/title"),
+		rename("a person member", bob, room, chatTitle("Mine now"), 403, "forbidden"),
+		rename("an agent member", helper, room, chatTitle("Mine now"), 403, "forbidden"),
+		rename("a sibling agent member", sibling, agentRoom, chatTitle("Mine now"), 403, "forbidden"),
+		rename("a person not in the room", dave, room, chatTitle("Mine now"), 404, "not_found"),
+		rename("a person of another organization", carol, room, chatTitle("Mine now"), 404, "not_found"),
+		rename("an agent not in the room", sibling, room, chatTitle("Mine now"), 404, "not_found"),
+		rename("a malformed id", alice, "nope", chatTitle("Mine now"), 404, "not_found"),
+		rename("an unknown id", alice, nilID, chatTitle("Mine now"), 404, "not_found"),
+		rename("empty", alice, room, chatTitle(""), 422, "validation_error", "/chat/title"),
+		rename("blank", alice, room, chatTitle(" \t "), 422, "validation_error", "/chat/title"),
+		rename("121 characters after trimming", alice, room, chatTitle(" "+strings.Repeat("y", 121)+" "), 422, "validation_error", "/chat/title"),
+		rename("a newline", alice, room, chatTitle("Q3\nplanning"), 422, "validation_error", "/chat/title"),
+		rename("a carriage return", alice, room, chatTitle("Q3\rplanning"), 422, "validation_error", "/chat/title"),
+		rename("NUL", alice, room, chatTitle("Q3\x00planning"), 422, "validation_error", "/chat/title"),
+		rename("null title", alice, room, chatTitle(nil), 422, "validation_error", "/chat/title"),
+		rename("a number", alice, room, chatTitle(3), 422, "validation_error", "/chat/title"),
 		rename("no title", alice, room, map[string]any{"chat": map[string]any{}}, 422, "validation_error", "/chat/title"),
 		rename("no body", alice, room, nil, 422, "validation_error", "/chat/title"),
 		rename("an unknown field", alice, room, map[string]any{"chat": map[string]any{"title": "x", "status": "closed"}}, 400, "unknown_field", "/chat/status"),
-		rename("agent API, bad title", helper, agentRoom, title("a\nb"), 422, "validation_error", "/chat/title"),
+		rename("agent API, bad title", helper, agentRoom, chatTitle("a\nb"), 422, "validation_error", "/chat/title"),
 	})
 }
 
@@ -646,10 +671,7 @@ func TestRoomsTitleFromFirstMessage(t *testing.T) {
 
 func TestRoomsDelete(t *testing.T) {
 	k := newRoomsWorld(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	room := k.newRoom(t, alice, "room", map[string]any{"title": "Doomed"})
 	k.add(t, alice, room, helper, "admin")
@@ -680,30 +702,34 @@ func TestRoomsDelete(t *testing.T) {
 	}
 
 	// The room is gone from every read and listing, for everyone in it.
-	for _, tc := range []struct {
-		as           roomsParty
-		method, path string
-		body         any
-	}{
-		{alice, "GET", alice.room(room), nil},
-		{alice, "GET", alice.room(room, "messages"), nil},
-		{alice, "GET", alice.room(room, "participants"), nil},
-		{alice, "PATCH", alice.room(room), map[string]any{"chat": map[string]any{"title": "Back"}}},
-		{alice, "DELETE", alice.room(room), nil},
-		{alice, "POST", alice.room(room, "participants"), participantBody(dave.id, "")},
-		{bob, "GET", bob.room(room), nil},
-		{bob, "DELETE", bob.room(room, "participants", bob.id), nil},
-		{helper, "GET", helper.room(room), nil},
-		{helper, "GET", helper.room(room, "messages"), nil},
-		{helper, "GET", helper.room(room, "participants"), nil},
-		{helper, "POST", helper.room(room, "messages"), map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": alice.id}}}}},
-	} {
-		t.Run("after delete/"+tc.as.name+" "+tc.method+" "+strings.TrimPrefix(tc.path, tc.as.room(room)), func(t *testing.T) {
-			before := k.ts.snapshot(t)
-			expect(t, k.ts.do(t, tc.method, tc.path, tc.as.cred, tc.body), 404, "not_found")
-			k.ts.unchanged(t, before)
-		})
+	gone := func(as roomsParty, method, path string, body any) scenario {
+		return refusalCase("after delete/"+as.name+" "+method+" "+strings.TrimPrefix(path, as.room(room)), as.cred, method, path, body, 404, "not_found")
 	}
+	k.ts.run(t, []scenario{
+		gone(alice, "GET", alice.room(room), nil),
+		gone(alice, "GET", alice.room(room, "messages"), nil),
+		gone(alice, "GET", alice.room(room, "participants"), nil),
+		gone(alice, "PATCH", alice.room(room), map[string]any{"chat": map[string]any{"title": "Back"}}),
+		gone(alice, "DELETE", alice.room(room), nil),
+		gone(alice, "POST", alice.room(room, "participants"), participantBody(dave.id, "")),
+		gone(bob, "GET", bob.room(room), nil),
+		gone(bob, "DELETE", bob.room(room, "participants", bob.id), nil),
+		gone(helper, "GET", helper.room(room), nil),
+		gone(helper, "GET", helper.room(room, "messages"), nil),
+		gone(helper, "GET", helper.room(room, "participants"), nil),
+		gone(helper, "POST", helper.room(room, "messages"), map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": alice.id}}}}),
+	})
+	t.Run("the listings leave it out", func(t *testing.T) { deletedRoomIsNotListed(t, k, alice, bob, helper) })
+
+	t.Run("by the owner of the agent that owns the room", func(t *testing.T) {
+		agentRoom := k.newRoom(t, helper, "agent room", nil)
+		k.ts.run(t, []scenario{{name: "not by someone outside it", cred: bob.cred, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
+		expect(t, k.ts.do(t, "DELETE", alice.room(agentRoom), alice.cred, nil), 204, "")
+		expect(t, k.ts.do(t, "GET", helper.room(agentRoom), helper.cred, nil), 404, "not_found")
+	})
+}
+
+func deletedRoomIsNotListed(t *testing.T, k *roomsWorld, alice, bob, helper roomsParty) {
 	for _, tc := range []struct {
 		as          roomsParty
 		path, rooms string
@@ -722,21 +748,11 @@ func TestRoomsDelete(t *testing.T) {
 	if m := k.ts.do(t, "GET", agentChatsPath, helper.cred, nil).meta(t); m["total_count"] != float64(2) {
 		t.Errorf("agent listing counts the deleted room: %v", m)
 	}
-
-	t.Run("by the owner of the agent that owns the room", func(t *testing.T) {
-		agentRoom := k.newRoom(t, helper, "agent room", nil)
-		k.ts.run(t, []scenario{{name: "not by someone outside it", cred: bob.cred, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
-		expect(t, k.ts.do(t, "DELETE", alice.room(agentRoom), alice.cred, nil), 204, "")
-		expect(t, k.ts.do(t, "GET", helper.room(agentRoom), helper.cred, nil), 404, "not_found")
-	})
 }
 
 func TestParticipantsList(t *testing.T) {
 	k := newRoomsWorld(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	alice, bob, dave, carol := k.people()
 	erin := k.human("erin", "Other Org")
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
@@ -748,74 +764,9 @@ func TestParticipantsList(t *testing.T) {
 	}
 	const all = "alice,helper,bob,sibling,global" // oldest first
 
-	t.Run("agent API", func(t *testing.T) {
-		r := k.ts.do(t, "GET", helper.room(room, "participants"), helper.cred, nil)
-		expect(t, r, 200, "")
-		if got := k.listed(t, r); got != all {
-			t.Fatalf("participants = %s, want %s", got, all)
-		}
-		if _, ok := r.json(t)["metadata"]; ok {
-			t.Fatalf("the agent API's participant list has no metadata: %s", r.body)
-		}
-		for _, it := range r.list(t) {
-			p := it.(map[string]any)
-			wantType, wantRole := "Agent", "member"
-			if p["id"] == alice.id || p["id"] == bob.id {
-				wantType = "User"
-			}
-			if p["id"] == alice.id {
-				wantRole = "owner"
-			}
-			if p["type"] != wantType || p["role"] != wantRole || p["status"] != "active" || p["name"] == "" || p["handle"] == "" {
-				t.Errorf("participant = %v, want type %s role %s", p, wantType, wantRole)
-			}
-		}
-		// Agents read the same list through the agent API only.
-		expect(t, k.ts.do(t, "GET", sibling.room(room, "participants"), sibling.cred, nil), 200, "")
-	})
+	t.Run("agent API", func(t *testing.T) { participantsListAgentAPI(t, k, room, all, alice, bob, helper, sibling) })
 
-	t.Run("human API", func(t *testing.T) {
-		r := k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil)
-		expect(t, r, 200, "")
-		if got := k.listed(t, r); got != all {
-			t.Fatalf("participants = %s", got)
-		}
-		want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
-		if m := r.meta(t); !reflect.DeepEqual(m, want) {
-			t.Fatalf("metadata = %v, want %v", m, want)
-		}
-		details := map[string]map[string]any{}
-		for _, it := range r.list(t) {
-			p := it.(map[string]any)
-			details[k.names[p["id"].(string)]] = p
-		}
-		if p := details["bob"]; p["name"] != "Bob Tester" || p["handle"] != "bob" || p["description"] != nil || p["is_external"] != nil {
-			t.Errorf("a person's details = %v", p)
-		}
-		if p := details["global"]; p["name"] != "Global" || p["handle"] != "carol/global" || p["description"] != "Global does things" || p["is_external"] != true {
-			t.Errorf("an agent's details = %v", p)
-		}
-		for query, pages := range map[string]string{
-			"limit=2":                         "alice,helper|bob,sibling|global",
-			"limit=2&participant_type=User":   "alice,bob",
-			"limit=2&participant_type=Agent":  "helper,sibling|global",
-			"limit=100&participant_type=User": "alice,bob",
-		} {
-			if got := k.walk(t, alice, alice.room(room, "participants"), query); got != pages {
-				t.Errorf("walk ?%s = %s, want %s", query, got, pages)
-			}
-		}
-		// Any reader may list, not only managers.
-		if got := k.walk(t, bob, bob.room(room, "participants"), "limit=5"); got != all {
-			t.Errorf("bob's walk = %s", got)
-		}
-		r = k.ts.do(t, "GET", alice.room(room, "participants")+"?page=2&page_size=2", alice.cred, nil)
-		expect(t, r, 200, "")
-		m := r.meta(t)
-		if got := k.listed(t, r); got != "bob,sibling" || m["total_count"] != float64(5) || m["total_pages"] != float64(3) {
-			t.Errorf("page 2 = %s, metadata %v", got, m)
-		}
-	})
+	t.Run("human API", func(t *testing.T) { participantsListHumanAPI(t, k, room, all, alice, bob, helper, sibling) })
 
 	// A person reads the rooms its agents are in (store/access.go), so the
 	// owner of a global agent reads this room from another organization.
@@ -823,6 +774,79 @@ func TestParticipantsList(t *testing.T) {
 		t.Errorf("the global agent's owner reads %s", got)
 	}
 
+	t.Run("refusals", func(t *testing.T) { participantsListRefusals(t, k, alice, room, helper, sibling, dave, erin, bob) })
+}
+
+func participantsListAgentAPI(t *testing.T, k *roomsWorld, room, all string, alice, bob, helper, sibling roomsParty) {
+	r := k.ts.do(t, "GET", helper.room(room, "participants"), helper.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != all {
+		t.Fatalf("participants = %s, want %s", got, all)
+	}
+	if _, ok := r.json(t)["metadata"]; ok {
+		t.Fatalf("the agent API's participant list has no metadata: %s", r.body)
+	}
+	for _, it := range r.list(t) {
+		p := it.(map[string]any)
+		wantType, wantRole := "Agent", "member"
+		if p["id"] == alice.id || p["id"] == bob.id {
+			wantType = "User"
+		}
+		if p["id"] == alice.id {
+			wantRole = "owner"
+		}
+		if p["type"] != wantType || p["role"] != wantRole || p["status"] != "active" || p["name"] == "" || p["handle"] == "" {
+			t.Errorf("participant = %v, want type %s role %s", p, wantType, wantRole)
+		}
+	}
+	// Agents read the same list through the agent API only.
+	expect(t, k.ts.do(t, "GET", sibling.room(room, "participants"), sibling.cred, nil), 200, "")
+}
+
+func participantsListHumanAPI(t *testing.T, k *roomsWorld, room, all string, alice, bob, helper, sibling roomsParty) {
+	r := k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != all {
+		t.Fatalf("participants = %s", got)
+	}
+	want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
+	if m := r.meta(t); !reflect.DeepEqual(m, want) {
+		t.Fatalf("metadata = %v, want %v", m, want)
+	}
+	details := map[string]map[string]any{}
+	for _, it := range r.list(t) {
+		p := it.(map[string]any)
+		details[k.names[p["id"].(string)]] = p
+	}
+	if p := details["bob"]; p["name"] != "Bob Tester" || p["handle"] != "bob" || p["description"] != nil || p["is_external"] != nil {
+		t.Errorf("a person's details = %v", p)
+	}
+	if p := details["global"]; p["name"] != "Global" || p["handle"] != "carol/global" || p["description"] != "Global does things" || p["is_external"] != true {
+		t.Errorf("an agent's details = %v", p)
+	}
+	for query, pages := range map[string]string{
+		"limit=2":                         "alice,helper|bob,sibling|global",
+		"limit=2&participant_type=User":   "alice,bob",
+		"limit=2&participant_type=Agent":  "helper,sibling|global",
+		"limit=100&participant_type=User": "alice,bob",
+	} {
+		if got := k.walk(t, alice, alice.room(room, "participants"), query); got != pages {
+			t.Errorf("walk ?%s = %s, want %s", query, got, pages)
+		}
+	}
+	// Any reader may list, not only managers.
+	if got := k.walk(t, bob, bob.room(room, "participants"), "limit=5"); got != all {
+		t.Errorf("bob's walk = %s", got)
+	}
+	r = k.ts.do(t, "GET", alice.room(room, "participants")+"?page=2&page_size=2", alice.cred, nil)
+	expect(t, r, 200, "")
+	m := r.meta(t)
+	if got := k.listed(t, r); got != "bob,sibling" || m["total_count"] != float64(5) || m["total_pages"] != float64(3) {
+		t.Errorf("page 2 = %s, metadata %v", got, m)
+	}
+}
+
+func participantsListRefusals(t *testing.T, k *roomsWorld, alice roomsParty, room string, helper, sibling, dave, erin, bob roomsParty) {
 	agentsCursor := k.ts.do(t, "GET", alice.room(room, "participants")+"?limit=1&participant_type=Agent", alice.cred, nil).meta(t)["next_cursor"].(string)
 	other := k.newRoom(t, alice, "other", nil)
 	k.add(t, alice, other, helper, "")
@@ -841,10 +865,7 @@ func TestParticipantsList(t *testing.T) {
 
 func TestParticipantsAdd(t *testing.T) {
 	k := newRoomsWorld(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	second := k.bot(alice, "Second")
@@ -893,6 +914,12 @@ func TestParticipantsAdd(t *testing.T) {
 		})
 	}
 
+	t.Run("refusals", func(t *testing.T) {
+		participantsAddRefusals(t, k, alice, helper, bob, dave, agentRoom, bobBot, carol, carolBot, sibling, second)
+	})
+}
+
+func participantsAddRefusals(t *testing.T, k *roomsWorld, alice, helper, bob, dave roomsParty, agentRoom string, bobBot, carol, carolBot, sibling, second roomsParty) {
 	plain := k.newRoom(t, alice, "plain", nil)
 	k.add(t, alice, plain, helper, "") // a member agent
 	k.add(t, alice, plain, bob, "")    // a member person
@@ -1027,6 +1054,16 @@ func TestParticipantsRemove(t *testing.T) {
 	})
 }
 
+// patchRefusal is a refused change of participant who in room, as as, to
+// the participant fields (nil: no body at all).
+func patchRefusal(name string, as roomsParty, room, who string, fields map[string]any, status int, code string, pointers ...string) scenario {
+	var body any
+	if fields != nil {
+		body = map[string]any{"participant": fields}
+	}
+	return refusalCase(name, as.cred, "PATCH", as.room(room, "participants", who), body, status, code, pointers...)
+}
+
 func TestParticipantsBlock(t *testing.T) {
 	t.Parallel() // its own server and database
 	k := newRoomsWorld(t)
@@ -1051,97 +1088,101 @@ func TestParticipantsBlock(t *testing.T) {
 		k.ts.unchanged(t, before)
 	})
 
-	t.Run("a blocked agent reads nothing", func(t *testing.T) {
-		k.ts.run(t, []scenario{
-			{name: "room", cred: helper.cred, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
-			{name: "messages", cred: helper.cred, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
-			{name: "participants", cred: helper.cred, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
-		})
-		if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "" {
-			t.Errorf("the blocked agent still lists %s", got)
-		}
-		// The others still see it in the room, as blocked.
-		for _, it := range k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil).list(t) {
-			if p := it.(map[string]any); p["id"] == helper.id && p["status"] != "blocked" {
-				t.Errorf("participant = %v", p)
-			}
-		}
-	})
+	t.Run("a blocked agent reads nothing", func(t *testing.T) { blockedAgentReadsNothing(t, k, room, alice, helper, blocked) })
 
 	// The spec: an agent whose execution in the room is stopped gets 403 on
 	// messages and events (not the 404 of a room it cannot see).
-	t.Run("a blocked agent's posts are refused as execution_stopped", func(t *testing.T) {
-		k.ts.run(t, []scenario{
-			{name: "message", cred: helper.cred, method: "POST", path: helper.room(room, "messages"),
-				body:   map[string]any{"message": map[string]any{"content": "Still here", "mentions": []any{map[string]any{"id": alice.id}}}},
-				status: 403, code: "execution_stopped"},
-			{name: "event", cred: helper.cred, method: "POST", path: helper.room(room, "events"),
-				body:   map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}},
-				status: 403, code: "execution_stopped"},
-		})
-	})
+	t.Run("a blocked agent's posts are refused as execution_stopped", func(t *testing.T) { blockedAgentCannotPost(t, k, room, alice, helper) })
+	t.Run("unblocking restores it", func(t *testing.T) { unblockingRestores(t, k, room, alice, helper, active) })
+	t.Run("a blocked person reads nothing", func(t *testing.T) { blockedPersonReadsNothing(t, k, room, alice, bob, blocked, active) })
 
-	t.Run("unblocking restores it", func(t *testing.T) {
-		r := k.patch(t, alice, room, helper.id, active)
-		expect(t, r, 200, "")
-		if d := r.data(t); d["status"] != "active" {
-			t.Fatalf("unblocked = %v", d)
-		}
-		k.get(t, helper, room)
-		expect(t, k.send(t, helper, room, "Back at work", alice), 201, "")
-		if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "room" {
-			t.Errorf("agent listing = %s", got)
-		}
-	})
-
-	t.Run("a blocked person reads nothing", func(t *testing.T) {
-		expect(t, k.patch(t, alice, room, bob.id, blocked), 200, "")
-		expect(t, k.ts.do(t, "GET", bob.room(room), bob.cred, nil), 404, "not_found")
-		if got := k.listed(t, k.ts.do(t, "GET", humanChatsPath, bob.cred, nil)); got != "" {
-			t.Errorf("the blocked person still lists %s", got)
-		}
-		expect(t, k.patch(t, alice, room, bob.id, active), 200, "")
-		k.get(t, bob, room)
-	})
-
-	patch := func(name string, as roomsParty, who string, body any, status int, code string, pointers ...string) scenario {
-		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room, "participants", who), body: body, status: status, code: code, pointers: pointers}
-	}
-	wrap := func(fields map[string]any) map[string]any { return map[string]any{"participant": fields} }
 	k.ts.run(t, []scenario{
-		patch("the only owner blocks itself", alice, alice.id, wrap(blocked), 403, "cannot_remove_sole_owner"),
-		patch("the only owner demotes itself", alice, alice.id, wrap(map[string]any{"role": "admin"}), 403, "cannot_remove_sole_owner"),
-		patch("a member blocks someone", bob, helper.id, wrap(blocked), 403, "forbidden"),
-		patch("a member promotes itself", bob, bob.id, wrap(map[string]any{"role": "admin"}), 403, "forbidden"),
-		patch("a person not in the room", dave, helper.id, wrap(blocked), 404, "not_found"),
-		patch("someone not in the room", alice, dave.id, wrap(blocked), 404, "not_found"),
-		patch("a malformed participant id", alice, "helper", wrap(blocked), 404, "not_found"),
-		patch("an unknown status", alice, helper.id, wrap(map[string]any{"status": "paused"}), 422, "validation_error", "/participant/status"),
-		patch("an unknown role", alice, helper.id, wrap(map[string]any{"role": "boss"}), 422, "validation_error", "/participant/role"),
-		patch("nothing to change", alice, helper.id, wrap(map[string]any{}), 422, "validation_error", "/participant"),
-		patch("no body", alice, helper.id, nil, 422, "validation_error", "/participant"),
+		patchRefusal("the only owner blocks itself", alice, room, alice.id, blocked, 403, "cannot_remove_sole_owner"),
+		patchRefusal("the only owner demotes itself", alice, room, alice.id, map[string]any{"role": "admin"}, 403, "cannot_remove_sole_owner"),
+		patchRefusal("a member blocks someone", bob, room, helper.id, blocked, 403, "forbidden"),
+		patchRefusal("a member promotes itself", bob, room, bob.id, map[string]any{"role": "admin"}, 403, "forbidden"),
+		patchRefusal("a person not in the room", dave, room, helper.id, blocked, 404, "not_found"),
+		patchRefusal("someone not in the room", alice, room, dave.id, blocked, 404, "not_found"),
+		patchRefusal("a malformed participant id", alice, room, "helper", blocked, 404, "not_found"),
+		patchRefusal("an unknown status", alice, room, helper.id, map[string]any{"status": "paused"}, 422, "validation_error", "/participant/status"),
+		patchRefusal("an unknown role", alice, room, helper.id, map[string]any{"role": "boss"}, 422, "validation_error", "/participant/role"),
+		patchRefusal("nothing to change", alice, room, helper.id, map[string]any{}, 422, "validation_error", "/participant"),
+		patchRefusal("no body", alice, room, helper.id, nil, 422, "validation_error", "/participant"),
 	})
 
-	t.Run("owners and admins", func(t *testing.T) {
-		expect(t, k.patch(t, alice, room, bob.id, map[string]any{"role": "admin"}), 200, "")
-		k.ts.run(t, []scenario{
-			patch("an admin makes an owner", bob, helper.id, wrap(map[string]any{"role": "owner"}), 403, "forbidden"),
-			patch("an admin blocks an owner", bob, alice.id, wrap(blocked), 403, "forbidden"),
-		})
-		// An admin blocks and unblocks a member.
-		expect(t, k.patch(t, bob, room, helper.id, blocked), 200, "")
-		expect(t, k.patch(t, bob, room, helper.id, active), 200, "")
-		// With a second owner, the first may step down.
-		r := k.patch(t, alice, room, bob.id, map[string]any{"role": "owner"})
-		expect(t, r, 200, "")
-		if d := r.data(t); d["role"] != "owner" {
-			t.Fatalf("promoted = %v", d)
+	t.Run("owners and admins", func(t *testing.T) { ownersAndAdminsBlock(t, k, room, alice, bob, helper, blocked, active) })
+}
+
+func blockedAgentReadsNothing(t *testing.T, k *roomsWorld, room string, alice, helper roomsParty, blocked map[string]any) {
+	k.ts.run(t, []scenario{
+		{name: "room", cred: helper.cred, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
+		{name: "messages", cred: helper.cred, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
+		{name: "participants", cred: helper.cred, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
+	})
+	if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "" {
+		t.Errorf("the blocked agent still lists %s", got)
+	}
+	// The others still see it in the room, as blocked.
+	for _, it := range k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil).list(t) {
+		if p := it.(map[string]any); p["id"] == helper.id && p["status"] != "blocked" {
+			t.Errorf("participant = %v", p)
 		}
-		expect(t, k.patch(t, alice, room, alice.id, map[string]any{"role": "member"}), 200, "")
-		k.ts.run(t, []scenario{
-			patch("a former owner blocks someone", alice, bob.id, wrap(blocked), 403, "forbidden"),
-			patch("the new only owner blocks itself", bob, bob.id, wrap(blocked), 403, "cannot_remove_sole_owner"),
-		})
+	}
+}
+
+func blockedAgentCannotPost(t *testing.T, k *roomsWorld, room string, alice, helper roomsParty) {
+	k.ts.run(t, []scenario{
+		{name: "message", cred: helper.cred, method: "POST", path: helper.room(room, "messages"),
+			body:   map[string]any{"message": map[string]any{"content": "Still here", "mentions": []any{map[string]any{"id": alice.id}}}},
+			status: 403, code: "execution_stopped"},
+		{name: "event", cred: helper.cred, method: "POST", path: helper.room(room, "events"),
+			body:   map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}},
+			status: 403, code: "execution_stopped"},
+	})
+}
+
+func unblockingRestores(t *testing.T, k *roomsWorld, room string, alice, helper roomsParty, active map[string]any) {
+	r := k.patch(t, alice, room, helper.id, active)
+	expect(t, r, 200, "")
+	if d := r.data(t); d["status"] != "active" {
+		t.Fatalf("unblocked = %v", d)
+	}
+	k.get(t, helper, room)
+	expect(t, k.send(t, helper, room, "Back at work", alice), 201, "")
+	if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "room" {
+		t.Errorf("agent listing = %s", got)
+	}
+}
+
+func blockedPersonReadsNothing(t *testing.T, k *roomsWorld, room string, alice, bob roomsParty, blocked, active map[string]any) {
+	expect(t, k.patch(t, alice, room, bob.id, blocked), 200, "")
+	expect(t, k.ts.do(t, "GET", bob.room(room), bob.cred, nil), 404, "not_found")
+	if got := k.listed(t, k.ts.do(t, "GET", humanChatsPath, bob.cred, nil)); got != "" {
+		t.Errorf("the blocked person still lists %s", got)
+	}
+	expect(t, k.patch(t, alice, room, bob.id, active), 200, "")
+	k.get(t, bob, room)
+}
+
+func ownersAndAdminsBlock(t *testing.T, k *roomsWorld, room string, alice, bob, helper roomsParty, blocked, active map[string]any) {
+	expect(t, k.patch(t, alice, room, bob.id, map[string]any{"role": "admin"}), 200, "")
+	k.ts.run(t, []scenario{
+		patchRefusal("an admin makes an owner", bob, room, helper.id, map[string]any{"role": "owner"}, 403, "forbidden"),
+		patchRefusal("an admin blocks an owner", bob, room, alice.id, blocked, 403, "forbidden"),
+	})
+	// An admin blocks and unblocks a member.
+	expect(t, k.patch(t, bob, room, helper.id, blocked), 200, "")
+	expect(t, k.patch(t, bob, room, helper.id, active), 200, "")
+	// With a second owner, the first may step down.
+	r := k.patch(t, alice, room, bob.id, map[string]any{"role": "owner"})
+	expect(t, r, 200, "")
+	if d := r.data(t); d["role"] != "owner" {
+		t.Fatalf("promoted = %v", d)
+	}
+	expect(t, k.patch(t, alice, room, alice.id, map[string]any{"role": "member"}), 200, "")
+	k.ts.run(t, []scenario{
+		patchRefusal("a former owner blocks someone", alice, room, bob.id, blocked, 403, "forbidden"),
+		patchRefusal("the new only owner blocks itself", bob, room, bob.id, blocked, 403, "cannot_remove_sole_owner"),
 	})
 }
 
