@@ -196,100 +196,25 @@ func TestDeliveryStateTable(t *testing.T) {
 		// the state afterwards (on 200) or the unchanged state (on 422)
 		after   string
 		attempt int
-		check   func(t *testing.T, room, msg string, before, after deliveryState)
+		check   func(k *deliveryWorld, t *testing.T, room, msg string, before, after deliveryState)
 	}{
 		{name: "none → processing", trigger: "processing", status: 200, after: "processing", attempt: 1,
-			check: func(t *testing.T, room, msg string, _, s deliveryState) {
-				if len(s.Attempts) != 1 {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				a := s.Attempts[0]
-				if a.AttemptNumber != 1 || a.Status != "processing" || a.StartedAt == "" || a.CompletedAt != nil || a.Error != nil {
-					t.Fatalf("attempt = %+v", a)
-				}
-				if _, err := time.Parse(time.RFC3339Nano, a.StartedAt); err != nil {
-					t.Fatalf("started_at %q: %v", a.StartedAt, err)
-				}
-				// A message in processing is still served (a crashed worker's).
-				if got := k.nextID(t, room); got != msg {
-					t.Fatalf("/next = %q, want the processing message", got)
-				}
-				if !slices.Contains(k.listIDs(t, room, ""), msg) || !slices.Contains(k.listIDs(t, room, "processing"), msg) {
-					t.Fatal("a processing message left the default or processing listing")
-				}
-			}},
+			check: (*deliveryWorld).startsTheFirstAttempt},
 		{name: "processing → processing while live is a no-op", setup: []string{"processing"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 1,
-			check: func(t *testing.T, _, _ string, before, s deliveryState) {
-				if !jsonEqual(t, before, s) {
-					t.Fatalf("the no-op changed the delivery: before %+v, after %+v", before, s)
-				}
-			}},
+			check: (*deliveryWorld).changedNothing},
 		{name: "processing → processed", setup: []string{"processing"}, trigger: "processed",
 			status: 200, after: "processed", attempt: 1,
-			check: func(t *testing.T, room, msg string, before, s deliveryState) {
-				a := s.Attempts[0]
-				if len(s.Attempts) != 1 || a.Status != "processed" || a.CompletedAt == nil || a.Error != nil ||
-					a.StartedAt != before.Attempts[0].StartedAt {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				if s.ProcessedAt == nil {
-					t.Fatal("processed_at not set")
-				}
-				if got := k.nextID(t, room); got != "" {
-					t.Fatalf("/next served %s after /processed", got)
-				}
-				if slices.Contains(k.listIDs(t, room, ""), msg) || slices.Contains(k.listIDs(t, room, "pending"), msg) {
-					t.Fatal("a processed message stayed in the default or pending listing")
-				}
-				if !slices.Contains(k.listIDs(t, room, "processed"), msg) || !slices.Contains(k.listIDs(t, room, "all"), msg) {
-					t.Fatal("a processed message is missing from ?status=processed or ?status=all")
-				}
-			}},
+			check: (*deliveryWorld).isProcessed},
 		{name: "processing → failed", setup: []string{"processing"}, trigger: "failed",
 			status: 200, after: "failed", attempt: 1,
-			check: func(t *testing.T, room, msg string, _, s deliveryState) {
-				a := s.Attempts[0]
-				if len(s.Attempts) != 1 || a.Status != "failed" || a.CompletedAt == nil || a.Error == nil || *a.Error != "boom" {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				if s.ProcessedAt != nil {
-					t.Fatal("a failed message has processed_at")
-				}
-				// It stays available for a retry.
-				if got := k.nextID(t, room); got != msg {
-					t.Fatalf("/next = %q, want the failed message", got)
-				}
-				for _, f := range []string{"", "failed", "pending", "all"} {
-					if !slices.Contains(k.listIDs(t, room, f), msg) {
-						t.Fatalf("a failed message is missing from the listing with status=%q", f)
-					}
-				}
-			}},
+			check: (*deliveryWorld).failedForARetry},
 		{name: "failed → processing starts a fresh attempt", setup: []string{"processing", "failed"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 2,
-			check: func(t *testing.T, _, _ string, before, s deliveryState) {
-				if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) ||
-					s.Attempts[1].AttemptNumber != 2 || s.Attempts[1].Status != "processing" || s.Attempts[1].CompletedAt != nil {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-			}},
+			check: (*deliveryWorld).startsAFreshAttempt},
 		{name: "processed → processing reopens the message", setup: []string{"processing", "processed"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 2,
-			check: func(t *testing.T, room, msg string, before, s deliveryState) {
-				if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) || s.Attempts[1].Status != "processing" {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				if s.ProcessedAt != nil {
-					t.Fatal("a reopened message keeps processed_at")
-				}
-				if got := k.nextID(t, room); got != msg {
-					t.Fatalf("/next = %q, want the reopened message", got)
-				}
-				if !slices.Contains(k.listIDs(t, room, ""), msg) {
-					t.Fatal("a reopened message is missing from the default listing")
-				}
-			}},
+			check: (*deliveryWorld).isReopened},
 		{name: "processing → failed → processing → processed", setup: []string{"processing", "failed", "processing"},
 			trigger: "processed", status: 200, after: "processed", attempt: 2},
 		// No active attempt: 422, nothing changes.
@@ -328,9 +253,106 @@ func TestDeliveryStateTable(t *testing.T) {
 				k.ts.unchanged(t, snap)
 			}
 			if tc.check != nil {
-				tc.check(t, room, msg, before, after)
+				tc.check(k, t, room, msg, before, after)
 			}
 		})
+	}
+}
+
+// startsTheFirstAttempt: the first attempt starts, and the message is still
+// served and listed.
+func (k *deliveryWorld) startsTheFirstAttempt(t *testing.T, room, msg string, _, s deliveryState) {
+	if len(s.Attempts) != 1 {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	a := s.Attempts[0]
+	if a.AttemptNumber != 1 || a.Status != "processing" || a.StartedAt == "" || a.CompletedAt != nil || a.Error != nil {
+		t.Fatalf("attempt = %+v", a)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, a.StartedAt); err != nil {
+		t.Fatalf("started_at %q: %v", a.StartedAt, err)
+	}
+	// A message in processing is still served (a crashed worker's).
+	if got := k.nextID(t, room); got != msg {
+		t.Fatalf("/next = %q, want the processing message", got)
+	}
+	if !slices.Contains(k.listIDs(t, room, ""), msg) || !slices.Contains(k.listIDs(t, room, "processing"), msg) {
+		t.Fatal("a processing message left the default or processing listing")
+	}
+}
+
+// changedNothing: the no-op left the delivery as it was.
+func (k *deliveryWorld) changedNothing(t *testing.T, _, _ string, before, s deliveryState) {
+	if !jsonEqual(t, before, s) {
+		t.Fatalf("the no-op changed the delivery: before %+v, after %+v", before, s)
+	}
+}
+
+// isProcessed: the attempt is completed, processed_at set, and the message
+// neither served nor listed as pending.
+func (k *deliveryWorld) isProcessed(t *testing.T, room, msg string, before, s deliveryState) {
+	a := s.Attempts[0]
+	if len(s.Attempts) != 1 || a.Status != "processed" || a.CompletedAt == nil || a.Error != nil ||
+		a.StartedAt != before.Attempts[0].StartedAt {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	if s.ProcessedAt == nil {
+		t.Fatal("processed_at not set")
+	}
+	if got := k.nextID(t, room); got != "" {
+		t.Fatalf("/next served %s after /processed", got)
+	}
+	if slices.Contains(k.listIDs(t, room, ""), msg) || slices.Contains(k.listIDs(t, room, "pending"), msg) {
+		t.Fatal("a processed message stayed in the default or pending listing")
+	}
+	if !slices.Contains(k.listIDs(t, room, "processed"), msg) || !slices.Contains(k.listIDs(t, room, "all"), msg) {
+		t.Fatal("a processed message is missing from ?status=processed or ?status=all")
+	}
+}
+
+// failedForARetry: the attempt failed with its error, and the message stays
+// available for a retry.
+func (k *deliveryWorld) failedForARetry(t *testing.T, room, msg string, _, s deliveryState) {
+	a := s.Attempts[0]
+	if len(s.Attempts) != 1 || a.Status != "failed" || a.CompletedAt == nil || a.Error == nil || *a.Error != "boom" {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	if s.ProcessedAt != nil {
+		t.Fatal("a failed message has processed_at")
+	}
+	// It stays available for a retry.
+	if got := k.nextID(t, room); got != msg {
+		t.Fatalf("/next = %q, want the failed message", got)
+	}
+	for _, f := range []string{"", "failed", "pending", "all"} {
+		if !slices.Contains(k.listIDs(t, room, f), msg) {
+			t.Fatalf("a failed message is missing from the listing with status=%q", f)
+		}
+	}
+}
+
+// startsAFreshAttempt: a second attempt starts beside the failed one.
+func (k *deliveryWorld) startsAFreshAttempt(t *testing.T, _, _ string, before, s deliveryState) {
+	if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) ||
+		s.Attempts[1].AttemptNumber != 2 || s.Attempts[1].Status != "processing" || s.Attempts[1].CompletedAt != nil {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+}
+
+// isReopened: the message is open again: a second attempt, no processed_at,
+// served and listed.
+func (k *deliveryWorld) isReopened(t *testing.T, room, msg string, before, s deliveryState) {
+	if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) || s.Attempts[1].Status != "processing" {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	if s.ProcessedAt != nil {
+		t.Fatal("a reopened message keeps processed_at")
+	}
+	if got := k.nextID(t, room); got != msg {
+		t.Fatalf("/next = %q, want the reopened message", got)
+	}
+	if !slices.Contains(k.listIDs(t, room, ""), msg) {
+		t.Fatal("a reopened message is missing from the default listing")
 	}
 }
 
@@ -573,55 +595,11 @@ func TestDeliveryTwoWorkersOneKey(t *testing.T) {
 		posted[i] = k.post(t, room, k.worker)
 	}
 
-	var mu sync.Mutex
-	taken := map[string]int{}     // /processing answered 200, per message: times a worker took it
-	processed := map[string]int{} // successful /processed per message (>1: it was reopened)
-	lostRaces := 0                // /processed refused because the other worker finished first
-	work := func(name string) {
-		for steps := 0; steps < 20*n; steps++ {
-			r := k.next(t, k.workerKey, room)
-			if r.status == 204 {
-				return
-			}
-			if r.status != 200 {
-				t.Errorf("%s: /next status %d: %s", name, r.status, r.body)
-				return
-			}
-			var env struct {
-				Data struct {
-					ID string `json:"id"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal(r.body, &env); err != nil {
-				t.Errorf("%s: %v", name, err)
-				return
-			}
-			id := env.Data.ID
-			if r := k.mark(t, room, id, "processing", map[string]any{}); r.status != 200 {
-				t.Errorf("%s: /processing %s: %d %s", name, id, r.status, r.body)
-				return
-			}
-			mu.Lock()
-			taken[id]++
-			mu.Unlock()
-			r = k.mark(t, room, id, "processed", map[string]any{})
-			mu.Lock()
-			switch {
-			case r.status == 200:
-				processed[id]++
-			case r.status == 422 && r.errorCode(t) == "no_active_attempt":
-				lostRaces++ // the other worker's /processed came first
-			default:
-				t.Errorf("%s: /processed %s: %d %s", name, id, r.status, r.body)
-			}
-			mu.Unlock()
-		}
-		t.Errorf("%s: /next never answered 204", name)
-	}
+	tally := &deliveryTally{taken: map[string]int{}, processed: map[string]int{}}
 	var wg sync.WaitGroup
 	for _, name := range []string{"worker A", "worker B"} {
 		wg.Add(1)
-		go func() { defer wg.Done(); work(name) }()
+		go func() { defer wg.Done(); k.drain(t, room, name, 20*n, tally) }()
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -637,16 +615,68 @@ func TestDeliveryTwoWorkersOneKey(t *testing.T) {
 	expect(t, k.next(t, k.workerKey, room), 204, "")
 	duplicates, reopened := 0, 0
 	for _, id := range posted {
-		if processed[id] == 0 {
+		if tally.processed[id] == 0 {
 			t.Errorf("message %s was never processed successfully", id)
 		}
-		duplicates += taken[id] - 1
-		if processed[id] > 1 {
+		duplicates += tally.taken[id] - 1
+		if tally.processed[id] > 1 {
 			reopened++
 		}
 	}
 	t.Logf("%d messages: %d duplicate deliveries (taken by both workers), %d processed again after a stale /processing reopened them, %d /processed lost a race",
-		n, duplicates, reopened, lostRaces)
+		n, duplicates, reopened, tally.lostRaces)
+}
+
+// deliveryTally is what two workers sharing one key saw.
+type deliveryTally struct {
+	mu        sync.Mutex
+	taken     map[string]int // /processing answered 200, per message: times a worker took it
+	processed map[string]int // successful /processed per message (>1: it was reopened)
+	lostRaces int            // /processed refused because the other worker finished first
+}
+
+// drain takes and processes what /next serves the worker's key in room
+// until it answers 204 (within maxSteps), counting into tally.
+func (k *deliveryWorld) drain(t *testing.T, room, name string, maxSteps int, tally *deliveryTally) {
+	for steps := 0; steps < maxSteps; steps++ {
+		r := k.next(t, k.workerKey, room)
+		if r.status == 204 {
+			return
+		}
+		if r.status != 200 {
+			t.Errorf("%s: /next status %d: %s", name, r.status, r.body)
+			return
+		}
+		var env struct {
+			Data struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(r.body, &env); err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+		id := env.Data.ID
+		if r := k.mark(t, room, id, "processing", map[string]any{}); r.status != 200 {
+			t.Errorf("%s: /processing %s: %d %s", name, id, r.status, r.body)
+			return
+		}
+		tally.mu.Lock()
+		tally.taken[id]++
+		tally.mu.Unlock()
+		r = k.mark(t, room, id, "processed", map[string]any{})
+		tally.mu.Lock()
+		switch {
+		case r.status == 200:
+			tally.processed[id]++
+		case r.status == 422 && r.errorCode(t) == "no_active_attempt":
+			tally.lostRaces++ // the other worker's /processed came first
+		default:
+			t.Errorf("%s: /processed %s: %d %s", name, id, r.status, r.body)
+		}
+		tally.mu.Unlock()
+	}
+	t.Errorf("%s: /next never answered 204", name)
 }
 
 // deliveryModel is the state machine of the spec, for one agent and its
