@@ -509,10 +509,16 @@ func TestTasksOverallStatus(t *testing.T) {
 	}
 }
 
+// stateEvent is the payload of a state change from one state to another.
+func stateEvent(from, to string) string { return `{"state":{"from":"` + from + `","to":"` + to + `"}}` }
+
 func TestTasksLifecycle(t *testing.T) {
 	k := newTasksWorld(t)
-	st := func(from, to string) string { return `{"state":{"from":"` + from + `","to":"` + to + `"}}` }
+	t.Run("a task's life", func(t *testing.T) { taskLife(t, k) })
+	t.Run("every state to every requested state", func(t *testing.T) { everyStateToEveryState(t, k) })
+}
 
+func taskLife(t *testing.T, k *tasksWorld) {
 	// Finish and tidy away in one call: the status first, then the state.
 	k.subject(t, k.helperCred, k.room, "Finish me")
 	got := k.update(t, k.helperCred, k.room, "1", map[string]any{"status": "completed", "state": "archived"})
@@ -544,49 +550,53 @@ func TestTasksLifecycle(t *testing.T) {
 	sameJSON(t, "history", k.events(t, k.room, "1"), []string{
 		`created:{"detail":"","subject":"Finish me"}`,
 		`status_changed:{"status":{"from":null,"to":"completed"}}`,
-		`archived:` + st("active", "archived"),
-		`unarchived:` + st("archived", "active"),
+		`archived:` + stateEvent("active", "archived"),
+		`unarchived:` + stateEvent("archived", "active"),
 		`edited:{"subject":{"from":"Finish me","to":"Finish me again"}}`,
 	})
 	got = k.update(t, k.scoutCred, k.room, "1", map[string]any{"comment": "Why", "state": "cancelled"})
 	if got.State != "cancelled" {
 		t.Fatalf("after cancelling: %+v", got)
 	}
-	if e := k.events(t, k.room, "1"); e[len(e)-2] != `commented:{"text":"Why"}` || e[len(e)-1] != `cancelled:`+st("active", "cancelled") {
+	if e := k.events(t, k.room, "1"); e[len(e)-2] != `commented:{"text":"Why"}` || e[len(e)-1] != `cancelled:`+stateEvent("active", "cancelled") {
 		t.Fatalf("history ends %v", e[len(e)-2:])
 	}
+}
 
-	// Every state against every requested state.
-	setUp := map[string]func(t *testing.T) string{
-		"active": func(t *testing.T) string { return k.subject(t, k.helperCred, k.room, "A").ID },
-		"cancelled": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "C").ID
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
-			return id
-		},
-		"superseded": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "S").ID
-			k.create(t, k.helperCred, k.room, map[string]any{"subject": "S2", "supersedes_id": id})
-			return id
-		},
-		"archived": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "R").ID
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
-			return id
-		},
-		"archived after superseded": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "SR").ID
-			k.create(t, k.helperCred, k.room, map[string]any{"subject": "SR2", "supersedes_id": id})
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
-			return id
-		},
-		"archived after cancelled": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "CR").ID
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
-			return id
-		},
+// taskIn makes a task of the room and brings it to state ("archived after
+// superseded": superseded first, then archived); it returns its id.
+func (k *tasksWorld) taskIn(t *testing.T, state string) string {
+	switch state {
+	case "active":
+		return k.subject(t, k.helperCred, k.room, "A").ID
+	case "cancelled":
+		id := k.subject(t, k.helperCred, k.room, "C").ID
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
+		return id
+	case "superseded":
+		id := k.subject(t, k.helperCred, k.room, "S").ID
+		k.create(t, k.helperCred, k.room, map[string]any{"subject": "S2", "supersedes_id": id})
+		return id
+	case "archived":
+		id := k.subject(t, k.helperCred, k.room, "R").ID
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
+		return id
+	case "archived after superseded":
+		id := k.subject(t, k.helperCred, k.room, "SR").ID
+		k.create(t, k.helperCred, k.room, map[string]any{"subject": "SR2", "supersedes_id": id})
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
+		return id
+	case "archived after cancelled":
+		id := k.subject(t, k.helperCred, k.room, "CR").ID
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
+		return id
 	}
+	t.Fatalf("no way to a task in state %q", state)
+	return ""
+}
+
+func everyStateToEveryState(t *testing.T, k *tasksWorld) {
 	for _, tc := range []struct {
 		from, to string
 		want     string // the state after, "" = refused, "same" = no change
@@ -608,7 +618,7 @@ func TestTasksLifecycle(t *testing.T) {
 		{"archived after superseded", "active", "", ""},
 	} {
 		t.Run(tc.from+" to "+tc.to, func(t *testing.T) {
-			id := setUp[tc.from](t)
+			id := k.taskIn(t, tc.from)
 			path := tasksPath(k.room, id)
 			switch tc.want {
 			case "":
