@@ -281,6 +281,17 @@ func (l idLabels) listed(t testing.TB, r *response) string {
 	return strings.Join(out, ",")
 }
 
+// listedValues is one field of each item of a listing, in order,
+// comma-separated.
+func listedValues(t testing.TB, r *response, field string) string {
+	t.Helper()
+	var out []string
+	for _, it := range r.list(t) {
+		out = append(out, it.(map[string]any)[field].(string))
+	}
+	return strings.Join(out, ",")
+}
+
 // walkPages pages through a cursor listing (query holds limit and the
 // filters), renders each page with render, and returns the pages joined by
 // "|". It fails the test when a page is refused or paging does not end.

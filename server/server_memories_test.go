@@ -153,47 +153,10 @@ func (k *memoriesWorld) delete(t testing.TB, who, id string) *response {
 func TestMemoryCreate(t *testing.T) {
 	t.Parallel() // its own server and database
 	k := newMemoriesWorld(t)
-	room := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("a1"), map[string]any{})
-	expect(t, room, 201, "")
-	roomID := room.data(t)["id"].(string)
-	foreignRoom := k.ts.do(t, "POST", "/api/v1/agent/chats", k.cred("b1"), map[string]any{})
-	expect(t, foreignRoom, 201, "")
+	roomID := k.ts.room(t, k.keys["a1"])
+	foreignRoomID := k.ts.room(t, k.keys["b1"])
 
-	t.Run("about a subject", func(t *testing.T) {
-		d := k.store(t, "a1", "", map[string]any{"content": "  likes green tea\nin the morning  ", "subject_id": k.ids["alice"]})
-		want := map[string]any{"content": "likes green tea\nin the morning", "system": "long_term", "type": "semantic", "segment": "user",
-			"scope": "subject", "status": "active", "thought": "worth remembering", "subject_id": k.ids["alice"],
-			"source_agent_id": k.ids["a1"], "chat_room_id": nil, "metadata": nil, "superseded_by": nil}
-		for key, v := range want {
-			if !reflect.DeepEqual(d[key], v) {
-				t.Errorf("%s = %#v, want %#v", key, d[key], v)
-			}
-		}
-		for _, key := range []string{"id", "organization_id", "inserted_at", "updated_at"} {
-			if s, _ := d[key].(string); s == "" {
-				t.Errorf("%s missing in %v", key, d)
-			}
-		}
-		// The same memory reads back through both APIs; the Human API adds
-		// the names of its source agent and subject.
-		if _, ok := d["source_agent"]; ok {
-			t.Errorf("the Agent API names the source agent: %v", d)
-		}
-		r := k.ts.do(t, "GET", k.path("a1", "/"+d["id"].(string)), k.cred("a1"), nil)
-		expect(t, r, 200, "")
-		if !reflect.DeepEqual(r.data(t), d) {
-			t.Errorf("a1 reads %v, want %v", r.data(t), d)
-		}
-		human := map[string]any{"source_agent": k.party("a1", ""), "subject": k.party("alice", "User")}
-		for key, v := range d {
-			human[key] = v
-		}
-		r = k.ts.do(t, "GET", k.path("alice", "/"+d["id"].(string)), k.cred("alice"), nil)
-		expect(t, r, 200, "")
-		if !reflect.DeepEqual(r.data(t), human) {
-			t.Errorf("alice reads %v, want %v", r.data(t), human)
-		}
-	})
+	t.Run("about a subject", func(t *testing.T) { memoryAboutASubject(t, k) })
 	t.Run("organization-wide, with metadata and a room", func(t *testing.T) {
 		ref := k.store(t, "a1", "", k.about("alice"))["id"].(string)
 		d := k.store(t, "a1", "", map[string]any{"scope": "organization", "system": "sensory", "type": "echoic", "segment": "guideline",
@@ -210,61 +173,7 @@ func TestMemoryCreate(t *testing.T) {
 		k.store(t, "a1", "", k.about("b1"))
 	})
 
-	tags := make([]any, 33)
-	for i := range tags {
-		tags[i] = "t"
-	}
-	refs := make([]any, 33)
-	for i := range refs {
-		refs[i] = nilID
-	}
-	for _, tc := range []struct {
-		name    string
-		body    any
-		pointer string
-	}{
-		{"no memory", map[string]any{}, "/memory"},
-		{"memory null", map[string]any{"memory": nil}, "/memory"},
-		{"no content", memoryBody(map[string]any{"content": absent}), "/memory/content"},
-		{"blank content", memoryBody(map[string]any{"content": " \n\t "}), "/memory/content"},
-		{"content too long", memoryBody(map[string]any{"content": strings.Repeat("é", store.MaxMemoryContent+1)}), "/memory/content"},
-		{"content not a string", memoryBody(map[string]any{"content": 42}), "/memory/content"},
-		{"content with a NUL", memoryBody(map[string]any{"content": "a\x00b"}), "/memory/content"},
-		{"no system", memoryBody(map[string]any{"system": absent}), "/memory/system"},
-		{"unknown system", memoryBody(map[string]any{"system": "short_term"}), "/memory/system"},
-		{"no type", memoryBody(map[string]any{"type": absent}), "/memory/type"},
-		{"unknown type", memoryBody(map[string]any{"type": "vivid"}), "/memory/type"},
-		{"sensory with a semantic type", memoryBody(map[string]any{"system": "sensory", "type": "semantic"}), "/memory/type"},
-		{"working with a sensory type", memoryBody(map[string]any{"system": "working", "type": "iconic"}), "/memory/type"},
-		{"long_term with a sensory type", memoryBody(map[string]any{"type": "haptic"}), "/memory/type"},
-		{"no segment", memoryBody(map[string]any{"segment": absent}), "/memory/segment"},
-		{"unknown segment", memoryBody(map[string]any{"segment": "system"}), "/memory/segment"},
-		{"no thought", memoryBody(map[string]any{"thought": absent}), "/memory/thought"},
-		{"thought too long", memoryBody(map[string]any{"thought": strings.Repeat("x", store.MaxMemoryThought+1)}), "/memory/thought"},
-		{"unknown scope", memoryBody(map[string]any{"scope": "self"}), "/memory/scope"},
-		{"agent scope with a subject", memoryBody(map[string]any{"scope": "agent", "subject_id": k.ids["a1"]}), "/memory/subject_id"},
-		{"subject scope without a subject", memoryBody(nil), "/memory/subject_id"},
-		{"subject id not a UUID", memoryBody(map[string]any{"subject_id": "alice"}), "/memory/subject_id"},
-		{"subject who does not exist", memoryBody(map[string]any{"subject_id": nilID}), "/memory/subject_id"},
-		{"subject of another organization", memoryBody(k.about("carol")), "/memory/subject_id"},
-		{"agent subject of another organization", memoryBody(k.about("c1")), "/memory/subject_id"},
-		{"organization scope with a subject", memoryBody(map[string]any{"scope": "organization", "subject_id": k.ids["alice"]}), "/memory/subject_id"},
-		{"room not readable", memoryBody(map[string]any{"scope": "organization", "chat_room_id": foreignRoom.data(t)["id"]}), "/memory/chat_room_id"},
-		{"room that does not exist", memoryBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"},
-		{"room id not a UUID", memoryBody(map[string]any{"scope": "organization", "chat_room_id": "lobby"}), "/memory/chat_room_id"},
-		{"metadata not an object", memoryBody(map[string]any{"scope": "organization", "metadata": []any{"x"}}), "/memory/metadata"},
-		{"metadata with another key", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"source": "chat"}}), "/memory/metadata/source"},
-		{"tags not strings", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{1}}}), "/memory/metadata/tags"},
-		{"too many tags", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": tags}}), "/memory/metadata/tags"},
-		{"blank tag", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{"ok", " "}}}), "/memory/metadata/tags/1"},
-		{"tag too long", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{strings.Repeat("t", 65)}}}), "/memory/metadata/tags/0"},
-		{"reference not a UUID", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": []any{"m1"}}}), "/memory/metadata/references/0"},
-		{"too many references", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": refs}}), "/memory/metadata/references"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), tc.body, 422, "validation_error", tc.pointer)
-		})
-	}
+	k.ts.run(t, memoryCreateRefusals(k, foreignRoomID))
 	t.Run("unknown fields", func(t *testing.T) {
 		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), memoryBody(map[string]any{"scope": "organization", "importance": 3}),
 			400, "unknown_field", "/memory/importance")
@@ -273,6 +182,97 @@ func TestMemoryCreate(t *testing.T) {
 		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), body, 400, "unknown_field", "/agent_id")
 		k.ts.refused(t, "POST", k.path("a1", ""), k.cred("a1"), `{"memory":`, 400, "invalid_json", "")
 	})
+}
+
+func memoryAboutASubject(t *testing.T, k *memoriesWorld) {
+	d := k.store(t, "a1", "", map[string]any{"content": "  likes green tea\nin the morning  ", "subject_id": k.ids["alice"]})
+	want := map[string]any{"content": "likes green tea\nin the morning", "system": "long_term", "type": "semantic", "segment": "user",
+		"scope": "subject", "status": "active", "thought": "worth remembering", "subject_id": k.ids["alice"],
+		"source_agent_id": k.ids["a1"], "chat_room_id": nil, "metadata": nil, "superseded_by": nil}
+	for key, v := range want {
+		if !reflect.DeepEqual(d[key], v) {
+			t.Errorf("%s = %#v, want %#v", key, d[key], v)
+		}
+	}
+	for _, key := range []string{"id", "organization_id", "inserted_at", "updated_at"} {
+		if s, _ := d[key].(string); s == "" {
+			t.Errorf("%s missing in %v", key, d)
+		}
+	}
+	// The same memory reads back through both APIs; the Human API adds
+	// the names of its source agent and subject.
+	if _, ok := d["source_agent"]; ok {
+		t.Errorf("the Agent API names the source agent: %v", d)
+	}
+	r := k.ts.do(t, "GET", k.path("a1", "/"+d["id"].(string)), k.cred("a1"), nil)
+	expect(t, r, 200, "")
+	if !reflect.DeepEqual(r.data(t), d) {
+		t.Errorf("a1 reads %v, want %v", r.data(t), d)
+	}
+	human := map[string]any{"source_agent": k.party("a1", ""), "subject": k.party("alice", "User")}
+	for key, v := range d {
+		human[key] = v
+	}
+	r = k.ts.do(t, "GET", k.path("alice", "/"+d["id"].(string)), k.cred("alice"), nil)
+	expect(t, r, 200, "")
+	if !reflect.DeepEqual(r.data(t), human) {
+		t.Errorf("alice reads %v, want %v", r.data(t), human)
+	}
+}
+
+// memoryCreateRefusals are the 422 refusals of a memory a1 stores;
+// foreignRoomID is a room a1 cannot read.
+func memoryCreateRefusals(k *memoriesWorld, foreignRoomID string) []scenario {
+	tags := make([]any, 33)
+	for i := range tags {
+		tags[i] = "t"
+	}
+	refs := make([]any, 33)
+	for i := range refs {
+		refs[i] = nilID
+	}
+	invalid := func(name string, body any, pointer string) scenario {
+		return refusalCase(name, k.cred("a1"), "POST", k.path("a1", ""), body, 422, "validation_error", pointer)
+	}
+	return []scenario{
+		invalid("no memory", map[string]any{}, "/memory"),
+		invalid("memory null", map[string]any{"memory": nil}, "/memory"),
+		invalid("no content", memoryBody(map[string]any{"content": absent}), "/memory/content"),
+		invalid("blank content", memoryBody(map[string]any{"content": " \n\t "}), "/memory/content"),
+		invalid("content too long", memoryBody(map[string]any{"content": strings.Repeat("é", store.MaxMemoryContent+1)}), "/memory/content"),
+		invalid("content not a string", memoryBody(map[string]any{"content": 42}), "/memory/content"),
+		invalid("content with a NUL", memoryBody(map[string]any{"content": "a\x00b"}), "/memory/content"),
+		invalid("no system", memoryBody(map[string]any{"system": absent}), "/memory/system"),
+		invalid("unknown system", memoryBody(map[string]any{"system": "short_term"}), "/memory/system"),
+		invalid("no type", memoryBody(map[string]any{"type": absent}), "/memory/type"),
+		invalid("unknown type", memoryBody(map[string]any{"type": "vivid"}), "/memory/type"),
+		invalid("sensory with a semantic type", memoryBody(map[string]any{"system": "sensory", "type": "semantic"}), "/memory/type"),
+		invalid("working with a sensory type", memoryBody(map[string]any{"system": "working", "type": "iconic"}), "/memory/type"),
+		invalid("long_term with a sensory type", memoryBody(map[string]any{"type": "haptic"}), "/memory/type"),
+		invalid("no segment", memoryBody(map[string]any{"segment": absent}), "/memory/segment"),
+		invalid("unknown segment", memoryBody(map[string]any{"segment": "system"}), "/memory/segment"),
+		invalid("no thought", memoryBody(map[string]any{"thought": absent}), "/memory/thought"),
+		invalid("thought too long", memoryBody(map[string]any{"thought": strings.Repeat("x", store.MaxMemoryThought+1)}), "/memory/thought"),
+		invalid("unknown scope", memoryBody(map[string]any{"scope": "self"}), "/memory/scope"),
+		invalid("agent scope with a subject", memoryBody(map[string]any{"scope": "agent", "subject_id": k.ids["a1"]}), "/memory/subject_id"),
+		invalid("subject scope without a subject", memoryBody(nil), "/memory/subject_id"),
+		invalid("subject id not a UUID", memoryBody(map[string]any{"subject_id": "alice"}), "/memory/subject_id"),
+		invalid("subject who does not exist", memoryBody(map[string]any{"subject_id": nilID}), "/memory/subject_id"),
+		invalid("subject of another organization", memoryBody(k.about("carol")), "/memory/subject_id"),
+		invalid("agent subject of another organization", memoryBody(k.about("c1")), "/memory/subject_id"),
+		invalid("organization scope with a subject", memoryBody(map[string]any{"scope": "organization", "subject_id": k.ids["alice"]}), "/memory/subject_id"),
+		invalid("room not readable", memoryBody(map[string]any{"scope": "organization", "chat_room_id": foreignRoomID}), "/memory/chat_room_id"),
+		invalid("room that does not exist", memoryBody(map[string]any{"scope": "organization", "chat_room_id": nilID}), "/memory/chat_room_id"),
+		invalid("room id not a UUID", memoryBody(map[string]any{"scope": "organization", "chat_room_id": "lobby"}), "/memory/chat_room_id"),
+		invalid("metadata not an object", memoryBody(map[string]any{"scope": "organization", "metadata": []any{"x"}}), "/memory/metadata"),
+		invalid("metadata with another key", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"source": "chat"}}), "/memory/metadata/source"),
+		invalid("tags not strings", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{1}}}), "/memory/metadata/tags"),
+		invalid("too many tags", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": tags}}), "/memory/metadata/tags"),
+		invalid("blank tag", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{"ok", " "}}}), "/memory/metadata/tags/1"),
+		invalid("tag too long", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"tags": []any{strings.Repeat("t", 65)}}}), "/memory/metadata/tags/0"),
+		invalid("reference not a UUID", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": []any{"m1"}}}), "/memory/metadata/references/0"),
+		invalid("too many references", memoryBody(map[string]any{"scope": "organization", "metadata": map[string]any{"references": refs}}), "/memory/metadata/references"),
+	}
 }
 
 func TestMemoryQuota(t *testing.T) {
@@ -380,21 +380,11 @@ func TestMemoryNames(t *testing.T) {
 	if _, err := k.ts.db.DeleteAgent(t.Context(), mustUser(t, k, "alice"), k.ids["a2"], false); err != nil {
 		t.Fatal(err)
 	}
-	raw := func(query string, args ...any) {
-		t.Helper()
-		if err := k.ts.db.Write(t.Context(), func(tx *store.Tx) error { _, err := tx.Exec(query, args...); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw(`UPDATE agents SET deleted_at = updated_at WHERE id = ?`, k.ids["gone"])
-	raw(`UPDATE memories SET subject_id = ? WHERE id = ?`, k.ids["carol"], k.ids["foreign-subject"])
-	raw(`UPDATE memories SET source_agent_id = ? WHERE id = ?`, k.ids["c1"], k.ids["foreign-source"])
+	k.ts.exec(t, `UPDATE agents SET deleted_at = updated_at WHERE id = ?`, k.ids["gone"])
+	k.ts.exec(t, `UPDATE memories SET subject_id = ? WHERE id = ?`, k.ids["carol"], k.ids["foreign-subject"])
+	k.ts.exec(t, `UPDATE memories SET source_agent_id = ? WHERE id = ?`, k.ids["c1"], k.ids["foreign-source"])
 
-	for _, tc := range []struct {
-		who, label, action string
-		status             int
-		source, subject    any // nil: null; absent: not in the answer
-	}{
+	for _, tc := range []memoryNaming{
 		{"alice", "a1-about-alice", "", 200, k.party("a1", ""), k.party("alice", "User")},
 		{"alice", "orgA", "", 200, k.party("a1", ""), nil},
 		{"bob", "orgA", "", 200, k.party("a1", ""), nil},
@@ -422,37 +412,20 @@ func TestMemoryNames(t *testing.T) {
 		{"alice", "by-gone", "archive", 200, nil, k.party("alice", "User")},
 		{"a1", "foreign-subject", "supersede", 200, absent, absent},
 	} {
-		t.Run(strings.TrimSpace(tc.who+" "+tc.action+" "+tc.label), func(t *testing.T) {
-			method, rest := "GET", "/"+k.ids[tc.label]
-			if tc.action != "" {
-				method, rest = "POST", rest+"/"+tc.action
-			}
-			r := k.ts.do(t, method, k.path(tc.who, rest), k.cred(tc.who), nil)
-			if tc.status != 200 {
-				expect(t, r, tc.status, "not_found")
-				return
-			}
-			expect(t, r, 200, "")
-			d := r.data(t)
-			if d["id"] != k.ids[tc.label] {
-				t.Fatalf("answered %v", d)
-			}
-			for key, want := range map[string]any{"source_agent": tc.source, "subject": tc.subject} {
-				got, ok := d[key]
-				switch {
-				case want == absent && ok:
-					t.Errorf("%s = %v, want it absent", key, got)
-				case want != absent && !ok:
-					t.Errorf("%s is absent, want %v", key, want)
-				case want != absent && !reflect.DeepEqual(got, want):
-					t.Errorf("%s = %v, want %v", key, got, want)
-				}
-			}
-		})
+		t.Run(strings.TrimSpace(tc.who+" "+tc.action+" "+tc.label), func(t *testing.T) { k.checkNaming(t, tc) })
 	}
 
 	// Listings name the same: every item of each person's listing names
 	// its source agent and subject as reading it does.
+	t.Run("listings name as reading does", func(t *testing.T) { memoryListingsNameAsReadingDoes(t, k) })
+
+	// Nothing of organization B reaches organization A, and nothing of A
+	// reaches B, in any answer: no name, no handle (an agent's handle
+	// starts with its owner's).
+	t.Run("no name of one organization reaches the other", func(t *testing.T) { memoryNamesStayInTheirOrganization(t, k) })
+}
+
+func memoryListingsNameAsReadingDoes(t *testing.T, k *memoriesWorld) {
 	for _, who := range []string{"alice", "bob", "carol"} {
 		t.Run("listed by "+who, func(t *testing.T) {
 			r := k.ts.do(t, "GET", k.path(who, "?status=all&limit=100"), k.cred(who), nil)
@@ -470,10 +443,9 @@ func TestMemoryNames(t *testing.T) {
 			}
 		})
 	}
+}
 
-	// Nothing of organization B reaches organization A, and nothing of A
-	// reaches B, in any answer: no name, no handle (an agent's handle
-	// starts with its owner's).
+func memoryNamesStayInTheirOrganization(t *testing.T, k *memoriesWorld) {
 	leaks := map[string][]string{
 		"alice": {"Carol", "carol", "Agent c1"},
 		"bob":   {"Carol", "carol", "Agent c1"},
@@ -495,6 +467,43 @@ func TestMemoryNames(t *testing.T) {
 					t.Errorf("%s is answered %q, which holds %q", who, body, w)
 				}
 			}
+		}
+	}
+}
+
+// memoryNaming is how who reads (or archives, restores, supersedes: action)
+// the memory labelled label: the status, and the source agent and subject
+// it names (nil: null; absent: not in the answer).
+type memoryNaming struct {
+	who, label, action string
+	status             int
+	source, subject    any
+}
+
+func (k *memoriesWorld) checkNaming(t *testing.T, tc memoryNaming) {
+	method, rest := "GET", "/"+k.ids[tc.label]
+	if tc.action != "" {
+		method, rest = "POST", rest+"/"+tc.action
+	}
+	r := k.ts.do(t, method, k.path(tc.who, rest), k.cred(tc.who), nil)
+	if tc.status != 200 {
+		expect(t, r, tc.status, "not_found")
+		return
+	}
+	expect(t, r, 200, "")
+	d := r.data(t)
+	if d["id"] != k.ids[tc.label] {
+		t.Fatalf("answered %v", d)
+	}
+	for key, want := range map[string]any{"source_agent": tc.source, "subject": tc.subject} {
+		got, ok := d[key]
+		switch {
+		case want == absent && ok:
+			t.Errorf("%s = %v, want it absent", key, got)
+		case want != absent && !ok:
+			t.Errorf("%s is absent, want %v", key, want)
+		case want != absent && !reflect.DeepEqual(got, want):
+			t.Errorf("%s = %v, want %v", key, got, want)
 		}
 	}
 }
@@ -609,82 +618,81 @@ func TestMemoryPaging(t *testing.T) {
 		id := k.store(t, "a1", "", k.about("alice"))["id"].(string)
 		want = append([]string{id}, want...)
 	}
-	ids := func(r *response) string {
-		var out []string
-		for _, m := range r.list(t) {
-			out = append(out, m.(map[string]any)["id"].(string))
-		}
-		return strings.Join(out, ",")
-	}
 	for _, who := range []string{"a1", "alice"} {
-		t.Run(who+" cursor", func(t *testing.T) {
-			got := k.ts.walkPages(t, k.path(who, ""), "limit=7", k.cred(who), func(r *response) string {
-				body := r.json(t)
-				if !reflect.DeepEqual(body["metadata"], body["meta"]) {
-					t.Errorf("metadata %v and meta %v differ", body["metadata"], body["meta"])
-				}
-				if r.header.Get("Deprecation") != "" {
-					t.Errorf("cursor paging is not deprecated")
-				}
-				return ids(r)
-			})
-			if pages := strings.Split(got, "|"); len(pages) != 4 || strings.Join(pages, ",") != strings.Join(want, ",") {
-				t.Errorf("pages %s\nwant %s", got, strings.Join(want, ","))
-			}
-			all := k.list(t, who, "limit=100")
-			if strings.Join(all, ",") != strings.Join(want, ",") {
-				t.Errorf("limit=100 lists %v", all)
-			}
-		})
-		t.Run(who+" legacy", func(t *testing.T) {
-			var got []string
-			for page := 1; page <= 4; page++ {
-				r := k.ts.do(t, "GET", k.path(who, "?page_size=10&page="+strconv.Itoa(page)), k.cred(who), nil)
-				expect(t, r, 200, "")
-				if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
-					t.Errorf("page %d: no Deprecation and Sunset headers", page)
-				}
-				body := r.json(t)
-				m := r.meta(t)
-				if !reflect.DeepEqual(m, body["meta"]) {
-					t.Errorf("metadata %v and meta %v differ", m, body["meta"])
-				}
-				if m["page"] != float64(page) || m["page_size"] != 10.0 || m["total_count"] != 25.0 || m["total_pages"] != 3.0 {
-					t.Errorf("page %d metadata %v", page, m)
-				}
-				if _, ok := m["has_more"]; !ok {
-					t.Errorf("page %d metadata lacks the cursor fields: %v", page, m)
-				}
-				if s := ids(r); s != "" {
-					got = append(got, s)
-				}
-			}
-			if strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Errorf("pages %v\nwant %v", got, want)
-			}
-			r := k.ts.do(t, "GET", k.path(who, "?page_size=50"), k.cred(who), nil)
-			expect(t, r, 200, "")
-			if n := len(r.list(t)); n != 25 {
-				t.Errorf("page_size=50 lists %d", n)
-			}
-		})
-		t.Run(who+" refused", func(t *testing.T) {
-			first := k.ts.do(t, "GET", k.path(who, "?limit=5"), k.cred(who), nil)
-			cursor := first.meta(t)["next_cursor"].(string)
-			for _, tc := range []struct{ query, code, pointer string }{
-				{"page_size=51", "validation_error", "/page_size"},
-				{"page=1&limit=5", "validation_error", ""},
-				{"page_size=5&cursor=" + url.QueryEscape(cursor), "validation_error", ""},
-				{"cursor=nonsense", "invalid_cursor", "/cursor"},
-				{"cursor=" + url.QueryEscape(cursor[:len(cursor)-2]), "invalid_cursor", "/cursor"},
-			} {
-				k.ts.refused(t, "GET", k.path(who, "?"+tc.query), k.cred(who), nil, 422, tc.code, tc.pointer)
-			}
-		})
+		k.checkPaging(t, who, want)
 	}
 	// A cursor belongs to its listing.
 	agentCursor := k.ts.do(t, "GET", k.path("a1", "?limit=5"), k.cred("a1"), nil).meta(t)["next_cursor"].(string)
 	k.ts.refused(t, "GET", k.path("alice", "?cursor="+url.QueryEscape(agentCursor)), k.cred("alice"), nil, 422, "invalid_cursor", "/cursor")
+}
+
+// checkPaging pages through who's memories, want (newest first), by
+// cursor and by the legacy page and page_size, and has the mixes refused.
+func (k *memoriesWorld) checkPaging(t *testing.T, who string, want []string) {
+	t.Run(who+" cursor", func(t *testing.T) {
+		got := k.ts.walkPages(t, k.path(who, ""), "limit=7", k.cred(who), func(r *response) string {
+			body := r.json(t)
+			if !reflect.DeepEqual(body["metadata"], body["meta"]) {
+				t.Errorf("metadata %v and meta %v differ", body["metadata"], body["meta"])
+			}
+			if r.header.Get("Deprecation") != "" {
+				t.Errorf("cursor paging is not deprecated")
+			}
+			return listedValues(t, r, "id")
+		})
+		if pages := strings.Split(got, "|"); len(pages) != 4 || strings.Join(pages, ",") != strings.Join(want, ",") {
+			t.Errorf("pages %s\nwant %s", got, strings.Join(want, ","))
+		}
+		all := k.list(t, who, "limit=100")
+		if strings.Join(all, ",") != strings.Join(want, ",") {
+			t.Errorf("limit=100 lists %v", all)
+		}
+	})
+	t.Run(who+" legacy", func(t *testing.T) {
+		var got []string
+		for page := 1; page <= 4; page++ {
+			r := k.ts.do(t, "GET", k.path(who, "?page_size=10&page="+strconv.Itoa(page)), k.cred(who), nil)
+			expect(t, r, 200, "")
+			if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
+				t.Errorf("page %d: no Deprecation and Sunset headers", page)
+			}
+			body := r.json(t)
+			m := r.meta(t)
+			if !reflect.DeepEqual(m, body["meta"]) {
+				t.Errorf("metadata %v and meta %v differ", m, body["meta"])
+			}
+			if m["page"] != float64(page) || m["page_size"] != 10.0 || m["total_count"] != 25.0 || m["total_pages"] != 3.0 {
+				t.Errorf("page %d metadata %v", page, m)
+			}
+			if _, ok := m["has_more"]; !ok {
+				t.Errorf("page %d metadata lacks the cursor fields: %v", page, m)
+			}
+			if s := listedValues(t, r, "id"); s != "" {
+				got = append(got, s)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("pages %v\nwant %v", got, want)
+		}
+		r := k.ts.do(t, "GET", k.path(who, "?page_size=50"), k.cred(who), nil)
+		expect(t, r, 200, "")
+		if n := len(r.list(t)); n != 25 {
+			t.Errorf("page_size=50 lists %d", n)
+		}
+	})
+	t.Run(who+" refused", func(t *testing.T) {
+		first := k.ts.do(t, "GET", k.path(who, "?limit=5"), k.cred(who), nil)
+		cursor := first.meta(t)["next_cursor"].(string)
+		for _, tc := range []struct{ query, code, pointer string }{
+			{"page_size=51", "validation_error", "/page_size"},
+			{"page=1&limit=5", "validation_error", ""},
+			{"page_size=5&cursor=" + url.QueryEscape(cursor), "validation_error", ""},
+			{"cursor=nonsense", "invalid_cursor", "/cursor"},
+			{"cursor=" + url.QueryEscape(cursor[:len(cursor)-2]), "invalid_cursor", "/cursor"},
+		} {
+			k.ts.refused(t, "GET", k.path(who, "?"+tc.query), k.cred(who), nil, 422, tc.code, tc.pointer)
+		}
+	})
 }
 
 func TestMemoryHumanFilters(t *testing.T) {
@@ -903,31 +911,7 @@ func TestMemoryHumanLifecycle(t *testing.T) {
 
 	// Only the person a memory is about changes it: what alice sees but is
 	// not about her is 403, what she does not see 404.
-	for _, action := range []string{"archive", "restore", "supersede"} {
-		refused := func(who, label string, status int, code string) scenario {
-			return refusalCase(action+" "+label+" as "+who, k.cred(who), "POST", k.path(who, "/"+k.ids[label]+"/"+action), nil, status, code)
-		}
-		k.ts.run(t, []scenario{
-			refused("alice", "orgA", 403, "forbidden"),
-			refused("alice", "about-a1", 403, "forbidden"),
-			refused("alice", "about-bob", 404, "not_found"),
-			refused("alice", "orgB", 404, "not_found"),
-			refused("bob", "mine-by-b1", 403, "forbidden"),
-			refused("bob", "mine", 404, "not_found"),
-			refused("carol", "mine", 404, "not_found"),
-		})
-		k.ts.refused(t, "POST", k.path("alice", "/"+nilID+"/"+action), k.cred("alice"), nil, 404, "not_found", "")
-	}
-	deleting := func(who, label string, status int, code string) scenario {
-		return refusalCase("delete "+label+" as "+who, k.cred(who), "DELETE", k.path(who, "/"+k.ids[label]), nil, status, code)
-	}
-	k.ts.run(t, []scenario{
-		deleting("alice", "orgA", 403, "forbidden"),
-		deleting("alice", "about-a1", 403, "forbidden"),
-		deleting("alice", "about-bob", 404, "not_found"),
-		deleting("bob", "mine-by-b1", 403, "forbidden"),
-		deleting("carol", "mine", 404, "not_found"),
-	})
+	t.Run("only the person a memory is about changes it", func(t *testing.T) { memoryChangesAreForItsSubject(t, k) })
 
 	k.ts.refused(t, "POST", k.path("alice", "/"+id+"/restore"), k.cred("alice"), nil, 422, "validation_error", "")
 	time.Sleep(2 * time.Millisecond)
@@ -968,6 +952,34 @@ func TestMemoryHumanLifecycle(t *testing.T) {
 	expect(t, k.delete(t, "alice", id), 404, "not_found")
 	expect(t, k.delete(t, "alice", k.ids["mine-by-b1"]), 204, "")
 	expect(t, k.ts.do(t, "GET", k.path("bob", "/"+k.ids["mine-by-b1"]), k.cred("bob"), nil), 404, "not_found")
+}
+
+func memoryChangesAreForItsSubject(t *testing.T, k *memoriesWorld) {
+	for _, action := range []string{"archive", "restore", "supersede"} {
+		refused := func(who, label string, status int, code string) scenario {
+			return refusalCase(action+" "+label+" as "+who, k.cred(who), "POST", k.path(who, "/"+k.ids[label]+"/"+action), nil, status, code)
+		}
+		k.ts.run(t, []scenario{
+			refused("alice", "orgA", 403, "forbidden"),
+			refused("alice", "about-a1", 403, "forbidden"),
+			refused("alice", "about-bob", 404, "not_found"),
+			refused("alice", "orgB", 404, "not_found"),
+			refused("bob", "mine-by-b1", 403, "forbidden"),
+			refused("bob", "mine", 404, "not_found"),
+			refused("carol", "mine", 404, "not_found"),
+		})
+		k.ts.refused(t, "POST", k.path("alice", "/"+nilID+"/"+action), k.cred("alice"), nil, 404, "not_found", "")
+	}
+	deleting := func(who, label string, status int, code string) scenario {
+		return refusalCase("delete "+label+" as "+who, k.cred(who), "DELETE", k.path(who, "/"+k.ids[label]), nil, status, code)
+	}
+	k.ts.run(t, []scenario{
+		deleting("alice", "orgA", 403, "forbidden"),
+		deleting("alice", "about-a1", 403, "forbidden"),
+		deleting("alice", "about-bob", 404, "not_found"),
+		deleting("bob", "mine-by-b1", 403, "forbidden"),
+		deleting("carol", "mine", 404, "not_found"),
+	})
 }
 
 // memoryRoutes is every memory route, with an id where it takes one.
