@@ -210,46 +210,37 @@ func TestDelegationListing(t *testing.T) {
 	if len(r.list(t)) != 0 {
 		t.Errorf("scout's delegations = %s, want none", r.body)
 	}
-	for _, tc := range []struct {
-		name, path, key string
-		status          int
-		code            string
-	}{
-		{"someone else's agent", delegationsPath(k.rover.ID), k.aliceKey, 404, "not_found"},
-		{"an agent that does not exist", delegationsPath(nilID), k.aliceKey, 404, "not_found"},
-		{"not an id", delegationsPath("helper"), k.aliceKey, 404, "not_found"},
-		{"the agent itself", delegationsPath(k.helper.ID), k.helperKey, 403, "forbidden"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { k.ts.refused(t, "GET", tc.path, apiKey(tc.key), nil, tc.status, tc.code, "") })
+	listing := func(name, path, key string, status int, code string) scenario {
+		return refusalCase(name, apiKey(key), "GET", path, nil, status, code)
 	}
+	k.ts.run(t, []scenario{
+		listing("someone else's agent", delegationsPath(k.rover.ID), k.aliceKey, 404, "not_found"),
+		listing("an agent that does not exist", delegationsPath(nilID), k.aliceKey, 404, "not_found"),
+		listing("not an id", delegationsPath("helper"), k.aliceKey, 404, "not_found"),
+		listing("the agent itself", delegationsPath(k.helper.ID), k.helperKey, 403, "forbidden"),
+	})
 }
 
 func TestDelegationCreateRefusals(t *testing.T) {
 	k := newDelegationWorld(t)
 	body := func(d map[string]any) map[string]any { return map[string]any{"delegation": d} }
-	for _, tc := range []struct {
-		name, agent   string
-		body          any
-		status        int
-		code, pointer string
-	}{
-		{"no body", k.helper.ID, nil, 422, "validation_error", "/delegation"},
-		{"no scopes", k.helper.ID, body(map[string]any{}), 422, "validation_error", "/delegation/scopes"},
-		{"empty scopes", k.helper.ID, body(map[string]any{"scopes": []string{}}), 422, "validation_error", "/delegation/scopes"},
-		{"unknown scope", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "admin"}}), 422, "validation_error", "/delegation/scopes/1"},
-		{"scope twice", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "chats:read"}}), 422, "validation_error", "/delegation/scopes/1"},
-		{"zero grant ttl", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 0}), 422, "validation_error", "/delegation/grant_ttl_seconds"},
-		{"grant ttl too short", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 5}), 422, "validation_error", "/delegation/grant_ttl_seconds"},
-		{"token ttl over a day", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": 86401}), 422, "validation_error", "/delegation/token_ttl_seconds"},
-		{"ttl not a number", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": "1h"}), 422, "", ""},
-		{"unknown field", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "forever": true}), 400, "unknown_field", ""},
-		{"someone else's agent", k.rover.ID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found", ""},
-		{"an agent that does not exist", nilID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, "POST", delegationsPath(tc.agent), apiKey(k.aliceKey), tc.body, tc.status, tc.code, tc.pointer)
-		})
+	creating := func(name, agent string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(k.aliceKey), "POST", delegationsPath(agent), body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		creating("no body", k.helper.ID, nil, 422, "validation_error", "/delegation"),
+		creating("no scopes", k.helper.ID, body(map[string]any{}), 422, "validation_error", "/delegation/scopes"),
+		creating("empty scopes", k.helper.ID, body(map[string]any{"scopes": []string{}}), 422, "validation_error", "/delegation/scopes"),
+		creating("unknown scope", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "admin"}}), 422, "validation_error", "/delegation/scopes/1"),
+		creating("scope twice", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "chats:read"}}), 422, "validation_error", "/delegation/scopes/1"),
+		creating("zero grant ttl", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 0}), 422, "validation_error", "/delegation/grant_ttl_seconds"),
+		creating("grant ttl too short", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 5}), 422, "validation_error", "/delegation/grant_ttl_seconds"),
+		creating("token ttl over a day", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": 86401}), 422, "validation_error", "/delegation/token_ttl_seconds"),
+		creating("ttl not a number", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": "1h"}), 422, ""),
+		creating("unknown field", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "forever": true}), 400, "unknown_field"),
+		creating("someone else's agent", k.rover.ID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found"),
+		creating("an agent that does not exist", nilID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found"),
+	})
 
 	// A limit on live delegations per agent; revoked ones do not count.
 	var ids []string
@@ -265,19 +256,16 @@ func TestDelegationCreateRefusals(t *testing.T) {
 func TestDelegationRevokeRefusals(t *testing.T) {
 	k := newDelegationWorld(t)
 	id, _ := k.grant(t, "chats:read")
-	for _, tc := range []struct {
-		name, path, key string
-		status          int
-		code            string
-	}{
-		{"through another of her agents", delegationsPath(k.scout.ID) + "/" + id, k.aliceKey, 404, "not_found"},
-		{"by someone else", delegationsPath(k.helper.ID) + "/" + id, k.bobKey, 404, "not_found"},
-		{"unknown delegation", delegationsPath(k.helper.ID) + "/" + nilID, k.aliceKey, 404, "not_found"},
-		{"not an id", delegationsPath(k.helper.ID) + "/latest", k.aliceKey, 404, "not_found"},
-		{"by the agent", delegationsPath(k.helper.ID) + "/" + id, k.helperKey, 403, "forbidden"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { k.ts.refused(t, "DELETE", tc.path, apiKey(tc.key), nil, tc.status, tc.code, "") })
+	revoking := func(name, path, key string, status int, code string) scenario {
+		return refusalCase(name, apiKey(key), "DELETE", path, nil, status, code)
 	}
+	k.ts.run(t, []scenario{
+		revoking("through another of her agents", delegationsPath(k.scout.ID)+"/"+id, k.aliceKey, 404, "not_found"),
+		revoking("by someone else", delegationsPath(k.helper.ID)+"/"+id, k.bobKey, 404, "not_found"),
+		revoking("unknown delegation", delegationsPath(k.helper.ID)+"/"+nilID, k.aliceKey, 404, "not_found"),
+		revoking("not an id", delegationsPath(k.helper.ID)+"/latest", k.aliceKey, 404, "not_found"),
+		revoking("by the agent", delegationsPath(k.helper.ID)+"/"+id, k.helperKey, 403, "forbidden"),
+	})
 	if got := k.delegation(t, id); got["status"] != "pending" {
 		t.Errorf("after the refusals: %v", got)
 	}
@@ -377,43 +365,37 @@ func TestDelegatedTokenMisuse(t *testing.T) {
 		return d["id"].(string), ""
 	}()
 
-	for _, tc := range []struct {
-		name, method, path, token string
-		body                      any
-		status                    int
-		code                      string
-	}{
-		{"a scope the token was not given", "POST", "/api/v1/me/chats", tok, map[string]any{"chat": map[string]any{}}, 403, "forbidden"},
-		{"a scope the delegation holds but the token left out", "GET", "/api/v1/me/contacts", tok, nil, 403, "forbidden"},
-		{"a part no scope covers", "GET", "/api/v1/me/memories", tok, nil, 403, "forbidden"},
-		{"the delegations themselves", "GET", delegationsPath(k.helper.ID), tok, nil, 403, "forbidden"},
-		{"a new delegation", "POST", delegationsPath(k.scout.ID), tok, map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}, 403, "forbidden"},
-		{"the Agent API", "GET", "/api/v1/agent/me", tok, nil, 403, "forbidden"},
-		{"expired", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) {
+	refused := func(name, method, path, token string, body any, status int, code string) scenario {
+		return refusalCase(name, bearer(token), method, path, body, status, code)
+	}
+	k.ts.run(t, []scenario{
+		refused("a scope the token was not given", "POST", "/api/v1/me/chats", tok, map[string]any{"chat": map[string]any{}}, 403, "forbidden"),
+		refused("a scope the delegation holds but the token left out", "GET", "/api/v1/me/contacts", tok, nil, 403, "forbidden"),
+		refused("a part no scope covers", "GET", "/api/v1/me/memories", tok, nil, 403, "forbidden"),
+		refused("the delegations themselves", "GET", delegationsPath(k.helper.ID), tok, nil, 403, "forbidden"),
+		refused("a new delegation", "POST", delegationsPath(k.scout.ID), tok, map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}, 403, "forbidden"),
+		refused("the Agent API", "GET", "/api/v1/agent/me", tok, nil, 403, "forbidden"),
+		refused("expired", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) {
 			c.IssuedAt, c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour)), jwt.NewNumericDate(now.Add(-30*time.Minute))
-		}), nil, 401, "unauthorized"},
-		{"no expiry", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ExpiresAt = nil }), nil, 401, "unauthorized"},
-		{"another audience", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Audience = jwt.ClaimStrings{"chatd:agent-api"} }), nil, 401, "unauthorized"},
-		{"another issuer", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Issuer = "elsewhere" }), nil, 401, "unauthorized"},
-		{"acting agent swapped", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = k.scout.ID }), nil, 401, "unauthorized"},
-		{"no acting agent", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = "" }), nil, 401, "unauthorized"},
-		{"someone else's delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = bobsID }), nil, 401, "unauthorized"},
-		{"another person as subject", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Subject = k.bob.ID }), nil, 401, "unauthorized"},
-		{"unknown delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = nilID }), nil, 401, "unauthorized"},
-		{"signed with another key", "GET", "/api/v1/me/chats", func() string {
+		}), nil, 401, "unauthorized"),
+		refused("no expiry", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ExpiresAt = nil }), nil, 401, "unauthorized"),
+		refused("another audience", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Audience = jwt.ClaimStrings{"chatd:agent-api"} }), nil, 401, "unauthorized"),
+		refused("another issuer", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Issuer = "elsewhere" }), nil, 401, "unauthorized"),
+		refused("acting agent swapped", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = k.scout.ID }), nil, 401, "unauthorized"),
+		refused("no acting agent", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = "" }), nil, 401, "unauthorized"),
+		refused("someone else's delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = bobsID }), nil, 401, "unauthorized"),
+		refused("another person as subject", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Subject = k.bob.ID }), nil, 401, "unauthorized"),
+		refused("unknown delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = nilID }), nil, 401, "unauthorized"),
+		refused("signed with another key", "GET", "/api/v1/me/chats", func() string {
 			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, valid).SignedString([]byte("a key chatd never had, long enough"))
 			return s
-		}(), nil, 401, "unauthorized"},
-		{"tampered scope", "GET", "/api/v1/me/contacts", func() string {
+		}(), nil, 401, "unauthorized"),
+		refused("tampered scope", "GET", "/api/v1/me/contacts", func() string {
 			parts := strings.Split(tok, ".")
 			forged := strings.Split(with(func(c *delegatedClaims) { c.Scope = "chats:read contacts:read" }), ".")
 			return parts[0] + "." + forged[1] + "." + parts[2]
-		}(), nil, 401, "unauthorized"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, tc.method, tc.path, bearer(tc.token), tc.body, tc.status, tc.code, "")
-		})
-	}
+		}(), nil, 401, "unauthorized"),
+	})
 
 	t.Run("on the socket", func(t *testing.T) {
 		r := k.ts.upgrade(t, url.Values{"vsn": {"2.0.0"}, "token": {tok}}, nil)

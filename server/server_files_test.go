@@ -135,37 +135,29 @@ func TestFileUploadRefusals(t *testing.T) {
 	body := []byte("hello")
 	good := hexDigest(body)
 	ok := func(name string) cred { return fileHeaders(k.helperKey, name, good, "text/plain") }
-	for _, tc := range []struct {
-		name    string
-		path    string
-		cred    cred
-		status  int
-		code    string
-		pointer string
-	}{
-		{"no name", k.files(k.helperKey, k.room), ok(""), 422, "validation_error", "/headers/x-file-name"},
-		{"a slash in the name", k.files(k.helperKey, k.room), ok("../etc/passwd"), 422, "validation_error", "/headers/x-file-name"},
-		{"a backslash in the name", k.files(k.helperKey, k.room), ok(`dir\file.txt`), 422, "validation_error", "/headers/x-file-name"},
-		{"a tab in the name", k.files(k.helperKey, k.room), ok("a\tb.txt"), 422, "validation_error", "/headers/x-file-name"},
-		{"a name that is a directory", k.files(k.helperKey, k.room), ok(".."), 422, "validation_error", "/headers/x-file-name"},
-		{"a name of 256 bytes", k.files(k.helperKey, k.room), ok(strings.Repeat("a", 252) + ".txt"), 422, "validation_error", "/headers/x-file-name"},
-		{"a name that is not UTF-8", k.files(k.helperKey, k.room), ok("caf\xe9.txt"), 422, "validation_error", "/headers/x-file-name"},
-		{"no digest", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", "", "text/plain"), 422, "validation_error", "/headers/x-file-sha256"},
-		{"a digest that is not hex", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", strings.Repeat("z", 64), ""), 422, "validation_error", "/headers/x-file-sha256"},
-		{"a digest one character short", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good[:63], ""), 422, "validation_error", "/headers/x-file-sha256"},
-		{"the digest of another body", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", hexDigest([]byte("other")), ""), 422, "validation_error", "/headers/x-file-sha256"},
-		{"a content type that is none", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good, "not a type"), 422, "validation_error", "/headers/content-type"},
-		{"a stranger's room", k.files(k.bobKey, k.room), fileHeaders(k.bobKey, "a.txt", good, ""), 404, "not_found", ""},
-		{"an unknown room", k.files(k.helperKey, nilID), ok("a.txt"), 404, "not_found", ""},
-		{"a room id that is no UUID", k.files(k.helperKey, "general"), ok("a.txt"), 404, "not_found", ""},
-		{"an agent key on the human API", k.files(k.aliceKey, k.room), ok("a.txt"), 403, "forbidden", ""},
-		{"a human key on the agent API", k.files(k.helperKey, k.room), fileHeaders(k.aliceKey, "a.txt", good, ""), 403, "forbidden", ""},
-		{"no credentials", k.files(k.helperKey, k.room), noCred, 401, "unauthorized", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, "POST", tc.path, tc.cred, body, tc.status, tc.code, tc.pointer)
-		})
+	upload := func(name, path string, c cred, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, c, "POST", path, body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		upload("no name", k.files(k.helperKey, k.room), ok(""), 422, "validation_error", "/headers/x-file-name"),
+		upload("a slash in the name", k.files(k.helperKey, k.room), ok("../etc/passwd"), 422, "validation_error", "/headers/x-file-name"),
+		upload("a backslash in the name", k.files(k.helperKey, k.room), ok(`dir\file.txt`), 422, "validation_error", "/headers/x-file-name"),
+		upload("a tab in the name", k.files(k.helperKey, k.room), ok("a\tb.txt"), 422, "validation_error", "/headers/x-file-name"),
+		upload("a name that is a directory", k.files(k.helperKey, k.room), ok(".."), 422, "validation_error", "/headers/x-file-name"),
+		upload("a name of 256 bytes", k.files(k.helperKey, k.room), ok(strings.Repeat("a", 252)+".txt"), 422, "validation_error", "/headers/x-file-name"),
+		upload("a name that is not UTF-8", k.files(k.helperKey, k.room), ok("caf\xe9.txt"), 422, "validation_error", "/headers/x-file-name"),
+		upload("no digest", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", "", "text/plain"), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("a digest that is not hex", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", strings.Repeat("z", 64), ""), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("a digest one character short", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good[:63], ""), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("the digest of another body", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", hexDigest([]byte("other")), ""), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("a content type that is none", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good, "not a type"), 422, "validation_error", "/headers/content-type"),
+		upload("a stranger's room", k.files(k.bobKey, k.room), fileHeaders(k.bobKey, "a.txt", good, ""), 404, "not_found"),
+		upload("an unknown room", k.files(k.helperKey, nilID), ok("a.txt"), 404, "not_found"),
+		upload("a room id that is no UUID", k.files(k.helperKey, "general"), ok("a.txt"), 404, "not_found"),
+		upload("an agent key on the human API", k.files(k.aliceKey, k.room), ok("a.txt"), 403, "forbidden"),
+		upload("a human key on the agent API", k.files(k.helperKey, k.room), fileHeaders(k.aliceKey, "a.txt", good, ""), 403, "forbidden"),
+		upload("no credentials", k.files(k.helperKey, k.room), noCred, 401, "unauthorized"),
+	})
 	t.Run("an agent blocked in the room", func(t *testing.T) {
 		expect(t, k.ts.do(t, "PATCH", "/api/v1/me/chats/"+k.room+"/participants/"+k.scout.ID, apiKey(k.aliceKey),
 			map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")

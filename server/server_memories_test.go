@@ -558,32 +558,32 @@ func TestMemoryAgentFilters(t *testing.T) {
 			}
 		})
 	}
-	for _, tc := range []struct{ query, pointer string }{
-		{"scope=self", "/scope"},
-		{"scope=about_me", "/scope"},
-		{"scope=subject", "/subject_id"},
-		{"scope=subject&subject_id=", "/subject_id"},
-		{"subject_id=alice", "/subject_id"},
-		{"system=short_term", "/system"},
-		{"type=vivid", "/type"},
-		{"segment=system", "/segment"},
-		{"status=deleted", "/status"},
-		{"status=", "/status"},
-		{"content_query=", "/content_query"},
-		{"content_query=+%09+", "/content_query"},
-		{"content_query=%00", "/content_query"},
-		{"content_query=%ff", "/content_query"},
-		{"content_query=" + strings.Repeat("a", 1001), "/content_query"},
-		{"content_query=" + strings.Repeat("a+", 33), "/content_query"},
-		{"limit=0", "/limit"},
-		{"limit=101", "/limit"},
-		{"page_size=51", "/page_size"},
-		{"page=0", "/page"},
-	} {
-		t.Run("refused "+tc.query, func(t *testing.T) {
-			k.ts.refused(t, "GET", k.path("a1", "?"+tc.query), k.cred("a1"), nil, 422, "validation_error", tc.pointer)
-		})
+	refused := func(query, pointer string) scenario {
+		return refusalCase("refused "+query, k.cred("a1"), "GET", k.path("a1", "?"+query), nil, 422, "validation_error", pointer)
 	}
+	k.ts.run(t, []scenario{
+		// a1
+		refused("scope=self", "/scope"),
+		refused("scope=about_me", "/scope"),
+		refused("scope=subject", "/subject_id"),
+		refused("scope=subject&subject_id=", "/subject_id"),
+		refused("subject_id=alice", "/subject_id"),
+		refused("system=short_term", "/system"),
+		refused("type=vivid", "/type"),
+		refused("segment=system", "/segment"),
+		refused("status=deleted", "/status"),
+		refused("status=", "/status"),
+		refused("content_query=", "/content_query"),
+		refused("content_query=+%09+", "/content_query"),
+		refused("content_query=%00", "/content_query"),
+		refused("content_query=%ff", "/content_query"),
+		refused("content_query="+strings.Repeat("a", 1001), "/content_query"),
+		refused("content_query="+strings.Repeat("a+", 33), "/content_query"),
+		refused("limit=0", "/limit"),
+		refused("limit=101", "/limit"),
+		refused("page_size=51", "/page_size"),
+		refused("page=0", "/page"),
+	})
 }
 
 // No content_query is an FTS syntax error: every input answers 200 or 422.
@@ -683,15 +683,16 @@ func (k *memoriesWorld) checkPaging(t *testing.T, who string, want []string) {
 	t.Run(who+" refused", func(t *testing.T) {
 		first := k.ts.do(t, "GET", k.path(who, "?limit=5"), k.cred(who), nil)
 		cursor := first.meta(t)["next_cursor"].(string)
-		for _, tc := range []struct{ query, code, pointer string }{
-			{"page_size=51", "validation_error", "/page_size"},
-			{"page=1&limit=5", "validation_error", ""},
-			{"page_size=5&cursor=" + url.QueryEscape(cursor), "validation_error", ""},
-			{"cursor=nonsense", "invalid_cursor", "/cursor"},
-			{"cursor=" + url.QueryEscape(cursor[:len(cursor)-2]), "invalid_cursor", "/cursor"},
-		} {
-			k.ts.refused(t, "GET", k.path(who, "?"+tc.query), k.cred(who), nil, 422, tc.code, tc.pointer)
+		refused := func(query, code string, pointers ...string) scenario {
+			return refusalCase(query, k.cred(who), "GET", k.path(who, "?"+query), nil, 422, code, pointers...)
 		}
+		k.ts.run(t, []scenario{
+			refused("page_size=51", "validation_error", "/page_size"),
+			refused("page=1&limit=5", "validation_error"),
+			refused("page_size=5&cursor="+url.QueryEscape(cursor), "validation_error"),
+			refused("cursor=nonsense", "invalid_cursor", "/cursor"),
+			refused("cursor="+url.QueryEscape(cursor[:len(cursor)-2]), "invalid_cursor", "/cursor"),
+		})
 	})
 }
 
@@ -740,19 +741,19 @@ func TestMemoryHumanFilters(t *testing.T) {
 			}
 		})
 	}
-	for _, tc := range []struct{ query, pointer string }{
-		{"scope=subject", "/scope"},
-		{"scope=mine", "/scope"},
-		{"chat_room_id=lobby", "/chat_room_id"},
-		{"status=gone", "/status"},
-		{"type=x", "/type"},
-		{"content_query=%20", "/content_query"},
-		{"limit=101", "/limit"},
-	} {
-		t.Run("refused "+tc.query, func(t *testing.T) {
-			k.ts.refused(t, "GET", k.path("alice", "?"+tc.query), k.cred("alice"), nil, 422, "validation_error", tc.pointer)
-		})
+	refused := func(query, pointer string) scenario {
+		return refusalCase("refused "+query, k.cred("alice"), "GET", k.path("alice", "?"+query), nil, 422, "validation_error", pointer)
 	}
+	k.ts.run(t, []scenario{
+		// alice
+		refused("scope=subject", "/scope"),
+		refused("scope=mine", "/scope"),
+		refused("chat_room_id=lobby", "/chat_room_id"),
+		refused("status=gone", "/status"),
+		refused("type=x", "/type"),
+		refused("content_query=%20", "/content_query"),
+		refused("limit=101", "/limit"),
+	})
 }
 
 func TestMemoryAgentLifecycle(t *testing.T) {

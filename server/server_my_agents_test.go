@@ -48,42 +48,32 @@ func TestRegisterAgentRefusals(t *testing.T) {
 	ts.agent(alice, "Existing")
 	agentBody := func(fields map[string]any) map[string]any { return map[string]any{"agent": fields} }
 
-	for _, tc := range []struct {
-		name    string
-		body    any
-		status  int
-		code    string
-		pointer string
-	}{
-		{"no body", nil, 422, "validation_error", "/agent"},
-		{"missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"},
-		{"missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"},
-		{"name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"},
-		{"name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"},
-		{"name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"},
-		{"description too long", agentBody(map[string]any{"name": "Bot", "description": strings.Repeat("d", 501)}), 422, "validation_error", "/agent/description"},
-		{"name without letters for a slug", agentBody(map[string]any{"name": "???", "description": "d"}), 422, "validation_error", "/agent/slug"},
-		{"name of the wrong type", agentBody(map[string]any{"name": 42, "description": "d"}), 422, "validation_error", "/agent/name"},
-		{"unknown field", agentBody(map[string]any{"name": "Bot", "description": "d", "is_global": true}), 400, "unknown_field", "/agent/is_global"},
-		{"too many tags", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"a", "b", "c"}}), 403, "limit_reached", ""},
-		{"blank tag", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"ok", " "}}), 422, "validation_error", "/agent/tags/1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, "POST", "/api/v1/me/agents/register", apiKey(key), tc.body, tc.status, tc.code, tc.pointer)
-		})
+	register := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(key), "POST", "/api/v1/me/agents/register", body, status, code, pointers...)
 	}
+	ts.run(t, []scenario{
+		register("no body", nil, 422, "validation_error", "/agent"),
+		register("missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"),
+		register("missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"),
+		register("name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"),
+		register("name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"),
+		register("name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"),
+		register("description too long", agentBody(map[string]any{"name": "Bot", "description": strings.Repeat("d", 501)}), 422, "validation_error", "/agent/description"),
+		register("name without letters for a slug", agentBody(map[string]any{"name": "???", "description": "d"}), 422, "validation_error", "/agent/slug"),
+		register("name of the wrong type", agentBody(map[string]any{"name": 42, "description": "d"}), 422, "validation_error", "/agent/name"),
+		register("unknown field", agentBody(map[string]any{"name": "Bot", "description": "d", "is_global": true}), 400, "unknown_field", "/agent/is_global"),
+		register("too many tags", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"a", "b", "c"}}), 403, "limit_reached"),
+		register("blank tag", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"ok", " "}}), 422, "validation_error", "/agent/tags/1"),
+	})
 
 	t.Run("agent quota", func(t *testing.T) {
 		ts.agent(alice, "Second")
-		before := ts.snapshot(t)
-		r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key),
-			agentBody(map[string]any{"name": "Third", "description": "One too many"}))
-		expect(t, r, 403, "limit_reached")
+		r := ts.refused(t, "POST", "/api/v1/me/agents/register", apiKey(key),
+			agentBody(map[string]any{"name": "Third", "description": "One too many"}), 403, "limit_reached", "")
 		details := errorDetails(t, r)
 		if details["resource"] != "agents" || details["limit"] != float64(2) || details["current"] != float64(2) {
 			t.Fatalf("details = %v", details)
 		}
-		ts.unchanged(t, before)
 	})
 }
 
@@ -124,33 +114,19 @@ func TestDeleteAgent(t *testing.T) {
 	_, carolKey := ts.user("carol", "Other Org")
 	private, _ := ts.agent(alice, "Private")
 	shared, _ := ts.agent(alice, "Shared")
-	if err := ts.db.Write(t.Context(), func(tx *store.Tx) error {
-		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.ID)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.ID)
 
-	for _, tc := range []struct {
-		name   string
-		key    string
-		path   string
-		status int
-		code   string
-	}{
-		{"another person's private agent", bobKey, "/api/v1/me/agents/" + private.ID, 404, "not_found"},
-		{"an agent shared with my organization", bobKey, "/api/v1/me/agents/" + shared.ID, 403, "forbidden"},
-		{"an agent shared with another organization", carolKey, "/api/v1/me/agents/" + shared.ID, 404, "not_found"},
-		{"unknown id", aliceKey, "/api/v1/me/agents/0190a000-0000-7000-8000-000000000000", 404, "not_found"},
-		{"malformed id", aliceKey, "/api/v1/me/agents/not-a-uuid", 404, "not_found"},
-		{"bad force value", aliceKey, "/api/v1/me/agents/" + private.ID + "?force=maybe", 422, "validation_error"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := ts.snapshot(t)
-			expect(t, ts.do(t, "DELETE", tc.path, apiKey(tc.key), nil), tc.status, tc.code)
-			ts.unchanged(t, before)
-		})
+	deleting := func(name, key, path string, status int, code string) scenario {
+		return refusalCase(name, apiKey(key), "DELETE", path, nil, status, code)
 	}
+	ts.run(t, []scenario{
+		deleting("another person's private agent", bobKey, "/api/v1/me/agents/"+private.ID, 404, "not_found"),
+		deleting("an agent shared with my organization", bobKey, "/api/v1/me/agents/"+shared.ID, 403, "forbidden"),
+		deleting("an agent shared with another organization", carolKey, "/api/v1/me/agents/"+shared.ID, 404, "not_found"),
+		deleting("unknown id", aliceKey, "/api/v1/me/agents/0190a000-0000-7000-8000-000000000000", 404, "not_found"),
+		deleting("malformed id", aliceKey, "/api/v1/me/agents/not-a-uuid", 404, "not_found"),
+		deleting("bad force value", aliceKey, "/api/v1/me/agents/"+private.ID+"?force=maybe", 422, "validation_error"),
+	})
 
 	r := ts.do(t, "DELETE", "/api/v1/me/agents/"+private.ID+"?force=true", apiKey(aliceKey), nil)
 	expect(t, r, 200, "")
