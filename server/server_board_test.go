@@ -371,8 +371,11 @@ func TestActivity(t *testing.T) {
 	setClock(time.Now) // the report is live again in real time; scout is done
 	expect(t, activity(k.scoutKey, k.room, map[string]any{"working": false}), 200, "")
 
+	// Reports live in memory, beyond the database: same reads them.
 	report := func(name, key, room string, body any, status int, code string, pointers ...string) scenario {
-		return refusalCase(name, apiKey(key), "POST", "/api/v1/agent/chats/"+room+"/activity", body, status, code, pointers...)
+		s := refusalCase(name, apiKey(key), "POST", "/api/v1/agent/chats/"+room+"/activity", body, status, code, pointers...)
+		s.same = func(t testing.TB) string { return string(mustJSON(t, k.working(t, k.room))) }
+		return s
 	}
 	k.ts.run(t, []scenario{
 		report("no body", k.helperKey, k.room, nil, 422, "validation_error", "/working"),
