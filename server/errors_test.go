@@ -37,30 +37,28 @@ func TestEveryErrorCodeHasAStatus(t *testing.T) {
 func TestUnknownRoutesAndMethodsAnswerInTheEnvelope(t *testing.T) {
 	ts := newTestServer(t)
 	_, key := ts.user("alice")
-	for _, tc := range []struct {
-		method, path string
-		status       int
-		code         string
-	}{
-		{"GET", "/api/v1/nothing-here", 404, "not_found"},
-		{"GET", "/api/v1/agent/me/", 404, "not_found"},
-		{"POST", "/api/v1/me/nothing", 404, "not_found"},
-		{"GET", "/no-such-page", 404, "not_found"},
-		{"POST", "/api/v1/agent/me", 405, "method_not_allowed"},
-		{"DELETE", "/api/v1/me/profile", 405, "method_not_allowed"},
-		{"OPTIONS", "/api/v1/me", 405, "method_not_allowed"},
-	} {
-		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			r := ts.do(t, tc.method, tc.path, apiKey(key), nil)
-			expect(t, r, tc.status, tc.code)
-			if tc.status == 405 {
-				allow := r.header.Get("Allow")
-				if allow == "" || strings.Contains(allow, "OPTIONS") {
+	// unknown is a request to a route or method there is none of; a 405
+	// names the methods there are, OPTIONS not among them.
+	unknown := func(method, path string, status int, code string) scenario {
+		s := refusalCase(method+" "+path, apiKey(key), method, path, nil, status, code)
+		if status == 405 {
+			s.check = func(t testing.TB, r *response) {
+				if allow := r.header.Get("Allow"); allow == "" || strings.Contains(allow, "OPTIONS") {
 					t.Fatalf("Allow = %q", allow)
 				}
 			}
-		})
+		}
+		return s
 	}
+	ts.run(t, []scenario{
+		unknown("GET", "/api/v1/nothing-here", 404, "not_found"),
+		unknown("GET", "/api/v1/agent/me/", 404, "not_found"),
+		unknown("POST", "/api/v1/me/nothing", 404, "not_found"),
+		unknown("GET", "/no-such-page", 404, "not_found"),
+		unknown("POST", "/api/v1/agent/me", 405, "method_not_allowed"),
+		unknown("DELETE", "/api/v1/me/profile", 405, "method_not_allowed"),
+		unknown("OPTIONS", "/api/v1/me", 405, "method_not_allowed"),
+	})
 }
 
 func TestPanicsBecomeInternalErrorsAndAreLogged(t *testing.T) {
@@ -130,7 +128,7 @@ func TestRefusalsNameTheirCodeAndTheAcceptedFields(t *testing.T) {
 	ts.srv.log = slog.New(slog.NewTextHandler(&logs, nil))
 	r := ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(key), map[string]any{"user": map[string]any{"nickname": "al"}},
 		400, "unknown_field", "/user/nickname")
-	details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	details := errorDetails(t, r)
 	if got := fmt.Sprint(details["/user/nickname"]); !strings.Contains(got, "accepted here: email, first_name, last_name") {
 		t.Fatalf("the refusal does not list the accepted fields: %s", got)
 	}

@@ -31,6 +31,12 @@ var testSchema = func() string {
 	return string(b)
 }()
 
+// The room routes of the agent and the human API.
+const (
+	agentChatsPath = "/api/v1/agent/chats"
+	humanChatsPath = "/api/v1/me/chats"
+)
+
 // testServer is a chatd server on a temp database, reached over real HTTP.
 type testServer struct {
 	t      testing.TB
@@ -126,14 +132,23 @@ func (ts *testServer) agent(owner *store.User, name string) (*store.Agent, strin
 // (people or agents, by id); it returns the room's id.
 func (ts *testServer) room(t testing.TB, agentKey string, members ...string) string {
 	t.Helper()
-	r := ts.do(t, "POST", "/api/v1/agent/chats", apiKey(agentKey), map[string]any{})
+	r := ts.do(t, "POST", agentChatsPath, apiKey(agentKey), map[string]any{})
 	expect(t, r, 201, "")
 	id := r.data(t)["id"].(string)
 	for _, m := range members {
-		expect(t, ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", apiKey(agentKey),
-			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
+		expect(t, ts.do(t, "POST", agentChatsPath+"/"+id+"/participants", apiKey(agentKey), participantBody(m, "")), 201, "")
 	}
 	return id
+}
+
+// participantBody is the body that adds id to a room, with role ("" for
+// the default).
+func participantBody(id, role string) map[string]any {
+	p := map[string]any{"participant_id": id}
+	if role != "" {
+		p["role"] = role
+	}
+	return map[string]any{"participant": p}
 }
 
 // token issues a bearer token for u.
@@ -148,6 +163,45 @@ func (ts *testServer) token(u *store.User, ttl time.Duration) string {
 		ts.t.Fatal(err)
 	}
 	return tok
+}
+
+// team is the cast the board, task and file tests share: alice owns the
+// agents helper, scout and loner; helper created room, with scout and alice
+// in it; loner is in no room, and bob is a stranger.
+type team struct {
+	ts                            *testServer
+	alice, bob                    *store.User
+	aliceKey, bobKey              string
+	helper, scout, loner          *store.Agent
+	helperKey, scoutKey, lonerKey string
+	room                          string
+}
+
+func newTeam(t testing.TB, ts *testServer) team {
+	t.Helper()
+	k := team{ts: ts}
+	k.alice, k.aliceKey = ts.user("alice")
+	k.bob, k.bobKey = ts.user("bob")
+	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
+	k.scout, k.scoutKey = ts.agent(k.alice, "Scout")
+	k.loner, k.lonerKey = ts.agent(k.alice, "Loner")
+	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
+	return k
+}
+
+// newRoom creates a room as helper and adds the members.
+func (k *team) newRoom(t testing.TB, members ...string) string {
+	t.Helper()
+	return k.ts.room(t, k.helperKey, members...)
+}
+
+// roomPath is what is under room (its board, its files) in the API of key:
+// the people's for alice's and bob's keys, the agents' for the others.
+func (k *team) roomPath(key, room, under string) string {
+	if key == k.aliceKey || key == k.bobKey {
+		return humanChatsPath + "/" + room + "/" + under
+	}
+	return agentChatsPath + "/" + room + "/" + under
 }
 
 // cred sets the credentials of a request.
@@ -181,31 +235,61 @@ func (r *response) json(t testing.TB) map[string]any {
 // data returns the body's "data" object.
 func (r *response) data(t testing.TB) map[string]any {
 	t.Helper()
-	d, ok := r.json(t)["data"].(map[string]any)
-	if !ok {
-		t.Fatalf("no data object in %s", r.body)
-	}
-	return d
+	return topLevel[map[string]any](t, r, "data", "data object")
 }
 
 // list returns the body's "data" array.
 func (r *response) list(t testing.TB) []any {
 	t.Helper()
-	d, ok := r.json(t)["data"].([]any)
-	if !ok {
-		t.Fatalf("no data array in %s", r.body)
-	}
-	return d
+	return topLevel[[]any](t, r, "data", "data array")
 }
 
 // meta returns the body's "metadata" object.
 func (r *response) meta(t testing.TB) map[string]any {
 	t.Helper()
-	m, ok := r.json(t)["metadata"].(map[string]any)
+	return topLevel[map[string]any](t, r, "metadata", "metadata object")
+}
+
+// topLevel returns the body's member key as a T, and fails the test (naming
+// what was missing) when the body has none.
+func topLevel[T any](t testing.TB, r *response, key, what string) T {
+	t.Helper()
+	v, ok := r.json(t)[key].(T)
 	if !ok {
-		t.Fatalf("no metadata object in %s", r.body)
+		t.Fatalf("no %s in %s", what, r.body)
 	}
-	return m
+	return v
+}
+
+// idLabels names the ids a test made, so that listings compare as readable
+// names.
+type idLabels map[string]string
+
+// listed is the labels of a listing's items, in order, comma-separated, with
+// "?id" for an id the test did not name.
+func (l idLabels) listed(t testing.TB, r *response) string {
+	t.Helper()
+	var out []string
+	for _, it := range r.list(t) {
+		id := it.(map[string]any)["id"].(string)
+		name, ok := l[id]
+		if !ok {
+			name = "?" + id
+		}
+		out = append(out, name)
+	}
+	return strings.Join(out, ",")
+}
+
+// listedValues is one field of each item of a listing, in order,
+// comma-separated.
+func listedValues(t testing.TB, r *response, field string) string {
+	t.Helper()
+	var out []string
+	for _, it := range r.list(t) {
+		out = append(out, it.(map[string]any)[field].(string))
+	}
+	return strings.Join(out, ",")
 }
 
 // walkPages pages through a cursor listing (query holds limit and the
@@ -251,6 +335,34 @@ func (r *response) errorCode(t testing.TB) string {
 // declared length) or a value (sent as JSON).
 func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *response {
 	t.Helper()
+	r, sentPath := ts.send(t, method, path, c, body)
+	ts.checkResponse(t, method, sentPath, r)
+	return r
+}
+
+// doNoContent is do for a route whose 204 the OpenAPI document gives a body
+// that no 204 has: a 204 must have no body and a request id; any other
+// answer is checked as do checks it.
+func (ts *testServer) doNoContent(t testing.TB, method, path string, c cred) *response {
+	t.Helper()
+	r, sentPath := ts.send(t, method, path, c, nil)
+	if r.status != http.StatusNoContent {
+		ts.checkResponse(t, method, sentPath, r)
+		return r
+	}
+	if len(r.body) != 0 {
+		t.Errorf("%s %s: 204 with a body %q", method, path, r.body)
+	}
+	if r.header.Get("X-Request-Id") == "" {
+		t.Errorf("%s %s: 204 without x-request-id", method, path)
+	}
+	return r
+}
+
+// send sends a request as do does and reads the response whole, checking
+// nothing; it returns the path as sent (without the query).
+func (ts *testServer) send(t testing.TB, method, path string, c cred, body any) (*response, string) {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -284,9 +396,7 @@ func (ts *testServer) do(t testing.TB, method, path string, c cred, body any) *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &response{status: res.StatusCode, header: res.Header, body: b}
-	ts.checkResponse(t, method, req.URL.Path, r)
-	return r
+	return &response{status: res.StatusCode, header: res.Header, body: b}, req.URL.Path
 }
 
 // checkResponse holds for every response: a request id header, the error
@@ -332,22 +442,138 @@ func expect(t testing.TB, r *response, status int, code string) {
 	}
 }
 
+// scenario is one request and what must come of it: the unit of the
+// server's table tests. A refusal (status 400 or more) must also leave the
+// database as it was, whatever else the scenario checks.
+type scenario struct {
+	name   string
+	method string
+	path   string
+	cred   cred // nil: no credentials
+	body   any  // as do sends it
+	status int
+	code   string // the error envelope's code; "" checks none
+	// pointers are JSON Pointers that error.details must name, each with
+	// at least one message.
+	pointers []string
+	// check looks further at the answer, after the status and code.
+	check func(t testing.TB, r *response)
+	// same renders what must read the same after the request as before it,
+	// beyond the database (which a refusal never changes).
+	same func(t testing.TB) string
+}
+
+// refusalCase is a scenario written in one line, for tables of refusals.
+func refusalCase(name string, c cred, method, path string, body any, status int, code string, pointers ...string) scenario {
+	return scenario{name: name, cred: c, method: method, path: path, body: body, status: status, code: code, pointers: pointers}
+}
+
+// run runs each scenario as a sub-test of its name.
+func (ts *testServer) run(t *testing.T, scenarios []scenario) {
+	t.Helper()
+	for _, s := range scenarios {
+		t.Run(s.name, func(t *testing.T) { ts.try(t, s) })
+	}
+}
+
+// try sends the scenario's request, checks what it promises, and returns
+// the answer.
+func (ts *testServer) try(t testing.TB, s scenario) *response {
+	t.Helper()
+	refusal := s.status >= 400
+	var before, sameBefore string
+	if refusal {
+		before = ts.snapshot(t)
+	}
+	if s.same != nil {
+		sameBefore = s.same(t)
+	}
+	c := s.cred
+	if c == nil {
+		c = noCred
+	}
+	r := ts.do(t, s.method, s.path, c, s.body)
+	expect(t, r, s.status, s.code)
+	if len(s.pointers) > 0 {
+		details := errorDetails(t, r)
+		for _, p := range s.pointers {
+			if msgs, ok := details[p].([]any); !ok || len(msgs) == 0 {
+				t.Errorf("details %v lack %s", details, p)
+			}
+		}
+	}
+	if s.check != nil {
+		s.check(t, r)
+	}
+	if refusal {
+		ts.unchanged(t, before)
+	}
+	if s.same != nil {
+		if after := s.same(t); after != sameBefore {
+			t.Errorf("%s %s changed what it must not:\nbefore:\n%s\nafter:\n%s", s.method, s.path, sameBefore, after)
+		}
+	}
+	return r
+}
+
 // refused sends a request that must be refused with status and code, with a
 // problem at pointer in details (unless pointer is ""), and must leave the
 // database as it was.
 func (ts *testServer) refused(t testing.TB, method, path string, c cred, body any, status int, code, pointer string) *response {
 	t.Helper()
-	before := ts.snapshot(t)
-	r := ts.do(t, method, path, c, body)
-	expect(t, r, status, code)
-	if pointer != "" {
-		details, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
-		if _, ok := details[pointer]; !ok {
-			t.Fatalf("details %v lack %s", details, pointer)
-		}
+	if status < 400 {
+		t.Fatalf("refused %s %s: status %d is no refusal", method, path, status)
 	}
-	ts.unchanged(t, before)
-	return r
+	s := scenario{method: method, path: path, cred: c, body: body, status: status, code: code}
+	if pointer != "" {
+		s.pointers = []string{pointer}
+	}
+	return ts.try(t, s)
+}
+
+// errorDetails returns the error envelope's details (nil when it has none).
+func errorDetails(t testing.TB, r *response) map[string]any {
+	t.Helper()
+	env, _ := r.json(t)["error"].(map[string]any)
+	d, _ := env["details"].(map[string]any)
+	return d
+}
+
+// remarshal decodes what from encodes to as JSON into to.
+func remarshal(t testing.TB, from, to any) {
+	t.Helper()
+	if err := json.Unmarshal(mustJSON(t, from), to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jsonEqual is whether a and b encode to the same JSON.
+func jsonEqual(t testing.TB, a, b any) bool {
+	return string(mustJSON(t, a)) == string(mustJSON(t, b))
+}
+
+// sameJSON fails the test when got and want encode to different JSON.
+func sameJSON(t testing.TB, what string, got, want any) {
+	t.Helper()
+	if g, w := string(mustJSON(t, got)), string(mustJSON(t, want)); g != w {
+		t.Fatalf("%s = %s\nwant %s", what, g, w)
+	}
+}
+
+// keysOf is the sorted key set of an object.
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// offsetMetaJSON is an offsetMeta (the metadata of a page/page_size
+// listing) as the test decodes it.
+func offsetMetaJSON(page, size, total, pages int) map[string]any {
+	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
 }
 
 // snapshot renders every row of every table (except the last-use time of
@@ -415,6 +641,36 @@ func (ts *testServer) readConn(t testing.TB) *sql.DB {
 		ts.reader = conn
 	}
 	return ts.reader
+}
+
+// queryRow runs a query on the test's own read-only connection and scans
+// its one row into dest.
+func (ts *testServer) queryRow(t testing.TB, query string, args []any, dest ...any) {
+	t.Helper()
+	if err := ts.readConn(t).QueryRow(query, args...).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// count is what a SELECT count(*) query answers.
+func (ts *testServer) count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	ts.queryRow(t, query, args, &n)
+	return n
+}
+
+// exec runs one SQL statement through the writer, to set up what the API
+// cannot (global and organization-shared agents, room status and type,
+// expired grants, failing triggers).
+func (ts *testServer) exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	if err := ts.db.Write(t.Context(), func(tx *store.Tx) error {
+		_, err := tx.Exec(query, args...)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
 }
 
 // unchanged fails the test when the database differs from before.

@@ -41,7 +41,7 @@ func newIDsWorld(t *testing.T) *idsWorld {
 	w.task = created(ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks", apiKey(helperKey), map[string]any{"subject": "Plan"}))
 	w.file = created(ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/files",
 		fileHeaders(helperKey, "notes.txt", hexDigest([]byte("notes")), "text/plain"), []byte("notes")))
-	w.memory = created(ts.do(t, "POST", "/api/v1/agent/memories", apiKey(helperKey), memBody(map[string]any{"subject_id": alice.ID})))
+	w.memory = created(ts.do(t, "POST", "/api/v1/agent/memories", apiKey(helperKey), memoryBody(map[string]any{"subject_id": alice.ID})))
 	return w
 }
 
@@ -83,75 +83,73 @@ func TestIDsAreCaseInsensitive(t *testing.T) {
 		{"peers not in a room", "/api/v1/agent/peers?not_in_chat=" + w.room, agent},
 		{"a file", "/api/v1/agent/chats/" + w.room + "/files/" + w.file, agent},
 	} {
-		t.Run("read "+tc.name, func(t *testing.T) {
-			lower := ts.do(t, "GET", tc.path, tc.c, nil)
-			expect(t, lower, 200, "")
-			upper := ts.do(t, "GET", upperIDs(tc.path), tc.c, nil)
-			expect(t, upper, 200, "")
-			if strings.HasPrefix(lower.header.Get("Content-Type"), "application/json") {
-				if a, b := lower.json(t), upper.json(t); !reflect.DeepEqual(a, b) {
-					t.Fatalf("in upper case:\n%s\nin lower case:\n%s", upper.body, lower.body)
-				}
-			} else if string(lower.body) != string(upper.body) {
-				t.Fatalf("in upper case %q, in lower case %q", upper.body, lower.body)
-			}
-			lowerIDsOnly(t, upper)
-		})
+		t.Run("read "+tc.name, func(t *testing.T) { readsTheSameInUpperCase(t, ts, tc.path, tc.c) })
 	}
 	// Writes with ids in upper case act on what the ids name.
-	for _, tc := range []struct {
-		name, method, path string
-		c                  cred
-		body               map[string]any
-		status             int
-		check              func(t *testing.T, r *response)
-	}{
-		{"add a participant by id", "POST", "/api/v1/me/chats/" + w.room + "/participants", human,
+	write := func(name, method, path string, c cred, body map[string]any, status int, check func(t testing.TB, r *response)) scenario {
+		var upper any
+		if body != nil {
+			upper = upperBody(t, body)
+		}
+		return scenario{name: "write " + name, method: method, path: upperIDs(path), cred: c, body: upper, status: status,
+			check: func(t testing.TB, r *response) {
+				if check != nil {
+					check(t, r)
+				}
+				lowerIDsOnly(t, r)
+			}}
+	}
+	ts.run(t, []scenario{
+		write("add a participant by id", "POST", "/api/v1/me/chats/"+w.room+"/participants", human,
 			map[string]any{"participant": map[string]any{"participant_id": w.carol}}, 201,
-			func(t *testing.T, r *response) { equal(t, "participant id", r.data(t)["id"], w.carol) }},
-		{"mention by id and attach a file", "POST", "/api/v1/me/chats/" + w.room + "/messages", human,
+			func(t testing.TB, r *response) { equal(t, "participant id", r.data(t)["id"], w.carol) }),
+		write("mention by id and attach a file", "POST", "/api/v1/me/chats/"+w.room+"/messages", human,
 			map[string]any{"message": map[string]any{"content": "see the notes", "mentions": []any{map[string]any{"id": w.helper}},
 				"attachment_ids": []string{w.file}}}, 201,
-			func(t *testing.T, r *response) {
+			func(t testing.TB, r *response) {
 				equal(t, "recipient", r.data(t)["recipients"].([]any)[0].(map[string]any)["id"], w.helper)
-			}},
-		{"mark read up to a message", "POST", "/api/v1/me/chats/" + w.room + "/read", human,
-			map[string]any{"message_id": w.message}, 200, nil},
-		{"process a message", "POST", "/api/v1/agent/chats/" + w.room + "/messages/" + w.message + "/processing", agent, nil, 200, nil},
-		{"update a task", "POST", "/api/v1/agent/chats/" + w.room + "/tasks/" + w.task, agent,
+			}),
+		write("mark read up to a message", "POST", "/api/v1/me/chats/"+w.room+"/read", human,
+			map[string]any{"message_id": w.message}, 200, nil),
+		write("process a message", "POST", "/api/v1/agent/chats/"+w.room+"/messages/"+w.message+"/processing", agent, nil, 200, nil),
+		write("update a task", "POST", "/api/v1/agent/chats/"+w.room+"/tasks/"+w.task, agent,
 			map[string]any{"status": "in_progress"}, 200,
-			func(t *testing.T, r *response) { equal(t, "task id", r.data(t)["id"], w.task) }},
-		{"supersede a task", "POST", "/api/v1/agent/chats/" + w.room + "/tasks", agent,
-			map[string]any{"subject": "Plan better", "supersedes_id": w.task}, 201, nil},
-		{"a memory about someone", "POST", "/api/v1/agent/memories", agent,
-			memBody(map[string]any{"subject_id": w.alice, "metadata": map[string]any{"references": []string{w.memory}}}), 201,
-			func(t *testing.T, r *response) {
+			func(t testing.TB, r *response) { equal(t, "task id", r.data(t)["id"], w.task) }),
+		write("supersede a task", "POST", "/api/v1/agent/chats/"+w.room+"/tasks", agent,
+			map[string]any{"subject": "Plan better", "supersedes_id": w.task}, 201, nil),
+		write("a memory about someone", "POST", "/api/v1/agent/memories", agent,
+			memoryBody(map[string]any{"subject_id": w.alice, "metadata": map[string]any{"references": []string{w.memory}}}), 201,
+			func(t testing.TB, r *response) {
 				equal(t, "subject", r.data(t)["subject_id"], w.alice)
 				equal(t, "reference", r.data(t)["metadata"].(map[string]any)["references"].([]any)[0], w.memory)
-			}},
-		{"a room for a task", "POST", "/api/v1/me/chats", human,
+			}),
+		write("a room for a task", "POST", "/api/v1/me/chats", human,
 			map[string]any{"chat": map[string]any{"task_id": w.task}}, 201,
-			func(t *testing.T, r *response) { equal(t, "task id", r.data(t)["task_id"], w.task) }},
-		{"block a participant", "PATCH", "/api/v1/me/chats/" + w.room + "/participants/" + w.bob, human,
+			func(t testing.TB, r *response) { equal(t, "task id", r.data(t)["task_id"], w.task) }),
+		write("block a participant", "PATCH", "/api/v1/me/chats/"+w.room+"/participants/"+w.bob, human,
 			map[string]any{"participant": map[string]any{"status": "blocked"}}, 200,
-			func(t *testing.T, r *response) { equal(t, "participant id", r.data(t)["id"], w.bob) }},
-	} {
-		t.Run("write "+tc.name, func(t *testing.T) {
-			var body any
-			if tc.body != nil {
-				body = upperBody(t, tc.body)
-			}
-			r := ts.do(t, tc.method, upperIDs(tc.path), tc.c, body)
-			expect(t, r, tc.status, "")
-			if tc.check != nil {
-				tc.check(t, r)
-			}
-			lowerIDsOnly(t, r)
-		})
-	}
+			func(t testing.TB, r *response) { equal(t, "participant id", r.data(t)["id"], w.bob) }),
+	})
 }
 
-func equal(t *testing.T, what string, got any, want string) {
+// readsTheSameInUpperCase reads path in lower case and then with every id
+// in upper case: the same answer, with the ids in lower case.
+func readsTheSameInUpperCase(t *testing.T, ts *testServer, path string, c cred) {
+	lower := ts.do(t, "GET", path, c, nil)
+	expect(t, lower, 200, "")
+	upper := ts.do(t, "GET", upperIDs(path), c, nil)
+	expect(t, upper, 200, "")
+	if strings.HasPrefix(lower.header.Get("Content-Type"), "application/json") {
+		if a, b := lower.json(t), upper.json(t); !reflect.DeepEqual(a, b) {
+			t.Fatalf("in upper case:\n%s\nin lower case:\n%s", upper.body, lower.body)
+		}
+	} else if string(lower.body) != string(upper.body) {
+		t.Fatalf("in upper case %q, in lower case %q", upper.body, lower.body)
+	}
+	lowerIDsOnly(t, upper)
+}
+
+func equal(t testing.TB, what string, got any, want string) {
 	t.Helper()
 	if got != want {
 		t.Fatalf("%s = %v, want %s", what, got, want)

@@ -42,7 +42,7 @@ func sorted(lists ...[]string) []string {
 
 type metaWorld struct {
 	ts                   *testServer
-	alice, helper        *ctParty
+	alice, helper        *contactsParty
 	room, task, memoryID string
 }
 
@@ -50,7 +50,7 @@ type metaWorld struct {
 // a room of helper's with alice, where alice mentioned helper; a task; an
 // organization memory.
 func newMetaWorld(t *testing.T) *metaWorld {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	w := &metaWorld{ts: k.ts, alice: k.human("alice")}
 	bob := k.human("bob")
 	w.helper = k.bot(w.alice, "Helper")
@@ -66,7 +66,7 @@ func newMetaWorld(t *testing.T) *metaWorld {
 	r := w.ts.do(t, "POST", tasksPath(w.room), w.helper.cred(), map[string]any{"subject": "Plan"})
 	expect(t, r, 201, "")
 	w.task = r.data(t)["id"].(string)
-	r = w.ts.do(t, "POST", "/api/v1/agent/memories", w.helper.cred(), memBody(map[string]any{"scope": "organization"}))
+	r = w.ts.do(t, "POST", "/api/v1/agent/memories", w.helper.cred(), memoryBody(map[string]any{"scope": "organization"}))
 	expect(t, r, 201, "")
 	w.memoryID = r.data(t)["id"].(string)
 	return w

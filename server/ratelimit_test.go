@@ -273,7 +273,7 @@ func TestClientAddress(t *testing.T) {
 
 func TestRateLimitDelegatedTokensCountAgainstTheirDelegation(t *testing.T) {
 	ts, _ := limitedServer(t, nil)
-	k := &dgKit{ts: ts}
+	k := &delegationWorld{ts: ts}
 	k.alice, k.aliceKey = ts.user("alice")
 	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
 	_, grant := k.grant(t, "profile:read")

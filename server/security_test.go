@@ -12,24 +12,24 @@ import (
 	"time"
 )
 
-// secWorld is two organizations, each with a person, an agent and a room;
+// securityWorld is two organizations, each with a person, an agent and a room;
 // organization B also holds one of every other kind of object, made through
 // the API, for organization A to reach for.
-type secWorld struct {
+type securityWorld struct {
 	ts                   *testServer
 	aliceKey, aAgentKey  string            // organization A's person and agent
 	ownRoom, foreignRoom string            // A's room, B's room
 	own, foreign         map[string]string // ids by the path segment that names them
 }
 
-func newSecWorld(t *testing.T) *secWorld {
+func newSecurityWorld(t *testing.T) *securityWorld {
 	ts := newTestServer(t)
 	alice, aliceKey := ts.user("alice")
 	aAgent, aAgentKey := ts.agent(alice, "Helper")
 	carol, carolKey := ts.user("carol", "globex")
 	ts.user("dave", "globex")
 	cAgent, cAgentKey := ts.agent(carol, "Rival")
-	w := &secWorld{ts: ts, aliceKey: aliceKey, aAgentKey: aAgentKey}
+	w := &securityWorld{ts: ts, aliceKey: aliceKey, aAgentKey: aAgentKey}
 	w.ownRoom = ts.room(t, aAgentKey, alice.ID)
 	w.foreignRoom = ts.room(t, cAgentKey, carol.ID)
 	rb := "/api/v1/agent/chats/" + w.foreignRoom
@@ -43,7 +43,7 @@ func newSecWorld(t *testing.T) *secWorld {
 		map[string]any{"message": map[string]any{"content": "over to you", "mentions": []any{map[string]any{"id": cAgent.ID}}}}))
 	task := created(ts.do(t, "POST", rb+"/tasks", apiKey(cAgentKey), map[string]any{"subject": "Plan the heist"}))
 	file := created(ts.do(t, "POST", rb+"/files", fileHeaders(cAgentKey, "plans.txt", hexDigest([]byte("secret")), "text/plain"), []byte("secret")))
-	memory := created(ts.do(t, "POST", "/api/v1/agent/memories", apiKey(cAgentKey), memBody(map[string]any{"scope": "organization"})))
+	memory := created(ts.do(t, "POST", "/api/v1/agent/memories", apiKey(cAgentKey), memoryBody(map[string]any{"scope": "organization"})))
 	request := created(ts.do(t, "POST", "/api/v1/me/contacts/requests", apiKey(carolKey),
 		map[string]any{"contact_request": map[string]any{"recipient_handle": "dave"}}))
 	delegation := created(ts.do(t, "POST", "/api/v1/me/agents/"+cAgent.ID+"/delegations", apiKey(carolKey),
@@ -74,19 +74,19 @@ func newSecWorld(t *testing.T) *secWorld {
 }
 
 // key is A's key for the API path belongs to.
-func (w *secWorld) key(path string) string {
+func (w *securityWorld) key(path string) string {
 	if strings.HasPrefix(path, "/api/v1/agent/") {
 		return w.aAgentKey
 	}
 	return w.aliceKey
 }
 
-func (w *secWorld) cred(path string) cred { return apiKey(w.key(path)) }
+func (w *securityWorld) cred(path string) cred { return apiKey(w.key(path)) }
 
-// secBodies has an entry for every route that takes an id: a valid body
+// routeBodies has an entry for every route that takes an id: a valid body
 // for those that take one (nil for the others), so that what a probe is
 // refused for is the id and nothing else.
-var secBodies = map[string]any{
+var routeBodies = map[string]any{
 	"PATCH /api/v1/agent/chats/:chat_id":                        map[string]any{"chat": map[string]any{"title": "Mine now"}},
 	"PATCH /api/v1/me/chats/:chat_id":                           map[string]any{"chat": map[string]any{"title": "Mine now"}},
 	"POST /api/v1/agent/chats/:chat_id/messages":                map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}}},
@@ -99,7 +99,7 @@ var secBodies = map[string]any{
 	"POST /api/v1/agent/chats/:chat_id/tasks":                   map[string]any{"subject": "Sabotage"},
 	"POST /api/v1/agent/chats/:chat_id/tasks/:id":               map[string]any{"status": "completed"},
 	"PATCH /api/v1/me/chats/:chat_id/participants/:id":          map[string]any{"participant": map[string]any{"status": "blocked"}},
-	"POST /api/v1/agent/memories/:id/supersede":                 memBody(map[string]any{"scope": "organization"}),
+	"POST /api/v1/agent/memories/:id/supersede":                 memoryBody(map[string]any{"scope": "organization"}),
 	"POST /api/v1/me/memories/:id/supersede":                    nil,
 	"POST /api/v1/me/agents/:id/delegations":                    map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}},
 	"POST /api/v1/agent/chats/:chat_id/participants":            map[string]any{"participant": map[string]any{"participant_id": nilID}},
@@ -152,16 +152,16 @@ var secBodies = map[string]any{
 // route with an id is caught by the walk over the router's routes.
 func TestObjectLevelAuthorization(t *testing.T) {
 	t.Parallel() // its own server and database
-	w := newSecWorld(t)
+	w := newSecurityWorld(t)
 	ts := w.ts
 	for _, rt := range registeredRoutes(ts.srv) {
 		if rt.aud == public || !strings.Contains(rt.path, "/:") {
 			continue
 		}
 		key := rt.method + " " + rt.path
-		body, ok := secBodies[key]
+		body, ok := routeBodies[key]
 		if !ok {
-			t.Errorf("%s takes an id but has no entry in secBodies: add one, so that the probe below covers it", key)
+			t.Errorf("%s takes an id but has no entry in routeBodies: add one, so that the probe below covers it", key)
 			continue
 		}
 		segs := strings.Split(rt.path, "/")
@@ -210,14 +210,11 @@ func TestObjectLevelAuthorization(t *testing.T) {
 			}
 			p := strings.Join(path, "/")
 			t.Run(key+" "+strings.Join(desc, ","), func(t *testing.T) {
-				before := ts.snapshot(t)
 				c := w.cred(p)
 				if b, isFile := body.([]byte); isFile {
 					c = fileHeaders(w.key(p), "x.txt", hexDigest(b), "text/plain")
 				}
-				r := ts.do(t, rt.method, p, c, body)
-				expect(t, r, 404, "not_found")
-				ts.unchanged(t, before)
+				ts.refused(t, rt.method, p, c, body, 404, "not_found", "")
 			})
 		}
 	}
@@ -229,31 +226,25 @@ func TestObjectLevelAuthorization(t *testing.T) {
 // given (see docs/api/overview.md, Rooms, participants and peers), naming
 // no object of chatd's.
 func TestForeignIDsInBodies(t *testing.T) {
-	w := newSecWorld(t)
+	w := newSecurityWorld(t)
 	ts := w.ts
 	ra := "/api/v1/agent/chats/" + w.ownRoom
-	for _, tc := range []struct {
-		name, method, path string
-		body               any
-		status             int
-		code               string
-	}{
-		{"invite B's person", "POST", ra + "/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["participants"]}}, 404, "not_found"},
-		{"invite B's agent", "POST", "/api/v1/me/chats/" + w.ownRoom + "/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["agents"]}}, 404, "not_found"},
-		{"mention B's person", "POST", ra + "/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": w.foreign["participants"]}}}}, 422, "mentioned_participant_not_in_room"},
-		{"attach B's file", "POST", ra + "/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}, "attachment_ids": []string{w.foreign["files"]}}}, 422, ""},
-		{"supersede B's task", "POST", ra + "/tasks", map[string]any{"subject": "mine", "supersedes_id": w.foreign["tasks"]}, 422, "validation_error"},
-		{"mark read up to B's message", "POST", "/api/v1/me/chats/" + w.ownRoom + "/read", map[string]any{"message_id": w.foreign["messages"]}, 404, "not_found"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, tc.method, tc.path, w.cred(tc.path), tc.body, tc.status, tc.code, "")
-		})
+	refused := func(name, method, path string, body any, status int, code string) scenario {
+		return refusalCase(name, w.cred(path), method, path, body, status, code)
 	}
+	ts.run(t, []scenario{
+		refused("invite B's person", "POST", ra+"/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["participants"]}}, 404, "not_found"),
+		refused("invite B's agent", "POST", "/api/v1/me/chats/"+w.ownRoom+"/participants", map[string]any{"participant": map[string]any{"participant_id": w.foreign["agents"]}}, 404, "not_found"),
+		refused("mention B's person", "POST", ra+"/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": w.foreign["participants"]}}}}, 422, "mentioned_participant_not_in_room"),
+		refused("attach B's file", "POST", ra+"/messages", map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}, "attachment_ids": []string{w.foreign["files"]}}}, 422, ""),
+		refused("supersede B's task", "POST", ra+"/tasks", map[string]any{"subject": "mine", "supersedes_id": w.foreign["tasks"]}, 422, "validation_error"),
+		refused("mark read up to B's message", "POST", "/api/v1/me/chats/"+w.ownRoom+"/read", map[string]any{"message_id": w.foreign["messages"]}, 404, "not_found"),
+	})
 }
 
-// secForbiddenFields are fields a caller may not set on anything: ids,
+// forbiddenFields are fields a caller may not set on anything: ids,
 // ownership, organization, timestamps, keys, flags chatd decides.
-var secForbiddenFields = map[string]any{
+var forbiddenFields = map[string]any{
 	"id": nilID, "owner_id": nilID, "organization_id": "globex", "organization": "globex", "inserted_at": "2020-01-01T00:00:00Z",
 	"api_key": "band_a_x", "is_external": true, "is_admin": true, "sender_id": nilID, "created_by": nilID,
 }
@@ -264,7 +255,7 @@ var secForbiddenFields = map[string]any{
 // route declares.
 func TestMassAssignment(t *testing.T) {
 	t.Parallel() // its own server and database
-	w := newSecWorld(t)
+	w := newSecurityWorld(t)
 	ts := w.ts
 	for _, rt := range registeredRoutes(ts.srv) {
 		if rt.aud == public || (rt.method != "POST" && rt.method != "PUT" && rt.method != "PATCH") || strings.HasSuffix(rt.path, "/files") {
@@ -276,8 +267,8 @@ func TestMassAssignment(t *testing.T) {
 			path = strings.ReplaceAll(path, "/"+kind+"/:id", "/"+kind+"/"+id)
 		}
 		path = strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":id", nilID).Replace(path)
-		base, _ := secBodies[rt.method+" "+rt.path].(map[string]any)
-		for field, value := range secForbiddenFields {
+		base, _ := routeBodies[rt.method+" "+rt.path].(map[string]any)
+		for field, value := range forbiddenFields {
 			for _, inside := range []bool{false, true} {
 				body := map[string]any{}
 				for k, v := range base {

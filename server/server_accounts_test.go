@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -29,29 +28,22 @@ func TestSetupCreatesTheFirstPerson(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name    string
-		body    any
-		status  int
-		code    string
-		pointer string
-	}{
-		{"unknown token", setupBody("band_s_" + strings.Repeat("a", 52)), 401, "unauthorized", ""},
-		{"malformed token", setupBody("hello"), 401, "unauthorized", ""},
-		{"no token", setupBody("", func(b map[string]any) { delete(b, "token") }), 401, "unauthorized", ""},
-		{"short password", setupBody(token, func(b map[string]any) { b["password"] = "elevenchars" }), 422, "validation_error", "/password"},
-		{"long password", setupBody(token, func(b map[string]any) { b["password"] = strings.Repeat("p", 257) }), 422, "validation_error", "/password"},
-		{"no password", setupBody(token, func(b map[string]any) { delete(b, "password") }), 422, "validation_error", "/password"},
-		{"bad handle", setupBody(token, func(b map[string]any) { b["handle"] = "-x-" }), 422, "validation_error", "/handle"},
-		{"no name", setupBody(token, func(b map[string]any) { delete(b, "name") }), 422, "validation_error", "/name"},
-		{"bad email", setupBody(token, func(b map[string]any) { b["email"] = "not an email" }), 422, "validation_error", "/email"},
-		{"an .invalid email", setupBody(token, func(b map[string]any) { b["email"] = "ada@noreply.invalid" }), 422, "validation_error", "/email"},
-		{"unknown field", setupBody(token, func(b map[string]any) { b["role"] = "admin" }), 400, "unknown_field", "/role"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, "POST", setupPath, noCred, tc.body, tc.status, tc.code, tc.pointer)
-		})
+	refused := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, noCred, "POST", setupPath, body, status, code, pointers...)
 	}
+	ts.run(t, []scenario{
+		refused("unknown token", setupBody("band_s_"+strings.Repeat("a", 52)), 401, "unauthorized"),
+		refused("malformed token", setupBody("hello"), 401, "unauthorized"),
+		refused("no token", setupBody("", func(b map[string]any) { delete(b, "token") }), 401, "unauthorized"),
+		refused("short password", setupBody(token, func(b map[string]any) { b["password"] = "elevenchars" }), 422, "validation_error", "/password"),
+		refused("long password", setupBody(token, func(b map[string]any) { b["password"] = strings.Repeat("p", 257) }), 422, "validation_error", "/password"),
+		refused("no password", setupBody(token, func(b map[string]any) { delete(b, "password") }), 422, "validation_error", "/password"),
+		refused("bad handle", setupBody(token, func(b map[string]any) { b["handle"] = "-x-" }), 422, "validation_error", "/handle"),
+		refused("no name", setupBody(token, func(b map[string]any) { delete(b, "name") }), 422, "validation_error", "/name"),
+		refused("bad email", setupBody(token, func(b map[string]any) { b["email"] = "not an email" }), 422, "validation_error", "/email"),
+		refused("an .invalid email", setupBody(token, func(b map[string]any) { b["email"] = "ada@noreply.invalid" }), 422, "validation_error", "/email"),
+		refused("unknown field", setupBody(token, func(b map[string]any) { b["role"] = "admin" }), 400, "unknown_field", "/role"),
+	})
 
 	r := ts.do(t, "POST", setupPath, noCred, setupBody(token))
 	expect(t, r, 201, "")
@@ -64,7 +56,7 @@ func TestSetupCreatesTheFirstPerson(t *testing.T) {
 	var want, got any
 	json.Unmarshal(me.body, &want)
 	json.Unmarshal(mustJSON(t, map[string]any{"data": d["user"]}), &got)
-	if !jsonEqual(want, got) {
+	if !jsonEqual(t, want, got) {
 		t.Fatalf("setup's user %v differs from GET /me %v", got, want)
 	}
 	if u := me.data(t); u["handle"] != "ada" || u["role"] != "admin" {
@@ -89,12 +81,6 @@ func TestSetupIsRefusedOnceSomeoneExists(t *testing.T) {
 	ts.refused(t, "POST", setupPath, noCred, setupBody(token), 409, "conflict", "")
 }
 
-func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
-}
-
 // signIn signs in and returns the session token.
 func (ts *testServer) signIn(t *testing.T, handle, password string) string {
 	t.Helper()
@@ -115,25 +101,23 @@ func TestSignInAndSignOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	var messages []string
-	for _, tc := range []struct {
-		name   string
-		body   any
-		status int
-		code   string
-	}{
-		{"wrong password", map[string]any{"handle": "alice", "password": goodPassword + "!"}, 401, "unauthorized"},
-		{"unknown handle", map[string]any{"handle": "nobody", "password": goodPassword}, 401, "unauthorized"},
-		{"no password set", map[string]any{"handle": "bob", "password": goodPassword}, 401, "unauthorized"},
-		{"empty body", nil, 401, "unauthorized"},
-		{"unknown field", map[string]any{"handle": "alice", "password": goodPassword, "remember": true}, 400, "unknown_field"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := ts.refused(t, "POST", signInPath, noCred, tc.body, tc.status, tc.code, "")
-			if tc.status == 401 {
+	// Each 401 keeps its message, to compare them after.
+	refused := func(name string, body any, status int, code string) scenario {
+		s := refusalCase(name, noCred, "POST", signInPath, body, status, code)
+		if status == 401 {
+			s.check = func(t testing.TB, r *response) {
 				messages = append(messages, r.json(t)["error"].(map[string]any)["message"].(string))
 			}
-		})
+		}
+		return s
 	}
+	ts.run(t, []scenario{
+		refused("wrong password", map[string]any{"handle": "alice", "password": goodPassword + "!"}, 401, "unauthorized"),
+		refused("unknown handle", map[string]any{"handle": "nobody", "password": goodPassword}, 401, "unauthorized"),
+		refused("no password set", map[string]any{"handle": "bob", "password": goodPassword}, 401, "unauthorized"),
+		refused("empty body", nil, 401, "unauthorized"),
+		refused("unknown field", map[string]any{"handle": "alice", "password": goodPassword, "remember": true}, 400, "unknown_field"),
+	})
 	for _, m := range messages {
 		if m != messages[0] {
 			t.Fatalf("sign-in refusals differ (%q, %q): they tell which handles exist", messages[0], m)
@@ -218,26 +202,16 @@ func TestMyKeys(t *testing.T) {
 		t.Fatalf("keys after creating one: %s", r.body)
 	}
 
-	for _, tc := range []struct {
-		name, method, path string
-		cred               cred
-		body               any
-		status             int
-		code, pointer      string
-	}{
-		{"no key object", "POST", keysPath, apiKey(aliceKey), map[string]any{}, 422, "validation_error", "/key"},
-		{"empty name", "POST", keysPath, apiKey(aliceKey), map[string]any{"key": map[string]any{"name": " "}}, 422, "validation_error", "/key/name"},
-		{"long name", "POST", keysPath, apiKey(aliceKey), map[string]any{"key": map[string]any{"name": strings.Repeat("n", 101)}}, 422, "validation_error", "/key/name"},
-		{"name not a string", "POST", keysPath, apiKey(aliceKey), map[string]any{"key": map[string]any{"name": 7}}, 422, "validation_error", "/key/name"},
-		{"choosing the key", "POST", keysPath, apiKey(aliceKey), map[string]any{"key": map[string]any{"name": "x", "api_key": "band_u_x"}}, 400, "unknown_field", "/key/api_key"},
-		{"another person's key", "DELETE", keysPath + "/" + id, apiKey(bobKey), nil, 404, "not_found", ""},
-		{"unknown key", "DELETE", keysPath + "/" + nilID, apiKey(aliceKey), nil, 404, "not_found", ""},
-		{"not an id", "DELETE", keysPath + "/laptop", apiKey(aliceKey), nil, 404, "not_found", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, tc.method, tc.path, tc.cred, tc.body, tc.status, tc.code, tc.pointer)
-		})
-	}
+	ts.run(t, []scenario{
+		refusalCase("no key object", apiKey(aliceKey), "POST", keysPath, map[string]any{}, 422, "validation_error", "/key"),
+		refusalCase("empty name", apiKey(aliceKey), "POST", keysPath, map[string]any{"key": map[string]any{"name": " "}}, 422, "validation_error", "/key/name"),
+		refusalCase("long name", apiKey(aliceKey), "POST", keysPath, map[string]any{"key": map[string]any{"name": strings.Repeat("n", 101)}}, 422, "validation_error", "/key/name"),
+		refusalCase("name not a string", apiKey(aliceKey), "POST", keysPath, map[string]any{"key": map[string]any{"name": 7}}, 422, "validation_error", "/key/name"),
+		refusalCase("choosing the key", apiKey(aliceKey), "POST", keysPath, map[string]any{"key": map[string]any{"name": "x", "api_key": "band_u_x"}}, 400, "unknown_field", "/key/api_key"),
+		refusalCase("another person's key", apiKey(bobKey), "DELETE", keysPath+"/"+id, nil, 404, "not_found"),
+		refusalCase("unknown key", apiKey(aliceKey), "DELETE", keysPath+"/"+nilID, nil, 404, "not_found"),
+		refusalCase("not an id", apiKey(aliceKey), "DELETE", keysPath+"/laptop", nil, 404, "not_found"),
+	})
 
 	// Deleting takes effect at once, though the key was just used (and so
 	// cached).
@@ -254,7 +228,7 @@ func TestMyKeys(t *testing.T) {
 // A delegated token can neither manage keys nor sign out: no scope a
 // delegation can hold covers those routes.
 func TestDelegatedTokensCannotTouchKeysOrSessions(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	_, grant := k.grant(t, store.DelegationScopes...)
 	tok := k.exchange(t, grant)
 	for _, rt := range []struct {

@@ -14,43 +14,16 @@ import (
 // reports (spec "Board (room goal)", "Room goal", "Board goal"; wire
 // contract §3.1 Chat tasks and board, Activity).
 
-// boardKit: alice owns the agents helper and scout, which share a room with
-// her (helper created it); loner, another of her agents, is in no room, and
-// bob is a stranger.
-type boardKit struct {
-	ts                          *testServer
-	alice, bob                  *store.User
-	aliceKey, bobKey            string
-	helper, scout, loner        *store.Agent
-	helperKey, scoutKey, lonKey string
-	room                        string
-}
+// boardWorld is the team (see helpers_test.go) and its room's board.
+type boardWorld struct{ team }
 
-func newBoardKit(t *testing.T) *boardKit {
+func newBoardWorld(t *testing.T) *boardWorld {
 	t.Helper()
-	k := &boardKit{ts: newTestServer(t)}
-	k.alice, k.aliceKey = k.ts.user("alice")
-	k.bob, k.bobKey = k.ts.user("bob")
-	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
-	k.scout, k.scoutKey = k.ts.agent(k.alice, "Scout")
-	k.loner, k.lonKey = k.ts.agent(k.alice, "Loner")
-	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
-	return k
-}
-
-// newRoom creates a room as helper and adds the members.
-func (k *boardKit) newRoom(t testing.TB, members ...string) string {
-	t.Helper()
-	return k.ts.room(t, k.helperKey, members...)
+	return &boardWorld{newTeam(t, newTestServer(t))}
 }
 
 // boardPath is the board of room in the API of key (agent or human).
-func (k *boardKit) boardPath(key, room string) string {
-	if key == k.aliceKey || key == k.bobKey {
-		return "/api/v1/me/chats/" + room + "/board"
-	}
-	return "/api/v1/agent/chats/" + room + "/board"
-}
+func (k *boardWorld) boardPath(key, room string) string { return k.roomPath(key, room, "board") }
 
 // boardJSON is the Board shape, decoded strictly enough to compare.
 type boardJSON struct {
@@ -67,7 +40,7 @@ type boardJSON struct {
 
 // board decodes a 200 board answer; the human API's (which the OpenAPI
 // document lacks) is checked against the Board schema here.
-func (k *boardKit) board(t testing.TB, r *response) boardJSON {
+func (k *boardWorld) board(t testing.TB, r *response) boardJSON {
 	t.Helper()
 	expect(t, r, 200, "")
 	raw := r.json(t)["data"]
@@ -75,21 +48,21 @@ func (k *boardKit) board(t testing.TB, r *response) boardJSON {
 		t.Errorf("not a Board: %v\n%s", err, r.body)
 	}
 	var b boardJSON
-	dlvRemarshal(t, raw, &b)
+	remarshal(t, raw, &b)
 	return b
 }
 
-func (k *boardKit) get(t testing.TB, key, room, query string) boardJSON {
+func (k *boardWorld) get(t testing.TB, key, room, query string) boardJSON {
 	t.Helper()
 	return k.board(t, k.ts.do(t, "GET", k.boardPath(key, room)+query, apiKey(key), nil))
 }
 
-func (k *boardKit) put(t testing.TB, key, room string, body any) boardJSON {
+func (k *boardWorld) put(t testing.TB, key, room string, body any) boardJSON {
 	t.Helper()
 	return k.board(t, k.ts.do(t, "PUT", k.boardPath(key, room), apiKey(key), body))
 }
 
-func (k *boardKit) history(t testing.TB) []store.BoardEvent {
+func (k *boardWorld) history(t testing.TB) []store.BoardEvent {
 	t.Helper()
 	return k.get(t, k.helperKey, k.room, "?include=history").History
 }
@@ -107,15 +80,8 @@ func boardUserRef(u *store.User, name string) store.ActorRef {
 
 func boardFromTo(from, to *string) store.FromTo { return store.FromTo{From: from, To: to} }
 
-func boardSameJSON(t testing.TB, what string, got, want any) {
-	t.Helper()
-	if g, w := string(mustJSON(t, got)), string(mustJSON(t, want)); g != w {
-		t.Fatalf("%s = %s\nwant %s", what, g, w)
-	}
-}
-
 func TestBoardEmptyDefault(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	for _, key := range []string{k.helperKey, k.scoutKey, k.aliceKey} {
 		r := k.ts.do(t, "GET", k.boardPath(key, k.room), apiKey(key), nil)
 		expect(t, r, 200, "")
@@ -132,18 +98,16 @@ func TestBoardEmptyDefault(t *testing.T) {
 	for _, tc := range []struct {
 		name, key, room string
 	}{
-		{"agent not in the room", k.lonKey, k.room},
+		{"agent not in the room", k.lonerKey, k.room},
 		{"human with no standing in the room", k.bobKey, k.room},
 		{"unknown room", k.helperKey, "0190a000-0000-7000-8000-000000000000"},
 		{"malformed room id", k.helperKey, "room-1"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			snap := k.ts.snapshot(t)
-			for _, q := range []string{"", "?include=history"} {
-				expect(t, k.ts.do(t, "GET", k.boardPath(tc.key, tc.room)+q, apiKey(tc.key), nil), 404, "not_found")
-			}
-			expect(t, k.ts.do(t, "PUT", k.boardPath(tc.key, tc.room), apiKey(tc.key), map[string]any{"goal_title": "Mine"}), 404, "not_found")
-			k.ts.unchanged(t, snap)
+		path := k.boardPath(tc.key, tc.room)
+		k.ts.run(t, []scenario{
+			refusalCase(tc.name+", read", apiKey(tc.key), "GET", path, nil, 404, "not_found"),
+			refusalCase(tc.name+", read with history", apiKey(tc.key), "GET", path+"?include=history", nil, 404, "not_found"),
+			refusalCase(tc.name+", write", apiKey(tc.key), "PUT", path, map[string]any{"goal_title": "Mine"}, 404, "not_found"),
 		})
 	}
 }
@@ -151,7 +115,7 @@ func TestBoardEmptyDefault(t *testing.T) {
 // TestBoardHistoryOfAnEmptyBoard: with include=history, both history keys
 // are there even when no event was recorded yet.
 func TestBoardHistoryOfAnEmptyBoard(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	for _, key := range []string{k.helperKey, k.aliceKey} {
 		r := k.ts.do(t, "GET", k.boardPath(key, k.room)+"?include=history", apiKey(key), nil)
 		expect(t, r, 200, "")
@@ -166,7 +130,7 @@ func TestBoardHistoryOfAnEmptyBoard(t *testing.T) {
 // something records goal_set (first) or goal_edited with {from, to} for the
 // changed fields only.
 func TestBoardWrites(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	helper, scout, alice := boardAgentRef(k.helper), boardAgentRef(k.scout), boardUserRef(k.alice, "Alice Tester")
 
 	// An empty body and a clear of an unset field change nothing: still the default.
@@ -183,8 +147,8 @@ func TestBoardWrites(t *testing.T) {
 	if *b1.GoalTitle != "Ship v1" || b1.GoalSummary != nil || b1.InsertedAt == nil || *b1.InsertedAt != *b1.UpdatedAt {
 		t.Fatalf("after the first write: %+v", b1)
 	}
-	boardSameJSON(t, "created_by", b1.CreatedBy, helper)
-	boardSameJSON(t, "updated_by", b1.UpdatedBy, helper)
+	sameJSON(t, "created_by", b1.CreatedBy, helper)
+	sameJSON(t, "updated_by", b1.UpdatedBy, helper)
 	if b1.History != nil || b1.HistoryTruncated != nil {
 		t.Fatal("a PUT answer carries history")
 	}
@@ -194,18 +158,18 @@ func TestBoardWrites(t *testing.T) {
 	if *b2.GoalTitle != "Ship v1" || *b2.GoalSummary != "Para one.\nPara two." || *b2.InsertedAt != *b1.InsertedAt || *b2.UpdatedAt <= *b1.UpdatedAt {
 		t.Fatalf("after the second write: %+v", b2)
 	}
-	boardSameJSON(t, "created_by", b2.CreatedBy, helper)
-	boardSameJSON(t, "updated_by", b2.UpdatedBy, scout)
+	sameJSON(t, "created_by", b2.CreatedBy, helper)
+	sameJSON(t, "updated_by", b2.UpdatedBy, scout)
 
 	// The owner, through the human API, sends both fields; only the title changed.
 	b3 := k.put(t, k.aliceKey, k.room, map[string]any{"goal_title": "Ship v2", "goal_summary": "Para one.\nPara two."})
-	boardSameJSON(t, "updated_by", b3.UpdatedBy, alice)
-	boardSameJSON(t, "created_by", b3.CreatedBy, helper)
+	sameJSON(t, "updated_by", b3.UpdatedBy, alice)
+	sameJSON(t, "created_by", b3.CreatedBy, helper)
 
 	// Sending the same values again (even padded) records nothing.
 	for _, body := range []map[string]any{{"goal_title": "Ship v2"}, {"goal_title": " Ship v2\n", "goal_summary": "Para one.\nPara two.  "}, {}} {
 		snap := k.ts.snapshot(t)
-		boardSameJSON(t, "unchanged board", k.put(t, k.scoutKey, k.room, body), b3)
+		sameJSON(t, "unchanged board", k.put(t, k.scoutKey, k.room, body), b3)
 		k.ts.unchanged(t, snap)
 	}
 
@@ -236,7 +200,7 @@ func TestBoardWrites(t *testing.T) {
 			}
 			got[i].At = ""
 		}
-		boardSameJSON(t, "history", got, want)
+		sameJSON(t, "history", got, want)
 		// The last event's time is the board's updated_at; the first's its inserted_at.
 		b = k.get(t, key, k.room, "?include=history")
 		if b.History[0].At != *b.InsertedAt || b.History[3].At != *b.UpdatedAt {
@@ -248,60 +212,43 @@ func TestBoardWrites(t *testing.T) {
 // TestBoardActorsCapturedAtWriteTime: an actor's name is the one it had
 // when it wrote.
 func TestBoardActorsCapturedAtWriteTime(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	k.put(t, k.aliceKey, k.room, map[string]any{"goal_title": "First"})
 	expect(t, k.ts.do(t, "PUT", "/api/v1/me/profile", apiKey(k.aliceKey), map[string]any{"user": map[string]any{"first_name": "Alicia"}}), 200, "")
 	before, after := boardUserRef(k.alice, "Alice Tester"), boardUserRef(k.alice, "Alicia Tester")
 
 	b := k.get(t, k.helperKey, k.room, "")
-	boardSameJSON(t, "created_by after the rename", b.CreatedBy, before)
+	sameJSON(t, "created_by after the rename", b.CreatedBy, before)
 	b = k.put(t, k.aliceKey, k.room, map[string]any{"goal_title": "Second"})
-	boardSameJSON(t, "created_by", b.CreatedBy, before)
-	boardSameJSON(t, "updated_by", b.UpdatedBy, after)
+	sameJSON(t, "created_by", b.CreatedBy, before)
+	sameJSON(t, "updated_by", b.UpdatedBy, after)
 	h := k.history(t)
-	boardSameJSON(t, "actors", []store.ActorRef{h[0].Actor, h[1].Actor}, []store.ActorRef{before, after})
+	sameJSON(t, "actors", []store.ActorRef{h[0].Actor, h[1].Actor}, []store.ActorRef{before, after})
 }
 
 func TestBoardRefusals(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	k.put(t, k.helperKey, k.room, map[string]any{"goal_title": "Keep me"})
 	// Alice reads this room only through her agent: she may not write.
 	agentsOnly := k.newRoom(t)
 
-	for _, tc := range []struct {
-		name   string
-		key    string
-		room   string
-		body   any
-		status int
-		code   string
-		ptr    string
-	}{
-		{"title with a newline", k.helperKey, k.room, map[string]any{"goal_title": "one\ntwo"}, 422, "validation_error", "/goal_title"},
-		{"title with a carriage return", k.helperKey, k.room, map[string]any{"goal_title": "one\rtwo"}, 422, "validation_error", "/goal_title"},
-		{"title over 200 characters", k.helperKey, k.room, map[string]any{"goal_title": strings.Repeat("t", 201)}, 422, "validation_error", "/goal_title"},
-		{"summary with a control character", k.helperKey, k.room, map[string]any{"goal_summary": "a\x00b"}, 422, "validation_error", "/goal_summary"},
-		{"summary over 4000 characters", k.helperKey, k.room, map[string]any{"goal_summary": strings.Repeat("s", 4001)}, 422, "validation_error", "/goal_summary"},
-		{"one bad field refuses the whole write", k.helperKey, k.room, map[string]any{"goal_title": "Fine", "goal_summary": "a\x07"}, 422, "validation_error", "/goal_summary"},
-		{"title of the wrong type", k.helperKey, k.room, map[string]any{"goal_title": 5}, 422, "validation_error", "/goal_title"},
-		{"null title", k.helperKey, k.room, map[string]any{"goal_title": nil, "goal_summary": "\x01"}, 422, "validation_error", "/goal_summary"},
-		{"unknown field", k.helperKey, k.room, map[string]any{"goal_title": "x", "goal": "x"}, 400, "unknown_field", "/goal"},
-		{"unknown field, human API", k.aliceKey, k.room, map[string]any{"title": "x"}, 400, "unknown_field", "/title"},
-		{"not JSON", k.helperKey, k.room, `{"goal_title":`, 400, "invalid_json", ""},
-		{"human who reads only through an agent", k.aliceKey, agentsOnly, map[string]any{"goal_title": "x"}, 403, "forbidden", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			snap := k.ts.snapshot(t)
-			r := k.ts.do(t, "PUT", k.boardPath(tc.key, tc.room), apiKey(tc.key), tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.ptr != "" {
-				if _, ok := dlvDetails(t, r)[tc.ptr]; !ok {
-					t.Fatalf("details %v lack %s", dlvDetails(t, r), tc.ptr)
-				}
-			}
-			k.ts.unchanged(t, snap)
-		})
+	put := func(name, key, room string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(key), "PUT", k.boardPath(key, room), body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		put("title with a newline", k.helperKey, k.room, map[string]any{"goal_title": "one\ntwo"}, 422, "validation_error", "/goal_title"),
+		put("title with a carriage return", k.helperKey, k.room, map[string]any{"goal_title": "one\rtwo"}, 422, "validation_error", "/goal_title"),
+		put("title over 200 characters", k.helperKey, k.room, map[string]any{"goal_title": strings.Repeat("t", 201)}, 422, "validation_error", "/goal_title"),
+		put("summary with a control character", k.helperKey, k.room, map[string]any{"goal_summary": "a\x00b"}, 422, "validation_error", "/goal_summary"),
+		put("summary over 4000 characters", k.helperKey, k.room, map[string]any{"goal_summary": strings.Repeat("s", 4001)}, 422, "validation_error", "/goal_summary"),
+		put("one bad field refuses the whole write", k.helperKey, k.room, map[string]any{"goal_title": "Fine", "goal_summary": "a\x07"}, 422, "validation_error", "/goal_summary"),
+		put("title of the wrong type", k.helperKey, k.room, map[string]any{"goal_title": 5}, 422, "validation_error", "/goal_title"),
+		put("null title", k.helperKey, k.room, map[string]any{"goal_title": nil, "goal_summary": "\x01"}, 422, "validation_error", "/goal_summary"),
+		put("unknown field", k.helperKey, k.room, map[string]any{"goal_title": "x", "goal": "x"}, 400, "unknown_field", "/goal"),
+		put("unknown field, human API", k.aliceKey, k.room, map[string]any{"title": "x"}, 400, "unknown_field", "/title"),
+		put("not JSON", k.helperKey, k.room, `{"goal_title":`, 400, "invalid_json"),
+		put("human who reads only through an agent", k.aliceKey, agentsOnly, map[string]any{"goal_title": "x"}, 403, "forbidden"),
+	})
 
 	// The limits themselves are accepted; a line break in the summary is fine.
 	b := k.put(t, k.helperKey, k.room, map[string]any{"goal_title": strings.Repeat("é", 200), "goal_summary": strings.Repeat("s\n", 2000)})
@@ -319,7 +266,7 @@ func TestBoardRefusals(t *testing.T) {
 }
 
 func TestBoardHistory(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	const changes = 105
 	keys := []string{k.helperKey, k.scoutKey, k.aliceKey}
 	for i := 1; i <= changes; i++ {
@@ -341,7 +288,7 @@ func TestBoardHistory(t *testing.T) {
 		for i, e := range b.History {
 			n := changes - store.BoardHistoryLen + 1 + i
 			want := boardFromTo(boardStr(fmt.Sprintf("goal %d", n-1)), boardStr(fmt.Sprintf("goal %d", n)))
-			if e.Event != "goal_edited" || len(e.Payload) != 1 || !dlvJSONEqual(t, e.Payload["goal_title"], want) {
+			if e.Event != "goal_edited" || len(e.Payload) != 1 || !jsonEqual(t, e.Payload["goal_title"], want) {
 				t.Fatalf("event %d = %+v, want change %d", i, e, n)
 			}
 			if i > 0 && e.At < b.History[i-1].At {
@@ -359,17 +306,13 @@ func TestBoardHistory(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"?include=other", "?include=", "?include=History"} {
-		r := k.ts.do(t, "GET", k.boardPath(k.helperKey, k.room)+q, apiKey(k.helperKey), nil)
-		expect(t, r, 422, "validation_error")
-		if _, ok := dlvDetails(t, r)["/include"]; !ok {
-			t.Fatalf("%s: details %v lack /include", q, dlvDetails(t, r))
-		}
+		k.ts.try(t, refusalCase(q, apiKey(k.helperKey), "GET", k.boardPath(k.helperKey, k.room)+q, nil, 422, "validation_error", "/include"))
 	}
 }
 
 // working returns each participant's working flag as listed with key (nil
 // when the entry has none), checking both APIs.
-func (k *boardKit) working(t testing.TB, room string) map[string]any {
+func (k *boardWorld) working(t testing.TB, room string) map[string]any {
 	t.Helper()
 	read := func(path, key string) map[string]any {
 		r := k.ts.do(t, "GET", path, apiKey(key), nil)
@@ -383,12 +326,12 @@ func (k *boardKit) working(t testing.TB, room string) map[string]any {
 	}
 	agent := read("/api/v1/agent/chats/"+room+"/participants", k.scoutKey)
 	human := read("/api/v1/me/chats/"+room+"/participants", k.aliceKey)
-	boardSameJSON(t, "working in the human API", human, agent)
+	sameJSON(t, "working in the human API", human, agent)
 	return agent
 }
 
 func TestActivity(t *testing.T) {
-	k := newBoardKit(t)
+	k := newBoardWorld(t)
 	other := k.newRoom(t, k.scout.ID, k.alice.ID)
 	activity := func(key, room string, body any) *response {
 		return k.ts.do(t, "POST", "/api/v1/agent/chats/"+room+"/activity", apiKey(key), body)
@@ -396,25 +339,25 @@ func TestActivity(t *testing.T) {
 	want := func(helper, scout bool) map[string]any {
 		return map[string]any{k.helper.ID: helper, k.scout.ID: scout, k.alice.ID: nil}
 	}
-	boardSameJSON(t, "working", k.working(t, k.room), want(false, false))
+	sameJSON(t, "working", k.working(t, k.room), want(false, false))
 
 	// Reports live in memory only: the database does not change.
 	snap := k.ts.snapshot(t)
 	r := activity(k.helperKey, k.room, map[string]any{"working": true})
 	expect(t, r, 200, "")
-	boardSameJSON(t, "answer", r.json(t), map[string]any{"data": map[string]any{"working": true}})
+	sameJSON(t, "answer", r.json(t), map[string]any{"data": map[string]any{"working": true}})
 	k.ts.unchanged(t, snap)
-	boardSameJSON(t, "working", k.working(t, k.room), want(true, false))
-	boardSameJSON(t, "working elsewhere", k.working(t, other), want(false, false))
+	sameJSON(t, "working", k.working(t, k.room), want(true, false))
+	sameJSON(t, "working elsewhere", k.working(t, other), want(false, false))
 
 	r = activity(k.helperKey, k.room, map[string]any{"working": false})
 	expect(t, r, 200, "")
-	boardSameJSON(t, "answer", r.json(t), map[string]any{"data": map[string]any{"working": false}})
-	boardSameJSON(t, "working", k.working(t, k.room), want(false, false))
+	sameJSON(t, "answer", r.json(t), map[string]any{"data": map[string]any{"working": false}})
+	sameJSON(t, "working", k.working(t, k.room), want(false, false))
 
 	// The report lapses after activityTTL without a keep-alive.
 	expect(t, activity(k.scoutKey, k.room, map[string]any{"working": true}), 200, "")
-	boardSameJSON(t, "working", k.working(t, k.room), want(false, true))
+	sameJSON(t, "working", k.working(t, k.room), want(false, true))
 	setClock := func(now func() time.Time) {
 		tr := k.ts.srv.activity
 		tr.mu.Lock()
@@ -422,39 +365,27 @@ func TestActivity(t *testing.T) {
 		tr.now = now
 	}
 	setClock(func() time.Time { return time.Now().Add(activityTTL - time.Second) })
-	boardSameJSON(t, "working just before the TTL", k.working(t, k.room), want(false, true))
+	sameJSON(t, "working just before the TTL", k.working(t, k.room), want(false, true))
 	setClock(func() time.Time { return time.Now().Add(activityTTL + time.Second) })
-	boardSameJSON(t, "working after the TTL", k.working(t, k.room), want(false, false))
+	sameJSON(t, "working after the TTL", k.working(t, k.room), want(false, false))
 	setClock(time.Now) // the report is live again in real time; scout is done
 	expect(t, activity(k.scoutKey, k.room, map[string]any{"working": false}), 200, "")
 
-	for _, tc := range []struct {
-		name   string
-		key    string
-		room   string
-		body   any
-		status int
-		code   string
-		ptr    string
-	}{
-		{"no body", k.helperKey, k.room, nil, 422, "validation_error", "/working"},
-		{"missing working", k.helperKey, k.room, map[string]any{}, 422, "validation_error", "/working"},
-		{"null working", k.helperKey, k.room, map[string]any{"working": nil}, 422, "validation_error", "/working"},
-		{"working of the wrong type", k.helperKey, k.room, map[string]any{"working": "yes"}, 422, "validation_error", "/working"},
-		{"unknown field", k.helperKey, k.room, map[string]any{"working": true, "task": "x"}, 400, "unknown_field", "/task"},
-		{"room the agent is not in", k.lonKey, k.room, map[string]any{"working": true}, 404, "not_found", ""},
-		{"unknown room", k.helperKey, "0190a000-0000-7000-8000-000000000000", map[string]any{"working": true}, 404, "not_found", ""},
-		{"human key", k.aliceKey, k.room, map[string]any{"working": true}, 403, "", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := activity(tc.key, tc.room, tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.ptr != "" {
-				if _, ok := dlvDetails(t, r)[tc.ptr]; !ok {
-					t.Fatalf("details %v lack %s", dlvDetails(t, r), tc.ptr)
-				}
-			}
-		})
+	// Reports live in memory, beyond the database: same reads them.
+	report := func(name, key, room string, body any, status int, code string, pointers ...string) scenario {
+		s := refusalCase(name, apiKey(key), "POST", "/api/v1/agent/chats/"+room+"/activity", body, status, code, pointers...)
+		s.same = func(t testing.TB) string { return string(mustJSON(t, k.working(t, k.room))) }
+		return s
 	}
-	boardSameJSON(t, "working after the refusals", k.working(t, k.room), want(false, false))
+	k.ts.run(t, []scenario{
+		report("no body", k.helperKey, k.room, nil, 422, "validation_error", "/working"),
+		report("missing working", k.helperKey, k.room, map[string]any{}, 422, "validation_error", "/working"),
+		report("null working", k.helperKey, k.room, map[string]any{"working": nil}, 422, "validation_error", "/working"),
+		report("working of the wrong type", k.helperKey, k.room, map[string]any{"working": "yes"}, 422, "validation_error", "/working"),
+		report("unknown field", k.helperKey, k.room, map[string]any{"working": true, "task": "x"}, 400, "unknown_field", "/task"),
+		report("room the agent is not in", k.lonerKey, k.room, map[string]any{"working": true}, 404, "not_found"),
+		report("unknown room", k.helperKey, "0190a000-0000-7000-8000-000000000000", map[string]any{"working": true}, 404, "not_found"),
+		report("human key", k.aliceKey, k.room, map[string]any{"working": true}, 403, ""),
+	})
+	sameJSON(t, "working after the refusals", k.working(t, k.room), want(false, false))
 }

@@ -129,42 +129,34 @@ func TestBulkDeleteRefusals(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("id-%d", i)
 	}
-	for _, tc := range []struct {
-		name          string
-		path          string
-		c             cred
-		body          any
-		status        int
-		code, pointer string
-	}{
-		{"no ids", bulkChatsPath, apiKey(aliceKey), map[string]any{}, 422, "validation_error", "/ids"},
-		{"an empty body", bulkAgentsPath, apiKey(aliceKey), nil, 422, "validation_error", "/ids"},
-		{"null ids", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": nil}, 422, "validation_error", "/ids"},
-		{"empty ids", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []string{}}, 422, "validation_error", "/ids"},
-		{"101 ids", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": many}, 422, "validation_error", "/ids"},
-		{"101 agent ids", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": many}, 422, "validation_error", "/ids"},
-		{"a repeated id", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a", "b", "c", "a"}}, 422, "validation_error", "/ids/3"},
-		{"a number", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []any{"a", 3}}, 422, "validation_error", "/ids/1"},
-		{"a null id", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": []any{"a", nil}}, 422, "validation_error", "/ids/1"},
-		{"ids not a list", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": "a,b"}, 422, "validation_error", "/ids"},
-		{"force not a boolean", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a"}, "force": "yes"}, 422, "validation_error", "/force"},
-		{"force on chats", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a"}, "force": true}, 400, "unknown_field", "/force"},
-		{"an unknown field", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a"}, "all": true}, 400, "unknown_field", "/all"},
-		{"not JSON", bulkChatsPath, apiKey(aliceKey), `{"ids": [`, 400, "invalid_json", ""},
-		{"an agent key", bulkChatsPath, apiKey(agentKey), map[string]any{"ids": []string{"a"}}, 403, "forbidden", ""},
-		{"an agent key on agents", bulkAgentsPath, apiKey(agentKey), map[string]any{"ids": []string{"a"}}, 403, "forbidden", ""},
-		{"no credentials", bulkChatsPath, noCred, map[string]any{"ids": []string{"a"}}, 401, "unauthorized", ""},
-		{"another name at its place", "/api/v1/me/chats/" + nilID, apiKey(aliceKey), map[string]any{"ids": []string{"a"}}, 405, "method_not_allowed", ""},
-		{"another name beside register", "/api/v1/me/agents/bulk-remove", apiKey(aliceKey), map[string]any{"ids": []string{"a"}}, 405, "method_not_allowed", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, "POST", tc.path, tc.c, tc.body, tc.status, tc.code, tc.pointer)
-		})
+	refused := func(name, path string, c cred, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, c, "POST", path, body, status, code, pointers...)
 	}
+	ts.run(t, []scenario{
+		refused("no ids", bulkChatsPath, apiKey(aliceKey), map[string]any{}, 422, "validation_error", "/ids"),
+		refused("an empty body", bulkAgentsPath, apiKey(aliceKey), nil, 422, "validation_error", "/ids"),
+		refused("null ids", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": nil}, 422, "validation_error", "/ids"),
+		refused("empty ids", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []string{}}, 422, "validation_error", "/ids"),
+		refused("101 ids", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": many}, 422, "validation_error", "/ids"),
+		refused("101 agent ids", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": many}, 422, "validation_error", "/ids"),
+		refused("a repeated id", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a", "b", "c", "a"}}, 422, "validation_error", "/ids/3"),
+		refused("a number", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []any{"a", 3}}, 422, "validation_error", "/ids/1"),
+		refused("a null id", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": []any{"a", nil}}, 422, "validation_error", "/ids/1"),
+		refused("ids not a list", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": "a,b"}, 422, "validation_error", "/ids"),
+		refused("force not a boolean", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a"}, "force": "yes"}, 422, "validation_error", "/force"),
+		refused("force on chats", bulkChatsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a"}, "force": true}, 400, "unknown_field", "/force"),
+		refused("an unknown field", bulkAgentsPath, apiKey(aliceKey), map[string]any{"ids": []string{"a"}, "all": true}, 400, "unknown_field", "/all"),
+		refused("not JSON", bulkChatsPath, apiKey(aliceKey), `{"ids": [`, 400, "invalid_json"),
+		refused("an agent key", bulkChatsPath, apiKey(agentKey), map[string]any{"ids": []string{"a"}}, 403, "forbidden"),
+		refused("an agent key on agents", bulkAgentsPath, apiKey(agentKey), map[string]any{"ids": []string{"a"}}, 403, "forbidden"),
+		refused("no credentials", bulkChatsPath, noCred, map[string]any{"ids": []string{"a"}}, 401, "unauthorized"),
+		refused("another name at its place", "/api/v1/me/chats/"+nilID, apiKey(aliceKey), map[string]any{"ids": []string{"a"}}, 405, "method_not_allowed"),
+		refused("another name beside register", "/api/v1/me/agents/bulk-remove", apiKey(aliceKey), map[string]any{"ids": []string{"a"}}, 405, "method_not_allowed"),
+	})
 }
 
 func TestBulkDeleteChats(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	ts := k.ts
 	alice, bob, carol := k.human("alice"), k.human("bob"), k.human("carol")
 	mine := k.newRoom(t, alice, "mine", nil)
@@ -193,7 +185,7 @@ func TestBulkDeleteChats(t *testing.T) {
 
 	// The deleted rooms are gone, the refused ones are not.
 	for _, tc := range []struct {
-		as     roomsActor
+		as     roomsParty
 		room   string
 		status int
 	}{
@@ -214,26 +206,19 @@ func TestBulkDeleteChats(t *testing.T) {
 
 	// Only its creator sees the job.
 	path := bulkJobsPath + job["id"].(string)
-	for _, tc := range []struct {
-		name   string
-		path   string
-		c      cred
-		status int
-		code   string
-	}{
-		{"someone else", path, bob.cred, 404, "not_found"},
-		{"an unknown job", bulkJobsPath + nilID, alice.cred, 404, "not_found"},
-		{"a malformed id", bulkJobsPath + "job-1", alice.cred, 404, "not_found"},
-		{"no credentials", path, noCred, 401, "unauthorized"},
-	} {
-		t.Run("poll/"+tc.name, func(t *testing.T) {
-			ts.refused(t, "GET", tc.path, tc.c, nil, tc.status, tc.code, "")
-		})
+	poll := func(name, path string, c cred, status int, code string) scenario {
+		return refusalCase("poll/"+name, c, "GET", path, nil, status, code)
 	}
+	ts.run(t, []scenario{
+		poll("someone else", path, bob.cred, 404, "not_found"),
+		poll("an unknown job", bulkJobsPath+nilID, alice.cred, 404, "not_found"),
+		poll("a malformed id", bulkJobsPath+"job-1", alice.cred, 404, "not_found"),
+		poll("no credentials", path, noCred, 401, "unauthorized"),
+	})
 }
 
 // keyOf returns the API key behind a human's credentials.
-func (a roomsActor) keyOf(t testing.TB) string {
+func (a roomsParty) keyOf(t testing.TB) string {
 	t.Helper()
 	h := map[string][]string{}
 	a.cred(h)
@@ -244,14 +229,14 @@ func (a roomsActor) keyOf(t testing.TB) string {
 }
 
 func TestBulkDeleteAgents(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	ts := k.ts
 	alice, bob, carol := k.human("alice"), k.human("bob"), k.human("carol", "Other Org")
 	plain := k.bot(alice, "Plain")
 	worker := k.bot(alice, "Worker")
 	shared := k.bot(bob, "Shared")
 	hidden := k.bot(carol, "Hidden")
-	k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.id)
+	k.ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.id)
 
 	// The worker processed a message: it has execution history.
 	room := k.newRoom(t, alice, "work", nil)
@@ -303,11 +288,11 @@ func TestBulkDeleteAgents(t *testing.T) {
 
 // A storage error on an item fails the job there; the rest is untouched.
 func TestBulkDeleteJobFails(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	ts := k.ts
 	alice := k.human("alice")
 	a, b, c := k.newRoom(t, alice, "a", nil), k.newRoom(t, alice, "b", nil), k.newRoom(t, alice, "c", nil)
-	k.exec(t, `CREATE TRIGGER fail_b BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+b+`'
+	k.ts.exec(t, `CREATE TRIGGER fail_b BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+b+`'
 		BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
 	job := ts.startBulk(t, bulkChatsPath, alice.cred, map[string]any{"ids": []string{a, b, nilID, c}})
 	done := ts.awaitBulk(t, job["id"].(string), alice.cred)
@@ -365,7 +350,7 @@ func TestBulkDeleteWriteQueueFull(t *testing.T) {
 // A delegated token starts jobs with the write scope of their part and polls
 // them with its read scope.
 func TestBulkDeleteDelegated(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	_, grant := k.grant(t, "chats:read", "chats:write")
 	chatsOnly := k.exchange(t, grant)
 	job := k.ts.startBulk(t, bulkChatsPath, bearer(chatsOnly), map[string]any{"ids": []string{nilID}})

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"database/sql"
 	"fmt"
 	"math/rand"
 	"net/url"
@@ -21,38 +20,44 @@ import (
 // organizations, what deleting an agent does to its contacts, and the pushes
 // on the contacts channels.
 
-// ctParty is a person or an agent, with its key.
-type ctParty struct {
+// contactsParty is a person or an agent, with its key.
+type contactsParty struct {
 	handle, id, name, key string
 	agent                 bool
 	user                  *store.User // people only
 }
 
-func (p *ctParty) cred() cred { return apiKey(p.key) }
+// cred is p's key; a nil party is a caller without credentials.
+func (p *contactsParty) cred() cred {
+	if p == nil {
+		return noCred
+	}
+	return apiKey(p.key)
+}
 
-// ctKit drives one test server and labels the requests it makes (#1, #2,
+// contactsWorld drives one test server and labels the requests it makes (#1, #2,
 // ...) so that listings compare as readable strings.
-type ctKit struct {
+type contactsWorld struct {
 	ts     *testServer
 	labels map[string]string
 }
 
-func newCtKit(t *testing.T) *ctKit {
-	return &ctKit{ts: newTestServer(t), labels: map[string]string{}}
+func newContactsWorld(t *testing.T) *contactsWorld {
+	return &contactsWorld{ts: newTestServer(t), labels: map[string]string{}}
 }
 
-func (k *ctKit) human(handle string, org ...string) *ctParty {
+func (k *contactsWorld) human(handle string, org ...string) *contactsParty {
 	u, key := k.ts.user(handle, org...)
-	return &ctParty{handle: u.Handle, id: u.ID, name: u.Name(), key: key, user: u}
+	return &contactsParty{handle: u.Handle, id: u.ID, name: u.Name(), key: key, user: u}
 }
 
-func (k *ctKit) bot(owner *ctParty, name string) *ctParty {
+func (k *contactsWorld) bot(owner *contactsParty, name string) *contactsParty {
 	a, key := k.ts.agent(owner.user, name)
-	return &ctParty{handle: a.Handle, id: a.ID, name: a.Name, key: key, agent: true}
+	return &contactsParty{handle: a.Handle, id: a.ID, name: a.Name, key: key, agent: true}
 }
 
 // label names a request id in listings.
-func (k *ctKit) label(id string) string {
+func (k *contactsWorld) label(id string) string {
 	if l, ok := k.labels[id]; ok {
 		return l
 	}
@@ -61,10 +66,10 @@ func (k *ctKit) label(id string) string {
 	return l
 }
 
-// ctAddCall is the call that asks for a contact as from: the agent API's
+// addContactCall is the call that asks for a contact as from: the agent API's
 // {handle, message}, or the human API's {contact_request: {recipient_handle,
 // message}}. fields holds "handle" and "message" (either may be missing).
-func ctAddCall(from *ctParty, fields map[string]any) (string, any) {
+func addContactCall(from *contactsParty, fields map[string]any) (string, any) {
 	if from.agent {
 		return "/api/v1/agent/contacts/add", fields
 	}
@@ -78,8 +83,8 @@ func ctAddCall(from *ctParty, fields map[string]any) (string, any) {
 	return "/api/v1/me/contacts/requests", map[string]any{"contact_request": cr}
 }
 
-// ctMessageAt is the JSON Pointer of the message in from's add call.
-func ctMessageAt(from *ctParty) string {
+// addMessagePointer is the JSON Pointer of the message in from's add call.
+func addMessagePointer(from *contactsParty) string {
 	if from.agent {
 		return "/message"
 	}
@@ -87,21 +92,21 @@ func ctMessageAt(from *ctParty) string {
 }
 
 // add asks for the party with handle as from.
-func (k *ctKit) add(t testing.TB, from *ctParty, handle string) *response {
+func (k *contactsWorld) add(t testing.TB, from *contactsParty, handle string) *response {
 	t.Helper()
-	path, body := ctAddCall(from, map[string]any{"handle": handle})
+	path, body := addContactCall(from, map[string]any{"handle": handle})
 	return k.ts.do(t, "POST", path, from.cred(), body)
 }
 
 // request asks to as from (with a message, if one is given) and returns
 // the new pending request's id.
-func (k *ctKit) request(t testing.TB, from, to *ctParty, message ...string) string {
+func (k *contactsWorld) request(t testing.TB, from, to *contactsParty, message ...string) string {
 	t.Helper()
 	fields := map[string]any{"handle": to.handle}
 	if len(message) > 0 {
 		fields["message"] = message[0]
 	}
-	path, body := ctAddCall(from, fields)
+	path, body := addContactCall(from, fields)
 	r := k.ts.do(t, "POST", path, from.cred(), body)
 	expect(t, r, 201, "")
 	d := r.data(t)
@@ -113,11 +118,11 @@ func (k *ctKit) request(t testing.TB, from, to *ctParty, message ...string) stri
 	return id
 }
 
-var ctStatusOf = map[string]string{"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
+var statusAfter = map[string]string{"approve": "approved", "reject": "rejected", "cancel": "cancelled"}
 
-// ctRespondCall is how p answers request id by id: the agent API's respond
+// respondCall is how p answers request id by id: the agent API's respond
 // with request_id, or the human API's approve, reject and DELETE (cancel).
-func ctRespondCall(p *ctParty, action, id string) (method, path string, body any) {
+func respondCall(p *contactsParty, action, id string) (method, path string, body any) {
 	if p.agent {
 		return "POST", "/api/v1/agent/contacts/requests/respond", map[string]any{"action": action, "request_id": id}
 	}
@@ -128,33 +133,33 @@ func ctRespondCall(p *ctParty, action, id string) (method, path string, body any
 }
 
 // respond answers request id as p and checks the {id, status} answer.
-func (k *ctKit) respond(t testing.TB, p *ctParty, action, id string) {
+func (k *contactsWorld) respond(t testing.TB, p *contactsParty, action, id string) {
 	t.Helper()
-	method, path, body := ctRespondCall(p, action, id)
+	method, path, body := respondCall(p, action, id)
 	r := k.ts.do(t, method, path, p.cred(), body)
 	expect(t, r, 200, "")
-	ctSameJSON(t, method+" "+path, r.data(t), map[string]any{"id": id, "status": ctStatusOf[action]})
+	sameJSON(t, method+" "+path, r.data(t), map[string]any{"id": id, "status": statusAfter[action]})
 }
 
 // connect makes from and to contacts: from asks, to approves.
-func (k *ctKit) connect(t testing.TB, from, to *ctParty) {
+func (k *contactsWorld) connect(t testing.TB, from, to *contactsParty) {
 	t.Helper()
 	k.respond(t, to, "approve", k.request(t, from, to))
 }
 
-func ctContactsPath(p *ctParty) string {
+func contactsPath(p *contactsParty) string {
 	if p.agent {
 		return "/api/v1/agent/contacts"
 	}
 	return "/api/v1/me/contacts"
 }
 
-func ctRemovePath(p *ctParty) string { return ctContactsPath(p) + "/remove" }
+func removeContactPath(p *contactsParty) string { return contactsPath(p) + "/remove" }
 
 // contactItems is p's first page of 100 contacts.
-func (k *ctKit) contactItems(t testing.TB, p *ctParty) []map[string]any {
+func (k *contactsWorld) contactItems(t testing.TB, p *contactsParty) []map[string]any {
 	t.Helper()
-	r := k.ts.do(t, "GET", ctContactsPath(p)+"?page_size=100", p.cred(), nil)
+	r := k.ts.do(t, "GET", contactsPath(p)+"?page_size=100", p.cred(), nil)
 	expect(t, r, 200, "")
 	var out []map[string]any
 	for _, it := range r.list(t) {
@@ -163,8 +168,8 @@ func (k *ctKit) contactItems(t testing.TB, p *ctParty) []map[string]any {
 	return out
 }
 
-// ctContactHandle is the handle of a contact in either API's shape.
-func ctContactHandle(p *ctParty, c map[string]any) string {
+// contactHandle is the handle of a contact in either API's shape.
+func contactHandle(p *contactsParty, c map[string]any) string {
 	if p.agent {
 		return c["handle"].(string)
 	}
@@ -172,20 +177,20 @@ func ctContactHandle(p *ctParty, c map[string]any) string {
 }
 
 // contacts renders p's contacts as their handles, oldest first.
-func (k *ctKit) contacts(t testing.TB, p *ctParty) string {
+func (k *contactsWorld) contacts(t testing.TB, p *contactsParty) string {
 	t.Helper()
 	var hs []string
 	for _, c := range k.contactItems(t, p) {
-		hs = append(hs, ctContactHandle(p, c))
+		hs = append(hs, contactHandle(p, c))
 	}
 	return strings.Join(hs, ",")
 }
 
 // recordOf is p's contact record id for other ("" when not a contact).
-func (k *ctKit) recordOf(t testing.TB, p, other *ctParty) string {
+func (k *contactsWorld) recordOf(t testing.TB, p, other *contactsParty) string {
 	t.Helper()
 	for _, c := range k.contactItems(t, p) {
-		if ctContactHandle(p, c) == other.handle {
+		if contactHandle(p, c) == other.handle {
 			return c["id"].(string)
 		}
 	}
@@ -194,7 +199,7 @@ func (k *ctKit) recordOf(t testing.TB, p, other *ctParty) string {
 
 // requests renders p's requests, newest first, each "#n from>to status":
 // the pending ones p received and all those p sent.
-func (k *ctKit) requests(t testing.TB, p *ctParty) (received, sent string) {
+func (k *contactsWorld) requests(t testing.TB, p *contactsParty) (received, sent string) {
 	t.Helper()
 	var rec, snt []string
 	if p.agent {
@@ -227,60 +232,13 @@ func (k *ctKit) requests(t testing.TB, p *ctParty) (received, sent string) {
 	return strings.Join(rec, ","), strings.Join(snt, ",")
 }
 
-// ctKeys is the sorted key set of an object.
-func ctKeys(m map[string]any) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return strings.Join(ks, ",")
+// removedPayload is the contact_removed payload of record id, naming who.
+func removedPayload(id string, who *contactsParty) map[string]any {
+	return map[string]any{"id": id, "handle": who.handle, "name": who.name, "type": partyType(who)}
 }
 
-func ctSameJSON(t testing.TB, what string, got, want any) {
-	t.Helper()
-	if g, w := string(mustJSON(t, got)), string(mustJSON(t, want)); g != w {
-		t.Fatalf("%s = %s\nwant %s", what, g, w)
-	}
-}
-
-// ctOffsetMeta is {page, page_size, total_count, total_pages} as decoded.
-// ctRemoved is the contact_removed payload of record id, naming who.
-func ctRemoved(id string, who *ctParty) map[string]any {
-	return map[string]any{"id": id, "handle": who.handle, "name": who.name, "type": ctPartyType(who)}
-}
-
-func ctOffsetMeta(page, size, total, pages int) map[string]any {
-	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
-}
-
-// ctRefusal is a call that must be refused and change nothing.
-type ctRefusal struct {
-	name    string
-	as      *ctParty // nil: no credentials
-	method  string
-	path    string
-	body    any
-	status  int
-	code    string
-	pointer string
-}
-
-func (k *ctKit) refuse(t *testing.T, cases []ctRefusal) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := noCred
-			if tc.as != nil {
-				c = tc.as.cred()
-			}
-			k.ts.refused(t, tc.method, tc.path, c, tc.body, tc.status, tc.code, tc.pointer)
-		})
-	}
-}
-
-// ctWithID matches a push about id.
-func ctWithID(id string) func(map[string]any) bool {
+// withID matches a push about id.
+func withID(id string) func(map[string]any) bool {
 	return func(p map[string]any) bool { return p["id"] == id }
 }
 
@@ -288,13 +246,13 @@ func ctWithID(id string) func(map[string]any) bool {
 // organizations, is made pending and shows in both parties' listings in
 // each API's shape; nobody is a contact yet.
 func TestContactsAdd(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice"), k.human("bob")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 	for _, tc := range []struct {
 		name         string
-		from, to     *ctParty
+		from, to     *contactsParty
 		message      any
 		savedMessage any
 	}{
@@ -313,7 +271,7 @@ func TestContactsAdd(t *testing.T) {
 			if tc.message != nil {
 				fields["message"] = tc.message
 			}
-			path, body := ctAddCall(tc.from, fields)
+			path, body := addContactCall(tc.from, fields)
 			r := k.ts.do(t, "POST", path, tc.from.cred(), body)
 			expect(t, r, 201, "")
 			d := r.data(t)
@@ -322,40 +280,40 @@ func TestContactsAdd(t *testing.T) {
 				t.Fatalf("request id %v", d["id"])
 			}
 			if tc.from.agent {
-				ctSameJSON(t, "agent answer", d, map[string]any{"id": id, "status": "pending"})
+				sameJSON(t, "agent answer", d, map[string]any{"id": id, "status": "pending"})
 			} else {
-				ctCheckRequestView(t, d, id, tc.from, tc.to, tc.savedMessage, "pending", false)
+				checkRequestView(t, d, id, tc.from, tc.to, tc.savedMessage, "pending", false)
 			}
 			k.label(id)
 
 			// The recipient sees it received, the requester sent.
 			if tc.to.agent {
 				items := k.agentRequestItems(t, tc.to, "received")
-				it := ctFind(t, items, id)
-				ctSameJSON(t, "received request keys", ctKeys(it), "from_handle,from_name,id,inserted_at,message,status")
+				it := findByID(t, items, id)
+				sameJSON(t, "received request keys", strings.Join(keysOf(it), ","), "from_handle,from_name,id,inserted_at,message,status")
 				if it["from_handle"] != tc.from.handle || it["from_name"] != tc.from.name || it["status"] != "pending" ||
 					!reflect.DeepEqual(it["message"], tc.savedMessage) {
 					t.Fatalf("received request = %v", it)
 				}
 			} else {
-				it := ctFind(t, k.humanRequestItems(t, tc.to, "/api/v1/me/contacts/requests"), id)
-				ctCheckRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
+				it := findByID(t, k.humanRequestItems(t, tc.to, "/api/v1/me/contacts/requests"), id)
+				checkRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
 			}
 			if tc.from.agent {
-				it := ctFind(t, k.agentRequestItems(t, tc.from, "sent"), id)
-				ctSameJSON(t, "sent request keys", ctKeys(it), "id,inserted_at,message,status,to_handle,to_name")
+				it := findByID(t, k.agentRequestItems(t, tc.from, "sent"), id)
+				sameJSON(t, "sent request keys", strings.Join(keysOf(it), ","), "id,inserted_at,message,status,to_handle,to_name")
 				if it["to_handle"] != tc.to.handle || it["to_name"] != tc.to.name || it["status"] != "pending" ||
 					!reflect.DeepEqual(it["message"], tc.savedMessage) {
 					t.Fatalf("sent request = %v", it)
 				}
 			} else {
-				it := ctFind(t, k.humanRequestItems(t, tc.from, "/api/v1/me/contacts/requests/sent"), id)
-				ctCheckRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
+				it := findByID(t, k.humanRequestItems(t, tc.from, "/api/v1/me/contacts/requests/sent"), id)
+				checkRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
 			}
 			// A request makes no contact.
-			for _, p := range []*ctParty{tc.from, tc.to} {
+			for _, p := range []*contactsParty{tc.from, tc.to} {
 				for _, c := range k.contactItems(t, p) {
-					if h := ctContactHandle(p, c); h == tc.from.handle || h == tc.to.handle {
+					if h := contactHandle(p, c); h == tc.from.handle || h == tc.to.handle {
 						t.Fatalf("%s has %s as a contact before any approval", p.handle, h)
 					}
 				}
@@ -366,7 +324,7 @@ func TestContactsAdd(t *testing.T) {
 
 // agentRequestItems is one direction of an agent's request listing (sent
 // with every status).
-func (k *ctKit) agentRequestItems(t testing.TB, p *ctParty, direction string) []map[string]any {
+func (k *contactsWorld) agentRequestItems(t testing.TB, p *contactsParty, direction string) []map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "GET", "/api/v1/agent/contacts/requests?sent_status=all&page_size=100", p.cred(), nil)
 	expect(t, r, 200, "")
@@ -378,7 +336,7 @@ func (k *ctKit) agentRequestItems(t testing.TB, p *ctParty, direction string) []
 }
 
 // humanRequestItems is a human request listing (path with its query).
-func (k *ctKit) humanRequestItems(t testing.TB, p *ctParty, path string) []map[string]any {
+func (k *contactsWorld) humanRequestItems(t testing.TB, p *contactsParty, path string) []map[string]any {
 	t.Helper()
 	if !strings.Contains(path, "?") {
 		path += "?page_size=100"
@@ -392,7 +350,7 @@ func (k *ctKit) humanRequestItems(t testing.TB, p *ctParty, path string) []map[s
 	return out
 }
 
-func ctFind(t testing.TB, items []map[string]any, id string) map[string]any {
+func findByID(t testing.TB, items []map[string]any, id string) map[string]any {
 	t.Helper()
 	for _, it := range items {
 		if it["id"] == id {
@@ -403,20 +361,20 @@ func ctFind(t testing.TB, items []map[string]any, id string) map[string]any {
 	return nil
 }
 
-func ctPartyType(p *ctParty) string {
+func partyType(p *contactsParty) string {
 	if p.agent {
 		return "Agent"
 	}
 	return "User"
 }
 
-// ctCheckRequestView checks a human API ContactRequest.
-func ctCheckRequestView(t testing.TB, v map[string]any, id string, from, to *ctParty, message any, status string, responded bool) {
+// checkRequestView checks a human API ContactRequest.
+func checkRequestView(t testing.TB, v map[string]any, id string, from, to *contactsParty, message any, status string, responded bool) {
 	t.Helper()
 	want := map[string]any{
-		"id": id, "requester_id": from.id, "requester_type": ctPartyType(from),
+		"id": id, "requester_id": from.id, "requester_type": partyType(from),
 		"requester":    map[string]any{"id": from.id, "handle": from.handle, "name": from.name},
-		"recipient_id": to.id, "recipient_type": ctPartyType(to),
+		"recipient_id": to.id, "recipient_type": partyType(to),
 		"recipient": map[string]any{"id": to.id, "handle": to.handle, "name": to.name},
 		"message":   message, "status": status,
 	}
@@ -428,7 +386,7 @@ func ctCheckRequestView(t testing.TB, v map[string]any, id string, from, to *ctP
 	resp, hasResp := got["responded_at"]
 	delete(got, "inserted_at")
 	delete(got, "responded_at")
-	ctSameJSON(t, "ContactRequest", got, want)
+	sameJSON(t, "ContactRequest", got, want)
 	if ins == "" || !hasResp {
 		t.Fatalf("ContactRequest lacks inserted_at or responded_at: %v", v)
 	}
@@ -441,13 +399,13 @@ func ctCheckRequestView(t testing.TB, v map[string]any, id string, from, to *ctP
 // asked you approves their request at once; both are contacts and nothing
 // stays pending.
 func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 	for _, tc := range []struct {
 		name     string
-		from, to *ctParty // from asked first; to adds from
+		from, to *contactsParty // from asked first; to adds from
 	}{
 		{"agent and agent across organizations", helper, scout},
 		{"person asked an agent", dave, helper},
@@ -460,17 +418,17 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 			expect(t, r, 201, "")
 			d := r.data(t)
 			if tc.to.agent {
-				ctSameJSON(t, "agent answer", d, map[string]any{"id": id, "status": "approved"})
+				sameJSON(t, "agent answer", d, map[string]any{"id": id, "status": "approved"})
 			} else {
 				// The human API answers with the request it approved.
-				ctCheckRequestView(t, d, id, tc.from, tc.to, "first", "approved", true)
+				checkRequestView(t, d, id, tc.from, tc.to, "first", "approved", true)
 			}
 			if !strings.Contains(","+k.contacts(t, tc.from)+",", ","+tc.to.handle+",") ||
 				!strings.Contains(","+k.contacts(t, tc.to)+",", ","+tc.from.handle+",") {
 				t.Fatalf("not contacts both ways: %s has %q, %s has %q", tc.from.handle, k.contacts(t, tc.from), tc.to.handle, k.contacts(t, tc.to))
 			}
 			// The first request is approved; nothing is pending either way.
-			for _, p := range []*ctParty{tc.from, tc.to} {
+			for _, p := range []*contactsParty{tc.from, tc.to} {
 				rec, sent := k.requests(t, p)
 				if strings.Contains(rec+sent, "pending") {
 					t.Fatalf("%s still has pending requests: received %q, sent %q", p.handle, rec, sent)
@@ -481,8 +439,8 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 				t.Fatalf("%s sent %q, want %q among them", tc.from.handle, sent, want)
 			}
 			// And now each side is "already contacts".
-			for _, p := range [][2]*ctParty{{tc.from, tc.to}, {tc.to, tc.from}} {
-				path, body := ctAddCall(p[0], map[string]any{"handle": p[1].handle})
+			for _, p := range [][2]*contactsParty{{tc.from, tc.to}, {tc.to, tc.from}} {
+				path, body := addContactCall(p[0], map[string]any{"handle": p[1].handle})
 				k.ts.refused(t, "POST", path, p[0].cred(), body, 409, "conflict", "")
 			}
 		})
@@ -490,7 +448,7 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 }
 
 func TestContactsAddRefusals(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -501,76 +459,12 @@ func TestContactsAddRefusals(t *testing.T) {
 	k.request(t, helper, alice) // helper's request to alice is pending
 	k.request(t, alice, carol)  // so is alice's to carol
 
-	var cases []ctRefusal
-	for _, as := range []*ctParty{helper, alice} {
-		as := as
-		call := func(name string, fields map[string]any, status int, code, pointer string) {
-			path, body := ctAddCall(as, fields)
-			cases = append(cases, ctRefusal{name: as.handle + ": " + name, as: as, method: "POST", path: path, body: body,
-				status: status, code: code, pointer: pointer})
-		}
-		for _, h := range []string{"a b", "@", "x/y/z", "", "   ", "alice/", "/helper", "al!ce", "carol/sc out", "@@carol", "c"} {
-			call(fmt.Sprintf("bad handle %q", h), map[string]any{"handle": h}, 400, "bad_request", "")
-		}
-		call("missing handle", map[string]any{}, 400, "bad_request", "")
-		call("missing handle, with a message", map[string]any{"message": "hi"}, 400, "bad_request", "")
-		call("null handle", map[string]any{"handle": nil}, 400, "bad_request", "")
-		handleAt := "/handle"
-		if !as.agent {
-			handleAt = "/contact_request/recipient_handle"
-		}
-		call("handle of the wrong type", map[string]any{"handle": 5}, 422, "validation_error", handleAt)
-		call("unknown person", map[string]any{"handle": "nobody"}, 404, "not_found", "")
-		call("unknown agent", map[string]any{"handle": "carol/nobody"}, 404, "not_found", "")
-		call("agent of an unknown person", map[string]any{"handle": "nobody/scout"}, 404, "not_found", "")
-		call("deleted agent", map[string]any{"handle": "alice/gone"}, 404, "not_found", "")
-		call("self", map[string]any{"handle": as.handle}, 409, "conflict", "")
-		call("self, with @ and in capitals", map[string]any{"handle": "@" + strings.ToUpper(as.handle)}, 409, "conflict", "")
-		contact, pending := "carol", "alice"
-		if !as.agent {
-			contact, pending = "carol/scout", "carol"
-		}
-		call("already contacts", map[string]any{"handle": contact}, 409, "conflict", "")
-		call("already contacts, with @", map[string]any{"handle": "@" + contact}, 409, "conflict", "")
-		call("already pending", map[string]any{"handle": pending, "message": "again"}, 409, "conflict", "")
-		at := ctMessageAt(as)
-		call("message over 500 characters", map[string]any{"handle": "carol/scout", "message": strings.Repeat("m", 501)}, 422, "validation_error", at)
-		call("message over 500 characters, unknown handle", map[string]any{"handle": "nobody", "message": strings.Repeat("é", 501)}, 422, "validation_error", at)
-		call("message with a control character", map[string]any{"handle": "carol/scout", "message": "bell\x07"}, 422, "validation_error", at)
-		call("message of the wrong type", map[string]any{"handle": "carol/scout", "message": 5}, 422, "validation_error", at)
-	}
-	cases = append(cases,
-		ctRefusal{name: "agent: unknown field", as: helper, method: "POST", path: "/api/v1/agent/contacts/add",
-			body: map[string]any{"handle": "carol/scout", "note": "x"}, status: 400, code: "unknown_field", pointer: "/note"},
-		ctRefusal{name: "person: unknown field in contact_request", as: alice, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "alice/helper", "note": "x"}}, status: 400, code: "unknown_field", pointer: "/contact_request/note"},
-		ctRefusal{name: "person: unknown top-level field", as: alice, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "alice/helper"}, "handle": "x"}, status: 400, code: "unknown_field", pointer: "/handle"},
-		ctRefusal{name: "person: the agent API's body", as: alice, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{"handle": "alice/helper"}, status: 400, code: "unknown_field", pointer: "/handle"},
-		ctRefusal{name: "person: no contact_request", as: alice, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{}, status: 400, code: "bad_request"},
-		ctRefusal{name: "person: null contact_request", as: alice, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{"contact_request": nil}, status: 400, code: "bad_request"},
-		ctRefusal{name: "agent: not JSON", as: helper, method: "POST", path: "/api/v1/agent/contacts/add",
-			body: `{"handle":`, status: 400, code: "invalid_json"},
-		ctRefusal{name: "person: not JSON", as: alice, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: `{"contact_request":`, status: 400, code: "invalid_json"},
-		ctRefusal{name: "person's key on the agent route", as: alice, method: "POST", path: "/api/v1/agent/contacts/add",
-			body: map[string]any{"handle": "carol/scout"}, status: 403, code: "forbidden"},
-		ctRefusal{name: "agent's key on the human route", as: helper, method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "carol/scout"}}, status: 403, code: "forbidden"},
-		ctRefusal{name: "no credentials, agent route", method: "POST", path: "/api/v1/agent/contacts/add",
-			body: map[string]any{"handle": "carol/scout"}, status: 401, code: "unauthorized"},
-		ctRefusal{name: "no credentials, human route", method: "POST", path: "/api/v1/me/contacts/requests",
-			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "carol/scout"}}, status: 401, code: "unauthorized"},
-	)
-	k.refuse(t, cases)
+	k.ts.run(t, addRefusals(helper, alice))
 
 	// The limit itself is accepted, counted in characters.
 	long := strings.Repeat("é", 500)
 	id := k.request(t, helper, scout, long)
-	if it := ctFind(t, k.agentRequestItems(t, scout, "received"), id); it["message"] != long {
+	if it := findByID(t, k.agentRequestItems(t, scout, "received"), id); it["message"] != long {
 		t.Fatalf("a 500-character message was stored as %v", it["message"])
 	}
 	erin := k.human("erin")
@@ -582,9 +476,79 @@ func TestContactsAddRefusals(t *testing.T) {
 	}
 }
 
+// addRefusals are the refused requests for a contact, by helper (an agent)
+// and alice (a person), in the world of TestContactsAddRefusals.
+func addRefusals(helper, alice *contactsParty) []scenario {
+	var cases []scenario
+	for _, as := range []*contactsParty{helper, alice} {
+		as := as
+		call := func(name string, fields map[string]any, status int, code string, pointers ...string) {
+			path, body := addContactCall(as, fields)
+			cases = append(cases, scenario{name: as.handle + ": " + name, cred: as.cred(), method: "POST", path: path, body: body,
+				status: status, code: code, pointers: pointers})
+		}
+		for _, h := range []string{"a b", "@", "x/y/z", "", "   ", "alice/", "/helper", "al!ce", "carol/sc out", "@@carol", "c"} {
+			call(fmt.Sprintf("bad handle %q", h), map[string]any{"handle": h}, 400, "bad_request")
+		}
+		call("missing handle", map[string]any{}, 400, "bad_request")
+		call("missing handle, with a message", map[string]any{"message": "hi"}, 400, "bad_request")
+		call("null handle", map[string]any{"handle": nil}, 400, "bad_request")
+		handleAt := "/handle"
+		if !as.agent {
+			handleAt = "/contact_request/recipient_handle"
+		}
+		call("handle of the wrong type", map[string]any{"handle": 5}, 422, "validation_error", handleAt)
+		call("unknown person", map[string]any{"handle": "nobody"}, 404, "not_found")
+		call("unknown agent", map[string]any{"handle": "carol/nobody"}, 404, "not_found")
+		call("agent of an unknown person", map[string]any{"handle": "nobody/scout"}, 404, "not_found")
+		call("deleted agent", map[string]any{"handle": "alice/gone"}, 404, "not_found")
+		call("self", map[string]any{"handle": as.handle}, 409, "conflict")
+		call("self, with @ and in capitals", map[string]any{"handle": "@" + strings.ToUpper(as.handle)}, 409, "conflict")
+		contact, pending := "carol", "alice"
+		if !as.agent {
+			contact, pending = "carol/scout", "carol"
+		}
+		call("already contacts", map[string]any{"handle": contact}, 409, "conflict")
+		call("already contacts, with @", map[string]any{"handle": "@" + contact}, 409, "conflict")
+		call("already pending", map[string]any{"handle": pending, "message": "again"}, 409, "conflict")
+		at := addMessagePointer(as)
+		call("message over 500 characters", map[string]any{"handle": "carol/scout", "message": strings.Repeat("m", 501)}, 422, "validation_error", at)
+		call("message over 500 characters, unknown handle", map[string]any{"handle": "nobody", "message": strings.Repeat("é", 501)}, 422, "validation_error", at)
+		call("message with a control character", map[string]any{"handle": "carol/scout", "message": "bell\x07"}, 422, "validation_error", at)
+		call("message of the wrong type", map[string]any{"handle": "carol/scout", "message": 5}, 422, "validation_error", at)
+	}
+	cases = append(cases,
+		scenario{name: "agent: unknown field", cred: helper.cred(), method: "POST", path: "/api/v1/agent/contacts/add",
+			body: map[string]any{"handle": "carol/scout", "note": "x"}, status: 400, code: "unknown_field", pointers: []string{"/note"}},
+		scenario{name: "person: unknown field in contact_request", cred: alice.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "alice/helper", "note": "x"}}, status: 400, code: "unknown_field", pointers: []string{"/contact_request/note"}},
+		scenario{name: "person: unknown top-level field", cred: alice.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "alice/helper"}, "handle": "x"}, status: 400, code: "unknown_field", pointers: []string{"/handle"}},
+		scenario{name: "person: the agent API's body", cred: alice.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{"handle": "alice/helper"}, status: 400, code: "unknown_field", pointers: []string{"/handle"}},
+		scenario{name: "person: no contact_request", cred: alice.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{}, status: 400, code: "bad_request"},
+		scenario{name: "person: null contact_request", cred: alice.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{"contact_request": nil}, status: 400, code: "bad_request"},
+		scenario{name: "agent: not JSON", cred: helper.cred(), method: "POST", path: "/api/v1/agent/contacts/add",
+			body: `{"handle":`, status: 400, code: "invalid_json"},
+		scenario{name: "person: not JSON", cred: alice.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: `{"contact_request":`, status: 400, code: "invalid_json"},
+		scenario{name: "person's key on the agent route", cred: alice.cred(), method: "POST", path: "/api/v1/agent/contacts/add",
+			body: map[string]any{"handle": "carol/scout"}, status: 403, code: "forbidden"},
+		scenario{name: "agent's key on the human route", cred: helper.cred(), method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "carol/scout"}}, status: 403, code: "forbidden"},
+		scenario{name: "no credentials, agent route", method: "POST", path: "/api/v1/agent/contacts/add",
+			body: map[string]any{"handle": "carol/scout"}, status: 401, code: "unauthorized"},
+		scenario{name: "no credentials, human route", method: "POST", path: "/api/v1/me/contacts/requests",
+			body: map[string]any{"contact_request": map[string]any{"recipient_handle": "carol/scout"}}, status: 401, code: "unauthorized"},
+	)
+	return cases
+}
+
 // TestContactsLists: both APIs' contact records, oldest first, paged.
 func TestContactsLists(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -594,17 +558,53 @@ func TestContactsLists(t *testing.T) {
 	k.connect(t, carol, alice)
 
 	// The agent API: AgentContact, the contact record's id.
+	t.Run("the agent API lists AgentContacts", func(t *testing.T) { contactsAgentListShape(t, k, helper, carol, scout, alice) })
+
+	// The human API: Contact, with contact_id the other party.
+	t.Run("the human API lists Contacts", func(t *testing.T) { contactsHumanListShape(t, k, carol, helper, alice) })
+	// Each side has its own record of the contact.
+	if a, b := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper); a == "" || b == "" || a == b {
+		t.Fatalf("records %q and %q", a, b)
+	}
+
+	t.Run("paging", func(t *testing.T) { contactsListPages(t, k, helper, carol, scout) })
+	// Someone with no contacts has an empty list.
+	loner := k.human("loner")
+	r := k.ts.do(t, "GET", "/api/v1/me/contacts", loner.cred(), nil)
+	expect(t, r, 200, "")
+	if len(r.list(t)) != 0 || !reflect.DeepEqual(r.meta(t), offsetMetaJSON(1, 20, 0, 0)) {
+		t.Fatalf("loner's contacts: %s", r.body)
+	}
+
+	var cases []scenario
+	for _, p := range []*contactsParty{helper, carol} {
+		for _, q := range []struct{ query, pointer string }{
+			{"page=0", "/page"}, {"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=x", "/page_size"},
+		} {
+			cases = append(cases, scenario{name: p.handle + " " + q.query, cred: p.cred(), method: "GET", path: contactsPath(p) + "?" + q.query,
+				status: 422, code: "validation_error", pointers: []string{q.pointer}})
+		}
+	}
+	cases = append(cases,
+		scenario{name: "person's key on the agent list", cred: carol.cred(), method: "GET", path: "/api/v1/agent/contacts", status: 403, code: "forbidden"},
+		scenario{name: "agent's key on the human list", cred: helper.cred(), method: "GET", path: "/api/v1/me/contacts", status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts", status: 401, code: "unauthorized"},
+	)
+	k.ts.run(t, cases)
+}
+
+func contactsAgentListShape(t *testing.T, k *contactsWorld, helper, carol, scout, alice *contactsParty) {
 	items := k.contactItems(t, helper)
 	if got := k.contacts(t, helper); got != "carol,carol/scout,alice" {
 		t.Fatalf("helper's contacts = %s", got)
 	}
 	for i, want := range []struct {
-		p          *ctParty
+		p          *contactsParty
 		typ        string
 		agentsOnly bool
 	}{{carol, "User", false}, {scout, "Agent", true}, {alice, "User", false}} {
 		c := items[i]
-		ctSameJSON(t, "AgentContact keys", ctKeys(c), "description,handle,id,inserted_at,is_external,listed_in_directory,name,tags,type")
+		sameJSON(t, "AgentContact keys", strings.Join(keysOf(c), ","), "description,handle,id,inserted_at,is_external,listed_in_directory,name,tags,type")
 		if c["handle"] != want.p.handle || c["name"] != want.p.name || c["type"] != want.typ || !store.ValidID(c["id"].(string)) ||
 			c["id"] == want.p.id || c["inserted_at"] == "" {
 			t.Errorf("contact %d = %v", i, c)
@@ -618,16 +618,17 @@ func TestContactsLists(t *testing.T) {
 			t.Errorf("contact %d: agent fields %v", i, c)
 		}
 	}
+}
 
-	// The human API: Contact, with contact_id the other party.
+func contactsHumanListShape(t *testing.T, k *contactsWorld, carol, helper, alice *contactsParty) {
 	cs := k.contactItems(t, carol)
 	if got := k.contacts(t, carol); got != "alice/helper,alice" {
 		t.Fatalf("carol's contacts = %s", got)
 	}
-	for i, want := range []*ctParty{helper, alice} {
+	for i, want := range []*contactsParty{helper, alice} {
 		c := cs[i]
-		ctSameJSON(t, "Contact keys", ctKeys(c), "contact_id,contact_type,id,inserted_at,source,status,user")
-		if c["contact_id"] != want.id || c["contact_type"] != ctPartyType(want) || c["status"] != "active" || c["source"] != "request" ||
+		sameJSON(t, "Contact keys", strings.Join(keysOf(c), ","), "contact_id,contact_type,id,inserted_at,source,status,user")
+		if c["contact_id"] != want.id || c["contact_type"] != partyType(want) || c["status"] != "active" || c["source"] != "request" ||
 			c["id"] == want.id || !store.ValidID(c["id"].(string)) {
 			t.Errorf("carol's contact %d = %v", i, c)
 		}
@@ -647,29 +648,26 @@ func TestContactsLists(t *testing.T) {
 			t.Errorf("a person contact's email = %v", u["email"])
 		}
 	}
-	// Each side has its own record of the contact.
-	if a, b := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper); a == "" || b == "" || a == b {
-		t.Fatalf("records %q and %q", a, b)
-	}
+}
 
-	// Paging.
+func contactsListPages(t *testing.T, k *contactsWorld, helper, carol, scout *contactsParty) {
 	for _, tc := range []struct {
-		p            *ctParty
+		p            *contactsParty
 		query, names string
 		meta         map[string]any
 	}{
-		{helper, "", "carol,carol/scout,alice", ctOffsetMeta(1, 20, 3, 1)},
-		{helper, "page_size=2", "carol,carol/scout", ctOffsetMeta(1, 2, 3, 2)},
-		{helper, "page=2&page_size=2", "alice", ctOffsetMeta(2, 2, 3, 2)},
-		{helper, "page=3&page_size=2", "", ctOffsetMeta(3, 2, 3, 2)},
-		{carol, "page_size=1&page=2", "alice", ctOffsetMeta(2, 1, 2, 2)},
-		{scout, "", "alice/helper", ctOffsetMeta(1, 20, 1, 1)},
+		{helper, "", "carol,carol/scout,alice", offsetMetaJSON(1, 20, 3, 1)},
+		{helper, "page_size=2", "carol,carol/scout", offsetMetaJSON(1, 2, 3, 2)},
+		{helper, "page=2&page_size=2", "alice", offsetMetaJSON(2, 2, 3, 2)},
+		{helper, "page=3&page_size=2", "", offsetMetaJSON(3, 2, 3, 2)},
+		{carol, "page_size=1&page=2", "alice", offsetMetaJSON(2, 1, 2, 2)},
+		{scout, "", "alice/helper", offsetMetaJSON(1, 20, 1, 1)},
 	} {
-		r := k.ts.do(t, "GET", ctContactsPath(tc.p)+"?"+tc.query, tc.p.cred(), nil)
+		r := k.ts.do(t, "GET", contactsPath(tc.p)+"?"+tc.query, tc.p.cred(), nil)
 		expect(t, r, 200, "")
 		var hs []string
 		for _, it := range r.list(t) {
-			hs = append(hs, ctContactHandle(tc.p, it.(map[string]any)))
+			hs = append(hs, contactHandle(tc.p, it.(map[string]any)))
 		}
 		if got := strings.Join(hs, ","); got != tc.names {
 			t.Errorf("%s ?%s = %s, want %s", tc.p.handle, tc.query, got, tc.names)
@@ -678,29 +676,6 @@ func TestContactsLists(t *testing.T) {
 			t.Errorf("%s ?%s metadata = %v, want %v", tc.p.handle, tc.query, m, tc.meta)
 		}
 	}
-	// Someone with no contacts has an empty list.
-	loner := k.human("loner")
-	r := k.ts.do(t, "GET", "/api/v1/me/contacts", loner.cred(), nil)
-	expect(t, r, 200, "")
-	if len(r.list(t)) != 0 || !reflect.DeepEqual(r.meta(t), ctOffsetMeta(1, 20, 0, 0)) {
-		t.Fatalf("loner's contacts: %s", r.body)
-	}
-
-	var cases []ctRefusal
-	for _, p := range []*ctParty{helper, carol} {
-		for _, q := range []struct{ query, pointer string }{
-			{"page=0", "/page"}, {"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=x", "/page_size"},
-		} {
-			cases = append(cases, ctRefusal{name: p.handle + " " + q.query, as: p, method: "GET", path: ctContactsPath(p) + "?" + q.query,
-				status: 422, code: "validation_error", pointer: q.pointer})
-		}
-	}
-	cases = append(cases,
-		ctRefusal{name: "person's key on the agent list", as: carol, method: "GET", path: "/api/v1/agent/contacts", status: 403, code: "forbidden"},
-		ctRefusal{name: "agent's key on the human list", as: helper, method: "GET", path: "/api/v1/me/contacts", status: 403, code: "forbidden"},
-		ctRefusal{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts", status: 401, code: "unauthorized"},
-	)
-	k.refuse(t, cases)
 }
 
 // TestContactsAgentRequestListing: received requests are always the
@@ -708,10 +683,10 @@ func TestContactsLists(t *testing.T) {
 // each direction is paged on its own by the same page and page_size, newest
 // first, with its own total and total_pages.
 func TestContactsAgentRequestListing(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	owner := k.human("owner")
 	hub := k.bot(owner, "Hub")
-	var us []*ctParty
+	var us []*contactsParty
 	for i := 1; i <= 12; i++ {
 		us = append(us, k.human(fmt.Sprintf("u%02d", i), "Many"))
 	}
@@ -729,6 +704,32 @@ func TestContactsAgentRequestListing(t *testing.T) {
 	k.respond(t, us[6], "reject", out[1])
 	k.respond(t, hub, "cancel", out[2])
 
+	t.Run("paging and the sent_status filter, per direction", func(t *testing.T) { agentRequestPages(t, k, hub) })
+
+	// The shapes: ReceivedContactRequest and SentContactRequest.
+	t.Run("the ReceivedContactRequest and SentContactRequest shapes", func(t *testing.T) { agentRequestShapes(t, k, hub, out) })
+
+	var cases []scenario
+	for _, q := range []struct{ query, pointer string }{
+		{"page_size=101", "/page_size"},
+		{"page_size=0", "/page_size"},
+		{"page=0", "/page"},
+		{"page=x", "/page"},
+		{"sent_status=bogus", "/sent_status"},
+		{"sent_status=expired", "/sent_status"},
+		{"sent_status=ALL", "/sent_status"},
+		{"sent_status=", "/sent_status"},
+	} {
+		cases = append(cases, scenario{name: q.query, cred: hub.cred(), method: "GET", path: "/api/v1/agent/contacts/requests?" + q.query,
+			status: 422, code: "validation_error", pointers: []string{q.pointer}})
+	}
+	cases = append(cases,
+		scenario{name: "person's key", cred: owner.cred(), method: "GET", path: "/api/v1/agent/contacts/requests", status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts/requests", status: 401, code: "unauthorized"})
+	k.ts.run(t, cases)
+}
+
+func agentRequestPages(t *testing.T, k *contactsWorld, hub *contactsParty) {
 	direction := func(total, pages int) map[string]any {
 		return map[string]any{"total": float64(total), "total_pages": float64(pages)}
 	}
@@ -781,53 +782,35 @@ func TestContactsAgentRequestListing(t *testing.T) {
 			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
 		}
 	}
+}
 
-	// The shapes: ReceivedContactRequest and SentContactRequest.
+func agentRequestShapes(t *testing.T, k *contactsWorld, hub *contactsParty, out []string) {
 	rec := k.agentRequestItems(t, hub, "received")[0]
-	ctSameJSON(t, "received keys", ctKeys(rec), "from_handle,from_name,id,inserted_at,message,status")
+	sameJSON(t, "received keys", strings.Join(keysOf(rec), ","), "from_handle,from_name,id,inserted_at,message,status")
 	if rec["from_handle"] != "u04" || rec["from_name"] != "U04 Tester" || rec["message"] != "from u04" || rec["inserted_at"] == "" {
 		t.Errorf("received = %v", rec)
 	}
 	sent := k.agentRequestItems(t, hub, "sent")[0]
-	ctSameJSON(t, "sent keys", ctKeys(sent), "id,inserted_at,message,status,to_handle,to_name")
+	sameJSON(t, "sent keys", strings.Join(keysOf(sent), ","), "id,inserted_at,message,status,to_handle,to_name")
 	if sent["to_handle"] != "u12" || sent["to_name"] != "U12 Tester" || sent["message"] != nil || sent["id"] != out[6] {
 		t.Errorf("sent = %v", sent)
 	}
-
-	var cases []ctRefusal
-	for _, q := range []struct{ query, pointer string }{
-		{"page_size=101", "/page_size"},
-		{"page_size=0", "/page_size"},
-		{"page=0", "/page"},
-		{"page=x", "/page"},
-		{"sent_status=bogus", "/sent_status"},
-		{"sent_status=expired", "/sent_status"},
-		{"sent_status=ALL", "/sent_status"},
-		{"sent_status=", "/sent_status"},
-	} {
-		cases = append(cases, ctRefusal{name: q.query, as: hub, method: "GET", path: "/api/v1/agent/contacts/requests?" + q.query,
-			status: 422, code: "validation_error", pointer: q.pointer})
-	}
-	cases = append(cases,
-		ctRefusal{name: "person's key", as: owner, method: "GET", path: "/api/v1/agent/contacts/requests", status: 403, code: "forbidden"},
-		ctRefusal{name: "no credentials", method: "GET", path: "/api/v1/agent/contacts/requests", status: 401, code: "unauthorized"})
-	k.refuse(t, cases)
 }
 
 // TestContactsHumanRequestListing: GET /me/contacts/requests lists the
 // pending requests received; /sent every sent one (status=all by default)
 // or one status.
 func TestContactsHumanRequestListing(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	hub := k.human("hub")
-	var us []*ctParty
+	var us []*contactsParty
 	for i := 1; i <= 8; i++ {
 		us = append(us, k.human(fmt.Sprintf("u%02d", i), "Many"))
 	}
 	bot := k.bot(us[0], "Bot One")
 	// u01, u01/bot-one, u02 and u03 ask hub; hub rejects u03.
 	var in []string
-	for _, p := range []*ctParty{us[0], bot, us[1], us[2]} {
+	for _, p := range []*contactsParty{us[0], bot, us[1], us[2]} {
 		in = append(in, k.request(t, p, hub, "from "+p.handle))
 	}
 	k.respond(t, hub, "reject", in[3])
@@ -840,6 +823,29 @@ func TestContactsHumanRequestListing(t *testing.T) {
 	k.respond(t, us[4], "reject", out[1])
 	k.respond(t, hub, "cancel", out[2])
 
+	t.Run("paging and the status filter", func(t *testing.T) { humanRequestPages(t, k, hub) })
+	// The records, in the ContactRequest shape.
+	t.Run("the records, in the ContactRequest shape", func(t *testing.T) { humanRequestRecords(t, k, hub, in, bot, out, us) })
+
+	var cases []scenario
+	for _, q := range []struct{ path, pointer string }{
+		{"/api/v1/me/contacts/requests/sent?status=bogus", "/status"},
+		{"/api/v1/me/contacts/requests/sent?status=expired", "/status"},
+		{"/api/v1/me/contacts/requests/sent?status=Pending", "/status"},
+		{"/api/v1/me/contacts/requests/sent?page_size=101", "/page_size"},
+		{"/api/v1/me/contacts/requests?page_size=101", "/page_size"},
+		{"/api/v1/me/contacts/requests?page=0", "/page"},
+	} {
+		cases = append(cases, scenario{name: q.path, cred: hub.cred(), method: "GET", path: q.path, status: 422, code: "validation_error", pointers: []string{q.pointer}})
+	}
+	cases = append(cases,
+		scenario{name: "agent key, received", cred: bot.cred(), method: "GET", path: "/api/v1/me/contacts/requests", status: 403, code: "forbidden"},
+		scenario{name: "agent key, sent", cred: bot.cred(), method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 401, code: "unauthorized"})
+	k.ts.run(t, cases)
+}
+
+func humanRequestPages(t *testing.T, k *contactsWorld, hub *contactsParty) {
 	render := func(r *response, withStatus bool) string {
 		var s []string
 		for _, it := range r.list(t) {
@@ -860,17 +866,17 @@ func TestContactsHumanRequestListing(t *testing.T) {
 		path, list string
 		meta       map[string]any
 	}{
-		{"/api/v1/me/contacts/requests", "u02:pending,u01/bot-one:pending,u01:pending", ctOffsetMeta(1, 20, 3, 1)},
-		{"/api/v1/me/contacts/requests?page_size=2", "u02:pending,u01/bot-one:pending", ctOffsetMeta(1, 2, 3, 2)},
-		{"/api/v1/me/contacts/requests?page=2&page_size=2", "u01:pending", ctOffsetMeta(2, 2, 3, 2)},
-		{"/api/v1/me/contacts/requests/sent", all, ctOffsetMeta(1, 20, 5, 1)},
-		{"/api/v1/me/contacts/requests/sent?status=all", all, ctOffsetMeta(1, 20, 5, 1)},
-		{"/api/v1/me/contacts/requests/sent?status=pending", "u08:pending,u07:pending", ctOffsetMeta(1, 20, 2, 1)},
-		{"/api/v1/me/contacts/requests/sent?status=approved", "u04:approved", ctOffsetMeta(1, 20, 1, 1)},
-		{"/api/v1/me/contacts/requests/sent?status=rejected", "u05:rejected", ctOffsetMeta(1, 20, 1, 1)},
-		{"/api/v1/me/contacts/requests/sent?status=cancelled", "u06:cancelled", ctOffsetMeta(1, 20, 1, 1)},
-		{"/api/v1/me/contacts/requests/sent?status=all&page=2&page_size=2", "u06:cancelled,u05:rejected", ctOffsetMeta(2, 2, 5, 3)},
-		{"/api/v1/me/contacts/requests/sent?page=4&page_size=2", "", ctOffsetMeta(4, 2, 5, 3)},
+		{"/api/v1/me/contacts/requests", "u02:pending,u01/bot-one:pending,u01:pending", offsetMetaJSON(1, 20, 3, 1)},
+		{"/api/v1/me/contacts/requests?page_size=2", "u02:pending,u01/bot-one:pending", offsetMetaJSON(1, 2, 3, 2)},
+		{"/api/v1/me/contacts/requests?page=2&page_size=2", "u01:pending", offsetMetaJSON(2, 2, 3, 2)},
+		{"/api/v1/me/contacts/requests/sent", all, offsetMetaJSON(1, 20, 5, 1)},
+		{"/api/v1/me/contacts/requests/sent?status=all", all, offsetMetaJSON(1, 20, 5, 1)},
+		{"/api/v1/me/contacts/requests/sent?status=pending", "u08:pending,u07:pending", offsetMetaJSON(1, 20, 2, 1)},
+		{"/api/v1/me/contacts/requests/sent?status=approved", "u04:approved", offsetMetaJSON(1, 20, 1, 1)},
+		{"/api/v1/me/contacts/requests/sent?status=rejected", "u05:rejected", offsetMetaJSON(1, 20, 1, 1)},
+		{"/api/v1/me/contacts/requests/sent?status=cancelled", "u06:cancelled", offsetMetaJSON(1, 20, 1, 1)},
+		{"/api/v1/me/contacts/requests/sent?status=all&page=2&page_size=2", "u06:cancelled,u05:rejected", offsetMetaJSON(2, 2, 5, 3)},
+		{"/api/v1/me/contacts/requests/sent?page=4&page_size=2", "", offsetMetaJSON(4, 2, 5, 3)},
 	} {
 		r := k.ts.do(t, "GET", tc.path, hub.cred(), nil)
 		expect(t, r, 200, "")
@@ -881,45 +887,30 @@ func TestContactsHumanRequestListing(t *testing.T) {
 			t.Errorf("%s metadata = %v, want %v", tc.path, m, tc.meta)
 		}
 	}
-	// The records, in the ContactRequest shape.
-	ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests"), in[1]), in[1], bot, hub, "from u01/bot-one", "pending", false)
-	sentItems := k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests/sent")
-	ctCheckRequestView(t, ctFind(t, sentItems, out[0]), out[0], hub, us[3], nil, "approved", true)
-	ctCheckRequestView(t, ctFind(t, sentItems, out[2]), out[2], hub, us[5], nil, "cancelled", true)
-	ctCheckRequestView(t, ctFind(t, sentItems, out[4]), out[4], hub, us[7], nil, "pending", false)
-	// The requester of a rejected request still sees it as rejected.
-	ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, us[2], "/api/v1/me/contacts/requests/sent"), in[3]), in[3], us[2], hub, "from u03", "rejected", true)
+}
 
-	var cases []ctRefusal
-	for _, q := range []struct{ path, pointer string }{
-		{"/api/v1/me/contacts/requests/sent?status=bogus", "/status"},
-		{"/api/v1/me/contacts/requests/sent?status=expired", "/status"},
-		{"/api/v1/me/contacts/requests/sent?status=Pending", "/status"},
-		{"/api/v1/me/contacts/requests/sent?page_size=101", "/page_size"},
-		{"/api/v1/me/contacts/requests?page_size=101", "/page_size"},
-		{"/api/v1/me/contacts/requests?page=0", "/page"},
-	} {
-		cases = append(cases, ctRefusal{name: q.path, as: hub, method: "GET", path: q.path, status: 422, code: "validation_error", pointer: q.pointer})
-	}
-	cases = append(cases,
-		ctRefusal{name: "agent key, received", as: bot, method: "GET", path: "/api/v1/me/contacts/requests", status: 403, code: "forbidden"},
-		ctRefusal{name: "agent key, sent", as: bot, method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 403, code: "forbidden"},
-		ctRefusal{name: "no credentials", method: "GET", path: "/api/v1/me/contacts/requests/sent", status: 401, code: "unauthorized"})
-	k.refuse(t, cases)
+func humanRequestRecords(t *testing.T, k *contactsWorld, hub *contactsParty, in []string, bot *contactsParty, out []string, us []*contactsParty) {
+	checkRequestView(t, findByID(t, k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests"), in[1]), in[1], bot, hub, "from u01/bot-one", "pending", false)
+	sentItems := k.humanRequestItems(t, hub, "/api/v1/me/contacts/requests/sent")
+	checkRequestView(t, findByID(t, sentItems, out[0]), out[0], hub, us[3], nil, "approved", true)
+	checkRequestView(t, findByID(t, sentItems, out[2]), out[2], hub, us[5], nil, "cancelled", true)
+	checkRequestView(t, findByID(t, sentItems, out[4]), out[4], hub, us[7], nil, "pending", false)
+	// The requester of a rejected request still sees it as rejected.
+	checkRequestView(t, findByID(t, k.humanRequestItems(t, us[2], "/api/v1/me/contacts/requests/sent"), in[3]), in[3], us[2], hub, "from u03", "rejected", true)
 }
 
 // TestContactsRespond: the agent API's respond, by request_id or by the
 // other party's handle: approve and reject by the recipient, cancel by the
 // requester, each to its final state.
 func TestContactsRespond(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout, ranger := k.bot(alice, "Helper"), k.bot(carol, "Scout"), k.bot(dave, "Ranger")
 
 	for _, tc := range []struct {
 		name     string
-		other    *ctParty // the requester (approve, reject) or the recipient (cancel)
+		other    *contactsParty // the requester (approve, reject) or the recipient (cancel)
 		action   string
 		byHandle string // "" to answer by request_id
 	}{
@@ -945,19 +936,19 @@ func TestContactsRespond(t *testing.T) {
 			}
 			r := k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", helper.cred(), body)
 			expect(t, r, 200, "")
-			status := ctStatusOf[tc.action]
-			ctSameJSON(t, "answer", r.data(t), map[string]any{"id": id, "status": status})
+			status := statusAfter[tc.action]
+			sameJSON(t, "answer", r.data(t), map[string]any{"id": id, "status": status})
 			// The request's state as its requester lists it.
 			requester, recipient := tc.other, helper
 			if tc.action == "cancel" {
 				requester, recipient = helper, tc.other
 			}
 			if requester.agent {
-				if it := ctFind(t, k.agentRequestItems(t, requester, "sent"), id); it["status"] != status {
+				if it := findByID(t, k.agentRequestItems(t, requester, "sent"), id); it["status"] != status {
 					t.Fatalf("request is %v, want %s", it["status"], status)
 				}
 			} else {
-				ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, requester, "/api/v1/me/contacts/requests/sent"), id), id, requester, recipient, nil, status, true)
+				checkRequestView(t, findByID(t, k.humanRequestItems(t, requester, "/api/v1/me/contacts/requests/sent"), id), id, requester, recipient, nil, status, true)
 			}
 			// No longer among the recipient's received (pending) ones.
 			rec, _ := k.requests(t, recipient)
@@ -979,7 +970,7 @@ func TestContactsRespond(t *testing.T) {
 }
 
 func TestContactsRespondRefusals(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout, ranger := k.bot(alice, "Helper"), k.bot(carol, "Scout"), k.bot(dave, "Ranger")
@@ -996,53 +987,53 @@ func TestContactsRespondRefusals(t *testing.T) {
 	const path = "/api/v1/agent/contacts/requests/respond"
 	byID := func(action, id string) map[string]any { return map[string]any{"action": action, "request_id": id} }
 	byHandle := func(action, h string) map[string]any { return map[string]any{"action": action, "handle": h} }
-	as := func(p *ctParty, name string, body any, status int, code, pointer string) ctRefusal {
-		return ctRefusal{name: name, as: p, method: "POST", path: path, body: body, status: status, code: code, pointer: pointer}
+	as := func(p *contactsParty, name string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: p.cred(), method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
 	}
-	k.refuse(t, []ctRefusal{
+	k.ts.run(t, []scenario{
 		// Only the recipient approves or rejects; only the requester cancels.
-		as(helper, "approve a request one sent", byID("approve", outbound), 403, "forbidden", ""),
-		as(helper, "reject a request one sent", byID("reject", outbound), 403, "forbidden", ""),
-		as(helper, "cancel a request one received", byID("cancel", inbound), 403, "forbidden", ""),
-		as(scout, "the requester approves", byID("approve", inbound), 403, "forbidden", ""),
-		as(scout, "the requester rejects", byID("reject", inbound), 403, "forbidden", ""),
+		as(helper, "approve a request one sent", byID("approve", outbound), 403, "forbidden"),
+		as(helper, "reject a request one sent", byID("reject", outbound), 403, "forbidden"),
+		as(helper, "cancel a request one received", byID("cancel", inbound), 403, "forbidden"),
+		as(scout, "the requester approves", byID("approve", inbound), 403, "forbidden"),
+		as(scout, "the requester rejects", byID("reject", inbound), 403, "forbidden"),
 		// By handle: there must be a pending request the right way.
-		as(helper, "approve by handle, request goes the other way", byHandle("approve", "carol"), 404, "not_found", ""),
-		as(helper, "cancel by handle, request goes the other way", byHandle("cancel", "carol/scout"), 404, "not_found", ""),
-		as(helper, "approve by handle, no request at all", byHandle("approve", "alice"), 404, "not_found", ""),
-		as(helper, "approve by handle, request already approved", byHandle("approve", "dave"), 404, "not_found", ""),
-		as(helper, "reject by handle, request already rejected", byHandle("reject", "dave/ranger"), 404, "not_found", ""),
-		as(helper, "cancel by handle, request already cancelled", byHandle("cancel", "alice"), 404, "not_found", ""),
-		as(helper, "approve by own handle", byHandle("approve", "alice/helper"), 404, "not_found", ""),
-		as(helper, "unknown handle", byHandle("approve", "nobody"), 404, "not_found", ""),
-		as(helper, "bad handle format", byHandle("approve", "a b"), 400, "bad_request", ""),
-		as(helper, "bad agent handle format", byHandle("reject", "x/y/z"), 400, "bad_request", ""),
+		as(helper, "approve by handle, request goes the other way", byHandle("approve", "carol"), 404, "not_found"),
+		as(helper, "cancel by handle, request goes the other way", byHandle("cancel", "carol/scout"), 404, "not_found"),
+		as(helper, "approve by handle, no request at all", byHandle("approve", "alice"), 404, "not_found"),
+		as(helper, "approve by handle, request already approved", byHandle("approve", "dave"), 404, "not_found"),
+		as(helper, "reject by handle, request already rejected", byHandle("reject", "dave/ranger"), 404, "not_found"),
+		as(helper, "cancel by handle, request already cancelled", byHandle("cancel", "alice"), 404, "not_found"),
+		as(helper, "approve by own handle", byHandle("approve", "alice/helper"), 404, "not_found"),
+		as(helper, "unknown handle", byHandle("approve", "nobody"), 404, "not_found"),
+		as(helper, "bad handle format", byHandle("approve", "a b"), 400, "bad_request"),
+		as(helper, "bad agent handle format", byHandle("reject", "x/y/z"), 400, "bad_request"),
 		// By id: someone else's request is not found.
-		as(helper, "someone else's request", byID("approve", foreign), 404, "not_found", ""),
-		as(helper, "someone else's request, cancel", byID("cancel", foreign), 404, "not_found", ""),
-		as(helper, "unknown request id", byID("approve", nilID), 404, "not_found", ""),
-		as(helper, "malformed request id", byID("approve", "req-1"), 404, "not_found", ""),
+		as(helper, "someone else's request", byID("approve", foreign), 404, "not_found"),
+		as(helper, "someone else's request, cancel", byID("cancel", foreign), 404, "not_found"),
+		as(helper, "unknown request id", byID("approve", nilID), 404, "not_found"),
+		as(helper, "malformed request id", byID("approve", "req-1"), 404, "not_found"),
 		// Resolved requests stay resolved.
-		as(helper, "approve an approved request", byID("approve", approved), 409, "conflict", ""),
-		as(helper, "reject an approved request", byID("reject", approved), 409, "conflict", ""),
-		as(helper, "approve a rejected request", byID("approve", rejected), 409, "conflict", ""),
-		as(helper, "reject a rejected request", byID("reject", rejected), 409, "conflict", ""),
-		as(helper, "cancel a cancelled request", byID("cancel", cancelled), 409, "conflict", ""),
-		{name: "the requester cancels an approved request", as: dave, method: "DELETE", path: "/api/v1/me/contacts/requests/" + approved, status: 409, code: "conflict"},
-		as(ranger, "cancel a rejected request", byID("cancel", rejected), 409, "conflict", ""),
+		as(helper, "approve an approved request", byID("approve", approved), 409, "conflict"),
+		as(helper, "reject an approved request", byID("reject", approved), 409, "conflict"),
+		as(helper, "approve a rejected request", byID("approve", rejected), 409, "conflict"),
+		as(helper, "reject a rejected request", byID("reject", rejected), 409, "conflict"),
+		as(helper, "cancel a cancelled request", byID("cancel", cancelled), 409, "conflict"),
+		{name: "the requester cancels an approved request", cred: dave.cred(), method: "DELETE", path: "/api/v1/me/contacts/requests/" + approved, status: 409, code: "conflict"},
+		as(ranger, "cancel a rejected request", byID("cancel", rejected), 409, "conflict"),
 		// Malformed calls.
-		as(helper, "neither request_id nor handle", map[string]any{"action": "approve"}, 400, "bad_request", ""),
-		as(helper, "empty request_id and handle", map[string]any{"action": "approve", "request_id": "", "handle": ""}, 400, "bad_request", ""),
-		as(helper, "empty body", nil, 400, "bad_request", ""),
+		as(helper, "neither request_id nor handle", map[string]any{"action": "approve"}, 400, "bad_request"),
+		as(helper, "empty request_id and handle", map[string]any{"action": "approve", "request_id": "", "handle": ""}, 400, "bad_request"),
+		as(helper, "empty body", nil, 400, "bad_request"),
 		as(helper, "bad action", byID("accept", inbound), 422, "validation_error", "/action"),
 		as(helper, "action in capitals", byID("APPROVE", inbound), 422, "validation_error", "/action"),
 		as(helper, "no action", map[string]any{"request_id": inbound}, 422, "validation_error", "/action"),
 		as(helper, "bad action by handle", byHandle("block", "carol/scout"), 422, "validation_error", "/action"),
 		as(helper, "request_id of the wrong type", map[string]any{"action": "approve", "request_id": 7}, 422, "validation_error", "/request_id"),
 		as(helper, "unknown field", map[string]any{"action": "approve", "request_id": inbound, "reason": "x"}, 400, "unknown_field", "/reason"),
-		as(helper, "not JSON", `{"action":`, 400, "invalid_json", ""),
-		as(alice, "a person's key", byID("approve", inbound), 403, "forbidden", ""),
-		as(nil, "no credentials", byID("approve", inbound), 401, "unauthorized", ""),
+		as(helper, "not JSON", `{"action":`, 400, "invalid_json"),
+		as(alice, "a person's key", byID("approve", inbound), 403, "forbidden"),
+		as(nil, "no credentials", byID("approve", inbound), 401, "unauthorized"),
 	})
 	// The pending ones are still there to answer.
 	k.respond(t, helper, "approve", inbound)
@@ -1051,14 +1042,19 @@ func TestContactsRespondRefusals(t *testing.T) {
 
 // TestContactsHumanRespond: approve, reject and cancel (DELETE) by id.
 func TestContactsHumanRespond(t *testing.T) {
-	k := newCtKit(t)
+	t.Run("answers", humanRespondAnswers)
+	t.Run("refusals", humanRespondRefusals) // on a world of its own
+}
+
+func humanRespondAnswers(t *testing.T) {
+	k := newContactsWorld(t)
 	alice, erin := k.human("alice"), k.human("erin")
 	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 
 	for _, tc := range []struct {
 		name                    string
-		requester, recipient, p *ctParty // p answers
+		requester, recipient, p *contactsParty // p answers
 		action                  string
 	}{
 		{"approve a person's request", carol, alice, alice, "approve"},
@@ -1071,11 +1067,11 @@ func TestContactsHumanRespond(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := k.request(t, tc.requester, tc.recipient, "please")
 			k.respond(t, tc.p, tc.action, id)
-			status := ctStatusOf[tc.action]
+			status := statusAfter[tc.action]
 			if !tc.requester.agent {
-				ctCheckRequestView(t, ctFind(t, k.humanRequestItems(t, tc.requester, "/api/v1/me/contacts/requests/sent?status="+status), id),
+				checkRequestView(t, findByID(t, k.humanRequestItems(t, tc.requester, "/api/v1/me/contacts/requests/sent?status="+status), id),
 					id, tc.requester, tc.recipient, "please", status, true)
-			} else if it := ctFind(t, k.agentRequestItems(t, tc.requester, "sent"), id); it["status"] != status {
+			} else if it := findByID(t, k.agentRequestItems(t, tc.requester, "sent"), id); it["status"] != status {
 				t.Fatalf("request is %v", it["status"])
 			}
 			contacts := "," + k.contacts(t, tc.recipient) + ","
@@ -1084,12 +1080,13 @@ func TestContactsHumanRespond(t *testing.T) {
 			}
 		})
 	}
+}
 
-	// Refusals, on a fresh world.
-	k = newCtKit(t)
-	alice, erin = k.human("alice"), k.human("erin")
-	carol, dave = k.human("carol", "Other Org"), k.human("dave", "Third Org")
-	helper, scout = k.bot(alice, "Helper"), k.bot(carol, "Scout")
+func humanRespondRefusals(t *testing.T) {
+	k := newContactsWorld(t)
+	alice, erin := k.human("alice"), k.human("erin")
+	carol, dave := k.human("carol", "Other Org"), k.human("dave", "Third Org")
+	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
 	inbound := k.request(t, dave, alice)
 	outbound := k.request(t, alice, carol)
 	approved := k.request(t, scout, alice)
@@ -1101,11 +1098,11 @@ func TestContactsHumanRespond(t *testing.T) {
 	foreign := k.request(t, carol, dave)
 
 	const base = "/api/v1/me/contacts/requests/"
-	call := func(p *ctParty, name, action, id string, status int, code string) ctRefusal {
-		method, path, body := ctRespondCall(&ctParty{}, action, id)
-		return ctRefusal{name: name, as: p, method: method, path: path, body: body, status: status, code: code}
+	call := func(p *contactsParty, name, action, id string, status int, code string) scenario {
+		method, path, body := respondCall(&contactsParty{}, action, id)
+		return scenario{name: name, cred: p.cred(), method: method, path: path, body: body, status: status, code: code}
 	}
-	var cases []ctRefusal
+	var cases []scenario
 	cases = append(cases,
 		call(alice, "approve a request one sent", "approve", outbound, 403, "forbidden"),
 		call(alice, "reject a request one sent", "reject", outbound, 403, "forbidden"),
@@ -1129,12 +1126,12 @@ func TestContactsHumanRespond(t *testing.T) {
 		)
 	}
 	cases = append(cases,
-		ctRefusal{name: "approve with an unknown field", as: alice, method: "POST", path: base + inbound + "/approve",
-			body: map[string]any{"note": "x"}, status: 400, code: "unknown_field", pointer: "/note"},
-		ctRefusal{name: "reject with an unknown field", as: alice, method: "POST", path: base + inbound + "/reject",
-			body: map[string]any{"reason": "x"}, status: 400, code: "unknown_field", pointer: "/reason"},
+		scenario{name: "approve with an unknown field", cred: alice.cred(), method: "POST", path: base + inbound + "/approve",
+			body: map[string]any{"note": "x"}, status: 400, code: "unknown_field", pointers: []string{"/note"}},
+		scenario{name: "reject with an unknown field", cred: alice.cred(), method: "POST", path: base + inbound + "/reject",
+			body: map[string]any{"reason": "x"}, status: 400, code: "unknown_field", pointers: []string{"/reason"}},
 	)
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 	// An empty JSON body is fine.
 	r := k.ts.do(t, "POST", base+inbound+"/approve", alice.cred(), map[string]any{})
 	expect(t, r, 200, "")
@@ -1143,7 +1140,7 @@ func TestContactsHumanRespond(t *testing.T) {
 
 // TestContactsResolve: who a handle names, without id or email.
 func TestContactsResolve(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	scout := k.bot(carol, "Scout")
@@ -1151,7 +1148,7 @@ func TestContactsResolve(t *testing.T) {
 	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+gone.id, alice.cred(), nil), 200, "")
 	for _, tc := range []struct {
 		handle string
-		want   *ctParty
+		want   *contactsParty
 	}{
 		{"carol", carol},
 		{"@carol", carol},
@@ -1163,37 +1160,37 @@ func TestContactsResolve(t *testing.T) {
 	} {
 		r := k.ts.do(t, "POST", "/api/v1/me/contacts/resolve", alice.cred(), map[string]any{"handle": tc.handle})
 		expect(t, r, 200, "")
-		ctSameJSON(t, "resolve "+tc.handle, r.data(t), map[string]any{"handle": tc.want.handle, "name": tc.want.name, "type": ctPartyType(tc.want)})
+		sameJSON(t, "resolve "+tc.handle, r.data(t), map[string]any{"handle": tc.want.handle, "name": tc.want.name, "type": partyType(tc.want)})
 	}
 	const path = "/api/v1/me/contacts/resolve"
-	res := func(name string, body any, status int, code, pointer string) ctRefusal {
-		return ctRefusal{name: name, as: alice, method: "POST", path: path, body: body, status: status, code: code, pointer: pointer}
+	res := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: alice.cred(), method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
 	}
-	cases := []ctRefusal{
-		res("no handle", map[string]any{}, 400, "bad_request", ""),
-		res("empty body", nil, 400, "bad_request", ""),
-		res("empty handle", map[string]any{"handle": ""}, 400, "bad_request", ""),
+	cases := []scenario{
+		res("no handle", map[string]any{}, 400, "bad_request"),
+		res("empty body", nil, 400, "bad_request"),
+		res("empty handle", map[string]any{"handle": ""}, 400, "bad_request"),
 	}
 	for _, h := range []string{"a b", "@", "x/y/z", "carol/", "c@rol"} {
-		cases = append(cases, res("bad format "+h, map[string]any{"handle": h}, 400, "bad_request", ""))
+		cases = append(cases, res("bad format "+h, map[string]any{"handle": h}, 400, "bad_request"))
 	}
 	cases = append(cases,
-		res("unknown person", map[string]any{"handle": "nobody"}, 404, "not_found", ""),
-		res("unknown agent", map[string]any{"handle": "carol/nobody"}, 404, "not_found", ""),
-		res("deleted agent", map[string]any{"handle": "alice/gone"}, 404, "not_found", ""),
+		res("unknown person", map[string]any{"handle": "nobody"}, 404, "not_found"),
+		res("unknown agent", map[string]any{"handle": "carol/nobody"}, 404, "not_found"),
+		res("deleted agent", map[string]any{"handle": "alice/gone"}, 404, "not_found"),
 		res("handle of the wrong type", map[string]any{"handle": 1}, 422, "validation_error", "/handle"),
 		res("unknown field", map[string]any{"handle": "carol", "id": "x"}, 400, "unknown_field", "/id"),
-		ctRefusal{name: "agent key", as: scout, method: "POST", path: path, body: map[string]any{"handle": "carol"}, status: 403, code: "forbidden"},
-		ctRefusal{name: "no credentials", method: "POST", path: path, body: map[string]any{"handle": "carol"}, status: 401, code: "unauthorized"},
+		scenario{name: "agent key", cred: scout.cred(), method: "POST", path: path, body: map[string]any{"handle": "carol"}, status: 403, code: "forbidden"},
+		scenario{name: "no credentials", method: "POST", path: path, body: map[string]any{"handle": "carol"}, status: 401, code: "unauthorized"},
 	)
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 }
 
 // TestContactsRemove: a contact named by the caller's record id, by the
 // other party's id or by handle ends in both directions; it can be made
 // again.
 func TestContactsRemove(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol := k.human("carol", "Other Org")
 	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
@@ -1203,7 +1200,7 @@ func TestContactsRemove(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		p, other *ctParty
+		p, other *contactsParty
 		by       string // "record", "party" or a handle
 	}{
 		{"agent by its record id", helper, carol, "record"},
@@ -1225,14 +1222,14 @@ func TestContactsRemove(t *testing.T) {
 			default:
 				body = map[string]any{"handle": tc.by}
 			}
-			r := k.ts.do(t, "POST", ctRemovePath(tc.p), tc.p.cred(), body)
+			r := k.ts.do(t, "POST", removeContactPath(tc.p), tc.p.cred(), body)
 			expect(t, r, 200, "")
-			ctSameJSON(t, "answer", r.data(t), map[string]any{"status": "removed"})
+			sameJSON(t, "answer", r.data(t), map[string]any{"status": "removed"})
 			if k.recordOf(t, tc.p, tc.other) != "" || k.recordOf(t, tc.other, tc.p) != "" {
 				t.Fatalf("still contacts: %s has %s, %s has %s", tc.p.handle, k.contacts(t, tc.p), tc.other.handle, k.contacts(t, tc.other))
 			}
 			// Removing again finds nothing.
-			k.ts.refused(t, "POST", ctRemovePath(tc.p), tc.p.cred(), body, 404, "not_found", "")
+			k.ts.refused(t, "POST", removeContactPath(tc.p), tc.p.cred(), body, 404, "not_found", "")
 			// And they can become contacts again: a new request, approved.
 			k.connect(t, tc.other, tc.p)
 			if k.recordOf(t, tc.p, tc.other) == "" || k.recordOf(t, tc.other, tc.p) == "" {
@@ -1241,52 +1238,51 @@ func TestContactsRemove(t *testing.T) {
 		})
 	}
 
-	rm := func(p *ctParty, name string, body any, status int, code, pointer string) ctRefusal {
-		return ctRefusal{name: name, as: p, method: "POST", path: ctRemovePath(p), body: body, status: status, code: code, pointer: pointer}
+	t.Run("refusals", func(t *testing.T) { removeRefusals(t, k, helper, carol, alice, scout) })
+}
+
+func removeRefusals(t *testing.T, k *contactsWorld, helper, carol, alice, scout *contactsParty) {
+	rm := func(p *contactsParty, name string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: p.cred(), method: "POST", path: removeContactPath(p), body: body, status: status, code: code, pointers: pointers}
 	}
-	var cases []ctRefusal
-	for _, p := range []*ctParty{helper, carol} {
+	var cases []scenario
+	for _, p := range []*contactsParty{helper, carol} {
 		cases = append(cases,
-			rm(p, p.handle+": neither", map[string]any{}, 400, "bad_request", ""),
-			rm(p, p.handle+": empty body", nil, 400, "bad_request", ""),
-			rm(p, p.handle+": both empty", map[string]any{"contact_id": "", "handle": ""}, 400, "bad_request", ""),
-			rm(p, p.handle+": unknown id", map[string]any{"contact_id": nilID}, 404, "not_found", ""),
-			rm(p, p.handle+": malformed id", map[string]any{"contact_id": "contact-1"}, 404, "not_found", ""),
-			rm(p, p.handle+": unknown handle", map[string]any{"handle": "nobody"}, 404, "not_found", ""),
-			rm(p, p.handle+": bad handle", map[string]any{"handle": "a b"}, 400, "bad_request", ""),
-			rm(p, p.handle+": own handle", map[string]any{"handle": p.handle}, 404, "not_found", ""),
+			rm(p, p.handle+": neither", map[string]any{}, 400, "bad_request"),
+			rm(p, p.handle+": empty body", nil, 400, "bad_request"),
+			rm(p, p.handle+": both empty", map[string]any{"contact_id": "", "handle": ""}, 400, "bad_request"),
+			rm(p, p.handle+": unknown id", map[string]any{"contact_id": nilID}, 404, "not_found"),
+			rm(p, p.handle+": malformed id", map[string]any{"contact_id": "contact-1"}, 404, "not_found"),
+			rm(p, p.handle+": unknown handle", map[string]any{"handle": "nobody"}, 404, "not_found"),
+			rm(p, p.handle+": bad handle", map[string]any{"handle": "a b"}, 400, "bad_request"),
+			rm(p, p.handle+": own handle", map[string]any{"handle": p.handle}, 404, "not_found"),
 			rm(p, p.handle+": contact_id of the wrong type", map[string]any{"contact_id": 3}, 422, "validation_error", "/contact_id"),
 			rm(p, p.handle+": unknown field", map[string]any{"handle": "carol", "both": true}, 400, "unknown_field", "/both"),
 		)
 	}
 	cases = append(cases,
 		// Not a contact, however named.
-		rm(helper, "not a contact, by handle", map[string]any{"handle": "alice"}, 404, "not_found", ""),
-		rm(helper, "not a contact, by id", map[string]any{"contact_id": alice.id}, 404, "not_found", ""),
-		rm(carol, "not a contact, agent handle", map[string]any{"handle": "carol/scout"}, 404, "not_found", ""),
+		rm(helper, "not a contact, by handle", map[string]any{"handle": "alice"}, 404, "not_found"),
+		rm(helper, "not a contact, by id", map[string]any{"contact_id": alice.id}, 404, "not_found"),
+		rm(carol, "not a contact, agent handle", map[string]any{"handle": "carol/scout"}, 404, "not_found"),
 		// The other side's record id is not the caller's.
-		rm(helper, "the other side's record id", map[string]any{"contact_id": k.recordOf(t, carol, helper)}, 404, "not_found", ""),
-		rm(carol, "the other side's record id, person", map[string]any{"contact_id": k.recordOf(t, helper, carol)}, 404, "not_found", ""),
+		rm(helper, "the other side's record id", map[string]any{"contact_id": k.recordOf(t, carol, helper)}, 404, "not_found"),
+		rm(carol, "the other side's record id, person", map[string]any{"contact_id": k.recordOf(t, helper, carol)}, 404, "not_found"),
 		// A record of someone else's contact.
-		rm(alice, "someone else's record id", map[string]any{"contact_id": k.recordOf(t, helper, scout)}, 404, "not_found", ""),
-		ctRefusal{name: "person's key on the agent route", as: carol, method: "POST", path: "/api/v1/agent/contacts/remove",
+		rm(alice, "someone else's record id", map[string]any{"contact_id": k.recordOf(t, helper, scout)}, 404, "not_found"),
+		scenario{name: "person's key on the agent route", cred: carol.cred(), method: "POST", path: "/api/v1/agent/contacts/remove",
 			body: map[string]any{"handle": "alice/helper"}, status: 403, code: "forbidden"},
-		ctRefusal{name: "agent's key on the human route", as: helper, method: "POST", path: "/api/v1/me/contacts/remove",
+		scenario{name: "agent's key on the human route", cred: helper.cred(), method: "POST", path: "/api/v1/me/contacts/remove",
 			body: map[string]any{"handle": "carol"}, status: 403, code: "forbidden"},
-		ctRefusal{name: "no credentials", method: "POST", path: "/api/v1/me/contacts/remove",
+		scenario{name: "no credentials", method: "POST", path: "/api/v1/me/contacts/remove",
 			body: map[string]any{"handle": "carol"}, status: 401, code: "unauthorized"},
 	)
-	k.refuse(t, cases)
-}
-
-// ctParticipant is the body that adds id to a room.
-func ctParticipant(id string) map[string]any {
-	return map[string]any{"participant": map[string]any{"participant_id": id}}
+	k.ts.run(t, cases)
 }
 
 // peers renders p's peers as handle:source:is_contact, in order, and checks
 // total_count when the listing is not paged.
-func (k *ctKit) peers(t testing.TB, p *ctParty, query string) string {
+func (k *contactsWorld) peers(t testing.TB, p *contactsParty, query string) string {
 	t.Helper()
 	path := "/api/v1/me/peers"
 	if p.agent {
@@ -1313,7 +1309,7 @@ func (k *ctKit) peers(t testing.TB, p *ctParty, query string) string {
 // once, as registry, with is_contact true. A pending request or a removed
 // contact makes no peer.
 func TestContactsArePeers(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice"), k.human("bob")
 	carol := k.human("carol", "Other Org")
 	helper := k.bot(alice, "Helper")
@@ -1322,7 +1318,7 @@ func TestContactsArePeers(t *testing.T) {
 
 	const helperRegistry = "alice:registry:false,alice/sibling:registry:false"
 	const aliceRegistry = "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false"
-	peersAre := func(p *ctParty, query, want string) {
+	peersAre := func(p *contactsParty, query, want string) {
 		t.Helper()
 		if got := k.peers(t, p, query); got != want {
 			t.Fatalf("%s's peers ?%s =\n  %s\nwant\n  %s", p.handle, query, got, want)
@@ -1331,9 +1327,7 @@ func TestContactsArePeers(t *testing.T) {
 	peersAre(helper, "", helperRegistry)
 	peersAre(alice, "", aliceRegistry)
 
-	agentRoom := k.ts.do(t, "POST", "/api/v1/agent/chats", helper.cred(), map[string]any{})
-	expect(t, agentRoom, 201, "")
-	room := agentRoom.data(t)["id"].(string)
+	room := k.ts.room(t, helper.key)
 	humanRoom := k.ts.do(t, "POST", "/api/v1/me/chats", alice.cred(), map[string]any{"chat": map[string]any{}})
 	expect(t, humanRoom, 201, "")
 	hroom := humanRoom.data(t)["id"].(string)
@@ -1347,10 +1341,10 @@ func TestContactsArePeers(t *testing.T) {
 	fromScout := k.request(t, scout, helper)
 	peersAre(helper, "", helperRegistry)
 	peersAre(alice, "", aliceRegistry)
-	k.refuse(t, []ctRefusal{
-		{name: "agent adds a person it only asked", as: helper, method: "POST", path: agentAdd, body: ctParticipant(carol.id), status: 404, code: "not_found"},
-		{name: "agent adds an agent that only asked it", as: helper, method: "POST", path: agentAdd, body: ctParticipant(scout.id), status: 404, code: "not_found"},
-		{name: "person adds an agent she only asked", as: alice, method: "POST", path: humanAdd, body: ctParticipant(scout.id), status: 404, code: "not_found"},
+	k.ts.run(t, []scenario{
+		{name: "agent adds a person it only asked", cred: helper.cred(), method: "POST", path: agentAdd, body: participantBody(carol.id, ""), status: 404, code: "not_found"},
+		{name: "agent adds an agent that only asked it", cred: helper.cred(), method: "POST", path: agentAdd, body: participantBody(scout.id, ""), status: 404, code: "not_found"},
+		{name: "person adds an agent she only asked", cred: alice.cred(), method: "POST", path: humanAdd, body: participantBody(scout.id, ""), status: 404, code: "not_found"},
 	})
 
 	k.respond(t, carol, "approve", toCarol)
@@ -1369,9 +1363,30 @@ func TestContactsArePeers(t *testing.T) {
 	peersAre(scout, "", "carol:registry:false,alice:contact:true,alice/helper:contact:true")
 
 	// A contact peer has the Peer fields of its kind.
+	t.Run("a contact peer has the Peer fields of its kind", func(t *testing.T) { contactPeerFields(t, k, helper, carol, scout) })
+
+	// Now they can be added to rooms, and not_in_chat leaves them out.
+	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(carol.id, "")), 201, "")
+	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), participantBody(scout.id, "")), 201, "")
+	expect(t, k.ts.do(t, "POST", humanAdd, alice.cred(), participantBody(scout.id, "")), 201, "")
+	peersAre(helper, "not_in_chat="+room, "alice:registry:false,alice/sibling:registry:false")
+	peersAre(alice, "not_in_chat="+hroom, "bob:registry:true,alice/helper:registry:false,alice/sibling:registry:false")
+
+	// Removed, carol is no peer any more (she stays in the room she is in).
+	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"handle": "carol"}), 200, "")
+	peersAre(helper, "", helperRegistry+",carol/scout:contact:true")
+	peersAre(carol, "", "carol/scout:registry:false")
+	other := k.ts.room(t, helper.key)
+	k.ts.run(t, []scenario{refusalCase("a former contact", helper.cred(), "POST", agentChatsPath+"/"+other+"/participants", participantBody(carol.id, ""), 404, "not_found")})
+	// Bob, no longer a contact, is still a registry peer.
+	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", alice.cred(), map[string]any{"contact_id": bob.id}), 200, "")
+	peersAre(alice, "", "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false,carol/scout:contact:true")
+}
+
+func contactPeerFields(t *testing.T, k *contactsWorld, helper, carol, scout *contactsParty) {
 	r := k.ts.do(t, "GET", "/api/v1/agent/peers?page=2&page_size=2", helper.cred(), nil)
 	expect(t, r, 200, "")
-	if !reflect.DeepEqual(r.meta(t), ctOffsetMeta(2, 2, 4, 2)) {
+	if !reflect.DeepEqual(r.meta(t), offsetMetaJSON(2, 2, 4, 2)) {
 		t.Fatalf("metadata = %v", r.meta(t))
 	}
 	c, s := r.list(t)[0].(map[string]any), r.list(t)[1].(map[string]any)
@@ -1384,47 +1399,13 @@ func TestContactsArePeers(t *testing.T) {
 	if _, ok := s["tags"].([]any); !ok {
 		t.Errorf("agent contact peer tags = %v", s["tags"])
 	}
-
-	// Now they can be added to rooms, and not_in_chat leaves them out.
-	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), ctParticipant(carol.id)), 201, "")
-	expect(t, k.ts.do(t, "POST", agentAdd, helper.cred(), ctParticipant(scout.id)), 201, "")
-	expect(t, k.ts.do(t, "POST", humanAdd, alice.cred(), ctParticipant(scout.id)), 201, "")
-	peersAre(helper, "not_in_chat="+room, "alice:registry:false,alice/sibling:registry:false")
-	peersAre(alice, "not_in_chat="+hroom, "bob:registry:true,alice/helper:registry:false,alice/sibling:registry:false")
-
-	// Removed, carol is no peer any more (she stays in the room she is in).
-	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"handle": "carol"}), 200, "")
-	peersAre(helper, "", helperRegistry+",carol/scout:contact:true")
-	peersAre(carol, "", "carol/scout:registry:false")
-	other := k.ts.do(t, "POST", "/api/v1/agent/chats", helper.cred(), map[string]any{})
-	expect(t, other, 201, "")
-	k.refuse(t, []ctRefusal{{name: "a former contact", as: helper, method: "POST",
-		path: "/api/v1/agent/chats/" + other.data(t)["id"].(string) + "/participants", body: ctParticipant(carol.id), status: 404, code: "not_found"}})
-	// Bob, no longer a contact, is still a registry peer.
-	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", alice.cred(), map[string]any{"contact_id": bob.id}), 200, "")
-	peersAre(alice, "", "bob:registry:false,alice/helper:registry:false,alice/sibling:registry:false,carol/scout:contact:true")
-}
-
-// ctQuery runs a read-only query on the test database.
-func (k *ctKit) ctQuery(t testing.TB, query string, args ...any) string {
-	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+k.ts.db.Path()+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var out sql.NullString
-	if err := conn.QueryRow(query, args...).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.String
 }
 
 // TestContactsAgentDeletion: deleting an agent (DELETE /me/agents/{id} by
 // its owner) ends its contacts in both directions and cancels its pending
 // requests, sent and received; the other sides hear of it.
 func TestContactsAgentDeletion(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
 	carol, erin := k.human("carol", "Other Org"), k.human("erin", "Other Org")
 	dave := k.human("dave", "Third Org")
@@ -1442,7 +1423,7 @@ func TestContactsAgentDeletion(t *testing.T) {
 	dl := newListener(t, k.ts, dave.key, "user_contacts:"+dave.id)
 	el := newListener(t, k.ts, erin.key, "user_contacts:"+erin.id)
 
-	k.refuse(t, []ctRefusal{{name: "someone else deletes it", as: carol, method: "DELETE", path: "/api/v1/me/agents/" + helper.id, status: 404, code: "not_found"}})
+	k.ts.run(t, []scenario{{name: "someone else deletes it", cred: carol.cred(), method: "DELETE", path: "/api/v1/me/agents/" + helper.id, status: 404, code: "not_found"}})
 	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+helper.id, alice.cred(), nil), 200, "")
 
 	// Its contacts are gone, both ways.
@@ -1452,30 +1433,31 @@ func TestContactsAgentDeletion(t *testing.T) {
 	if got := k.contacts(t, scout); got != "" {
 		t.Errorf("scout's contacts = %s, want none", got)
 	}
-	if n := k.ctQuery(t, `SELECT count(*) FROM contacts WHERE owner_id = ? OR contact_id = ?`, helper.id, helper.id); n != "0" {
-		t.Errorf("%s contact rows of the deleted agent remain", n)
+	if n := k.ts.count(t, `SELECT count(*) FROM contacts WHERE owner_id = ? OR contact_id = ?`, helper.id, helper.id); n != 0 {
+		t.Errorf("%d contact rows of the deleted agent remain", n)
 	}
 	// Its pending requests, both ways, are cancelled; others are not.
 	for _, id := range []string{toDave, fromErin} {
-		if st := k.ctQuery(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, id); st != "cancelled:1" {
+		var st string
+		if k.ts.queryRow(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, []any{id}, &st); st != "cancelled:1" {
 			t.Errorf("request %s is %s, want cancelled with a response time", k.label(id), st)
 		}
 	}
-	if it := ctFind(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent?status=cancelled"), fromErin); it["recipient_id"] != helper.id {
+	if it := findByID(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent?status=cancelled"), fromErin); it["recipient_id"] != helper.id {
 		t.Errorf("erin's cancelled request = %v", it)
 	}
 	if rec, _ := k.requests(t, dave); rec != k.label(untouched)+" carol>dave pending" {
 		t.Errorf("dave's received requests = %s", rec)
 	}
-	if it := ctFind(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent"), fromErin); it["status"] != "cancelled" {
+	if it := findByID(t, k.humanRequestItems(t, erin, "/api/v1/me/contacts/requests/sent"), fromErin); it["status"] != "cancelled" {
 		t.Errorf("erin's request = %v", it)
 	}
 	// The other sides heard of it.
-	ctSameJSON(t, "carol's contact_removed", cl.await(t, "user_contacts:"+carol.id, "contact_removed", ctWithID(carolsRecord)), ctRemoved(carolsRecord, helper))
-	ctSameJSON(t, "scout's contact_removed", sl.await(t, "agent_contacts:"+scout.id, "contact_removed", ctWithID(scoutsRecord)), ctRemoved(scoutsRecord, helper))
-	ctSameJSON(t, "dave's contact_request_updated", dl.await(t, "user_contacts:"+dave.id, "contact_request_updated", ctWithID(toDave)),
+	sameJSON(t, "carol's contact_removed", cl.await(t, "user_contacts:"+carol.id, "contact_removed", withID(carolsRecord)), removedPayload(carolsRecord, helper))
+	sameJSON(t, "scout's contact_removed", sl.await(t, "agent_contacts:"+scout.id, "contact_removed", withID(scoutsRecord)), removedPayload(scoutsRecord, helper))
+	sameJSON(t, "dave's contact_request_updated", dl.await(t, "user_contacts:"+dave.id, "contact_request_updated", withID(toDave)),
 		map[string]any{"id": toDave, "status": "cancelled"})
-	ctSameJSON(t, "erin's contact_request_updated", el.await(t, "user_contacts:"+erin.id, "contact_request_updated", ctWithID(fromErin)),
+	sameJSON(t, "erin's contact_request_updated", el.await(t, "user_contacts:"+erin.id, "contact_request_updated", withID(fromErin)),
 		map[string]any{"id": fromErin, "status": "cancelled"})
 
 	// The freed handle names a new agent, a stranger to all of them.
@@ -1494,27 +1476,27 @@ func TestContactsAgentDeletion(t *testing.T) {
 	k.request(t, carol, fresh)
 }
 
-// ctModelReq is a request as the model knows it.
-type ctModelReq struct {
+// modelRequest is a request as the model knows it.
+type modelRequest struct {
 	id       string
 	from, to int
 	status   string
 }
 
-// ctModel is what the API should show: the requests and the contacts.
-type ctModel struct {
-	reqs    []*ctModelReq
+// contactsModel is what the API should show: the requests and the contacts.
+type contactsModel struct {
+	reqs    []*modelRequest
 	contact map[[2]int]bool
 }
 
-func ctPair(a, b int) [2]int {
+func pairOf(a, b int) [2]int {
 	if a > b {
 		a, b = b, a
 	}
 	return [2]int{a, b}
 }
 
-func (m *ctModel) pending(from, to int) *ctModelReq {
+func (m *contactsModel) pending(from, to int) *modelRequest {
 	for _, r := range m.reqs {
 		if r.from == from && r.to == to && r.status == "pending" {
 			return r
@@ -1531,182 +1513,241 @@ func TestContactsStateModel(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel() // each seed has its own server
-			ctRunModel(t, seed, 90)
+			runContactsModel(t, seed, 90)
 		})
 	}
 }
 
-func ctRunModel(t *testing.T, seed int64, steps int) {
-	k := newCtKit(t)
+// modelRun is one random walk of TestContactsStateModel: the parties, the
+// model of what the API should show, and the statuses the walk has seen.
+type modelRun struct {
+	t    *testing.T
+	k    *contactsWorld
+	ps   []*contactsParty
+	m    *contactsModel
+	rng  *rand.Rand
+	seen map[int]int
+}
+
+var modelRefusalCodes = map[int]string{403: "forbidden", 404: "not_found", 409: "conflict"}
+
+func runContactsModel(t *testing.T, seed int64, steps int) {
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice", "Acme"), k.human("bob", "Bobco")
-	ps := []*ctParty{alice, k.bot(alice, "Axel"), bob, k.bot(bob, "Byron")}
-	m := &ctModel{contact: map[[2]int]bool{}}
-	rng := rand.New(rand.NewSource(seed))
-	codes := map[int]string{403: "forbidden", 404: "not_found", 409: "conflict"}
-	seen := map[int]int{}
-
-	check := func(step int, what string) {
-		t.Helper()
-		for i, p := range ps {
-			var want []string
-			for j, q := range ps {
-				if i != j && m.contact[ctPair(i, j)] {
-					want = append(want, q.handle)
-				}
-			}
-			var got []string
-			if c := k.contacts(t, p); c != "" {
-				got = strings.Split(c, ",")
-			}
-			sort.Strings(got)
-			if strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Fatalf("step %d (%s): %s's contacts = %v, want %v", step, what, p.handle, got, want)
-			}
-			var wantRec, wantSent []string
-			for x := len(m.reqs) - 1; x >= 0; x-- {
-				r := m.reqs[x]
-				line := fmt.Sprintf("%s %s>%s %s", k.label(r.id), ps[r.from].handle, ps[r.to].handle, r.status)
-				if r.to == i && r.status == "pending" {
-					wantRec = append(wantRec, line)
-				}
-				if r.from == i {
-					wantSent = append(wantSent, line)
-				}
-			}
-			rec, sent := k.requests(t, p)
-			if rec != strings.Join(wantRec, ",") {
-				t.Fatalf("step %d (%s): %s received\n  %s\nwant\n  %s", step, what, p.handle, rec, strings.Join(wantRec, ","))
-			}
-			if sent != strings.Join(wantSent, ",") {
-				t.Fatalf("step %d (%s): %s sent\n  %s\nwant\n  %s", step, what, p.handle, sent, strings.Join(wantSent, ","))
-			}
-		}
-	}
-	// expectCall sends a call the model expects to succeed with 200/201 or
-	// be refused with status (and change nothing).
-	expectCall := func(p *ctParty, method, path string, body any, status int) *response {
-		t.Helper()
-		seen[status]++
-		if status >= 400 {
-			k.ts.refused(t, method, path, p.cred(), body, status, codes[status], "")
-			return nil
-		}
-		r := k.ts.do(t, method, path, p.cred(), body)
-		expect(t, r, status, "")
-		return r
-	}
-
+	w := &modelRun{t: t, k: k, ps: []*contactsParty{alice, k.bot(alice, "Axel"), bob, k.bot(bob, "Byron")},
+		m: &contactsModel{contact: map[[2]int]bool{}}, rng: rand.New(rand.NewSource(seed)), seen: map[int]int{}}
 	for step := 1; step <= steps; step++ {
-		a, b := rng.Intn(len(ps)), rng.Intn(len(ps))
+		a, b := w.rng.Intn(len(w.ps)), w.rng.Intn(len(w.ps))
 		var what string
-		switch op := rng.Intn(12); {
-		case op < 5: // a asks b
-			what = ps[a].handle + " adds " + ps[b].handle
-			t.Logf("step %d: %s", step, what)
-			path, body := ctAddCall(ps[a], map[string]any{"handle": ps[b].handle})
-			if a == b || m.contact[ctPair(a, b)] || m.pending(a, b) != nil {
-				expectCall(ps[a], "POST", path, body, 409)
-				break
-			}
-			d := expectCall(ps[a], "POST", path, body, 201).data(t)
-			if inv := m.pending(b, a); inv != nil {
-				if d["id"] != inv.id || d["status"] != "approved" {
-					t.Fatalf("step %d (%s): %v, want %s approved", step, what, d, k.label(inv.id))
-				}
-				inv.status = "approved"
-				m.contact[ctPair(a, b)] = true
-				break
-			}
-			if d["status"] != "pending" {
-				t.Fatalf("step %d (%s): %v, want pending", step, what, d)
-			}
-			id := d["id"].(string)
-			k.label(id)
-			m.reqs = append(m.reqs, &ctModelReq{id: id, from: a, to: b, status: "pending"})
-		case op < 9: // someone answers a request by id
-			if len(m.reqs) == 0 {
+		switch op := w.rng.Intn(12); {
+		case op < 5:
+			what = w.add(step, a, b)
+		case op < 9:
+			if len(w.m.reqs) == 0 {
 				continue
 			}
-			r := m.reqs[rng.Intn(len(m.reqs))]
-			if rng.Intn(3) > 0 { // mostly one of its parties
-				a = []int{r.from, r.to}[rng.Intn(2)]
-			}
-			action := []string{"approve", "reject", "cancel"}[rng.Intn(3)]
-			what = fmt.Sprintf("%s %ss %s", ps[a].handle, action, k.label(r.id))
-			t.Logf("step %d: %s", step, what)
-			method, path, body := ctRespondCall(ps[a], action, r.id)
-			status := 200
-			switch {
-			case a != r.from && a != r.to:
-				status = 404
-			case action == "cancel" && a != r.from, action != "cancel" && a != r.to:
-				status = 403
-			case r.status != "pending":
-				status = 409
-			}
-			if res := expectCall(ps[a], method, path, body, status); res != nil {
-				ctSameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": ctStatusOf[action]})
-				r.status = ctStatusOf[action]
-				if action == "approve" {
-					m.contact[ctPair(r.from, r.to)] = true
-				}
-			}
-		case op < 10: // an agent answers by handle
-			if !ps[a].agent {
-				a++ // the person's agent
-			}
-			action := []string{"approve", "reject", "cancel"}[rng.Intn(3)]
-			what = fmt.Sprintf("%s %ss by handle %s", ps[a].handle, action, ps[b].handle)
-			t.Logf("step %d: %s", step, what)
-			r := m.pending(b, a)
-			if action == "cancel" {
-				r = m.pending(a, b)
-			}
-			body := map[string]any{"action": action, "handle": ps[b].handle}
-			if r == nil {
-				expectCall(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 404)
-				break
-			}
-			res := expectCall(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 200)
-			ctSameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": ctStatusOf[action]})
-			r.status = ctStatusOf[action]
-			if action == "approve" {
-				m.contact[ctPair(a, b)] = true
-			}
-		default: // a removes b
-			var body map[string]any
-			switch rng.Intn(3) {
-			case 0:
-				body = map[string]any{"handle": "@" + ps[b].handle}
-			case 1:
-				body = map[string]any{"contact_id": ps[b].id}
-			default:
-				rec := k.recordOf(t, ps[a], ps[b])
-				if rec == "" {
-					rec = k.recordOf(t, ps[b], ps[a]) // b's record of a, if any: not a's to name
-				}
-				if rec == "" {
-					rec = nilID
-				}
-				body = map[string]any{"contact_id": rec}
-			}
-			what = fmt.Sprintf("%s removes %s by %v", ps[a].handle, ps[b].handle, body)
-			t.Logf("step %d: %s", step, what)
-			if a == b || !m.contact[ctPair(a, b)] {
-				expectCall(ps[a], "POST", ctRemovePath(ps[a]), body, 404)
-				break
-			}
-			expectCall(ps[a], "POST", ctRemovePath(ps[a]), body, 200)
-			delete(m.contact, ctPair(a, b))
+			what = w.respondByID(step, a)
+		case op < 10:
+			what = w.respondByHandle(step, a, b)
+		default:
+			what = w.remove(step, a, b)
 		}
-		check(step, what)
+		w.check(step, what)
 	}
-	t.Logf("statuses seen: %v", seen)
+	t.Logf("statuses seen: %v", w.seen)
 	for _, s := range []int{200, 201, 403, 404, 409} {
-		if seen[s] == 0 {
+		if w.seen[s] == 0 {
 			t.Errorf("the walk never saw a %d; lengthen it", s)
 		}
 	}
+}
+
+// check compares every party's contacts and requests with the model.
+func (w *modelRun) check(step int, what string) {
+	t, k, m := w.t, w.k, w.m
+	t.Helper()
+	for i, p := range w.ps {
+		var want []string
+		for j, q := range w.ps {
+			if i != j && m.contact[pairOf(i, j)] {
+				want = append(want, q.handle)
+			}
+		}
+		var got []string
+		if c := k.contacts(t, p); c != "" {
+			got = strings.Split(c, ",")
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("step %d (%s): %s's contacts = %v, want %v", step, what, p.handle, got, want)
+		}
+		var wantRec, wantSent []string
+		for x := len(m.reqs) - 1; x >= 0; x-- {
+			r := m.reqs[x]
+			line := fmt.Sprintf("%s %s>%s %s", k.label(r.id), w.ps[r.from].handle, w.ps[r.to].handle, r.status)
+			if r.to == i && r.status == "pending" {
+				wantRec = append(wantRec, line)
+			}
+			if r.from == i {
+				wantSent = append(wantSent, line)
+			}
+		}
+		rec, sent := k.requests(t, p)
+		if rec != strings.Join(wantRec, ",") {
+			t.Fatalf("step %d (%s): %s received\n  %s\nwant\n  %s", step, what, p.handle, rec, strings.Join(wantRec, ","))
+		}
+		if sent != strings.Join(wantSent, ",") {
+			t.Fatalf("step %d (%s): %s sent\n  %s\nwant\n  %s", step, what, p.handle, sent, strings.Join(wantSent, ","))
+		}
+	}
+}
+
+// call sends a call the model expects to succeed with 200/201 or be
+// refused with status (and change nothing).
+func (w *modelRun) call(p *contactsParty, method, path string, body any, status int) *response {
+	t := w.t
+	t.Helper()
+	w.seen[status]++
+	if status >= 400 {
+		w.k.ts.refused(t, method, path, p.cred(), body, status, modelRefusalCodes[status], "")
+		return nil
+	}
+	r := w.k.ts.do(t, method, path, p.cred(), body)
+	expect(t, r, status, "")
+	return r
+}
+
+// add: a asks b.
+func (w *modelRun) add(step, a, b int) string {
+	t, m, ps := w.t, w.m, w.ps
+	what := ps[a].handle + " adds " + ps[b].handle
+	t.Logf("step %d: %s", step, what)
+	path, body := addContactCall(ps[a], map[string]any{"handle": ps[b].handle})
+	if a == b || m.contact[pairOf(a, b)] || m.pending(a, b) != nil {
+		w.call(ps[a], "POST", path, body, 409)
+		return what
+	}
+	d := w.call(ps[a], "POST", path, body, 201).data(t)
+	if inv := m.pending(b, a); inv != nil {
+		if d["id"] != inv.id || d["status"] != "approved" {
+			t.Fatalf("step %d (%s): %v, want %s approved", step, what, d, w.k.label(inv.id))
+		}
+		inv.status = "approved"
+		m.contact[pairOf(a, b)] = true
+		return what
+	}
+	if d["status"] != "pending" {
+		t.Fatalf("step %d (%s): %v, want pending", step, what, d)
+	}
+	id := d["id"].(string)
+	w.k.label(id)
+	m.reqs = append(m.reqs, &modelRequest{id: id, from: a, to: b, status: "pending"})
+	return what
+}
+
+// respondByID: someone (mostly one of its parties) answers a request by id.
+func (w *modelRun) respondByID(step, a int) string {
+	t, m, ps := w.t, w.m, w.ps
+	r := m.reqs[w.rng.Intn(len(m.reqs))]
+	if w.rng.Intn(3) > 0 {
+		a = []int{r.from, r.to}[w.rng.Intn(2)]
+	}
+	action := []string{"approve", "reject", "cancel"}[w.rng.Intn(3)]
+	what := fmt.Sprintf("%s %ss %s", ps[a].handle, action, w.k.label(r.id))
+	t.Logf("step %d: %s", step, what)
+	method, path, body := respondCall(ps[a], action, r.id)
+	status := 200
+	switch {
+	case a != r.from && a != r.to:
+		status = 404
+	case action == "cancel" && a != r.from, action != "cancel" && a != r.to:
+		status = 403
+	case r.status != "pending":
+		status = 409
+	}
+	if res := w.call(ps[a], method, path, body, status); res != nil {
+		sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
+		r.status = statusAfter[action]
+		if action == "approve" {
+			m.contact[pairOf(r.from, r.to)] = true
+		}
+	}
+	return what
+}
+
+// respondByHandle: an agent (a, or a person's agent) answers b by handle.
+func (w *modelRun) respondByHandle(step, a, b int) string {
+	t, m, ps := w.t, w.m, w.ps
+	if !ps[a].agent {
+		a++ // the person's agent
+	}
+	action := []string{"approve", "reject", "cancel"}[w.rng.Intn(3)]
+	what := fmt.Sprintf("%s %ss by handle %s", ps[a].handle, action, ps[b].handle)
+	t.Logf("step %d: %s", step, what)
+	r := m.pending(b, a)
+	if action == "cancel" {
+		r = m.pending(a, b)
+	}
+	body := map[string]any{"action": action, "handle": ps[b].handle}
+	if r == nil {
+		w.call(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 404)
+		return what
+	}
+	res := w.call(ps[a], "POST", "/api/v1/agent/contacts/requests/respond", body, 200)
+	sameJSON(t, what, res.data(t), map[string]any{"id": r.id, "status": statusAfter[action]})
+	r.status = statusAfter[action]
+	if action == "approve" {
+		m.contact[pairOf(a, b)] = true
+	}
+	return what
+}
+
+// remove: a removes b, by handle, by b's id or by a record id.
+func (w *modelRun) remove(step, a, b int) string {
+	t, k, ps := w.t, w.k, w.ps
+	var body map[string]any
+	switch w.rng.Intn(3) {
+	case 0:
+		body = map[string]any{"handle": "@" + ps[b].handle}
+	case 1:
+		body = map[string]any{"contact_id": ps[b].id}
+	default:
+		rec := k.recordOf(t, ps[a], ps[b])
+		if rec == "" {
+			rec = k.recordOf(t, ps[b], ps[a]) // b's record of a, if any: not a's to name
+		}
+		if rec == "" {
+			rec = nilID
+		}
+		body = map[string]any{"contact_id": rec}
+	}
+	what := fmt.Sprintf("%s removes %s by %v", ps[a].handle, ps[b].handle, body)
+	t.Logf("step %d: %s", step, what)
+	if a == b || !w.m.contact[pairOf(a, b)] {
+		w.call(ps[a], "POST", removeContactPath(ps[a]), body, 404)
+		return what
+	}
+	w.call(ps[a], "POST", removeContactPath(ps[a]), body, 200)
+	delete(w.m.contact, pairOf(a, b))
+	return what
+}
+
+// contactsStory is the cast of TestContactsRealtime, each party listening
+// on its contacts channel.
+type contactsStory struct {
+	k                          *contactsWorld
+	carol, helper, scout       *contactsParty
+	ht, ct, st                 string    // the topics of helper, carol and scout
+	hl, cl, sl                 *listener // and their listeners
+	helpersCarol, carolsHelper string    // their contact records, once they are contacts
+	helpersScout, scoutsHelper string
+}
+
+// updated checks that the listener hears contact_request_updated {id, status}.
+func (s *contactsStory) updated(t *testing.T, l *listener, topic, id, status string) {
+	t.Helper()
+	sameJSON(t, topic+" contact_request_updated", l.await(t, topic, "contact_request_updated", withID(id)),
+		map[string]any{"id": id, "status": status})
 }
 
 // TestContactsRealtime: the contacts channels of an agent and a person
@@ -1715,110 +1756,124 @@ func ctRunModel(t *testing.T, seed int64, steps int) {
 // contact_added to both sides (name always a string) and contact_removed
 // {id}, each side with its own record id.
 func TestContactsRealtime(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice := k.human("alice")
-	carol := k.human("carol", "Other Org")
-	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
-	ht, ct, st := "agent_contacts:"+helper.id, "user_contacts:"+carol.id, "agent_contacts:"+scout.id
-	hl := newListener(t, k.ts, helper.key, ht)
-	cl := newListener(t, k.ts, carol.key, ct)
-	sl := newListener(t, k.ts, scout.key, st)
-	updated := func(l *listener, topic, id, status string) {
-		t.Helper()
-		ctSameJSON(t, topic+" contact_request_updated", l.await(t, topic, "contact_request_updated", ctWithID(id)),
-			map[string]any{"id": id, "status": status})
-	}
+	s := &contactsStory{k: k, carol: k.human("carol", "Other Org")}
+	s.helper, s.scout = k.bot(alice, "Helper"), k.bot(s.carol, "Scout")
+	s.ht, s.ct, s.st = "agent_contacts:"+s.helper.id, "user_contacts:"+s.carol.id, "agent_contacts:"+s.scout.id
+	s.hl = newListener(t, k.ts, s.helper.key, s.ht)
+	s.cl = newListener(t, k.ts, s.carol.key, s.ct)
+	s.sl = newListener(t, k.ts, s.scout.key, s.st)
 
-	// 1. helper asks carol: she hears of it as a ContactRequest.
-	id1 := k.request(t, helper, carol, "hello carol")
-	p := cl.await(t, ct, "contact_request_received", ctWithID(id1))
-	if err := k.ts.oas.ValidateSchema("ContactRequest", mustJSON(t, p)); err != nil {
+	t.Run("a person hears of a request as a ContactRequest, and both of its rejection", s.personHearsOfARequest)
+	t.Run("an agent hears of a request in its flat payload, and both of its approval", s.agentHearsOfARequest)
+	t.Run("two agents hear of their request and contact", s.agentsBecomeContacts)
+	t.Run("both hear of a cancelled request", s.requestIsCancelled)
+	t.Run("each side hears of its own record removed", s.contactsAreRemoved)
+	t.Run("each heard every event once", s.eachEventIsHeardOnce)
+}
+
+// personHearsOfARequest: helper asks carol; she hears of it as a
+// ContactRequest; she rejects it, and both sides hear {id, status}.
+func (s *contactsStory) personHearsOfARequest(t *testing.T) {
+	id := s.k.request(t, s.helper, s.carol, "hello carol")
+	p := s.cl.await(t, s.ct, "contact_request_received", withID(id))
+	if err := s.k.ts.oas.ValidateSchema("ContactRequest", mustJSON(t, p)); err != nil {
 		t.Errorf("contact_request_received for a person is not a ContactRequest: %v", err)
 	}
-	ctCheckRequestView(t, p, id1, helper, carol, "hello carol", "pending", false)
+	checkRequestView(t, p, id, s.helper, s.carol, "hello carol", "pending", false)
+	s.k.respond(t, s.carol, "reject", id)
+	s.updated(t, s.hl, s.ht, id, "rejected")
+	s.updated(t, s.cl, s.ct, id, "rejected")
+}
 
-	// 2. carol rejects it: both sides hear {id, status}.
-	k.respond(t, carol, "reject", id1)
-	updated(hl, ht, id1, "rejected")
-	updated(cl, ct, id1, "rejected")
-
-	// 3. carol asks helper, with no message: the agent's flat payload.
-	id2 := k.request(t, carol, helper)
-	p = hl.await(t, ht, "contact_request_received", ctWithID(id2))
-	ctSameJSON(t, "agent contact_request_received keys", ctKeys(p), "from_handle,from_name,id,inserted_at,status")
+// agentHearsOfARequest: carol asks helper, with no message (the agent's
+// flat payload); helper approves by handle: the update, then
+// contact_added, to both.
+func (s *contactsStory) agentHearsOfARequest(t *testing.T) {
+	id := s.k.request(t, s.carol, s.helper)
+	p := s.hl.await(t, s.ht, "contact_request_received", withID(id))
+	sameJSON(t, "agent contact_request_received keys", strings.Join(keysOf(p), ","), "from_handle,from_name,id,inserted_at,status")
 	if p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" || p["status"] != "pending" || p["inserted_at"] == "" {
 		t.Errorf("agent contact_request_received = %v", p)
 	}
-
-	// 4. helper approves by handle: the update, then contact_added, to both.
-	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", helper.cred(), map[string]any{"action": "approve", "handle": "carol"}), 200, "")
-	updated(hl, ht, id2, "approved")
-	updated(cl, ct, id2, "approved")
-	helpersCarol, carolsHelper := k.recordOf(t, helper, carol), k.recordOf(t, carol, helper)
-	p = hl.await(t, ht, "contact_added", ctWithID(helpersCarol))
-	ctSameJSON(t, "agent's contact_added (person) keys", ctKeys(p), "handle,id,inserted_at,name,type")
+	expect(t, s.k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", s.helper.cred(), map[string]any{"action": "approve", "handle": "carol"}), 200, "")
+	s.updated(t, s.hl, s.ht, id, "approved")
+	s.updated(t, s.cl, s.ct, id, "approved")
+	s.helpersCarol, s.carolsHelper = s.k.recordOf(t, s.helper, s.carol), s.k.recordOf(t, s.carol, s.helper)
+	p = s.hl.await(t, s.ht, "contact_added", withID(s.helpersCarol))
+	sameJSON(t, "agent's contact_added (person) keys", strings.Join(keysOf(p), ","), "handle,id,inserted_at,name,type")
 	if p["handle"] != "carol" || p["name"] != "Carol Tester" || p["type"] != "User" {
 		t.Errorf("helper's contact_added = %v", p)
 	}
-	p = cl.await(t, ct, "contact_added", ctWithID(carolsHelper))
-	ctSameJSON(t, "person's contact_added (agent) keys", ctKeys(p), "handle,id,inserted_at,listed_in_directory,name,tags,type")
+	p = s.cl.await(t, s.ct, "contact_added", withID(s.carolsHelper))
+	sameJSON(t, "person's contact_added (agent) keys", strings.Join(keysOf(p), ","), "handle,id,inserted_at,listed_in_directory,name,tags,type")
 	if p["handle"] != "alice/helper" || p["name"] != "Helper" || p["type"] != "Agent" {
 		t.Errorf("carol's contact_added = %v", p)
 	}
+}
 
-	// 5. scout asks helper with a message; helper approves by id.
-	id3 := k.request(t, scout, helper, "hi from scout")
-	p = hl.await(t, ht, "contact_request_received", ctWithID(id3))
-	ctSameJSON(t, "agent contact_request_received keys", ctKeys(p), "from_handle,from_name,id,inserted_at,message,status")
+// agentsBecomeContacts: scout asks helper with a message; helper approves
+// by id.
+func (s *contactsStory) agentsBecomeContacts(t *testing.T) {
+	id := s.k.request(t, s.scout, s.helper, "hi from scout")
+	p := s.hl.await(t, s.ht, "contact_request_received", withID(id))
+	sameJSON(t, "agent contact_request_received keys", strings.Join(keysOf(p), ","), "from_handle,from_name,id,inserted_at,message,status")
 	if p["from_handle"] != "carol/scout" || p["from_name"] != "Scout" || p["message"] != "hi from scout" {
 		t.Errorf("agent contact_request_received = %v", p)
 	}
-	k.respond(t, helper, "approve", id3)
-	updated(hl, ht, id3, "approved")
-	updated(sl, st, id3, "approved")
-	helpersScout, scoutsHelper := k.recordOf(t, helper, scout), k.recordOf(t, scout, helper)
+	s.k.respond(t, s.helper, "approve", id)
+	s.updated(t, s.hl, s.ht, id, "approved")
+	s.updated(t, s.sl, s.st, id, "approved")
+	s.helpersScout, s.scoutsHelper = s.k.recordOf(t, s.helper, s.scout), s.k.recordOf(t, s.scout, s.helper)
 	for _, tc := range []struct {
 		l             *listener
 		topic, record string
-		other         *ctParty
-	}{{hl, ht, helpersScout, scout}, {sl, st, scoutsHelper, helper}} {
-		p = tc.l.await(t, tc.topic, "contact_added", ctWithID(tc.record))
-		ctSameJSON(t, "agent's contact_added (agent) keys", ctKeys(p), "description,handle,id,inserted_at,is_external,listed_in_directory,name,tags,type")
+		other         *contactsParty
+	}{{s.hl, s.ht, s.helpersScout, s.scout}, {s.sl, s.st, s.scoutsHelper, s.helper}} {
+		p = tc.l.await(t, tc.topic, "contact_added", withID(tc.record))
+		sameJSON(t, "agent's contact_added (agent) keys", strings.Join(keysOf(p), ","), "description,handle,id,inserted_at,is_external,listed_in_directory,name,tags,type")
 		if p["handle"] != tc.other.handle || p["name"] != tc.other.name || p["type"] != "Agent" || p["description"] != tc.other.name+" does things" {
 			t.Errorf("%s contact_added = %v", tc.topic, p)
 		}
 	}
+}
 
-	// 6. carol asks scout and cancels: both hear it.
-	id4 := k.request(t, carol, scout)
-	if p = sl.await(t, st, "contact_request_received", ctWithID(id4)); p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" {
+// requestIsCancelled: carol asks scout and cancels: both hear it.
+func (s *contactsStory) requestIsCancelled(t *testing.T) {
+	id := s.k.request(t, s.carol, s.scout)
+	if p := s.sl.await(t, s.st, "contact_request_received", withID(id)); p["from_handle"] != "carol" || p["from_name"] != "Carol Tester" {
 		t.Errorf("scout's contact_request_received = %v", p)
 	}
-	k.respond(t, carol, "cancel", id4)
-	updated(cl, ct, id4, "cancelled")
-	updated(sl, st, id4, "cancelled")
+	s.k.respond(t, s.carol, "cancel", id)
+	s.updated(t, s.cl, s.ct, id, "cancelled")
+	s.updated(t, s.sl, s.st, id, "cancelled")
+}
 
-	// 7. carol removes helper; 8. helper removes scout: each side hears of
-	// its own record.
-	expect(t, k.ts.do(t, "POST", "/api/v1/me/contacts/remove", carol.cred(), map[string]any{"handle": "alice/helper"}), 200, "")
-	ctSameJSON(t, "carol's contact_removed", cl.await(t, ct, "contact_removed", ctWithID(carolsHelper)), ctRemoved(carolsHelper, helper))
-	ctSameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersCarol)), ctRemoved(helpersCarol, carol))
-	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", helper.cred(), map[string]any{"contact_id": helpersScout}), 200, "")
-	ctSameJSON(t, "helper's contact_removed", hl.await(t, ht, "contact_removed", ctWithID(helpersScout)), ctRemoved(helpersScout, scout))
-	ctSameJSON(t, "scout's contact_removed", sl.await(t, st, "contact_removed", ctWithID(scoutsHelper)), ctRemoved(scoutsHelper, helper))
+// contactsAreRemoved: carol removes helper; helper removes scout: each side
+// hears of its own record.
+func (s *contactsStory) contactsAreRemoved(t *testing.T) {
+	expect(t, s.k.ts.do(t, "POST", "/api/v1/me/contacts/remove", s.carol.cred(), map[string]any{"handle": "alice/helper"}), 200, "")
+	sameJSON(t, "carol's contact_removed", s.cl.await(t, s.ct, "contact_removed", withID(s.carolsHelper)), removedPayload(s.carolsHelper, s.helper))
+	sameJSON(t, "helper's contact_removed", s.hl.await(t, s.ht, "contact_removed", withID(s.helpersCarol)), removedPayload(s.helpersCarol, s.carol))
+	expect(t, s.k.ts.do(t, "POST", "/api/v1/agent/contacts/remove", s.helper.cred(), map[string]any{"contact_id": s.helpersScout}), 200, "")
+	sameJSON(t, "helper's contact_removed", s.hl.await(t, s.ht, "contact_removed", withID(s.helpersScout)), removedPayload(s.helpersScout, s.scout))
+	sameJSON(t, "scout's contact_removed", s.sl.await(t, s.st, "contact_removed", withID(s.scoutsHelper)), removedPayload(s.scoutsHelper, s.helper))
+}
 
-	// 9. A last request to carol: once it is there, so is all before it.
-	id5 := k.request(t, helper, carol)
-	cl.await(t, ct, "contact_request_received", ctWithID(id5))
-
+// eachEventIsHeardOnce: after a last request to carol (once it is there,
+// so is all before it), each listener counts what it heard.
+func (s *contactsStory) eachEventIsHeardOnce(t *testing.T) {
+	id := s.k.request(t, s.helper, s.carol)
+	s.cl.await(t, s.ct, "contact_request_received", withID(id))
 	for _, tc := range []struct {
 		l                                *listener
 		topic                            string
 		received, updated, added, remove int
 	}{
-		{hl, ht, 2, 3, 2, 2},
-		{cl, ct, 2, 3, 1, 1},
-		{sl, st, 1, 2, 1, 1},
+		{s.hl, s.ht, 2, 3, 2, 2},
+		{s.cl, s.ct, 2, 3, 1, 1},
+		{s.sl, s.st, 1, 2, 1, 1},
 	} {
 		got := [4]int{tc.l.count(tc.topic, "contact_request_received"), tc.l.count(tc.topic, "contact_request_updated"),
 			tc.l.count(tc.topic, "contact_added"), tc.l.count(tc.topic, "contact_removed")}
@@ -1831,7 +1886,7 @@ func TestContactsRealtime(t *testing.T) {
 // TestContactsSocketJoins: one joins only one's own contacts channel, of
 // one's own kind.
 func TestContactsSocketJoins(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	alice, bob := k.human("alice"), k.human("bob")
 	helper, other := k.bot(alice, "Helper"), k.bot(bob, "Other")
 	dial := func(key string) *rawSocket {

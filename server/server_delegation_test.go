@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"regexp"
@@ -17,9 +16,9 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// dgKit: alice owns helper and scout; bob owns rover. Requests are logged
+// delegationWorld: alice owns helper and scout; bob owns rover. Requests are logged
 // into log, so tests can check that delegated calls are attributed.
-type dgKit struct {
+type delegationWorld struct {
 	ts                  *testServer
 	log                 *syncBuffer
 	alice, bob          *store.User
@@ -47,8 +46,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newDgKit(t *testing.T) *dgKit {
-	k := &dgKit{log: &syncBuffer{}}
+func newDelegationWorld(t *testing.T) *delegationWorld {
+	k := &delegationWorld{log: &syncBuffer{}}
 	k.ts = newTestServerWith(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(k.log, nil)) })
 	k.alice, k.aliceKey = k.ts.user("alice")
 	k.bob, k.bobKey = k.ts.user("bob", "Bobco")
@@ -64,7 +63,7 @@ const exchangePath = "/api/v1/agent/delegation/token"
 
 // grant has alice delegate scopes to her helper and returns the delegation
 // id and its grant.
-func (k *dgKit) grant(t *testing.T, scopes ...string) (id, grant string) {
+func (k *delegationWorld) grant(t *testing.T, scopes ...string) (id, grant string) {
 	t.Helper()
 	r := k.ts.do(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey), map[string]any{"delegation": map[string]any{"scopes": scopes}})
 	expect(t, r, 201, "")
@@ -81,7 +80,7 @@ func exchangeBody(grant string, scope ...string) map[string]any {
 }
 
 // exchange redeems a grant with the helper's key and returns the token.
-func (k *dgKit) exchange(t *testing.T, grant string, scope ...string) string {
+func (k *delegationWorld) exchange(t *testing.T, grant string, scope ...string) string {
 	t.Helper()
 	r := k.ts.do(t, "POST", exchangePath, apiKey(k.helperKey), exchangeBody(grant, scope...))
 	expect(t, r, 200, "")
@@ -89,7 +88,7 @@ func (k *dgKit) exchange(t *testing.T, grant string, scope ...string) string {
 }
 
 // delegation returns alice's delegation id to the helper as she lists it.
-func (k *dgKit) delegation(t *testing.T, id string) map[string]any {
+func (k *delegationWorld) delegation(t *testing.T, id string) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "GET", delegationsPath(k.helper.ID), apiKey(k.aliceKey), nil)
 	expect(t, r, 200, "")
@@ -103,7 +102,7 @@ func (k *dgKit) delegation(t *testing.T, id string) map[string]any {
 }
 
 // sign makes a delegated token with the server's delegation key.
-func (k *dgKit) sign(t *testing.T, claims delegatedClaims) string {
+func (k *delegationWorld) sign(t *testing.T, claims delegatedClaims) string {
 	t.Helper()
 	secret, err := k.ts.db.ServerSecret(context.Background())
 	if err != nil {
@@ -117,7 +116,7 @@ func (k *dgKit) sign(t *testing.T, claims delegatedClaims) string {
 }
 
 func TestDelegationLifecycle(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	before := time.Now()
 	r := k.ts.do(t, "POST", delegationsPath(k.helper.ID), apiKey(k.aliceKey),
 		map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read", "chats:write"}, "token_ttl_seconds": 600}})
@@ -197,7 +196,7 @@ func TestDelegationLifecycle(t *testing.T) {
 }
 
 func TestDelegationListing(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	first, _ := k.grant(t, "profile:read")
 	second, _ := k.grant(t, "chats:read")
 	r := k.ts.do(t, "GET", delegationsPath(k.helper.ID), apiKey(k.aliceKey), nil)
@@ -211,46 +210,37 @@ func TestDelegationListing(t *testing.T) {
 	if len(r.list(t)) != 0 {
 		t.Errorf("scout's delegations = %s, want none", r.body)
 	}
-	for _, tc := range []struct {
-		name, path, key string
-		status          int
-		code            string
-	}{
-		{"someone else's agent", delegationsPath(k.rover.ID), k.aliceKey, 404, "not_found"},
-		{"an agent that does not exist", delegationsPath(nilID), k.aliceKey, 404, "not_found"},
-		{"not an id", delegationsPath("helper"), k.aliceKey, 404, "not_found"},
-		{"the agent itself", delegationsPath(k.helper.ID), k.helperKey, 403, "forbidden"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { k.ts.refused(t, "GET", tc.path, apiKey(tc.key), nil, tc.status, tc.code, "") })
+	listing := func(name, path, key string, status int, code string) scenario {
+		return refusalCase(name, apiKey(key), "GET", path, nil, status, code)
 	}
+	k.ts.run(t, []scenario{
+		listing("someone else's agent", delegationsPath(k.rover.ID), k.aliceKey, 404, "not_found"),
+		listing("an agent that does not exist", delegationsPath(nilID), k.aliceKey, 404, "not_found"),
+		listing("not an id", delegationsPath("helper"), k.aliceKey, 404, "not_found"),
+		listing("the agent itself", delegationsPath(k.helper.ID), k.helperKey, 403, "forbidden"),
+	})
 }
 
 func TestDelegationCreateRefusals(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	body := func(d map[string]any) map[string]any { return map[string]any{"delegation": d} }
-	for _, tc := range []struct {
-		name, agent   string
-		body          any
-		status        int
-		code, pointer string
-	}{
-		{"no body", k.helper.ID, nil, 422, "validation_error", "/delegation"},
-		{"no scopes", k.helper.ID, body(map[string]any{}), 422, "validation_error", "/delegation/scopes"},
-		{"empty scopes", k.helper.ID, body(map[string]any{"scopes": []string{}}), 422, "validation_error", "/delegation/scopes"},
-		{"unknown scope", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "admin"}}), 422, "validation_error", "/delegation/scopes/1"},
-		{"scope twice", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "chats:read"}}), 422, "validation_error", "/delegation/scopes/1"},
-		{"zero grant ttl", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 0}), 422, "validation_error", "/delegation/grant_ttl_seconds"},
-		{"grant ttl too short", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 5}), 422, "validation_error", "/delegation/grant_ttl_seconds"},
-		{"token ttl over a day", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": 86401}), 422, "validation_error", "/delegation/token_ttl_seconds"},
-		{"ttl not a number", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": "1h"}), 422, "", ""},
-		{"unknown field", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "forever": true}), 400, "unknown_field", ""},
-		{"someone else's agent", k.rover.ID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found", ""},
-		{"an agent that does not exist", nilID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, "POST", delegationsPath(tc.agent), apiKey(k.aliceKey), tc.body, tc.status, tc.code, tc.pointer)
-		})
+	creating := func(name, agent string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(k.aliceKey), "POST", delegationsPath(agent), body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		creating("no body", k.helper.ID, nil, 422, "validation_error", "/delegation"),
+		creating("no scopes", k.helper.ID, body(map[string]any{}), 422, "validation_error", "/delegation/scopes"),
+		creating("empty scopes", k.helper.ID, body(map[string]any{"scopes": []string{}}), 422, "validation_error", "/delegation/scopes"),
+		creating("unknown scope", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "admin"}}), 422, "validation_error", "/delegation/scopes/1"),
+		creating("scope twice", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read", "chats:read"}}), 422, "validation_error", "/delegation/scopes/1"),
+		creating("zero grant ttl", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 0}), 422, "validation_error", "/delegation/grant_ttl_seconds"),
+		creating("grant ttl too short", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "grant_ttl_seconds": 5}), 422, "validation_error", "/delegation/grant_ttl_seconds"),
+		creating("token ttl over a day", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": 86401}), 422, "validation_error", "/delegation/token_ttl_seconds"),
+		creating("ttl not a number", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "token_ttl_seconds": "1h"}), 422, ""),
+		creating("unknown field", k.helper.ID, body(map[string]any{"scopes": []string{"chats:read"}, "forever": true}), 400, "unknown_field"),
+		creating("someone else's agent", k.rover.ID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found"),
+		creating("an agent that does not exist", nilID, body(map[string]any{"scopes": []string{"chats:read"}}), 404, "not_found"),
+	})
 
 	// A limit on live delegations per agent; revoked ones do not count.
 	var ids []string
@@ -264,21 +254,18 @@ func TestDelegationCreateRefusals(t *testing.T) {
 }
 
 func TestDelegationRevokeRefusals(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, _ := k.grant(t, "chats:read")
-	for _, tc := range []struct {
-		name, path, key string
-		status          int
-		code            string
-	}{
-		{"through another of her agents", delegationsPath(k.scout.ID) + "/" + id, k.aliceKey, 404, "not_found"},
-		{"by someone else", delegationsPath(k.helper.ID) + "/" + id, k.bobKey, 404, "not_found"},
-		{"unknown delegation", delegationsPath(k.helper.ID) + "/" + nilID, k.aliceKey, 404, "not_found"},
-		{"not an id", delegationsPath(k.helper.ID) + "/latest", k.aliceKey, 404, "not_found"},
-		{"by the agent", delegationsPath(k.helper.ID) + "/" + id, k.helperKey, 403, "forbidden"},
-	} {
-		t.Run(tc.name, func(t *testing.T) { k.ts.refused(t, "DELETE", tc.path, apiKey(tc.key), nil, tc.status, tc.code, "") })
+	revoking := func(name, path, key string, status int, code string) scenario {
+		return refusalCase(name, apiKey(key), "DELETE", path, nil, status, code)
 	}
+	k.ts.run(t, []scenario{
+		revoking("through another of her agents", delegationsPath(k.scout.ID)+"/"+id, k.aliceKey, 404, "not_found"),
+		revoking("by someone else", delegationsPath(k.helper.ID)+"/"+id, k.bobKey, 404, "not_found"),
+		revoking("unknown delegation", delegationsPath(k.helper.ID)+"/"+nilID, k.aliceKey, 404, "not_found"),
+		revoking("not an id", delegationsPath(k.helper.ID)+"/latest", k.aliceKey, 404, "not_found"),
+		revoking("by the agent", delegationsPath(k.helper.ID)+"/"+id, k.helperKey, 403, "forbidden"),
+	})
 	if got := k.delegation(t, id); got["status"] != "pending" {
 		t.Errorf("after the refusals: %v", got)
 	}
@@ -287,7 +274,7 @@ func TestDelegationRevokeRefusals(t *testing.T) {
 // Misusing a grant is refused, and (except where the refusal is the point)
 // leaves the grant spendable by the agent it was made for.
 func TestDelegationExchangeMisuse(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	forged := "band_g_" + strings.Repeat("a", 52)
 	for _, tc := range []struct {
 		name   string
@@ -318,7 +305,7 @@ func TestDelegationExchangeMisuse(t *testing.T) {
 		{"more scope than granted", nil, func(g string) (string, any) { return k.helperKey, exchangeBody(g, "chats:read", "contacts:write") }, 403, "forbidden"},
 		{"a scope that does not exist", nil, func(g string) (string, any) { return k.helperKey, exchangeBody(g, "root") }, 403, "forbidden"},
 		{"expired grant", func(t *testing.T, id, _ string) {
-			k.rawExec(t, `UPDATE delegations SET grant_expires_at = ? WHERE id = ?`, time.Now().Add(-time.Second).UnixMicro(), id)
+			k.ts.exec(t, `UPDATE delegations SET grant_expires_at = ? WHERE id = ?`, time.Now().Add(-time.Second).UnixMicro(), id)
 		}, func(g string) (string, any) { return k.helperKey, exchangeBody(g) }, 401, "unauthorized"},
 		{"revoked grant", func(t *testing.T, id, _ string) {
 			expect(t, k.ts.do(t, "DELETE", delegationsPath(k.helper.ID)+"/"+id, apiKey(k.aliceKey), nil), 200, "")
@@ -341,7 +328,7 @@ func TestDelegationExchangeMisuse(t *testing.T) {
 // A grant works once: presenting it again is taken as a leak, so the
 // delegation is revoked and the token already issued stops working.
 func TestDelegationGrantReuseRevokes(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, grant := k.grant(t, "chats:read")
 	tok := k.exchange(t, grant)
 	expect(t, k.ts.do(t, "GET", "/api/v1/me/chats", bearer(tok), nil), 200, "")
@@ -358,7 +345,7 @@ func TestDelegationGrantReuseRevokes(t *testing.T) {
 }
 
 func TestDelegatedTokenMisuse(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, grant := k.grant(t, "chats:read", "chats:write", "contacts:read")
 	tok := k.exchange(t, grant, "chats:read")
 	now := time.Now()
@@ -378,43 +365,37 @@ func TestDelegatedTokenMisuse(t *testing.T) {
 		return d["id"].(string), ""
 	}()
 
-	for _, tc := range []struct {
-		name, method, path, token string
-		body                      any
-		status                    int
-		code                      string
-	}{
-		{"a scope the token was not given", "POST", "/api/v1/me/chats", tok, map[string]any{"chat": map[string]any{}}, 403, "forbidden"},
-		{"a scope the delegation holds but the token left out", "GET", "/api/v1/me/contacts", tok, nil, 403, "forbidden"},
-		{"a part no scope covers", "GET", "/api/v1/me/memories", tok, nil, 403, "forbidden"},
-		{"the delegations themselves", "GET", delegationsPath(k.helper.ID), tok, nil, 403, "forbidden"},
-		{"a new delegation", "POST", delegationsPath(k.scout.ID), tok, map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}, 403, "forbidden"},
-		{"the Agent API", "GET", "/api/v1/agent/me", tok, nil, 403, "forbidden"},
-		{"expired", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) {
+	refused := func(name, method, path, token string, body any, status int, code string) scenario {
+		return refusalCase(name, bearer(token), method, path, body, status, code)
+	}
+	k.ts.run(t, []scenario{
+		refused("a scope the token was not given", "POST", "/api/v1/me/chats", tok, map[string]any{"chat": map[string]any{}}, 403, "forbidden"),
+		refused("a scope the delegation holds but the token left out", "GET", "/api/v1/me/contacts", tok, nil, 403, "forbidden"),
+		refused("a part no scope covers", "GET", "/api/v1/me/memories", tok, nil, 403, "forbidden"),
+		refused("the delegations themselves", "GET", delegationsPath(k.helper.ID), tok, nil, 403, "forbidden"),
+		refused("a new delegation", "POST", delegationsPath(k.scout.ID), tok, map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}, 403, "forbidden"),
+		refused("the Agent API", "GET", "/api/v1/agent/me", tok, nil, 403, "forbidden"),
+		refused("expired", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) {
 			c.IssuedAt, c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour)), jwt.NewNumericDate(now.Add(-30*time.Minute))
-		}), nil, 401, "unauthorized"},
-		{"no expiry", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ExpiresAt = nil }), nil, 401, "unauthorized"},
-		{"another audience", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Audience = jwt.ClaimStrings{"chatd:agent-api"} }), nil, 401, "unauthorized"},
-		{"another issuer", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Issuer = "elsewhere" }), nil, 401, "unauthorized"},
-		{"acting agent swapped", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = k.scout.ID }), nil, 401, "unauthorized"},
-		{"no acting agent", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = "" }), nil, 401, "unauthorized"},
-		{"someone else's delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = bobsID }), nil, 401, "unauthorized"},
-		{"another person as subject", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Subject = k.bob.ID }), nil, 401, "unauthorized"},
-		{"unknown delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = nilID }), nil, 401, "unauthorized"},
-		{"signed with another key", "GET", "/api/v1/me/chats", func() string {
+		}), nil, 401, "unauthorized"),
+		refused("no expiry", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ExpiresAt = nil }), nil, 401, "unauthorized"),
+		refused("another audience", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Audience = jwt.ClaimStrings{"chatd:agent-api"} }), nil, 401, "unauthorized"),
+		refused("another issuer", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Issuer = "elsewhere" }), nil, 401, "unauthorized"),
+		refused("acting agent swapped", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = k.scout.ID }), nil, 401, "unauthorized"),
+		refused("no acting agent", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Act.Sub = "" }), nil, 401, "unauthorized"),
+		refused("someone else's delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = bobsID }), nil, 401, "unauthorized"),
+		refused("another person as subject", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.Subject = k.bob.ID }), nil, 401, "unauthorized"),
+		refused("unknown delegation", "GET", "/api/v1/me/chats", with(func(c *delegatedClaims) { c.ID = nilID }), nil, 401, "unauthorized"),
+		refused("signed with another key", "GET", "/api/v1/me/chats", func() string {
 			s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, valid).SignedString([]byte("a key chatd never had, long enough"))
 			return s
-		}(), nil, 401, "unauthorized"},
-		{"tampered scope", "GET", "/api/v1/me/contacts", func() string {
+		}(), nil, 401, "unauthorized"),
+		refused("tampered scope", "GET", "/api/v1/me/contacts", func() string {
 			parts := strings.Split(tok, ".")
 			forged := strings.Split(with(func(c *delegatedClaims) { c.Scope = "chats:read contacts:read" }), ".")
 			return parts[0] + "." + forged[1] + "." + parts[2]
-		}(), nil, 401, "unauthorized"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, tc.method, tc.path, bearer(tc.token), tc.body, tc.status, tc.code, "")
-		})
-	}
+		}(), nil, 401, "unauthorized"),
+	})
 
 	t.Run("on the socket", func(t *testing.T) {
 		r := k.ts.upgrade(t, url.Values{"vsn": {"2.0.0"}, "token": {tok}}, nil)
@@ -424,7 +405,7 @@ func TestDelegatedTokenMisuse(t *testing.T) {
 
 // A delegation ends with its agent.
 func TestDelegationEndsWithTheAgent(t *testing.T) {
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	id, grant := k.grant(t, "chats:read")
 	tok := k.exchange(t, grant)
 	pending, pendingGrant := k.grant(t, "chats:read")
@@ -432,7 +413,7 @@ func TestDelegationEndsWithTheAgent(t *testing.T) {
 	k.ts.refused(t, "GET", "/api/v1/me/chats", bearer(tok), nil, 401, "unauthorized", "")
 	for _, d := range []string{id, pending} {
 		var revoked *int64
-		k.rawQuery(t, `SELECT revoked_at FROM delegations WHERE id = ?`, []any{d}, &revoked)
+		k.ts.queryRow(t, `SELECT revoked_at FROM delegations WHERE id = ?`, []any{d}, &revoked)
 		if revoked == nil {
 			t.Errorf("delegation %s outlived its agent", d)
 		}
@@ -443,27 +424,8 @@ func TestDelegationEndsWithTheAgent(t *testing.T) {
 	k.ts.refused(t, "POST", exchangePath, apiKey(newKey), exchangeBody(pendingGrant), 401, "unauthorized", "")
 }
 
-func (k *dgKit) rawQuery(t *testing.T, query string, args []any, dest ...any) {
-	t.Helper()
-	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
-		return tx.QueryRow(query, args...).Scan(dest...)
-	}); err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", query, err))
-	}
-}
-
-func (k *dgKit) rawExec(t *testing.T, query string, args ...any) {
-	t.Helper()
-	if err := k.ts.db.Write(context.Background(), func(tx *store.Tx) error {
-		_, err := tx.Exec(query, args...)
-		return err
-	}); err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", query, err))
-	}
-}
-
 // walkBodies are valid bodies for the Human API routes without an id that
-// take one (secBodies has those with an id), so that a route that could
+// take one (routeBodies has those with an id), so that a route that could
 // mint a credential is asked in a way it would.
 var walkBodies = map[string]any{
 	"POST /api/v1/me/keys":            map[string]any{"key": map[string]any{"name": "laptop"}},
@@ -474,7 +436,7 @@ func walkBody(route string) any {
 	if b, ok := walkBodies[route]; ok {
 		return b
 	}
-	return secBodies[route]
+	return routeBodies[route]
 }
 
 // secretInAnswer matches what a credential looks like in an answer.
@@ -486,7 +448,7 @@ var secretInAnswer = regexp.MustCompile(`band_[augs]_|thnv_[au]_|"(access_token|
 // answer to it carrying a secret, so a new route that mints one is caught.
 func TestDelegatedTokensNeverMintCredentials(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newDgKit(t)
+	k := newDelegationWorld(t)
 	_, grant := k.grant(t, store.DelegationScopes...)
 	tok := k.exchange(t, grant)
 	room := k.ts.room(t, k.helperKey, k.alice.ID)

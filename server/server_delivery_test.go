@@ -3,9 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,10 +17,10 @@ import (
 // /processed or /failed per message (spec "Message delivery status (per
 // agent)" and "Agent message workflow"; wire contract §3.1 Messages, §6.1).
 
-// dlvKit is a world for delivery tests: alice owns a poster agent, which
+// deliveryWorld is a world for delivery tests: alice owns a poster agent, which
 // creates rooms and mentions a worker agent in them; a bystander agent sits
 // in the rooms without being mentioned; an outsider agent is in none.
-type dlvKit struct {
+type deliveryWorld struct {
 	ts                              *testServer
 	owner                           *store.User
 	ownerKey                        string
@@ -31,14 +29,14 @@ type dlvKit struct {
 	bystanderKey                    string
 }
 
-func newDlvKit(t *testing.T, opts ...func(*store.Options)) *dlvKit {
+func newDeliveryWorld(t *testing.T, opts ...func(*store.Options)) *deliveryWorld {
 	t.Helper()
-	return newDlvKitOn(t, newTestServer(t, opts...))
+	return newDeliveryWorldOn(t, newTestServer(t, opts...))
 }
 
-func newDlvKitOn(t *testing.T, ts *testServer) *dlvKit {
+func newDeliveryWorldOn(t *testing.T, ts *testServer) *deliveryWorld {
 	t.Helper()
-	k := &dlvKit{ts: ts}
+	k := &deliveryWorld{ts: ts}
 	k.owner, k.ownerKey = k.ts.user("alice")
 	k.poster, k.posterKey = k.ts.agent(k.owner, "Poster")
 	k.worker, k.workerKey = k.ts.agent(k.owner, "Worker")
@@ -48,21 +46,14 @@ func newDlvKitOn(t *testing.T, ts *testServer) *dlvKit {
 }
 
 // room creates a room as the poster and adds the worker and the bystander.
-func (k *dlvKit) room(t testing.TB) string {
+func (k *deliveryWorld) room(t testing.TB) string {
 	t.Helper()
-	r := k.ts.do(t, "POST", "/api/v1/agent/chats", apiKey(k.posterKey), map[string]any{})
-	expect(t, r, 201, "")
-	id := r.data(t)["id"].(string)
-	for _, a := range []*store.Agent{k.worker, k.bystander} {
-		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", apiKey(k.posterKey),
-			map[string]any{"participant": map[string]any{"participant_id": a.ID}}), 201, "")
-	}
-	return id
+	return k.ts.room(t, k.posterKey, k.worker.ID, k.bystander.ID)
 }
 
 // post sends a text message from the poster mentioning one agent and
 // returns the message id.
-func (k *dlvKit) post(t testing.TB, room string, mention *store.Agent) string {
+func (k *deliveryWorld) post(t testing.TB, room string, mention *store.Agent) string {
 	t.Helper()
 	r := k.ts.do(t, "POST", "/api/v1/agent/chats/"+room+"/messages", apiKey(k.posterKey),
 		map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": mention.ID}}}})
@@ -70,63 +61,37 @@ func (k *dlvKit) post(t testing.TB, room string, mention *store.Agent) string {
 	return r.data(t)["id"].(string)
 }
 
-func dlvPath(room, msg, action string) string {
+func deliveryPath(room, msg, action string) string {
 	return "/api/v1/agent/chats/" + room + "/messages/" + msg + "/" + action
 }
 
 // mark posts /processing, /processed or /failed as the worker.
-func (k *dlvKit) mark(t testing.TB, room, msg, action string, body any) *response {
+func (k *deliveryWorld) mark(t testing.TB, room, msg, action string, body any) *response {
 	t.Helper()
-	return k.ts.do(t, "POST", dlvPath(room, msg, action), apiKey(k.workerKey), body)
+	return k.ts.do(t, "POST", deliveryPath(room, msg, action), apiKey(k.workerKey), body)
 }
 
 // failBody is the body of /failed.
-func dlvFailBody(reason string) map[string]any { return map[string]any{"error": reason} }
+func failBody(reason string) map[string]any { return map[string]any{"error": reason} }
 
 // bodyFor is a valid body for action.
-func dlvBodyFor(action string) any {
+func markBody(action string) any {
 	if action == "failed" {
-		return dlvFailBody("boom")
+		return failBody("boom")
 	}
 	return nil
 }
 
-// next is GET .../messages/next as the agent with key. It checks what
-// ts.do checks; a 204 (which the OpenAPI document describes in the
-// operation's prose but does not list among its responses) is checked here:
-// no body, and a request id.
-func (k *dlvKit) next(t testing.TB, key, room string) *response {
+// next is GET .../messages/next as the agent with key. Its 204 is checked
+// apart: the OpenAPI document describes it in the operation's prose but does
+// not list it among the responses.
+func (k *deliveryWorld) next(t testing.TB, key, room string) *response {
 	t.Helper()
-	req, err := http.NewRequest("GET", k.ts.http.URL+"/api/v1/agent/chats/"+room+"/messages/next", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", key)
-	res, err := k.ts.http.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &response{status: res.StatusCode, header: res.Header, body: b}
-	if r.status == http.StatusNoContent {
-		if len(b) != 0 {
-			t.Errorf("/next: 204 with a body %q", b)
-		}
-		if r.header.Get("X-Request-Id") == "" {
-			t.Errorf("/next: 204 without x-request-id")
-		}
-		return r
-	}
-	k.ts.checkResponse(t, "GET", req.URL.Path, r)
-	return r
+	return k.ts.doNoContent(t, "GET", "/api/v1/agent/chats/"+room+"/messages/next", apiKey(key))
 }
 
 // nextID is the id /next serves the worker, "" for 204.
-func (k *dlvKit) nextID(t testing.TB, room string) string {
+func (k *deliveryWorld) nextID(t testing.TB, room string) string {
 	t.Helper()
 	r := k.next(t, k.workerKey, room)
 	switch r.status {
@@ -141,7 +106,7 @@ func (k *dlvKit) nextID(t testing.TB, room string) string {
 
 // listIDs lists the worker's messages with a status filter ("" for none),
 // in order.
-func (k *dlvKit) listIDs(t testing.TB, room, status string) []string {
+func (k *deliveryWorld) listIDs(t testing.TB, room, status string) []string {
 	t.Helper()
 	path := "/api/v1/agent/chats/" + room + "/messages?limit=100"
 	if status != "" {
@@ -156,23 +121,16 @@ func (k *dlvKit) listIDs(t testing.TB, room, status string) []string {
 	return ids
 }
 
-// dlvState is the worker's delivery state of one message.
-type dlvState struct {
+// deliveryState is the worker's delivery state of one message.
+type deliveryState struct {
 	Status         string          `json:"status"`
 	CurrentAttempt int             `json:"current_attempt"`
 	Attempts       []store.Attempt `json:"attempts"`
 	ProcessedAt    *string         `json:"processed_at"`
 }
 
-func dlvRemarshal(t testing.TB, from, to any) {
-	t.Helper()
-	if err := json.Unmarshal(mustJSON(t, from), to); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // findMessage returns the metadata of message id in a listing.
-func dlvFindMessage(t testing.TB, r *response, id string) map[string]any {
+func messageMetadata(t testing.TB, r *response, id string) map[string]any {
 	t.Helper()
 	for _, m := range r.list(t) {
 		if m := m.(map[string]any); m["id"] == id {
@@ -187,52 +145,40 @@ func dlvFindMessage(t testing.TB, r *response, id string) map[string]any {
 // human history (metadata.delivery_status[worker]) and the worker's own
 // listing (metadata.status, current_attempt, attempts at the top level).
 // The two must agree.
-func (k *dlvKit) state(t testing.TB, room, msg string) dlvState {
+func (k *deliveryWorld) state(t testing.TB, room, msg string) deliveryState {
 	t.Helper()
 	r := k.ts.do(t, "GET", "/api/v1/me/chats/"+room+"/messages?limit=100", apiKey(k.ownerKey), nil)
 	expect(t, r, 200, "")
-	statuses, ok := dlvFindMessage(t, r, msg)["delivery_status"].(map[string]any)
+	statuses, ok := messageMetadata(t, r, msg)["delivery_status"].(map[string]any)
 	if !ok {
 		t.Fatalf("no delivery_status in the human view: %s", r.body)
 	}
 	if len(statuses) != 1 || statuses[k.worker.ID] == nil {
 		t.Fatalf("delivery_status = %v, want one entry, for the worker", statuses)
 	}
-	var human dlvState
-	dlvRemarshal(t, statuses[k.worker.ID], &human)
+	var human deliveryState
+	remarshal(t, statuses[k.worker.ID], &human)
 
 	r = k.ts.do(t, "GET", "/api/v1/agent/chats/"+room+"/messages?status=all&limit=100", apiKey(k.workerKey), nil)
 	expect(t, r, 200, "")
-	var own dlvState
-	dlvRemarshal(t, dlvFindMessage(t, r, msg), &own)
+	var own deliveryState
+	remarshal(t, messageMetadata(t, r, msg), &own)
 	own.ProcessedAt = human.ProcessedAt // the agent view has no processed_at of its own
-	if !dlvJSONEqual(t, own, human) {
+	if !jsonEqual(t, own, human) {
 		t.Fatalf("the agent view %+v and the human view %+v disagree", own, human)
 	}
 	return human
 }
 
-func dlvJSONEqual(t testing.TB, a, b any) bool {
-	return string(mustJSON(t, a)) == string(mustJSON(t, b))
-}
-
 // outcome checks a /processing, /processed or /failed answer.
-func dlvOutcome(t testing.TB, r *response, msg, status string, attempt int) {
+func expectOutcome(t testing.TB, r *response, msg, status string, attempt int) {
 	t.Helper()
 	expect(t, r, 200, "")
 	d := r.data(t)
 	want := map[string]any{"id": msg, "status": status, "attempt_number": float64(attempt), "success": true}
-	if !dlvJSONEqual(t, d, want) {
+	if !jsonEqual(t, d, want) {
 		t.Fatalf("outcome = %v, want %v", d, want)
 	}
-}
-
-// details returns the error envelope's details.
-func dlvDetails(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	env, _ := r.json(t)["error"].(map[string]any)
-	d, _ := env["details"].(map[string]any)
-	return d
 }
 
 // TestDeliveryStateTable walks every row of the spec's state table (and the
@@ -240,7 +186,7 @@ func dlvDetails(t testing.TB, r *response) map[string]any {
 // (no delivery status yet) reads as "pending" in the API.
 func TestDeliveryStateTable(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	for _, tc := range []struct {
 		name    string
 		setup   []string // actions bringing the message to the starting state
@@ -250,100 +196,25 @@ func TestDeliveryStateTable(t *testing.T) {
 		// the state afterwards (on 200) or the unchanged state (on 422)
 		after   string
 		attempt int
-		check   func(t *testing.T, room, msg string, before, after dlvState)
+		check   func(k *deliveryWorld, t *testing.T, room, msg string, before, after deliveryState)
 	}{
 		{name: "none → processing", trigger: "processing", status: 200, after: "processing", attempt: 1,
-			check: func(t *testing.T, room, msg string, _, s dlvState) {
-				if len(s.Attempts) != 1 {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				a := s.Attempts[0]
-				if a.AttemptNumber != 1 || a.Status != "processing" || a.StartedAt == "" || a.CompletedAt != nil || a.Error != nil {
-					t.Fatalf("attempt = %+v", a)
-				}
-				if _, err := time.Parse(time.RFC3339Nano, a.StartedAt); err != nil {
-					t.Fatalf("started_at %q: %v", a.StartedAt, err)
-				}
-				// A message in processing is still served (a crashed worker's).
-				if got := k.nextID(t, room); got != msg {
-					t.Fatalf("/next = %q, want the processing message", got)
-				}
-				if !slices.Contains(k.listIDs(t, room, ""), msg) || !slices.Contains(k.listIDs(t, room, "processing"), msg) {
-					t.Fatal("a processing message left the default or processing listing")
-				}
-			}},
+			check: (*deliveryWorld).startsTheFirstAttempt},
 		{name: "processing → processing while live is a no-op", setup: []string{"processing"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 1,
-			check: func(t *testing.T, _, _ string, before, s dlvState) {
-				if !dlvJSONEqual(t, before, s) {
-					t.Fatalf("the no-op changed the delivery: before %+v, after %+v", before, s)
-				}
-			}},
+			check: (*deliveryWorld).changedNothing},
 		{name: "processing → processed", setup: []string{"processing"}, trigger: "processed",
 			status: 200, after: "processed", attempt: 1,
-			check: func(t *testing.T, room, msg string, before, s dlvState) {
-				a := s.Attempts[0]
-				if len(s.Attempts) != 1 || a.Status != "processed" || a.CompletedAt == nil || a.Error != nil ||
-					a.StartedAt != before.Attempts[0].StartedAt {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				if s.ProcessedAt == nil {
-					t.Fatal("processed_at not set")
-				}
-				if got := k.nextID(t, room); got != "" {
-					t.Fatalf("/next served %s after /processed", got)
-				}
-				if slices.Contains(k.listIDs(t, room, ""), msg) || slices.Contains(k.listIDs(t, room, "pending"), msg) {
-					t.Fatal("a processed message stayed in the default or pending listing")
-				}
-				if !slices.Contains(k.listIDs(t, room, "processed"), msg) || !slices.Contains(k.listIDs(t, room, "all"), msg) {
-					t.Fatal("a processed message is missing from ?status=processed or ?status=all")
-				}
-			}},
+			check: (*deliveryWorld).isProcessed},
 		{name: "processing → failed", setup: []string{"processing"}, trigger: "failed",
 			status: 200, after: "failed", attempt: 1,
-			check: func(t *testing.T, room, msg string, _, s dlvState) {
-				a := s.Attempts[0]
-				if len(s.Attempts) != 1 || a.Status != "failed" || a.CompletedAt == nil || a.Error == nil || *a.Error != "boom" {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				if s.ProcessedAt != nil {
-					t.Fatal("a failed message has processed_at")
-				}
-				// It stays available for a retry.
-				if got := k.nextID(t, room); got != msg {
-					t.Fatalf("/next = %q, want the failed message", got)
-				}
-				for _, f := range []string{"", "failed", "pending", "all"} {
-					if !slices.Contains(k.listIDs(t, room, f), msg) {
-						t.Fatalf("a failed message is missing from the listing with status=%q", f)
-					}
-				}
-			}},
+			check: (*deliveryWorld).failedForARetry},
 		{name: "failed → processing starts a fresh attempt", setup: []string{"processing", "failed"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 2,
-			check: func(t *testing.T, _, _ string, before, s dlvState) {
-				if len(s.Attempts) != 2 || !dlvJSONEqual(t, s.Attempts[0], before.Attempts[0]) ||
-					s.Attempts[1].AttemptNumber != 2 || s.Attempts[1].Status != "processing" || s.Attempts[1].CompletedAt != nil {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-			}},
+			check: (*deliveryWorld).startsAFreshAttempt},
 		{name: "processed → processing reopens the message", setup: []string{"processing", "processed"}, trigger: "processing",
 			status: 200, after: "processing", attempt: 2,
-			check: func(t *testing.T, room, msg string, before, s dlvState) {
-				if len(s.Attempts) != 2 || !dlvJSONEqual(t, s.Attempts[0], before.Attempts[0]) || s.Attempts[1].Status != "processing" {
-					t.Fatalf("attempts = %+v", s.Attempts)
-				}
-				if s.ProcessedAt != nil {
-					t.Fatal("a reopened message keeps processed_at")
-				}
-				if got := k.nextID(t, room); got != msg {
-					t.Fatalf("/next = %q, want the reopened message", got)
-				}
-				if !slices.Contains(k.listIDs(t, room, ""), msg) {
-					t.Fatal("a reopened message is missing from the default listing")
-				}
-			}},
+			check: (*deliveryWorld).isReopened},
 		{name: "processing → failed → processing → processed", setup: []string{"processing", "failed", "processing"},
 			trigger: "processed", status: 200, after: "processed", attempt: 2},
 		// No active attempt: 422, nothing changes.
@@ -362,14 +233,14 @@ func TestDeliveryStateTable(t *testing.T) {
 			room := k.room(t)
 			msg := k.post(t, room, k.worker)
 			for _, a := range tc.setup {
-				expect(t, k.mark(t, room, msg, a, dlvBodyFor(a)), 200, "")
+				expect(t, k.mark(t, room, msg, a, markBody(a)), 200, "")
 			}
 			before := k.state(t, room, msg)
 			snap := k.ts.snapshot(t)
-			r := k.mark(t, room, msg, tc.trigger, dlvBodyFor(tc.trigger))
+			r := k.mark(t, room, msg, tc.trigger, markBody(tc.trigger))
 			after := k.state(t, room, msg)
 			if tc.status == 200 {
-				dlvOutcome(t, r, msg, tc.after, tc.attempt)
+				expectOutcome(t, r, msg, tc.after, tc.attempt)
 			} else {
 				expect(t, r, tc.status, tc.code)
 				k.ts.unchanged(t, snap)
@@ -382,82 +253,159 @@ func TestDeliveryStateTable(t *testing.T) {
 				k.ts.unchanged(t, snap)
 			}
 			if tc.check != nil {
-				tc.check(t, room, msg, before, after)
+				tc.check(k, t, room, msg, before, after)
 			}
 		})
 	}
 }
 
+// startsTheFirstAttempt: the first attempt starts, and the message is still
+// served and listed.
+func (k *deliveryWorld) startsTheFirstAttempt(t *testing.T, room, msg string, _, s deliveryState) {
+	if len(s.Attempts) != 1 {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	a := s.Attempts[0]
+	if a.AttemptNumber != 1 || a.Status != "processing" || a.StartedAt == "" || a.CompletedAt != nil || a.Error != nil {
+		t.Fatalf("attempt = %+v", a)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, a.StartedAt); err != nil {
+		t.Fatalf("started_at %q: %v", a.StartedAt, err)
+	}
+	// A message in processing is still served (a crashed worker's).
+	if got := k.nextID(t, room); got != msg {
+		t.Fatalf("/next = %q, want the processing message", got)
+	}
+	if !slices.Contains(k.listIDs(t, room, ""), msg) || !slices.Contains(k.listIDs(t, room, "processing"), msg) {
+		t.Fatal("a processing message left the default or processing listing")
+	}
+}
+
+// changedNothing: the no-op left the delivery as it was.
+func (k *deliveryWorld) changedNothing(t *testing.T, _, _ string, before, s deliveryState) {
+	if !jsonEqual(t, before, s) {
+		t.Fatalf("the no-op changed the delivery: before %+v, after %+v", before, s)
+	}
+}
+
+// isProcessed: the attempt is completed, processed_at set, and the message
+// neither served nor listed as pending.
+func (k *deliveryWorld) isProcessed(t *testing.T, room, msg string, before, s deliveryState) {
+	a := s.Attempts[0]
+	if len(s.Attempts) != 1 || a.Status != "processed" || a.CompletedAt == nil || a.Error != nil ||
+		a.StartedAt != before.Attempts[0].StartedAt {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	if s.ProcessedAt == nil {
+		t.Fatal("processed_at not set")
+	}
+	if got := k.nextID(t, room); got != "" {
+		t.Fatalf("/next served %s after /processed", got)
+	}
+	if slices.Contains(k.listIDs(t, room, ""), msg) || slices.Contains(k.listIDs(t, room, "pending"), msg) {
+		t.Fatal("a processed message stayed in the default or pending listing")
+	}
+	if !slices.Contains(k.listIDs(t, room, "processed"), msg) || !slices.Contains(k.listIDs(t, room, "all"), msg) {
+		t.Fatal("a processed message is missing from ?status=processed or ?status=all")
+	}
+}
+
+// failedForARetry: the attempt failed with its error, and the message stays
+// available for a retry.
+func (k *deliveryWorld) failedForARetry(t *testing.T, room, msg string, _, s deliveryState) {
+	a := s.Attempts[0]
+	if len(s.Attempts) != 1 || a.Status != "failed" || a.CompletedAt == nil || a.Error == nil || *a.Error != "boom" {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	if s.ProcessedAt != nil {
+		t.Fatal("a failed message has processed_at")
+	}
+	// It stays available for a retry.
+	if got := k.nextID(t, room); got != msg {
+		t.Fatalf("/next = %q, want the failed message", got)
+	}
+	for _, f := range []string{"", "failed", "pending", "all"} {
+		if !slices.Contains(k.listIDs(t, room, f), msg) {
+			t.Fatalf("a failed message is missing from the listing with status=%q", f)
+		}
+	}
+}
+
+// startsAFreshAttempt: a second attempt starts beside the failed one.
+func (k *deliveryWorld) startsAFreshAttempt(t *testing.T, _, _ string, before, s deliveryState) {
+	if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) ||
+		s.Attempts[1].AttemptNumber != 2 || s.Attempts[1].Status != "processing" || s.Attempts[1].CompletedAt != nil {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+}
+
+// isReopened: the message is open again: a second attempt, no processed_at,
+// served and listed.
+func (k *deliveryWorld) isReopened(t *testing.T, room, msg string, before, s deliveryState) {
+	if len(s.Attempts) != 2 || !jsonEqual(t, s.Attempts[0], before.Attempts[0]) || s.Attempts[1].Status != "processing" {
+		t.Fatalf("attempts = %+v", s.Attempts)
+	}
+	if s.ProcessedAt != nil {
+		t.Fatal("a reopened message keeps processed_at")
+	}
+	if got := k.nextID(t, room); got != msg {
+		t.Fatalf("/next = %q, want the reopened message", got)
+	}
+	if !slices.Contains(k.listIDs(t, room, ""), msg) {
+		t.Fatal("a reopened message is missing from the default listing")
+	}
+}
+
 func TestDeliveryFailedNeedsAnError(t *testing.T) {
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	room := k.room(t)
 	msg := k.post(t, room, k.worker)
 	expect(t, k.mark(t, room, msg, "processing", nil), 200, "")
-	for _, tc := range []struct {
-		name   string
-		body   any
-		status int
-		code   string
-		ptr    string
-	}{
-		{"no body", nil, 422, "validation_error", "/error"},
-		{"empty object", map[string]any{}, 422, "validation_error", "/error"},
-		{"null error", map[string]any{"error": nil}, 422, "validation_error", "/error"},
-		{"empty error", dlvFailBody(""), 422, "validation_error", "/error"},
-		{"blank error", dlvFailBody("   "), 422, "validation_error", "/error"},
-		{"error of the wrong type", map[string]any{"error": 42}, 422, "validation_error", "/error"},
-		{"error too long", dlvFailBody(strings.Repeat("e", store.MaxErrorLen+1)), 422, "validation_error", "/error"},
-		{"unknown field", map[string]any{"error": "boom", "retry": true}, 400, "unknown_field", "/retry"},
-		{"not JSON", "{", 400, "invalid_json", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			snap := k.ts.snapshot(t)
-			r := k.mark(t, room, msg, "failed", tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.ptr != "" {
-				if _, ok := dlvDetails(t, r)[tc.ptr]; !ok {
-					t.Fatalf("details %v lack %s", dlvDetails(t, r), tc.ptr)
-				}
-			}
-			k.ts.unchanged(t, snap)
-		})
+	failed := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(k.workerKey), "POST", deliveryPath(room, msg, "failed"), body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		failed("no body", nil, 422, "validation_error", "/error"),
+		failed("empty object", map[string]any{}, 422, "validation_error", "/error"),
+		failed("null error", map[string]any{"error": nil}, 422, "validation_error", "/error"),
+		failed("empty error", failBody(""), 422, "validation_error", "/error"),
+		failed("blank error", failBody("   "), 422, "validation_error", "/error"),
+		failed("error of the wrong type", map[string]any{"error": 42}, 422, "validation_error", "/error"),
+		failed("error too long", failBody(strings.Repeat("e", store.MaxErrorLen+1)), 422, "validation_error", "/error"),
+		failed("unknown field", map[string]any{"error": "boom", "retry": true}, 400, "unknown_field", "/retry"),
+		failed("not JSON", "{", 400, "invalid_json"),
+	})
 	// The longest error is accepted, as is one with surrounding blanks
 	// (recorded trimmed).
-	dlvOutcome(t, k.mark(t, room, msg, "failed", dlvFailBody("  boom \n")), msg, "failed", 1)
+	expectOutcome(t, k.mark(t, room, msg, "failed", failBody("  boom \n")), msg, "failed", 1)
 	if e := k.state(t, room, msg).Attempts[0].Error; e == nil || *e != "boom" {
 		t.Fatalf("error recorded as %v", e)
 	}
 	expect(t, k.mark(t, room, msg, "processing", nil), 200, "")
-	dlvOutcome(t, k.mark(t, room, msg, "failed", dlvFailBody(strings.Repeat("é", store.MaxErrorLen))), msg, "failed", 2)
+	expectOutcome(t, k.mark(t, room, msg, "failed", failBody(strings.Repeat("é", store.MaxErrorLen))), msg, "failed", 2)
 }
 
 // TestDeliveryBodies: /processing and /processed take no body or {} (the jam
 // client sends {}); anything else is refused before the state changes.
 func TestDeliveryBodies(t *testing.T) {
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	room := k.room(t)
 	for _, body := range []any{nil, "", map[string]any{}, "{}", " { } "} {
 		msg := k.post(t, room, k.worker)
-		dlvOutcome(t, k.mark(t, room, msg, "processing", body), msg, "processing", 1)
-		dlvOutcome(t, k.mark(t, room, msg, "processed", body), msg, "processed", 1)
+		expectOutcome(t, k.mark(t, room, msg, "processing", body), msg, "processing", 1)
+		expectOutcome(t, k.mark(t, room, msg, "processed", body), msg, "processed", 1)
 	}
 	msg := k.post(t, room, k.worker)
 	for _, action := range []string{"processing", "processed"} {
-		for _, tc := range []struct {
-			body   any
-			status int
-			code   string
-		}{
-			{map[string]any{"status": "processing"}, 400, "unknown_field"},
-			{map[string]any{"error": "boom"}, 400, "unknown_field"},
-			{"{", 400, "invalid_json"},
-			{"{}{}", 400, "invalid_json"},
-		} {
-			snap := k.ts.snapshot(t)
-			expect(t, k.mark(t, room, msg, action, tc.body), tc.status, tc.code)
-			k.ts.unchanged(t, snap)
+		refused := func(name string, body any, code string) scenario {
+			return refusalCase(action+", "+name, apiKey(k.workerKey), "POST", deliveryPath(room, msg, action), body, 400, code)
 		}
+		k.ts.run(t, []scenario{
+			refused("a status", map[string]any{"status": "processing"}, "unknown_field"),
+			refused("an error", map[string]any{"error": "boom"}, "unknown_field"),
+			refused("half an object", "{", "invalid_json"),
+			refused("two objects", "{}{}", "invalid_json"),
+		})
 		expect(t, k.mark(t, room, msg, action, map[string]any{}), 200, "")
 	}
 }
@@ -466,7 +414,7 @@ func TestDeliveryBodies(t *testing.T) {
 // when there is none; a stuck processing message is served again, oldest
 // first (crash recovery).
 func TestDeliveryNext(t *testing.T) {
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	room := k.room(t)
 	if got := k.nextID(t, room); got != "" {
 		t.Fatalf("/next on an empty room = %s", got)
@@ -491,11 +439,11 @@ func TestDeliveryNext(t *testing.T) {
 		t.Fatalf("/next = %s, want the stuck m1", got)
 	}
 	// The restarted worker reclaims it: still attempt 1 (the attempt is live).
-	dlvOutcome(t, k.mark(t, room, m1, "processing", nil), m1, "processing", 1)
-	dlvOutcome(t, k.mark(t, room, m1, "processed", nil), m1, "processed", 1)
+	expectOutcome(t, k.mark(t, room, m1, "processing", nil), m1, "processing", 1)
+	expectOutcome(t, k.mark(t, room, m1, "processed", nil), m1, "processed", 1)
 	// m2 fails and stays first in line; m3 waits behind it.
 	expect(t, k.mark(t, room, m2, "processing", nil), 200, "")
-	expect(t, k.mark(t, room, m2, "failed", dlvFailBody("boom")), 200, "")
+	expect(t, k.mark(t, room, m2, "failed", failBody("boom")), 200, "")
 	expect(t, k.mark(t, room, m3, "processing", nil), 200, "")
 	if got := k.nextID(t, room); got != m2 {
 		t.Fatalf("/next = %s, want the failed m2", got)
@@ -523,7 +471,7 @@ func TestDeliveryNext(t *testing.T) {
 // room it is not in, are 404 on every delivery endpoint, and nothing
 // changes.
 func TestDeliveryNotFound(t *testing.T) {
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	room, other := k.room(t), k.room(t)
 	mine := k.post(t, room, k.worker)
 	elsewhere := k.post(t, other, k.worker) // mentions the worker, in another room
@@ -549,16 +497,13 @@ func TestDeliveryNotFound(t *testing.T) {
 		{"unknown room", k.workerKey, "0190a000-0000-7000-8000-000000000000", mine},
 		{"malformed room id", k.workerKey, "nope", mine},
 	}
+	var refusals []scenario
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			snap := k.ts.snapshot(t)
-			for _, action := range []string{"processing", "processed", "failed"} {
-				r := k.ts.do(t, "POST", dlvPath(tc.room, tc.msg, action), apiKey(tc.key), dlvBodyFor(action))
-				expect(t, r, 404, "not_found")
-			}
-			k.ts.unchanged(t, snap)
-		})
+		for _, action := range []string{"processing", "processed", "failed"} {
+			refusals = append(refusals, refusalCase(tc.name+", "+action, apiKey(tc.key), "POST", deliveryPath(tc.room, tc.msg, action), markBody(action), 404, "not_found"))
+		}
 	}
+	k.ts.run(t, refusals)
 	expect(t, k.next(t, k.awayKey, room), 404, "not_found")
 	expect(t, k.ts.do(t, "GET", "/api/v1/agent/chats/"+room+"/messages", apiKey(k.awayKey), nil), 404, "not_found")
 	expect(t, k.next(t, k.workerKey, "0190a000-0000-7000-8000-000000000000"), 404, "not_found")
@@ -572,7 +517,7 @@ func TestDeliveryNotFound(t *testing.T) {
 // history (and metadata.status/attempts in the agent's listing) through a
 // full retry cycle.
 func TestDeliveryHumanView(t *testing.T) {
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	room := k.room(t)
 	msg := k.post(t, room, k.worker)
 	attempt := func(n int, status string, err *string) store.Attempt {
@@ -592,7 +537,7 @@ func TestDeliveryHumanView(t *testing.T) {
 		{"processing", "processing", []store.Attempt{attempt(1, "failed", &boom), attempt(2, "processed", nil), attempt(3, "processing", nil)}},
 	} {
 		if st.action != "" {
-			expect(t, k.mark(t, room, msg, st.action, dlvBodyFor(st.action)), 200, "")
+			expect(t, k.mark(t, room, msg, st.action, markBody(st.action)), 200, "")
 		}
 		s := k.state(t, room, msg)
 		if s.Status != st.status || s.CurrentAttempt != len(st.attempts) || len(s.Attempts) != len(st.attempts) {
@@ -603,7 +548,7 @@ func TestDeliveryHumanView(t *testing.T) {
 		}
 		for i, a := range s.Attempts {
 			w := st.attempts[i]
-			if a.AttemptNumber != w.AttemptNumber || a.Status != w.Status || !dlvJSONEqual(t, a.Error, w.Error) ||
+			if a.AttemptNumber != w.AttemptNumber || a.Status != w.Status || !jsonEqual(t, a.Error, w.Error) ||
 				a.StartedAt == "" || (a.CompletedAt == nil) != (a.Status == "processing") {
 				t.Fatalf("after %s: attempt %d = %+v, want %+v", st.action, i, a, w)
 			}
@@ -617,12 +562,12 @@ func TestDeliveryHumanView(t *testing.T) {
 // TestDeliveryAttemptTimeout: a /processing after the attempt timeout
 // closes the old attempt as failed (abandoned) and starts a new one.
 func TestDeliveryAttemptTimeout(t *testing.T) {
-	k := newDlvKit(t, func(o *store.Options) { o.AttemptTimeout = 50 * time.Millisecond })
+	k := newDeliveryWorld(t, func(o *store.Options) { o.AttemptTimeout = 50 * time.Millisecond })
 	room := k.room(t)
 	msg := k.post(t, room, k.worker)
-	dlvOutcome(t, k.mark(t, room, msg, "processing", nil), msg, "processing", 1)
+	expectOutcome(t, k.mark(t, room, msg, "processing", nil), msg, "processing", 1)
 	time.Sleep(120 * time.Millisecond)
-	dlvOutcome(t, k.mark(t, room, msg, "processing", nil), msg, "processing", 2)
+	expectOutcome(t, k.mark(t, room, msg, "processing", nil), msg, "processing", 2)
 	s := k.state(t, room, msg)
 	if len(s.Attempts) != 2 {
 		t.Fatalf("attempts = %+v", s.Attempts)
@@ -635,14 +580,14 @@ func TestDeliveryAttemptTimeout(t *testing.T) {
 		t.Fatalf("the new attempt = %+v", cur)
 	}
 	// The new attempt completes normally.
-	dlvOutcome(t, k.mark(t, room, msg, "processed", nil), msg, "processed", 2)
+	expectOutcome(t, k.mark(t, room, msg, "processed", nil), msg, "processed", 2)
 }
 
 // TestDeliveryTwoWorkersOneKey: two workers drain one agent's queue
 // concurrently. Delivery is at least once: nothing is lost, duplicates are
 // allowed.
 func TestDeliveryTwoWorkersOneKey(t *testing.T) {
-	k := newDlvKit(t)
+	k := newDeliveryWorld(t)
 	room := k.room(t)
 	const n = 40
 	posted := make([]string, n)
@@ -650,55 +595,11 @@ func TestDeliveryTwoWorkersOneKey(t *testing.T) {
 		posted[i] = k.post(t, room, k.worker)
 	}
 
-	var mu sync.Mutex
-	taken := map[string]int{}     // /processing answered 200, per message: times a worker took it
-	processed := map[string]int{} // successful /processed per message (>1: it was reopened)
-	lostRaces := 0                // /processed refused because the other worker finished first
-	work := func(name string) {
-		for steps := 0; steps < 20*n; steps++ {
-			r := k.next(t, k.workerKey, room)
-			if r.status == 204 {
-				return
-			}
-			if r.status != 200 {
-				t.Errorf("%s: /next status %d: %s", name, r.status, r.body)
-				return
-			}
-			var env struct {
-				Data struct {
-					ID string `json:"id"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal(r.body, &env); err != nil {
-				t.Errorf("%s: %v", name, err)
-				return
-			}
-			id := env.Data.ID
-			if r := k.mark(t, room, id, "processing", map[string]any{}); r.status != 200 {
-				t.Errorf("%s: /processing %s: %d %s", name, id, r.status, r.body)
-				return
-			}
-			mu.Lock()
-			taken[id]++
-			mu.Unlock()
-			r = k.mark(t, room, id, "processed", map[string]any{})
-			mu.Lock()
-			switch {
-			case r.status == 200:
-				processed[id]++
-			case r.status == 422 && r.errorCode(t) == "no_active_attempt":
-				lostRaces++ // the other worker's /processed came first
-			default:
-				t.Errorf("%s: /processed %s: %d %s", name, id, r.status, r.body)
-			}
-			mu.Unlock()
-		}
-		t.Errorf("%s: /next never answered 204", name)
-	}
+	tally := &deliveryTally{taken: map[string]int{}, processed: map[string]int{}}
 	var wg sync.WaitGroup
 	for _, name := range []string{"worker A", "worker B"} {
 		wg.Add(1)
-		go func() { defer wg.Done(); work(name) }()
+		go func() { defer wg.Done(); k.drain(t, room, name, 20*n, tally) }()
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -714,21 +615,73 @@ func TestDeliveryTwoWorkersOneKey(t *testing.T) {
 	expect(t, k.next(t, k.workerKey, room), 204, "")
 	duplicates, reopened := 0, 0
 	for _, id := range posted {
-		if processed[id] == 0 {
+		if tally.processed[id] == 0 {
 			t.Errorf("message %s was never processed successfully", id)
 		}
-		duplicates += taken[id] - 1
-		if processed[id] > 1 {
+		duplicates += tally.taken[id] - 1
+		if tally.processed[id] > 1 {
 			reopened++
 		}
 	}
 	t.Logf("%d messages: %d duplicate deliveries (taken by both workers), %d processed again after a stale /processing reopened them, %d /processed lost a race",
-		n, duplicates, reopened, lostRaces)
+		n, duplicates, reopened, tally.lostRaces)
 }
 
-// dlvModel is the state machine of the spec, for one agent and its
+// deliveryTally is what two workers sharing one key saw.
+type deliveryTally struct {
+	mu        sync.Mutex
+	taken     map[string]int // /processing answered 200, per message: times a worker took it
+	processed map[string]int // successful /processed per message (>1: it was reopened)
+	lostRaces int            // /processed refused because the other worker finished first
+}
+
+// drain takes and processes what /next serves the worker's key in room
+// until it answers 204 (within maxSteps), counting into tally.
+func (k *deliveryWorld) drain(t *testing.T, room, name string, maxSteps int, tally *deliveryTally) {
+	for steps := 0; steps < maxSteps; steps++ {
+		r := k.next(t, k.workerKey, room)
+		if r.status == 204 {
+			return
+		}
+		if r.status != 200 {
+			t.Errorf("%s: /next status %d: %s", name, r.status, r.body)
+			return
+		}
+		var env struct {
+			Data struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(r.body, &env); err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+		id := env.Data.ID
+		if r := k.mark(t, room, id, "processing", map[string]any{}); r.status != 200 {
+			t.Errorf("%s: /processing %s: %d %s", name, id, r.status, r.body)
+			return
+		}
+		tally.mu.Lock()
+		tally.taken[id]++
+		tally.mu.Unlock()
+		r = k.mark(t, room, id, "processed", map[string]any{})
+		tally.mu.Lock()
+		switch {
+		case r.status == 200:
+			tally.processed[id]++
+		case r.status == 422 && r.errorCode(t) == "no_active_attempt":
+			tally.lostRaces++ // the other worker's /processed came first
+		default:
+			t.Errorf("%s: /processed %s: %d %s", name, id, r.status, r.body)
+		}
+		tally.mu.Unlock()
+	}
+	t.Errorf("%s: /next never answered 204", name)
+}
+
+// deliveryModel is the state machine of the spec, for one agent and its
 // messages: status ("pending" before any attempt) and attempt count.
-type dlvModel struct {
+type deliveryModel struct {
 	ids      []string // posting order
 	status   map[string]string
 	attempts map[string]int
@@ -736,7 +689,7 @@ type dlvModel struct {
 
 // apply runs an action on the model and returns the expected HTTP status,
 // delivery status and attempt number.
-func (m *dlvModel) apply(action, id string) (int, string, int) {
+func (m *deliveryModel) apply(action, id string) (int, string, int) {
 	st, ok := m.status[id]
 	if !ok {
 		return 404, "", 0
@@ -756,7 +709,7 @@ func (m *dlvModel) apply(action, id string) (int, string, int) {
 	return 200, m.status[id], m.attempts[id]
 }
 
-func (m *dlvModel) next() string {
+func (m *deliveryModel) next() string {
 	for _, id := range m.ids {
 		if m.status[id] != "processed" {
 			return id
@@ -766,7 +719,7 @@ func (m *dlvModel) next() string {
 }
 
 // list is the listing with a status filter (see "List messages (agent)").
-func (m *dlvModel) list(filter string) []string {
+func (m *deliveryModel) list(filter string) []string {
 	out := []string{}
 	for _, id := range m.ids {
 		st := m.status[id]
@@ -789,17 +742,17 @@ func (m *dlvModel) list(filter string) []string {
 }
 
 // TestDeliveryMatchesModel drives random operations over HTTP and against
-// dlvModel, comparing every answer.
+// deliveryModel, comparing every answer.
 func TestDeliveryMatchesModel(t *testing.T) {
 	t.Parallel() // its own server and database
 	// A thousand requests with one key as fast as loopback allows: far
 	// beyond any agent's pace, so the per-credential limit is off here.
-	k := newDlvKitOn(t, newTestServerWith(t, func(c *Config) { c.DisableRateLimit = true }))
+	k := newDeliveryWorldOn(t, newTestServerWith(t, func(c *Config) { c.DisableRateLimit = true }))
 	for _, seed := range []int64{1, 2, 3, 20260115} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			room := k.room(t)
-			m := &dlvModel{status: map[string]string{}, attempts: map[string]int{}}
+			m := &deliveryModel{status: map[string]string{}, attempts: map[string]int{}}
 			for range 5 {
 				id := k.post(t, room, k.worker)
 				m.ids = append(m.ids, id)
@@ -828,7 +781,7 @@ func TestDeliveryMatchesModel(t *testing.T) {
 					i := rng.Intn(len(targets))
 					trace = append(trace, fmt.Sprintf("%s(m%d)", action, i))
 					wantCode, wantStatus, wantAttempt := m.apply(action, targets[i])
-					r := k.mark(t, room, targets[i], action, dlvBodyFor(action))
+					r := k.mark(t, room, targets[i], action, markBody(action))
 					if r.status != wantCode {
 						fail("step %d: %s m%d = %d %s, want %d", step, action, i, r.status, r.body, wantCode)
 					}

@@ -34,7 +34,7 @@ func TestBigFileMemoryAndThroughput(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("CHATD_BIG_FILE_MIB")); err == nil && v > 0 {
 		size = int64(v) << 20
 	}
-	k := newFileKit(t, func(c *Config) { c.MaxFileBytes = size })
+	k := newFilesWorld(t, func(c *Config) { c.MaxFileBytes = size })
 	digest := func() string {
 		h := sha256.New()
 		if _, err := io.Copy(h, generated(size)); err != nil {

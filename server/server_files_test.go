@@ -22,43 +22,22 @@ import (
 // messages (spec "File download", "Send message"; wire contract §3 Files,
 // §4 Attachment).
 
-// fileKit: alice owns the agents helper and scout, which share a room with
-// her (helper created it); helper also has a room of its own (other), and
-// bob is a stranger.
-type fileKit struct {
-	ts                  *testServer
-	alice, bob          *store.User
-	aliceKey, bobKey    string
-	helper, scout       *store.Agent
-	helperKey, scoutKey string
-	room, other         string
+// filesWorld is the team (see helpers_test.go) with a second room of
+// helper's alone (other).
+type filesWorld struct {
+	team
+	other string
 }
 
-func newFileKit(t *testing.T, configure func(*Config), opts ...func(*store.Options)) *fileKit {
+func newFilesWorld(t *testing.T, configure func(*Config), opts ...func(*store.Options)) *filesWorld {
 	t.Helper()
-	k := &fileKit{ts: newTestServerWith(t, configure, opts...)}
-	k.alice, k.aliceKey = k.ts.user("alice")
-	k.bob, k.bobKey = k.ts.user("bob")
-	k.helper, k.helperKey = k.ts.agent(k.alice, "Helper")
-	k.scout, k.scoutKey = k.ts.agent(k.alice, "Scout")
-	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
+	k := &filesWorld{team: newTeam(t, newTestServerWith(t, configure, opts...))}
 	k.other = k.newRoom(t)
 	return k
 }
 
-// newRoom creates a room as helper and adds the members.
-func (k *fileKit) newRoom(t testing.TB, members ...string) string {
-	t.Helper()
-	return k.ts.room(t, k.helperKey, members...)
-}
-
 // files is the files path of room in the API of key.
-func (k *fileKit) files(key, room string) string {
-	if key == k.aliceKey || key == k.bobKey {
-		return "/api/v1/me/chats/" + room + "/files"
-	}
-	return "/api/v1/agent/chats/" + room + "/files"
-}
+func (k *filesWorld) files(key, room string) string { return k.roomPath(key, room, "files") }
 
 func hexDigest(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -80,14 +59,14 @@ func fileHeaders(key, name, sha, contentType string) cred {
 }
 
 // upload stores body in room as key and returns the Attachment answered.
-func (k *fileKit) upload(t testing.TB, key, room, name string, body []byte) map[string]any {
+func (k *filesWorld) upload(t testing.TB, key, room, name string, body []byte) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "POST", k.files(key, room), fileHeaders(key, name, hexDigest(body), "text/plain"), body)
 	expect(t, r, 201, "")
 	return r.data(t)
 }
 
-func (k *fileKit) download(t testing.TB, key, room, id string, rangeHeader string) *response {
+func (k *filesWorld) download(t testing.TB, key, room, id string, rangeHeader string) *response {
 	t.Helper()
 	return k.ts.do(t, "GET", k.files(key, room)+"/"+id, func(h http.Header) {
 		h.Set("X-API-Key", key)
@@ -97,19 +76,8 @@ func (k *fileKit) download(t testing.TB, key, room, id string, rangeHeader strin
 	}, nil)
 }
 
-// rawRows counts rows through a connection of the test's own.
-func (k *fileKit) rawRows(t testing.TB, query string, args ...any) int {
-	t.Helper()
-	k.ts.snapshot(t) // opens ts.reader
-	var n int
-	if err := k.ts.reader.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestFileUploadAndDownload(t *testing.T) {
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	for _, tc := range []struct {
 		name, uploader, reader string
 		contentType, wantType  string
@@ -163,41 +131,33 @@ func TestFileNamesAreSafeInContentDisposition(t *testing.T) {
 }
 
 func TestFileUploadRefusals(t *testing.T) {
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	body := []byte("hello")
 	good := hexDigest(body)
 	ok := func(name string) cred { return fileHeaders(k.helperKey, name, good, "text/plain") }
-	for _, tc := range []struct {
-		name    string
-		path    string
-		cred    cred
-		status  int
-		code    string
-		pointer string
-	}{
-		{"no name", k.files(k.helperKey, k.room), ok(""), 422, "validation_error", "/headers/x-file-name"},
-		{"a slash in the name", k.files(k.helperKey, k.room), ok("../etc/passwd"), 422, "validation_error", "/headers/x-file-name"},
-		{"a backslash in the name", k.files(k.helperKey, k.room), ok(`dir\file.txt`), 422, "validation_error", "/headers/x-file-name"},
-		{"a tab in the name", k.files(k.helperKey, k.room), ok("a\tb.txt"), 422, "validation_error", "/headers/x-file-name"},
-		{"a name that is a directory", k.files(k.helperKey, k.room), ok(".."), 422, "validation_error", "/headers/x-file-name"},
-		{"a name of 256 bytes", k.files(k.helperKey, k.room), ok(strings.Repeat("a", 252) + ".txt"), 422, "validation_error", "/headers/x-file-name"},
-		{"a name that is not UTF-8", k.files(k.helperKey, k.room), ok("caf\xe9.txt"), 422, "validation_error", "/headers/x-file-name"},
-		{"no digest", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", "", "text/plain"), 422, "validation_error", "/headers/x-file-sha256"},
-		{"a digest that is not hex", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", strings.Repeat("z", 64), ""), 422, "validation_error", "/headers/x-file-sha256"},
-		{"a digest one character short", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good[:63], ""), 422, "validation_error", "/headers/x-file-sha256"},
-		{"the digest of another body", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", hexDigest([]byte("other")), ""), 422, "validation_error", "/headers/x-file-sha256"},
-		{"a content type that is none", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good, "not a type"), 422, "validation_error", "/headers/content-type"},
-		{"a stranger's room", k.files(k.bobKey, k.room), fileHeaders(k.bobKey, "a.txt", good, ""), 404, "not_found", ""},
-		{"an unknown room", k.files(k.helperKey, nilID), ok("a.txt"), 404, "not_found", ""},
-		{"a room id that is no UUID", k.files(k.helperKey, "general"), ok("a.txt"), 404, "not_found", ""},
-		{"an agent key on the human API", k.files(k.aliceKey, k.room), ok("a.txt"), 403, "forbidden", ""},
-		{"a human key on the agent API", k.files(k.helperKey, k.room), fileHeaders(k.aliceKey, "a.txt", good, ""), 403, "forbidden", ""},
-		{"no credentials", k.files(k.helperKey, k.room), noCred, 401, "unauthorized", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, "POST", tc.path, tc.cred, body, tc.status, tc.code, tc.pointer)
-		})
+	upload := func(name, path string, c cred, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, c, "POST", path, body, status, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		upload("no name", k.files(k.helperKey, k.room), ok(""), 422, "validation_error", "/headers/x-file-name"),
+		upload("a slash in the name", k.files(k.helperKey, k.room), ok("../etc/passwd"), 422, "validation_error", "/headers/x-file-name"),
+		upload("a backslash in the name", k.files(k.helperKey, k.room), ok(`dir\file.txt`), 422, "validation_error", "/headers/x-file-name"),
+		upload("a tab in the name", k.files(k.helperKey, k.room), ok("a\tb.txt"), 422, "validation_error", "/headers/x-file-name"),
+		upload("a name that is a directory", k.files(k.helperKey, k.room), ok(".."), 422, "validation_error", "/headers/x-file-name"),
+		upload("a name of 256 bytes", k.files(k.helperKey, k.room), ok(strings.Repeat("a", 252)+".txt"), 422, "validation_error", "/headers/x-file-name"),
+		upload("a name that is not UTF-8", k.files(k.helperKey, k.room), ok("caf\xe9.txt"), 422, "validation_error", "/headers/x-file-name"),
+		upload("no digest", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", "", "text/plain"), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("a digest that is not hex", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", strings.Repeat("z", 64), ""), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("a digest one character short", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good[:63], ""), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("the digest of another body", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", hexDigest([]byte("other")), ""), 422, "validation_error", "/headers/x-file-sha256"),
+		upload("a content type that is none", k.files(k.helperKey, k.room), fileHeaders(k.helperKey, "a.txt", good, "not a type"), 422, "validation_error", "/headers/content-type"),
+		upload("a stranger's room", k.files(k.bobKey, k.room), fileHeaders(k.bobKey, "a.txt", good, ""), 404, "not_found"),
+		upload("an unknown room", k.files(k.helperKey, nilID), ok("a.txt"), 404, "not_found"),
+		upload("a room id that is no UUID", k.files(k.helperKey, "general"), ok("a.txt"), 404, "not_found"),
+		upload("an agent key on the human API", k.files(k.aliceKey, k.room), ok("a.txt"), 403, "forbidden"),
+		upload("a human key on the agent API", k.files(k.helperKey, k.room), fileHeaders(k.aliceKey, "a.txt", good, ""), 403, "forbidden"),
+		upload("no credentials", k.files(k.helperKey, k.room), noCred, 401, "unauthorized"),
+	})
 	t.Run("an agent blocked in the room", func(t *testing.T) {
 		expect(t, k.ts.do(t, "PATCH", "/api/v1/me/chats/"+k.room+"/participants/"+k.scout.ID, apiKey(k.aliceKey),
 			map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
@@ -206,7 +166,7 @@ func TestFileUploadRefusals(t *testing.T) {
 }
 
 func TestFileSizeLimit(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.MaxFileBytes = 100 }, func(o *store.Options) { o.FileChunkSize = 16 })
+	k := newFilesWorld(t, func(c *Config) { c.MaxFileBytes = 100 }, func(o *store.Options) { o.FileChunkSize = 16 })
 	path := k.files(k.helperKey, k.room)
 	exactly := bytes.Repeat([]byte("x"), 100)
 	over := bytes.Repeat([]byte("y"), 101)
@@ -230,13 +190,13 @@ func TestFileSizeLimit(t *testing.T) {
 		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+k.room+"/messages", apiKey(k.helperKey),
 			map[string]any{"message": map[string]any{"content": long, "mentions": []any{map[string]any{"id": k.scout.ID}}}}), 201, "")
 	})
-	if n := k.rawRows(t, `SELECT count(*) FROM file_chunks`); n != 2*7 {
+	if n := k.ts.count(t, `SELECT count(*) FROM file_chunks`); n != 2*7 {
 		t.Fatalf("%d chunks stored, want those of the two accepted files", n)
 	}
 }
 
 func TestFileDownloadRanges(t *testing.T) {
-	k := newFileKit(t, nil, func(o *store.Options) { o.FileChunkSize = 16 })
+	k := newFilesWorld(t, nil, func(o *store.Options) { o.FileChunkSize = 16 })
 	data := make([]byte, 100) // seven chunks, the last of 4 bytes
 	for i := range data {
 		data[i] = byte('a' + i%26)
@@ -309,7 +269,7 @@ func TestFileDownloadRanges(t *testing.T) {
 }
 
 func TestFileDownloadNotFound(t *testing.T) {
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	mine := k.upload(t, k.helperKey, k.room, "mine.txt", []byte("mine"))["id"].(string)
 	elsewhere := k.upload(t, k.helperKey, k.other, "elsewhere.txt", []byte("elsewhere"))["id"].(string)
 	for _, tc := range []struct {
@@ -336,7 +296,7 @@ func TestFileDownloadNotFound(t *testing.T) {
 
 // An 'uploading' file, as another request sees it while the body arrives.
 func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
-	k := newFileKit(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
+	k := newFilesWorld(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
 	pr, pw := io.Pipe()
 	body := []byte("first part, second part")
 	done := make(chan *response, 1)
@@ -347,7 +307,7 @@ func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	var id string
-	for deadline := time.Now().Add(30 * time.Second); k.rawRows(t, `SELECT count(*) FROM file_chunks`) < 3; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); k.ts.count(t, `SELECT count(*) FROM file_chunks`) < 3; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first chunks never arrived")
 		}
@@ -371,7 +331,7 @@ func TestFileBeingUploadedIsNotThereYet(t *testing.T) {
 
 func TestFileAttachmentsOnMessages(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newFileKit(t, nil)
+	k := newFilesWorld(t, nil)
 	plan := k.upload(t, k.helperKey, k.room, "plan.md", []byte("# Plan"))
 	data := k.upload(t, k.aliceKey, k.room, "data.csv", []byte("a,b\n1,2\n"))
 	elsewhere := k.upload(t, k.helperKey, k.other, "elsewhere.txt", []byte("x"))
@@ -392,7 +352,7 @@ func TestFileAttachmentsOnMessages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := k.ts.refused(t, "POST", msgPath, apiKey(k.helperKey), send(tc.ids...), 422, tc.code, "")
-			details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+			details := errorDetails(t, r)
 			var got []string
 			for p := range details {
 				got = append(got, p)
@@ -445,13 +405,13 @@ func TestFileAttachmentsOnMessages(t *testing.T) {
 	if again := history[0].(map[string]any); !reflect.DeepEqual(again["attachments"], []any{plan}) {
 		t.Errorf("second message attachments = %v", again["attachments"])
 	}
-	if n := k.rawRows(t, `SELECT count(*) FROM message_attachments WHERE file_id = ?`, plan["id"]); n != 2 {
+	if n := k.ts.count(t, `SELECT count(*) FROM message_attachments WHERE file_id = ?`, plan["id"]); n != 2 {
 		t.Errorf("plan is on %d messages, want 2", n)
 	}
 }
 
 func TestDeletingARoomDeletesItsFiles(t *testing.T) {
-	k := newFileKit(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
+	k := newFilesWorld(t, nil, func(o *store.Options) { o.FileChunkSize = 4 })
 	gone := k.upload(t, k.helperKey, k.room, "gone.txt", []byte("twelve bytes"))["id"].(string)
 	kept := k.upload(t, k.helperKey, k.other, "kept.txt", []byte("kept"))["id"].(string)
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+k.room+"/messages", apiKey(k.helperKey),
@@ -464,7 +424,7 @@ func TestDeletingARoomDeletesItsFiles(t *testing.T) {
 		`SELECT count(*) FROM file_chunks WHERE file_id = '` + kept + `'`:                                 1,
 		`SELECT count(*) FROM messages m JOIN rooms r ON r.id = m.room_id WHERE r.deleted_at IS NOT NULL`: 1,
 	} {
-		if n := k.rawRows(t, query); n != want {
+		if n := k.ts.count(t, query); n != want {
 			t.Errorf("%s = %d, want %d", query, n, want)
 		}
 	}
@@ -476,7 +436,7 @@ func TestDeletingARoomDeletesItsFiles(t *testing.T) {
 // 'uploading' row and the chunks already stored are removed before the
 // answer, or at once when nobody is left to answer.
 func TestAbandonedUploadsLeaveNoTrace(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 1000 },
+	k := newFilesWorld(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 1000 },
 		func(o *store.Options) { o.FileChunkSize = 16; o.QueueSize = 8 })
 	file := bytes.Repeat([]byte("abandoned upload"), 30) // 480 bytes
 	const sent = 100                                     // before the upload is abandoned: six chunks stored
@@ -514,7 +474,7 @@ func TestAbandonedUploadsLeaveNoTrace(t *testing.T) {
 			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: chatd\r\nX-API-Key: %s\r\nX-File-Name: a.bin\r\nX-File-Sha256: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
 				k.files(k.helperKey, k.room), k.helperKey, tc.sha)
 			sendChunk(conn, file[:sent])
-			for deadline := time.Now().Add(closeBound); k.rawRows(t, `SELECT count(*) FROM file_chunks`) < sent/16; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(closeBound); k.ts.count(t, `SELECT count(*) FROM file_chunks`) < sent/16; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the first chunks were never stored")
 				}

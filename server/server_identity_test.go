@@ -74,30 +74,23 @@ func TestUpdateProfile(t *testing.T) {
 		t.Fatalf("update not persisted: %v", d)
 	}
 
-	for _, tc := range []struct {
-		name    string
-		body    any
-		status  int
-		code    string
-		pointer string
-	}{
-		{"no body", nil, 422, "validation_error", "/user"},
-		{"user null", `{"user": null}`, 422, "validation_error", "/user"},
-		{"blank first name", map[string]any{"user": map[string]any{"first_name": "  "}}, 422, "validation_error", "/user/first_name"},
-		{"first name too long", map[string]any{"user": map[string]any{"first_name": strings.Repeat("x", 101)}}, 422, "validation_error", "/user/first_name"},
-		{"newline in last name", map[string]any{"user": map[string]any{"last_name": "a\nb"}}, 422, "validation_error", "/user/last_name"},
-		{"first name not a string", `{"user": {"first_name": 5}}`, 422, "validation_error", "/user/first_name"},
-		{"unknown field", `{"user": {"first_name": "A", "handle": "root"}}`, 400, "unknown_field", "/user/handle"},
-		{"unknown top-level field", `{"user": {}, "role": "admin"}`, 400, "unknown_field", "/role"},
-		{"field name in another case", `{"User": {"first_name": "A"}}`, 400, "unknown_field", "/User"},
-		{"not JSON", `{"user": `, 400, "invalid_json", ""},
-		{"two JSON values", `{"user": {}} {}`, 400, "invalid_json", ""},
-		{"array body", `[]`, 422, "validation_error", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, "PUT", "/api/v1/me/profile", apiKey(key), tc.body, tc.status, tc.code, tc.pointer)
-		})
+	update := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(key), "PUT", "/api/v1/me/profile", body, status, code, pointers...)
 	}
+	ts.run(t, []scenario{
+		update("no body", nil, 422, "validation_error", "/user"),
+		update("user null", `{"user": null}`, 422, "validation_error", "/user"),
+		update("blank first name", map[string]any{"user": map[string]any{"first_name": "  "}}, 422, "validation_error", "/user/first_name"),
+		update("first name too long", map[string]any{"user": map[string]any{"first_name": strings.Repeat("x", 101)}}, 422, "validation_error", "/user/first_name"),
+		update("newline in last name", map[string]any{"user": map[string]any{"last_name": "a\nb"}}, 422, "validation_error", "/user/last_name"),
+		update("first name not a string", `{"user": {"first_name": 5}}`, 422, "validation_error", "/user/first_name"),
+		update("unknown field", `{"user": {"first_name": "A", "handle": "root"}}`, 400, "unknown_field", "/user/handle"),
+		update("unknown top-level field", `{"user": {}, "role": "admin"}`, 400, "unknown_field", "/role"),
+		update("field name in another case", `{"User": {"first_name": "A"}}`, 400, "unknown_field", "/User"),
+		update("not JSON", `{"user": `, 400, "invalid_json"),
+		update("two JSON values", `{"user": {}} {}`, 400, "invalid_json"),
+		update("array body", `[]`, 422, "validation_error"),
+	})
 }
 
 // A person created without an email (create-user without --email, the setup
@@ -105,7 +98,7 @@ func TestUpdateProfile(t *testing.T) {
 // the API reports a person's email, so that UserDetails holds; nothing is
 // stored for it, and the placeholder cannot be set.
 func TestPeopleWithoutEmail(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	ts := k.ts
 	alice, aliceKey := ts.personWithoutEmail("alice", "Alice Liddell")
 	storedEmail := func() any {
@@ -136,7 +129,7 @@ func TestPeopleWithoutEmail(t *testing.T) {
 	}
 
 	// Contacts see the placeholder too; agents still have no email.
-	me := &ctParty{handle: "alice", id: alice.ID, name: alice.Name(), key: aliceKey, user: alice}
+	me := &contactsParty{handle: "alice", id: alice.ID, name: alice.Name(), key: aliceKey, user: alice}
 	bob := k.human("bob")
 	helper := k.bot(bob, "Helper")
 	k.connect(t, bob, me)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -49,42 +48,32 @@ func TestRegisterAgentRefusals(t *testing.T) {
 	ts.agent(alice, "Existing")
 	agentBody := func(fields map[string]any) map[string]any { return map[string]any{"agent": fields} }
 
-	for _, tc := range []struct {
-		name    string
-		body    any
-		status  int
-		code    string
-		pointer string
-	}{
-		{"no body", nil, 422, "validation_error", "/agent"},
-		{"missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"},
-		{"missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"},
-		{"name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"},
-		{"name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"},
-		{"name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"},
-		{"description too long", agentBody(map[string]any{"name": "Bot", "description": strings.Repeat("d", 501)}), 422, "validation_error", "/agent/description"},
-		{"name without letters for a slug", agentBody(map[string]any{"name": "???", "description": "d"}), 422, "validation_error", "/agent/slug"},
-		{"name of the wrong type", agentBody(map[string]any{"name": 42, "description": "d"}), 422, "validation_error", "/agent/name"},
-		{"unknown field", agentBody(map[string]any{"name": "Bot", "description": "d", "is_global": true}), 400, "unknown_field", "/agent/is_global"},
-		{"too many tags", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"a", "b", "c"}}), 403, "limit_reached", ""},
-		{"blank tag", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"ok", " "}}), 422, "validation_error", "/agent/tags/1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, "POST", "/api/v1/me/agents/register", apiKey(key), tc.body, tc.status, tc.code, tc.pointer)
-		})
+	register := func(name string, body any, status int, code string, pointers ...string) scenario {
+		return refusalCase(name, apiKey(key), "POST", "/api/v1/me/agents/register", body, status, code, pointers...)
 	}
+	ts.run(t, []scenario{
+		register("no body", nil, 422, "validation_error", "/agent"),
+		register("missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"),
+		register("missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"),
+		register("name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"),
+		register("name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"),
+		register("name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"),
+		register("description too long", agentBody(map[string]any{"name": "Bot", "description": strings.Repeat("d", 501)}), 422, "validation_error", "/agent/description"),
+		register("name without letters for a slug", agentBody(map[string]any{"name": "???", "description": "d"}), 422, "validation_error", "/agent/slug"),
+		register("name of the wrong type", agentBody(map[string]any{"name": 42, "description": "d"}), 422, "validation_error", "/agent/name"),
+		register("unknown field", agentBody(map[string]any{"name": "Bot", "description": "d", "is_global": true}), 400, "unknown_field", "/agent/is_global"),
+		register("too many tags", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"a", "b", "c"}}), 403, "limit_reached"),
+		register("blank tag", agentBody(map[string]any{"name": "Bot", "description": "d", "tags": []string{"ok", " "}}), 422, "validation_error", "/agent/tags/1"),
+	})
 
 	t.Run("agent quota", func(t *testing.T) {
 		ts.agent(alice, "Second")
-		before := ts.snapshot(t)
-		r := ts.do(t, "POST", "/api/v1/me/agents/register", apiKey(key),
-			agentBody(map[string]any{"name": "Third", "description": "One too many"}))
-		expect(t, r, 403, "limit_reached")
-		details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+		r := ts.refused(t, "POST", "/api/v1/me/agents/register", apiKey(key),
+			agentBody(map[string]any{"name": "Third", "description": "One too many"}), 403, "limit_reached", "")
+		details := errorDetails(t, r)
 		if details["resource"] != "agents" || details["limit"] != float64(2) || details["current"] != float64(2) {
 			t.Fatalf("details = %v", details)
 		}
-		ts.unchanged(t, before)
 	})
 }
 
@@ -125,33 +114,19 @@ func TestDeleteAgent(t *testing.T) {
 	_, carolKey := ts.user("carol", "Other Org")
 	private, _ := ts.agent(alice, "Private")
 	shared, _ := ts.agent(alice, "Shared")
-	if err := ts.db.Write(t.Context(), func(tx *store.Tx) error {
-		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.ID)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.ID)
 
-	for _, tc := range []struct {
-		name   string
-		key    string
-		path   string
-		status int
-		code   string
-	}{
-		{"another person's private agent", bobKey, "/api/v1/me/agents/" + private.ID, 404, "not_found"},
-		{"an agent shared with my organization", bobKey, "/api/v1/me/agents/" + shared.ID, 403, "forbidden"},
-		{"an agent shared with another organization", carolKey, "/api/v1/me/agents/" + shared.ID, 404, "not_found"},
-		{"unknown id", aliceKey, "/api/v1/me/agents/0190a000-0000-7000-8000-000000000000", 404, "not_found"},
-		{"malformed id", aliceKey, "/api/v1/me/agents/not-a-uuid", 404, "not_found"},
-		{"bad force value", aliceKey, "/api/v1/me/agents/" + private.ID + "?force=maybe", 422, "validation_error"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := ts.snapshot(t)
-			expect(t, ts.do(t, "DELETE", tc.path, apiKey(tc.key), nil), tc.status, tc.code)
-			ts.unchanged(t, before)
-		})
+	deleting := func(name, key, path string, status int, code string) scenario {
+		return refusalCase(name, apiKey(key), "DELETE", path, nil, status, code)
 	}
+	ts.run(t, []scenario{
+		deleting("another person's private agent", bobKey, "/api/v1/me/agents/"+private.ID, 404, "not_found"),
+		deleting("an agent shared with my organization", bobKey, "/api/v1/me/agents/"+shared.ID, 403, "forbidden"),
+		deleting("an agent shared with another organization", carolKey, "/api/v1/me/agents/"+shared.ID, 404, "not_found"),
+		deleting("unknown id", aliceKey, "/api/v1/me/agents/0190a000-0000-7000-8000-000000000000", 404, "not_found"),
+		deleting("malformed id", aliceKey, "/api/v1/me/agents/not-a-uuid", 404, "not_found"),
+		deleting("bad force value", aliceKey, "/api/v1/me/agents/"+private.ID+"?force=maybe", 422, "validation_error"),
+	})
 
 	r := ts.do(t, "DELETE", "/api/v1/me/agents/"+private.ID+"?force=true", apiKey(aliceKey), nil)
 	expect(t, r, 200, "")
@@ -189,17 +164,10 @@ func TestListMyAgents(t *testing.T) {
 		a, _ := ts.agent(alice, name)
 		ids = append(ids, a.ID)
 	}
-	names := func(r *response) string {
-		var out []string
-		for _, it := range r.list(t) {
-			out = append(out, it.(map[string]any)["name"].(string))
-		}
-		return strings.Join(out, ",")
-	}
 
 	r := ts.do(t, "GET", "/api/v1/me/agents", apiKey(key), nil)
 	expect(t, r, 200, "")
-	if got := names(r); got != "Echo,delta,Bravo,alpha,Charlie" {
+	if got := listedValues(t, r, "name"); got != "Echo,delta,Bravo,alpha,Charlie" {
 		t.Fatalf("default order (newest first) = %s", got)
 	}
 	meta := r.meta(t)
@@ -219,64 +187,69 @@ func TestListMyAgents(t *testing.T) {
 	}
 
 	// Walk by name with a cursor, two at a time.
-	if got := ts.walkPages(t, "/api/v1/me/agents", "sort=name&order=asc&limit=2", apiKey(key), names); got != "alpha,Bravo|Charlie,delta|Echo" {
+	if got := ts.walkPages(t, "/api/v1/me/agents", "sort=name&order=asc&limit=2", apiKey(key), func(r *response) string { return listedValues(t, r, "name") }); got != "alpha,Bravo|Charlie,delta|Echo" {
 		t.Fatalf("walk = %s", got)
 	}
 
 	// Filters.
-	if got := names(ts.do(t, "GET", "/api/v1/me/agents?name=HA", apiKey(key), nil)); got != "alpha,Charlie" {
+	if got := listedValues(t, ts.do(t, "GET", "/api/v1/me/agents?name=HA", apiKey(key), nil), "name"); got != "alpha,Charlie" {
 		t.Fatalf("name filter = %s", got)
 	}
-	if got := names(ts.do(t, "GET", "/api/v1/me/agents?is_external=false", apiKey(key), nil)); got != "" {
+	if got := listedValues(t, ts.do(t, "GET", "/api/v1/me/agents?is_external=false", apiKey(key), nil), "name"); got != "" {
 		t.Fatalf("is_external=false = %s", got)
 	}
 
 	// Deprecated page/page_size: still served, with totals and headers.
-	r = ts.do(t, "GET", "/api/v1/me/agents?page=2&page_size=2&sort=name&order=asc", apiKey(key), nil)
-	expect(t, r, 200, "")
-	if got := names(r); got != "Charlie,delta" {
-		t.Fatalf("page 2 = %s", got)
-	}
-	meta = r.json(t)["metadata"].(map[string]any)
-	if meta["page"] != float64(2) || meta["page_size"] != float64(2) || meta["total_count"] != float64(5) || meta["total_pages"] != float64(3) || meta["has_more"] != true {
-		t.Fatalf("page metadata = %v", meta)
-	}
-	if r.header.Get("Deprecation") != "@1790812800" || r.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
-		t.Fatalf("headers: Deprecation %q Sunset %q", r.header.Get("Deprecation"), r.header.Get("Sunset"))
-	}
+	t.Run("the deprecated page and page_size", func(t *testing.T) { myAgentsPagesByPage(t, ts, key) })
 
 	// A cursor is valid only for the listing and sort it came from.
-	byName := ts.do(t, "GET", "/api/v1/me/agents?sort=name&limit=1", apiKey(key), nil).json(t)["metadata"].(map[string]any)["next_cursor"].(string)
-	cursor := url.QueryEscape(byName)
-	tampered := url.QueryEscape(flipChar(byName, len(byName)-5))
-	for _, tc := range []struct {
-		name, query, code string
-	}{
-		{"cursor with another sort", "sort=inserted_at&cursor=" + cursor, "invalid_cursor"},
-		{"cursor with another order", "sort=name&order=asc&cursor=" + cursor, "invalid_cursor"},
-		{"tampered cursor", "sort=name&cursor=" + tampered, "invalid_cursor"},
-		{"garbage cursor", "cursor=%00%01zz", "invalid_cursor"},
-		{"limit 0", "limit=0", "validation_error"},
-		{"limit 101", "limit=101", "validation_error"},
-		{"limit not a number", "limit=ten", "validation_error"},
-		{"page 0", "page=0", "validation_error"},
-		{"page_size 101", "page_size=101", "validation_error"},
-		{"cursor and page", "cursor=" + cursor + "&page=1", "validation_error"},
-		{"limit and page_size", "limit=5&page_size=5", "validation_error"},
-		{"bad sort", "sort=handle", "validation_error"},
-		{"bad order", "order=up", "validation_error"},
-		{"bad boolean", "listed_in_directory=yes", "validation_error"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			expect(t, ts.do(t, "GET", "/api/v1/me/agents?"+tc.query, apiKey(key), nil), 422, tc.code)
-		})
-	}
+	t.Run("refusals", func(t *testing.T) { myAgentsListingRefusals(t, ts, key) })
 
 	// Other people's agents never show, however the listing is asked for.
 	r = ts.do(t, "GET", fmt.Sprintf("/api/v1/me/agents?limit=100&name=%s", url.QueryEscape("Yours")), apiKey(key), nil)
-	if got := names(r); got != "" {
+	if got := listedValues(t, r, "name"); got != "" {
 		t.Fatalf("saw bob's agent: %s", got)
 	}
+}
+
+func myAgentsPagesByPage(t *testing.T, ts *testServer, key string) {
+	page := ts.do(t, "GET", "/api/v1/me/agents?page=2&page_size=2&sort=name&order=asc", apiKey(key), nil)
+	expect(t, page, 200, "")
+	if got := listedValues(t, page, "name"); got != "Charlie,delta" {
+		t.Fatalf("page 2 = %s", got)
+	}
+	pageMeta := page.json(t)["metadata"].(map[string]any)
+	if pageMeta["page"] != float64(2) || pageMeta["page_size"] != float64(2) || pageMeta["total_count"] != float64(5) || pageMeta["total_pages"] != float64(3) || pageMeta["has_more"] != true {
+		t.Fatalf("page metadata = %v", pageMeta)
+	}
+	if page.header.Get("Deprecation") != "@1790812800" || page.header.Get("Sunset") != "Thu, 01 Oct 2026 00:00:00 GMT" {
+		t.Fatalf("headers: Deprecation %q Sunset %q", page.header.Get("Deprecation"), page.header.Get("Sunset"))
+	}
+}
+
+func myAgentsListingRefusals(t *testing.T, ts *testServer, key string) {
+	byName := ts.do(t, "GET", "/api/v1/me/agents?sort=name&limit=1", apiKey(key), nil).json(t)["metadata"].(map[string]any)["next_cursor"].(string)
+	cursor := url.QueryEscape(byName)
+	tampered := url.QueryEscape(flipChar(byName, len(byName)-5))
+	refused := func(name, query, code string) scenario {
+		return refusalCase(name, apiKey(key), "GET", "/api/v1/me/agents?"+query, nil, 422, code)
+	}
+	ts.run(t, []scenario{
+		refused("cursor with another sort", "sort=inserted_at&cursor="+cursor, "invalid_cursor"),
+		refused("cursor with another order", "sort=name&order=asc&cursor="+cursor, "invalid_cursor"),
+		refused("tampered cursor", "sort=name&cursor="+tampered, "invalid_cursor"),
+		refused("garbage cursor", "cursor=%00%01zz", "invalid_cursor"),
+		refused("limit 0", "limit=0", "validation_error"),
+		refused("limit 101", "limit=101", "validation_error"),
+		refused("limit not a number", "limit=ten", "validation_error"),
+		refused("page 0", "page=0", "validation_error"),
+		refused("page_size 101", "page_size=101", "validation_error"),
+		refused("cursor and page", "cursor="+cursor+"&page=1", "validation_error"),
+		refused("limit and page_size", "limit=5&page_size=5", "validation_error"),
+		refused("bad sort", "sort=handle", "validation_error"),
+		refused("bad order", "order=up", "validation_error"),
+		refused("bad boolean", "listed_in_directory=yes", "validation_error"),
+	})
 }
 
 func rotatePath(agentID string) string { return "/api/v1/me/agents/" + agentID + "/rotate-key" }
@@ -285,36 +258,26 @@ func rotatePath(agentID string) string { return "/api/v1/me/agents/" + agentID +
 // key is refused at once, over REST and on the agent's open socket, and the
 // agent keeps its rooms.
 func TestRotateAgentKey(t *testing.T) {
-	k := newDgKit(t) // alice owns helper and scout; bob (another organization) owns rover
+	k := newDelegationWorld(t) // alice owns helper and scout; bob (another organization) owns rover
 	ts := k.ts
 	_, daveKey := ts.user("dave") // alice's organization
-	ts.db.Write(t.Context(), func(tx *store.Tx) error {
-		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1, is_global = 1 WHERE id = ?`, k.scout.ID)
-		return err
-	})
+	ts.exec(t, `UPDATE agents SET shared_with_organization = 1, is_global = 1 WHERE id = ?`, k.scout.ID)
 	_, allScopes := k.grant(t, store.DelegationScopes...)
 	delegatedTok := k.exchange(t, allScopes)
 
-	for _, tc := range []struct {
-		name   string
-		cred   cred
-		path   string
-		status int
-		code   string
-	}{
-		{"another person's agent", apiKey(k.bobKey), rotatePath(k.helper.ID), 404, "not_found"},
-		{"an agent the caller sees but does not own", apiKey(daveKey), rotatePath(k.scout.ID), 404, "not_found"},
-		{"unknown id", apiKey(k.aliceKey), rotatePath(nilID), 404, "not_found"},
-		{"malformed id", apiKey(k.aliceKey), rotatePath("not-a-uuid"), 404, "not_found"},
-		{"the agent's own key", apiKey(k.helperKey), rotatePath(k.helper.ID), 403, "forbidden"},
-		{"another agent's key", apiKey(k.scoutKey), rotatePath(k.helper.ID), 403, "forbidden"},
-		{"a delegated token with every scope", bearer(delegatedTok), rotatePath(k.helper.ID), 403, "forbidden"},
-		{"no credentials", noCred, rotatePath(k.helper.ID), 401, "unauthorized"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts.refused(t, "POST", tc.path, tc.cred, nil, tc.status, tc.code, "")
-		})
+	rotation := func(name string, c cred, path string, status int, code string) scenario {
+		return refusalCase(name, c, "POST", path, nil, status, code)
 	}
+	ts.run(t, []scenario{
+		rotation("another person's agent", apiKey(k.bobKey), rotatePath(k.helper.ID), 404, "not_found"),
+		rotation("an agent the caller sees but does not own", apiKey(daveKey), rotatePath(k.scout.ID), 404, "not_found"),
+		rotation("unknown id", apiKey(k.aliceKey), rotatePath(nilID), 404, "not_found"),
+		rotation("malformed id", apiKey(k.aliceKey), rotatePath("not-a-uuid"), 404, "not_found"),
+		rotation("the agent's own key", apiKey(k.helperKey), rotatePath(k.helper.ID), 403, "forbidden"),
+		rotation("another agent's key", apiKey(k.scoutKey), rotatePath(k.helper.ID), 403, "forbidden"),
+		rotation("a delegated token with every scope", bearer(delegatedTok), rotatePath(k.helper.ID), 403, "forbidden"),
+		rotation("no credentials", noCred, rotatePath(k.helper.ID), 401, "unauthorized"),
+	})
 
 	room := ts.room(t, k.helperKey, k.alice.ID)
 	helperSocket := newListener(t, ts, k.helperKey, "agent_rooms:"+k.helper.ID)
@@ -361,16 +324,24 @@ func TestRotateAgentKey(t *testing.T) {
 
 	// The rotation may be routed after the agent reconnected with its new
 	// key: that connection stays.
+	t.Run("a connection opened with the new key stays", func(t *testing.T) { rotatingLeavesNewKeyConnections(t, k, ts, newKey) })
+
+	// A connection as the agent through its owner's credentials does not
+	// use the agent's key: rotating leaves it open. A session token may
+	// rotate too.
+	t.Run("a connection as the agent through its owner's key stays", func(t *testing.T) { rotatingLeavesOwnersAgentConnections(t, k, ts) })
+}
+
+func rotatingLeavesNewKeyConnections(t *testing.T, k *delegationWorld, ts *testServer, newKey string) {
 	fresh := newListener(t, ts, newKey, "agent_rooms:"+k.helper.ID)
 	ts.srv.rt.publish(store.Change{Kind: store.CredentialsEnded, Agent: k.helper})
 	time.Sleep(200 * time.Millisecond)
 	if fresh.isClosed() {
 		t.Fatal("the connection opened with the new key was closed")
 	}
+}
 
-	// A connection as the agent through its owner's credentials does not
-	// use the agent's key: rotating leaves it open. A session token may
-	// rotate too.
+func rotatingLeavesOwnersAgentConnections(t *testing.T, k *delegationWorld, ts *testServer) {
 	asOwner, err := dialRaw(t, ts.socketURL(url.Values{"vsn": {"2.0.0"}, "agent_id": {k.scout.ID}}), http.Header{"X-Api-Key": {k.aliceKey}})
 	if err != nil {
 		t.Fatal(err)
@@ -382,13 +353,4 @@ func TestRotateAgentKey(t *testing.T) {
 	if m := asOwner.next(t); m[1] != "7" {
 		t.Fatalf("the owner's connection as the agent: %v", m)
 	}
-}
-
-func keysOf(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

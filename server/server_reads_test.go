@@ -12,13 +12,13 @@ import (
 // unreadIn reads a's unread count in a room both ways the web app does: the
 // room itself and its entry in the listing (with agent rooms, so that rooms
 // read through an agent are there too). The two must agree.
-func (k *roomsKit) unreadIn(t testing.TB, a roomsActor, room string) int {
+func (k *roomsWorld) unreadIn(t testing.TB, a roomsParty, room string) int {
 	t.Helper()
 	got, ok := k.get(t, a, room)["unread_count"].(float64)
 	if !ok {
 		t.Fatalf("GET %s: no unread_count", k.names[room])
 	}
-	r := k.ts.do(t, "GET", roomsHumanAPI+"?limit=100&include=agent_rooms", a.cred, nil)
+	r := k.ts.do(t, "GET", humanChatsPath+"?limit=100&include=agent_rooms", a.cred, nil)
 	expect(t, r, 200, "")
 	for _, it := range r.list(t) {
 		if it := it.(map[string]any); it["id"] == room {
@@ -33,7 +33,7 @@ func (k *roomsKit) unreadIn(t testing.TB, a roomsActor, room string) int {
 }
 
 // markRead posts to a room's read route and returns the room it answers.
-func (k *roomsKit) markRead(t testing.TB, a roomsActor, room string, body any) map[string]any {
+func (k *roomsWorld) markRead(t testing.TB, a roomsParty, room string, body any) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "POST", a.room(room, "read"), a.cred, body)
 	expect(t, r, 200, "")
@@ -48,7 +48,7 @@ func (k *roomsKit) markRead(t testing.TB, a roomsActor, room string, body any) m
 }
 
 // event posts an event of type typ as an agent and returns its id.
-func (k *roomsKit) event(t testing.TB, a roomsActor, room, typ string) string {
+func (k *roomsWorld) event(t testing.TB, a roomsParty, room, typ string) string {
 	t.Helper()
 	ev := map[string]any{"content": typ + " here", "message_type": typ}
 	if typ == "attention" {
@@ -60,7 +60,7 @@ func (k *roomsKit) event(t testing.TB, a roomsActor, room, typ string) string {
 }
 
 func TestReadsUnreadCounts(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	helper := k.bot(alice, "Helper")
@@ -70,7 +70,7 @@ func TestReadsUnreadCounts(t *testing.T) {
 	k.add(t, alice, room, helper, "")
 
 	ids := map[string]string{} // message ids by step name, for later steps to point at
-	text := func(a, mention roomsActor) func(t *testing.T) string {
+	text := func(a, mention roomsParty) func(t *testing.T) string {
 		return func(t *testing.T) string {
 			r := k.send(t, a, room, "a word from "+a.name, mention)
 			expect(t, r, 201, "")
@@ -80,7 +80,7 @@ func TestReadsUnreadCounts(t *testing.T) {
 	event := func(typ string) func(t *testing.T) string {
 		return func(t *testing.T) string { return k.event(t, helper, room, typ) }
 	}
-	read := func(a roomsActor, body func() any, answers int) func(t *testing.T) string {
+	read := func(a roomsParty, body func() any, answers int) func(t *testing.T) string {
 		return func(t *testing.T) string {
 			if got := k.markRead(t, a, room, body())["unread_count"]; got != float64(answers) {
 				t.Fatalf("read answers unread_count %v, want %d", got, answers)
@@ -147,7 +147,7 @@ func TestReadsUnreadCounts(t *testing.T) {
 // A person reads the rooms of the agents they own without being in them;
 // those rooms count unread and take a read marker too.
 func TestReadsThroughAnAgent(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	room := k.newRoom(t, helper, "helper's room", nil)
@@ -169,7 +169,7 @@ func TestReadsThroughAnAgent(t *testing.T) {
 // "100 or more".
 func TestReadsUnreadCountIsCapped(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	for _, tc := range []struct {
@@ -182,7 +182,7 @@ func TestReadsUnreadCountIsCapped(t *testing.T) {
 			k.add(t, helper, room, alice, "")
 			// One statement writes the backlog: the API would take a request
 			// a message, and the count is about what the table holds.
-			k.exec(t, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			k.ts.exec(t, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 				INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at)
 				SELECT printf('%08x-0000-7000-8000-%012d', ?, i), ?, ?, 'Agent', 'Helper', 'text', 'backlog ' || i, i, i FROM n`,
 				tc.backlog, tc.backlog, room, helper.id)
@@ -197,7 +197,7 @@ func TestReadsUnreadCountIsCapped(t *testing.T) {
 }
 
 func TestReadsRefusals(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	helper := k.bot(alice, "Helper")
@@ -219,23 +219,23 @@ func TestReadsRefusals(t *testing.T) {
 	// Bob is blocked in the room: he reads nothing there until unblocked.
 	expect(t, k.patch(t, alice, room, bob.id, map[string]any{"status": "blocked"}), 200, "")
 
-	read := func(room string) string { return roomsHumanAPI + "/" + room + "/read" }
+	read := func(room string) string { return humanChatsPath + "/" + room + "/read" }
 	upTo := func(id any) map[string]any { return map[string]any{"message_id": id} }
-	k.refuse(t, []roomsRefusal{
-		{name: "another organization's room", as: alice, method: "POST", path: read(foreign), status: 404, code: "not_found"},
-		{name: "another organization's room, up to its message", as: alice, method: "POST", path: read(foreign), body: upTo(inForeign), status: 404, code: "not_found"},
-		{name: "a message of another organization's room", as: alice, method: "POST", path: read(room), body: upTo(inForeign), status: 404, code: "not_found"},
-		{name: "a message of another of my rooms", as: alice, method: "POST", path: read(room), body: upTo(inOther), status: 404, code: "not_found"},
-		{name: "a message that does not exist", as: alice, method: "POST", path: read(room), body: upTo(nilID), status: 404, code: "not_found"},
-		{name: "a message id that is no UUID", as: alice, method: "POST", path: read(room), body: upTo("latest"), status: 404, code: "not_found"},
-		{name: "an empty message id", as: alice, method: "POST", path: read(room), body: upTo(""), status: 404, code: "not_found"},
-		{name: "a room that does not exist", as: alice, method: "POST", path: read(nilID), status: 404, code: "not_found"},
-		{name: "a room id that is no UUID", as: alice, method: "POST", path: read("general"), status: 404, code: "not_found"},
-		{name: "a room the person is blocked in", as: bob, method: "POST", path: read(room), status: 404, code: "not_found"},
-		{name: "an unknown field", as: alice, method: "POST", path: read(room), body: map[string]any{"seq": 3}, status: 400, code: "unknown_field", pointer: "/seq"},
-		{name: "a message id of the wrong type", as: alice, method: "POST", path: read(room), body: upTo(42), status: 422, code: "validation_error", pointer: "/message_id"},
-		{name: "not JSON", as: alice, method: "POST", path: read(room), body: `{"message_id":`, status: 400, code: "invalid_json"},
-		{name: "an agent", as: helper, method: "POST", path: read(room), status: 403, code: "forbidden"},
+	k.ts.run(t, []scenario{
+		{name: "another organization's room", cred: alice.cred, method: "POST", path: read(foreign), status: 404, code: "not_found"},
+		{name: "another organization's room, up to its message", cred: alice.cred, method: "POST", path: read(foreign), body: upTo(inForeign), status: 404, code: "not_found"},
+		{name: "a message of another organization's room", cred: alice.cred, method: "POST", path: read(room), body: upTo(inForeign), status: 404, code: "not_found"},
+		{name: "a message of another of my rooms", cred: alice.cred, method: "POST", path: read(room), body: upTo(inOther), status: 404, code: "not_found"},
+		{name: "a message that does not exist", cred: alice.cred, method: "POST", path: read(room), body: upTo(nilID), status: 404, code: "not_found"},
+		{name: "a message id that is no UUID", cred: alice.cred, method: "POST", path: read(room), body: upTo("latest"), status: 404, code: "not_found"},
+		{name: "an empty message id", cred: alice.cred, method: "POST", path: read(room), body: upTo(""), status: 404, code: "not_found"},
+		{name: "a room that does not exist", cred: alice.cred, method: "POST", path: read(nilID), status: 404, code: "not_found"},
+		{name: "a room id that is no UUID", cred: alice.cred, method: "POST", path: read("general"), status: 404, code: "not_found"},
+		{name: "a room the person is blocked in", cred: bob.cred, method: "POST", path: read(room), status: 404, code: "not_found"},
+		{name: "an unknown field", cred: alice.cred, method: "POST", path: read(room), body: map[string]any{"seq": 3}, status: 400, code: "unknown_field", pointers: []string{"/seq"}},
+		{name: "a message id of the wrong type", cred: alice.cred, method: "POST", path: read(room), body: upTo(42), status: 422, code: "validation_error", pointers: []string{"/message_id"}},
+		{name: "not JSON", cred: alice.cred, method: "POST", path: read(room), body: `{"message_id":`, status: 400, code: "invalid_json"},
+		{name: "an agent", cred: helper.cred, method: "POST", path: read(room), status: 403, code: "forbidden"},
 	})
 	if got := k.unreadIn(t, alice, room); got != 1 {
 		t.Fatalf("after the refusals alice's unread_count = %d, want 1", got)

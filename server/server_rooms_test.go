@@ -13,66 +13,55 @@ import (
 // APIs. The permission rules under test are the ones documented in
 // store/access.go; the peer network is the one documented in store/peers.go.
 
-const (
-	roomsAgentAPI = "/api/v1/agent/chats"
-	roomsHumanAPI = "/api/v1/me/chats"
-)
-
-// roomsActor is a human or an agent, with the room API it calls.
-type roomsActor struct {
+// roomsParty is a human or an agent, with the room API it calls.
+type roomsParty struct {
 	name string
 	id   string
 	cred cred
-	base string      // roomsAgentAPI or roomsHumanAPI
+	base string      // agentChatsPath or humanChatsPath
 	user *store.User // nil for agents
 }
 
 // room is the path of a room (and of what is under it) in the actor's API.
-func (a roomsActor) room(id string, under ...string) string {
+func (a roomsParty) room(id string, under ...string) string {
 	return strings.Join(append([]string{a.base, id}, under...), "/")
 }
 
-// roomsKit drives one test server and remembers the test's name of every
+// roomsWorld drives one test server and remembers the test's name of every
 // id it made, so that listings compare as readable names.
-type roomsKit struct {
+type roomsWorld struct {
 	ts    *testServer
-	names map[string]string
+	names idLabels
 }
 
-func newRoomsKit(t *testing.T, opts ...func(*store.Options)) *roomsKit {
-	return &roomsKit{ts: newTestServer(t, opts...), names: map[string]string{}}
+func newRoomsWorld(t *testing.T, opts ...func(*store.Options)) *roomsWorld {
+	return &roomsWorld{ts: newTestServer(t, opts...), names: map[string]string{}}
 }
 
-func (k *roomsKit) human(handle string, org ...string) roomsActor {
+func (k *roomsWorld) human(handle string, org ...string) roomsParty {
 	u, key := k.ts.user(handle, org...)
 	k.names[u.ID] = handle
-	return roomsActor{name: handle, id: u.ID, cred: apiKey(key), base: roomsHumanAPI, user: u}
+	return roomsParty{name: handle, id: u.ID, cred: apiKey(key), base: humanChatsPath, user: u}
 }
 
 // bot registers an agent; its name in listings is name, lower-cased and
 // without spaces.
-func (k *roomsKit) bot(owner roomsActor, name string) roomsActor {
+func (k *roomsWorld) bot(owner roomsParty, name string) roomsParty {
 	a, key := k.ts.agent(owner.user, name)
 	label := strings.ToLower(strings.ReplaceAll(name, " ", ""))
 	k.names[a.ID] = label
-	return roomsActor{name: label, id: a.ID, cred: apiKey(key), base: roomsAgentAPI}
+	return roomsParty{name: label, id: a.ID, cred: apiKey(key), base: agentChatsPath}
 }
 
-// exec runs one SQL statement through the writer, to set up what the API
-// cannot (global and organization-shared agents, room status and type).
-func (k *roomsKit) exec(t testing.TB, query string, args ...any) {
-	t.Helper()
-	if err := k.ts.db.Write(t.Context(), func(tx *store.Tx) error {
-		_, err := tx.Exec(query, args...)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+// people are the persons most rooms tests start from, made in this order:
+// alice, bob and dave of one organization, carol of another.
+func (k *roomsWorld) people() (alice, bob, dave, carol roomsParty) {
+	return k.human("alice"), k.human("bob"), k.human("dave"), k.human("carol", "Other Org")
 }
 
 // newRoom creates a room as a (chat is the body's chat object, nil for
 // none) and returns its id.
-func (k *roomsKit) newRoom(t testing.TB, a roomsActor, name string, chat map[string]any) string {
+func (k *roomsWorld) newRoom(t testing.TB, a roomsParty, name string, chat map[string]any) string {
 	t.Helper()
 	if chat == nil {
 		chat = map[string]any{}
@@ -85,27 +74,19 @@ func (k *roomsKit) newRoom(t testing.TB, a roomsActor, name string, chat map[str
 }
 
 // add adds member to a room as a, with role ("" for the default).
-func (k *roomsKit) add(t testing.TB, a roomsActor, room string, member roomsActor, role string) {
+func (k *roomsWorld) add(t testing.TB, a roomsParty, room string, member roomsParty, role string) {
 	t.Helper()
-	expect(t, k.ts.do(t, "POST", a.room(room, "participants"), a.cred, roomsParticipant(member.id, role)), 201, "")
-}
-
-func roomsParticipant(id, role string) map[string]any {
-	p := map[string]any{"participant_id": id}
-	if role != "" {
-		p["role"] = role
-	}
-	return map[string]any{"participant": p}
+	expect(t, k.ts.do(t, "POST", a.room(room, "participants"), a.cred, participantBody(member.id, role)), 201, "")
 }
 
 // patch changes a participant through the human API.
-func (k *roomsKit) patch(t testing.TB, a roomsActor, room, member string, fields map[string]any) *response {
+func (k *roomsWorld) patch(t testing.TB, a roomsParty, room, member string, fields map[string]any) *response {
 	t.Helper()
 	return k.ts.do(t, "PATCH", a.room(room, "participants", member), a.cred, map[string]any{"participant": fields})
 }
 
 // send posts a text message that mentions mention.
-func (k *roomsKit) send(t testing.TB, a roomsActor, room, content string, mention roomsActor) *response {
+func (k *roomsWorld) send(t testing.TB, a roomsParty, room, content string, mention roomsParty) *response {
 	t.Helper()
 	return k.ts.do(t, "POST", a.room(room, "messages"), a.cred, map[string]any{"message": map[string]any{
 		"content": content, "mentions": []any{map[string]any{"id": mention.id}},
@@ -113,7 +94,7 @@ func (k *roomsKit) send(t testing.TB, a roomsActor, room, content string, mentio
 }
 
 // get reads a room as a, expecting 200.
-func (k *roomsKit) get(t testing.TB, a roomsActor, room string) map[string]any {
+func (k *roomsWorld) get(t testing.TB, a roomsParty, room string) map[string]any {
 	t.Helper()
 	r := k.ts.do(t, "GET", a.room(room), a.cred, nil)
 	expect(t, r, 200, "")
@@ -121,76 +102,27 @@ func (k *roomsKit) get(t testing.TB, a roomsActor, room string) map[string]any {
 }
 
 // listed returns the test's names of the items of a listing, in order.
-func (k *roomsKit) listed(t testing.TB, r *response) string {
+func (k *roomsWorld) listed(t testing.TB, r *response) string {
 	t.Helper()
-	var out []string
-	for _, it := range r.list(t) {
-		id := it.(map[string]any)["id"].(string)
-		name, ok := k.names[id]
-		if !ok {
-			name = "?" + id
-		}
-		out = append(out, name)
-	}
-	return strings.Join(out, ",")
+	return k.names.listed(t, r)
 }
 
 // walk pages through a cursor listing (query holds limit and the filters)
 // and returns its pages, "|" between them.
-func (k *roomsKit) walk(t testing.TB, a roomsActor, path, query string) string {
+func (k *roomsWorld) walk(t testing.TB, a roomsParty, path, query string) string {
 	t.Helper()
 	return k.ts.walkPages(t, path, query, a.cred, func(r *response) string { return k.listed(t, r) })
 }
 
-// roomsOffsetMeta is the metadata of a page/page_size listing.
-func roomsOffsetMeta(page, size, total, pages int) map[string]any {
-	return map[string]any{"page": float64(page), "page_size": float64(size), "total_count": float64(total), "total_pages": float64(pages)}
-}
-
-// roomsDetails returns the error envelope's details.
-func roomsDetails(t testing.TB, r *response) map[string]any {
-	t.Helper()
-	d, _ := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
-	return d
-}
-
-// roomsRefusal is one request that must be refused and change nothing.
-type roomsRefusal struct {
-	name         string
-	as           roomsActor
-	method, path string
-	body         any
-	status       int
-	code         string
-	pointer      string // a details key the refusal must carry, if any
-}
-
-func (k *roomsKit) refuse(t *testing.T, cases []roomsRefusal) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			before := k.ts.snapshot(t)
-			r := k.ts.do(t, tc.method, tc.path, tc.as.cred, tc.body)
-			expect(t, r, tc.status, tc.code)
-			if tc.pointer != "" {
-				if _, ok := roomsDetails(t, r)[tc.pointer]; !ok {
-					t.Errorf("details %v lack %s", roomsDetails(t, r), tc.pointer)
-				}
-			}
-			k.ts.unchanged(t, before)
-		})
-	}
-}
-
 func TestRoomsCreate(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	const task = "0190a000-0000-7000-8000-00000000abcd"
 	long := strings.Repeat("é", 120)
 	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
 
-	for _, caller := range []roomsActor{helper, alice} {
+	for _, caller := range []roomsParty{helper, alice} {
 		for _, tc := range []struct {
 			name  string
 			body  any
@@ -242,61 +174,61 @@ func TestRoomsCreate(t *testing.T) {
 }
 
 func TestRoomsCreateRefusals(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	chat := func(fields map[string]any) map[string]any { return map[string]any{"chat": fields} }
-	var cases []roomsRefusal
-	for _, caller := range []roomsActor{helper, alice} {
-		for _, tc := range []roomsRefusal{
-			{name: "title with a newline", body: chat(map[string]any{"title": "Line one\nline two"}), pointer: "/chat/title"},
-			{name: "title with a carriage return", body: chat(map[string]any{"title": "Line one\rline two"}), pointer: "/chat/title"},
-			{name: "title with NUL", body: chat(map[string]any{"title": "Null\x00byte"}), pointer: "/chat/title"},
-			{name: "title of 121 characters", body: chat(map[string]any{"title": strings.Repeat("t", 121)}), pointer: "/chat/title"},
-			{name: "title of invisible characters only", body: chat(map[string]any{"title": "\u200b\u2060"}), pointer: "/chat/title"},
-			{name: "title of a NUL only", body: chat(map[string]any{"title": "\x00"}), pointer: "/chat/title"},
-			{name: "title of the wrong type", body: chat(map[string]any{"title": 42}), pointer: "/chat/title"},
-			{name: "task id not a uuid", body: chat(map[string]any{"task_id": "task-1"}), pointer: "/chat/task_id"},
-			{name: "task id of the wrong type", body: chat(map[string]any{"task_id": 7}), pointer: "/chat/task_id"},
-			{name: "chat of the wrong type", body: map[string]any{"chat": "room"}, pointer: "/chat"},
-			{name: "unknown field", body: chat(map[string]any{"name": "x"}), status: 400, code: "unknown_field", pointer: "/chat/name"},
+	var cases []scenario
+	for _, caller := range []roomsParty{helper, alice} {
+		for _, tc := range []scenario{
+			{name: "title with a newline", body: chat(map[string]any{"title": "Line one\nline two"}), pointers: []string{"/chat/title"}},
+			{name: "title with a carriage return", body: chat(map[string]any{"title": "Line one\rline two"}), pointers: []string{"/chat/title"}},
+			{name: "title with NUL", body: chat(map[string]any{"title": "Null\x00byte"}), pointers: []string{"/chat/title"}},
+			{name: "title of 121 characters", body: chat(map[string]any{"title": strings.Repeat("t", 121)}), pointers: []string{"/chat/title"}},
+			{name: "title of invisible characters only", body: chat(map[string]any{"title": "\u200b\u2060"}), pointers: []string{"/chat/title"}},
+			{name: "title of a NUL only", body: chat(map[string]any{"title": "\x00"}), pointers: []string{"/chat/title"}},
+			{name: "title of the wrong type", body: chat(map[string]any{"title": 42}), pointers: []string{"/chat/title"}},
+			{name: "task id not a uuid", body: chat(map[string]any{"task_id": "task-1"}), pointers: []string{"/chat/task_id"}},
+			{name: "task id of the wrong type", body: chat(map[string]any{"task_id": 7}), pointers: []string{"/chat/task_id"}},
+			{name: "chat of the wrong type", body: map[string]any{"chat": "room"}, pointers: []string{"/chat"}},
+			{name: "unknown field", body: chat(map[string]any{"name": "x"}), status: 400, code: "unknown_field", pointers: []string{"/chat/name"}},
 			{name: "not JSON", body: `{"chat":`, status: 400, code: "invalid_json"},
 		} {
-			tc.name, tc.as, tc.method, tc.path = caller.name+"/"+tc.name, caller, "POST", caller.base
+			tc.name, tc.cred, tc.method, tc.path = caller.name+"/"+tc.name, caller.cred, "POST", caller.base
 			if tc.status == 0 {
 				tc.status, tc.code = 422, "validation_error"
 			}
 			cases = append(cases, tc)
 		}
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 
 	// Both problems of one body are reported together.
-	r := k.ts.do(t, "POST", roomsHumanAPI, alice.cred, chat(map[string]any{"title": "a\nb", "task_id": "x"}))
+	r := k.ts.do(t, "POST", humanChatsPath, alice.cred, chat(map[string]any{"title": "a\nb", "task_id": "x"}))
 	expect(t, r, 422, "validation_error")
-	if d := roomsDetails(t, r); d["/chat/title"] == nil || d["/chat/task_id"] == nil {
+	if d := errorDetails(t, r); d["/chat/title"] == nil || d["/chat/task_id"] == nil {
 		t.Fatalf("details = %v, want both pointers", d)
 	}
 }
 
 // A person and the agents it owns share one chats quota.
 func TestRoomsCreateQuota(t *testing.T) {
-	k := newRoomsKit(t, func(o *store.Options) { o.Limits = store.Limits{ChatsPerUser: 2} })
+	k := newRoomsWorld(t, func(o *store.Options) { o.Limits = store.Limits{ChatsPerUser: 2} })
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	bob := k.human("bob")
 	mine := k.newRoom(t, alice, "mine", nil)
 	k.newRoom(t, helper, "helper's", nil)
 
-	var cases []roomsRefusal
-	for _, caller := range []roomsActor{alice, helper} {
-		cases = append(cases, roomsRefusal{name: caller.name, as: caller, method: "POST", path: caller.base,
+	var cases []scenario
+	for _, caller := range []roomsParty{alice, helper} {
+		cases = append(cases, scenario{name: caller.name, cred: caller.cred, method: "POST", path: caller.base,
 			body: map[string]any{"chat": map[string]any{"title": "One too many"}}, status: 403, code: "limit_reached"})
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 	r := k.ts.do(t, "POST", helper.base, helper.cred, nil)
 	want := map[string]any{"resource": "chats", "limit": float64(2), "current": float64(2)}
-	if d := roomsDetails(t, r); !reflect.DeepEqual(d, want) {
+	if d := errorDetails(t, r); !reflect.DeepEqual(d, want) {
 		t.Fatalf("details = %v, want %v", d, want)
 	}
 
@@ -307,7 +239,7 @@ func TestRoomsCreateQuota(t *testing.T) {
 }
 
 func TestRoomsAgentListing(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
@@ -324,15 +256,15 @@ func TestRoomsAgentListing(t *testing.T) {
 		query, rooms string
 		meta         map[string]any
 	}{
-		{"", "r5,r4,r3,r2,r1", roomsOffsetMeta(1, 20, 5, 1)},
-		{"page=2&page_size=2", "r3,r2", roomsOffsetMeta(2, 2, 5, 3)},
-		{"page=3&page_size=2", "r1", roomsOffsetMeta(3, 2, 5, 3)},
-		{"page=4&page_size=2", "", roomsOffsetMeta(4, 2, 5, 3)},
-		{"page_size=100", "r5,r4,r3,r2,r1", roomsOffsetMeta(1, 100, 5, 1)},
-		{"page_size=1", "r5", roomsOffsetMeta(1, 1, 5, 5)},
+		{"", "r5,r4,r3,r2,r1", offsetMetaJSON(1, 20, 5, 1)},
+		{"page=2&page_size=2", "r3,r2", offsetMetaJSON(2, 2, 5, 3)},
+		{"page=3&page_size=2", "r1", offsetMetaJSON(3, 2, 5, 3)},
+		{"page=4&page_size=2", "", offsetMetaJSON(4, 2, 5, 3)},
+		{"page_size=100", "r5,r4,r3,r2,r1", offsetMetaJSON(1, 100, 5, 1)},
+		{"page_size=1", "r5", offsetMetaJSON(1, 1, 5, 5)},
 	} {
 		t.Run("?"+tc.query, func(t *testing.T) {
-			r := k.ts.do(t, "GET", roomsAgentAPI+"?"+tc.query, helper.cred, nil)
+			r := k.ts.do(t, "GET", agentChatsPath+"?"+tc.query, helper.cred, nil)
 			expect(t, r, 200, "")
 			if got := k.listed(t, r); got != tc.rooms {
 				t.Errorf("rooms = %s, want %s", got, tc.rooms)
@@ -352,20 +284,20 @@ func TestRoomsAgentListing(t *testing.T) {
 		})
 	}
 
-	var cases []roomsRefusal
+	var cases []scenario
 	for _, q := range []struct{ query, pointer string }{
 		{"page_size=0", "/page_size"}, {"page_size=101", "/page_size"}, {"page_size=ten", "/page_size"},
 		{"page=0", "/page"}, {"page=-1", "/page"}, {"page=first", "/page"},
 	} {
-		cases = append(cases, roomsRefusal{name: q.query, as: helper, method: "GET", path: roomsAgentAPI + "?" + q.query,
-			status: 422, code: "validation_error", pointer: q.pointer})
+		cases = append(cases, scenario{name: q.query, cred: helper.cred, method: "GET", path: agentChatsPath + "?" + q.query,
+			status: 422, code: "validation_error", pointers: []string{q.pointer}})
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, cases)
 }
 
 func TestRoomsHumanListing(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	helper := k.bot(alice, "Helper")
@@ -380,7 +312,19 @@ func TestRoomsHumanListing(t *testing.T) {
 	gone := k.newRoom(t, alice, "gone", nil)
 	expect(t, k.ts.do(t, "DELETE", alice.room(gone), alice.cred, nil), 204, "")
 
-	r := k.ts.do(t, "GET", roomsHumanAPI, alice.cred, nil)
+	t.Run("newest first, oldest first, with agent rooms", func(t *testing.T) { humanListingOrders(t, k, alice) })
+
+	// A rename moves updated_at, and with it the room's place in that order.
+	t.Run("a rename moves the room in updated_at order", func(t *testing.T) { humanListingByUpdate(t, k, alice, ids) })
+	t.Run("status and type filters", func(t *testing.T) { humanListingFilters(t, k, ids, alice) })
+
+	// The deprecated page/page_size still work, with totals and headers.
+	t.Run("the deprecated page and page_size", func(t *testing.T) { humanListingPagesByPage(t, k, alice) })
+	t.Run("refusals", func(t *testing.T) { humanListingRefusals(t, k, alice) })
+}
+
+func humanListingOrders(t *testing.T, k *roomsWorld, alice roomsParty) {
+	r := k.ts.do(t, "GET", humanChatsPath, alice.cred, nil)
 	expect(t, r, 200, "")
 	if got := k.listed(t, r); got != "b1,m5,m4,m3,m2,m1" {
 		t.Fatalf("default listing (newest first) = %s", got)
@@ -402,23 +346,25 @@ func TestRoomsHumanListing(t *testing.T) {
 		{"with agent rooms", "limit=3&include=agent_rooms", "b1,a1,m5|m4,m3,m2|m1"},
 		{"an empty include is no include", "limit=10&include=", "b1,m5,m4,m3,m2,m1"},
 	} {
-		if got := k.walk(t, alice, roomsHumanAPI, w.query); got != w.pages {
+		if got := k.walk(t, alice, humanChatsPath, w.query); got != w.pages {
 			t.Errorf("%s: walk = %s, want %s", w.name, got, w.pages)
 		}
 	}
+}
 
-	// A rename moves updated_at, and with it the room's place in that order.
+func humanListingByUpdate(t *testing.T, k *roomsWorld, alice roomsParty, ids map[string]string) {
 	expect(t, k.ts.do(t, "PATCH", alice.room(ids["m1"]), alice.cred, map[string]any{"chat": map[string]any{"title": "Renamed"}}), 200, "")
-	if got := k.walk(t, alice, roomsHumanAPI, "limit=2&sort_by=updated_at"); got != "m1,b1|m5,m4|m3,m2" {
+	if got := k.walk(t, alice, humanChatsPath, "limit=2&sort_by=updated_at"); got != "m1,b1|m5,m4|m3,m2" {
 		t.Errorf("walk by updated_at = %s", got)
 	}
-	if got := k.walk(t, alice, roomsHumanAPI, "limit=5&sort_by=updated_at&order=asc"); got != "m2,m3,m4,m5,b1|m1" {
+	if got := k.walk(t, alice, humanChatsPath, "limit=5&sort_by=updated_at&order=asc"); got != "m2,m3,m4,m5,b1|m1" {
 		t.Errorf("walk by updated_at ascending = %s", got)
 	}
+}
 
-	// status and type filters.
-	k.exec(t, `UPDATE rooms SET status = 'archived' WHERE id = ?`, ids["m2"])
-	k.exec(t, `UPDATE rooms SET type = 'group' WHERE id = ?`, ids["m3"])
+func humanListingFilters(t *testing.T, k *roomsWorld, ids map[string]string, alice roomsParty) {
+	k.ts.exec(t, `UPDATE rooms SET status = 'archived' WHERE id = ?`, ids["m2"])
+	k.ts.exec(t, `UPDATE rooms SET type = 'group' WHERE id = ?`, ids["m3"])
 	for _, f := range []struct{ query, rooms string }{
 		{"status=archived", "m2"},
 		{"status=active", "b1,m5,m4,m3,m1"},
@@ -428,61 +374,59 @@ func TestRoomsHumanListing(t *testing.T) {
 		{"type=task", ""},
 		{"type=direct&include=agent_rooms", "b1,a1,m5,m4,m2,m1"},
 	} {
-		r := k.ts.do(t, "GET", roomsHumanAPI+"?"+f.query, alice.cred, nil)
+		r := k.ts.do(t, "GET", humanChatsPath+"?"+f.query, alice.cred, nil)
 		expect(t, r, 200, "")
 		if got := k.listed(t, r); got != f.rooms {
 			t.Errorf("?%s = %s, want %s", f.query, got, f.rooms)
 		}
 	}
-	if got := k.walk(t, alice, roomsHumanAPI, "limit=1&status=active&type=direct"); got != "b1|m5|m4|m1" {
+	if got := k.walk(t, alice, humanChatsPath, "limit=1&status=active&type=direct"); got != "b1|m5|m4|m1" {
 		t.Errorf("filtered walk = %s", got)
 	}
+}
 
-	// The deprecated page/page_size still work, with totals and headers.
-	r = k.ts.do(t, "GET", roomsHumanAPI+"?page=2&page_size=4", alice.cred, nil)
-	expect(t, r, 200, "")
-	if got := k.listed(t, r); got != "m2,m1" {
+func humanListingPagesByPage(t *testing.T, k *roomsWorld, alice roomsParty) {
+	page := k.ts.do(t, "GET", humanChatsPath+"?page=2&page_size=4", alice.cred, nil)
+	expect(t, page, 200, "")
+	if got := k.listed(t, page); got != "m2,m1" {
 		t.Errorf("page 2 = %s", got)
 	}
-	m := r.meta(t)
+	m := page.meta(t)
 	if m["page"] != float64(2) || m["page_size"] != float64(4) || m["total_count"] != float64(6) || m["total_pages"] != float64(2) || m["has_more"] != false {
 		t.Errorf("page metadata = %v", m)
 	}
-	if r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
+	if page.header.Get("Deprecation") == "" || page.header.Get("Sunset") == "" {
 		t.Error("page/page_size without Deprecation and Sunset headers")
 	}
+}
 
-	byUpdated := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
-	byInserted := k.ts.do(t, "GET", roomsHumanAPI+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
-	var cases []roomsRefusal
-	for _, q := range []struct{ query, code, pointer string }{
-		{"include=everything", "validation_error", "/include"},
-		{"status=open", "validation_error", "/status"},
-		{"type=dm", "validation_error", "/type"},
-		{"sort_by=title", "validation_error", "/sort_by"},
-		{"order=up", "validation_error", "/order"},
-		{"limit=0", "validation_error", "/limit"},
-		{"limit=101", "validation_error", "/limit"},
-		{"page=0", "validation_error", "/page"},
-		{"cursor=" + url.QueryEscape(byInserted) + "&page=1", "validation_error", ""},
-		{"cursor=garbage", "invalid_cursor", "/cursor"},
-		{"cursor=" + url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"},
-		{"sort_by=updated_at&order=asc&cursor=" + url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"},
-		{"status=active&cursor=" + url.QueryEscape(byInserted), "invalid_cursor", "/cursor"},
-		{"include=agent_rooms&cursor=" + url.QueryEscape(byInserted), "invalid_cursor", "/cursor"},
-	} {
-		cases = append(cases, roomsRefusal{name: q.query, as: alice, method: "GET", path: roomsHumanAPI + "?" + q.query,
-			status: 422, code: q.code, pointer: q.pointer})
+func humanListingRefusals(t *testing.T, k *roomsWorld, alice roomsParty) {
+	byUpdated := k.ts.do(t, "GET", humanChatsPath+"?limit=1&sort_by=updated_at", alice.cred, nil).meta(t)["next_cursor"].(string)
+	byInserted := k.ts.do(t, "GET", humanChatsPath+"?limit=1", alice.cred, nil).meta(t)["next_cursor"].(string)
+	refused := func(query, code string, pointers ...string) scenario {
+		return scenario{name: query, cred: alice.cred, method: "GET", path: humanChatsPath + "?" + query, status: 422, code: code, pointers: pointers}
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		refused("include=everything", "validation_error", "/include"),
+		refused("status=open", "validation_error", "/status"),
+		refused("type=dm", "validation_error", "/type"),
+		refused("sort_by=title", "validation_error", "/sort_by"),
+		refused("order=up", "validation_error", "/order"),
+		refused("limit=0", "validation_error", "/limit"),
+		refused("limit=101", "validation_error", "/limit"),
+		refused("page=0", "validation_error", "/page"),
+		refused("cursor="+url.QueryEscape(byInserted)+"&page=1", "validation_error"),
+		refused("cursor=garbage", "invalid_cursor", "/cursor"),
+		refused("cursor="+url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"),
+		refused("sort_by=updated_at&order=asc&cursor="+url.QueryEscape(byUpdated), "invalid_cursor", "/cursor"),
+		refused("status=active&cursor="+url.QueryEscape(byInserted), "invalid_cursor", "/cursor"),
+		refused("include=agent_rooms&cursor="+url.QueryEscape(byInserted), "invalid_cursor", "/cursor"),
+	})
 }
 
 func TestRoomsGet(t *testing.T) {
-	k := newRoomsKit(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	k := newRoomsWorld(t)
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	carolBot := k.bot(carol, "Carol Bot")
@@ -494,7 +438,7 @@ func TestRoomsGet(t *testing.T) {
 	blocking := k.newRoom(t, alice, "blocking", nil)
 	k.add(t, alice, blocking, helper, "")
 	k.add(t, alice, blocking, bob, "")
-	for _, who := range []roomsActor{helper, bob} {
+	for _, who := range []roomsParty{helper, bob} {
 		expect(t, k.patch(t, alice, blocking, who.id, map[string]any{"status": "blocked"}), 200, "")
 	}
 	gone := k.newRoom(t, alice, "gone", nil)
@@ -503,7 +447,7 @@ func TestRoomsGet(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		as   roomsActor
+		as   roomsParty
 		room string
 	}{
 		{"owner", alice, room},
@@ -530,7 +474,7 @@ func TestRoomsGet(t *testing.T) {
 	var messages []string
 	for _, tc := range []struct {
 		name string
-		as   roomsActor
+		as   roomsParty
 		path string
 	}{
 		{"a person of the organization not in the room", dave, dave.room(room)},
@@ -559,12 +503,14 @@ func TestRoomsGet(t *testing.T) {
 	}
 }
 
+// chatTitle is the body that renames a room to title.
+func chatTitle(title any) map[string]any {
+	return map[string]any{"chat": map[string]any{"title": title}}
+}
+
 func TestRoomsRename(t *testing.T) {
-	k := newRoomsKit(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	k := newRoomsWorld(t)
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	room := k.newRoom(t, alice, "room", nil)
@@ -572,11 +518,10 @@ func TestRoomsRename(t *testing.T) {
 	k.add(t, alice, room, bob, "")
 	agentRoom := k.newRoom(t, helper, "agent room", nil)
 	k.add(t, helper, agentRoom, sibling, "")
-	title := func(s any) map[string]any { return map[string]any{"chat": map[string]any{"title": s}} }
 
 	for _, tc := range []struct {
 		name  string
-		as    roomsActor
+		as    roomsParty
 		room  string
 		title string
 		want  string
@@ -589,7 +534,7 @@ func TestRoomsRename(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := k.get(t, tc.as, tc.room)
-			r := k.ts.do(t, "PATCH", tc.as.room(tc.room), tc.as.cred, title(tc.title))
+			r := k.ts.do(t, "PATCH", tc.as.room(tc.room), tc.as.cred, chatTitle(tc.title))
 			expect(t, r, 200, "")
 			got := r.data(t)
 			if got["title"] != tc.want || got["title_locked"] != true || got["id"] != tc.room {
@@ -614,7 +559,7 @@ func TestRoomsRename(t *testing.T) {
 	t.Run("to the same locked title changes nothing", func(t *testing.T) {
 		for _, same := range []string{"Q3 planning", "  Q3 planning  "} {
 			before, snap := k.get(t, alice, room), k.ts.snapshot(t)
-			r := k.ts.do(t, "PATCH", alice.room(room), alice.cred, title(same))
+			r := k.ts.do(t, "PATCH", alice.room(room), alice.cred, chatTitle(same))
 			expect(t, r, 200, "")
 			if got := r.data(t); got["updated_at"] != before["updated_at"] || got["title"] != "Q3 planning" || got["title_locked"] != true {
 				t.Fatalf("no-op rename = %v, before %v", got, before)
@@ -623,47 +568,41 @@ func TestRoomsRename(t *testing.T) {
 		}
 	})
 
-	var cases []roomsRefusal
-	for _, tc := range []struct {
-		name string
-		as   roomsActor
-		room string
-		body any
-		st   int
-		code string
-		ptr  string
-	}{
-		{"a person member", bob, room, title("Mine now"), 403, "forbidden", ""},
-		{"an agent member", helper, room, title("Mine now"), 403, "forbidden", ""},
-		{"a sibling agent member", sibling, agentRoom, title("Mine now"), 403, "forbidden", ""},
-		{"a person not in the room", dave, room, title("Mine now"), 404, "not_found", ""},
-		{"a person of another organization", carol, room, title("Mine now"), 404, "not_found", ""},
-		{"an agent not in the room", sibling, room, title("Mine now"), 404, "not_found", ""},
-		{"a malformed id", alice, "nope", title("Mine now"), 404, "not_found", ""},
-		{"an unknown id", alice, nilID, title("Mine now"), 404, "not_found", ""},
-		{"empty", alice, room, title(""), 422, "validation_error", "/chat/title"},
-		{"blank", alice, room, title(" \t "), 422, "validation_error", "/chat/title"},
-		{"121 characters after trimming", alice, room, title(" " + strings.Repeat("y", 121) + " "), 422, "validation_error", "/chat/title"},
-		{"a newline", alice, room, title("Q3\nplanning"), 422, "validation_error", "/chat/title"},
-		{"a carriage return", alice, room, title("Q3\rplanning"), 422, "validation_error", "/chat/title"},
-		{"NUL", alice, room, title("Q3\x00planning"), 422, "validation_error", "/chat/title"},
-		{"null title", alice, room, title(nil), 422, "validation_error", "/chat/title"},
-		{"a number", alice, room, title(3), 422, "validation_error", "/chat/title"},
-		{"no title", alice, room, map[string]any{"chat": map[string]any{}}, 422, "validation_error", "/chat/title"},
-		{"no body", alice, room, nil, 422, "validation_error", "/chat/title"},
-		{"an unknown field", alice, room, map[string]any{"chat": map[string]any{"title": "x", "status": "closed"}}, 400, "unknown_field", "/chat/status"},
-		{"agent API, bad title", helper, agentRoom, title("a\nb"), 422, "validation_error", "/chat/title"},
-	} {
-		cases = append(cases, roomsRefusal{name: tc.name, as: tc.as, method: "PATCH", path: tc.as.room(tc.room),
-			body: tc.body, status: tc.st, code: tc.code, pointer: tc.ptr})
+	t.Run("refusals", func(t *testing.T) { renameRefusals(t, k, bob, room, helper, sibling, agentRoom, dave, carol, alice) })
+}
+
+func renameRefusals(t *testing.T, k *roomsWorld, bob roomsParty, room string, helper, sibling roomsParty, agentRoom string, dave, carol, alice roomsParty) {
+	rename := func(name string, as roomsParty, room string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "PATCH", path: as.room(room), body: body, status: status, code: code, pointers: pointers}
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		rename("a person member", bob, room, chatTitle("Mine now"), 403, "forbidden"),
+		rename("an agent member", helper, room, chatTitle("Mine now"), 403, "forbidden"),
+		rename("a sibling agent member", sibling, agentRoom, chatTitle("Mine now"), 403, "forbidden"),
+		rename("a person not in the room", dave, room, chatTitle("Mine now"), 404, "not_found"),
+		rename("a person of another organization", carol, room, chatTitle("Mine now"), 404, "not_found"),
+		rename("an agent not in the room", sibling, room, chatTitle("Mine now"), 404, "not_found"),
+		rename("a malformed id", alice, "nope", chatTitle("Mine now"), 404, "not_found"),
+		rename("an unknown id", alice, nilID, chatTitle("Mine now"), 404, "not_found"),
+		rename("empty", alice, room, chatTitle(""), 422, "validation_error", "/chat/title"),
+		rename("blank", alice, room, chatTitle(" \t "), 422, "validation_error", "/chat/title"),
+		rename("121 characters after trimming", alice, room, chatTitle(" "+strings.Repeat("y", 121)+" "), 422, "validation_error", "/chat/title"),
+		rename("a newline", alice, room, chatTitle("Q3\nplanning"), 422, "validation_error", "/chat/title"),
+		rename("a carriage return", alice, room, chatTitle("Q3\rplanning"), 422, "validation_error", "/chat/title"),
+		rename("NUL", alice, room, chatTitle("Q3\x00planning"), 422, "validation_error", "/chat/title"),
+		rename("null title", alice, room, chatTitle(nil), 422, "validation_error", "/chat/title"),
+		rename("a number", alice, room, chatTitle(3), 422, "validation_error", "/chat/title"),
+		rename("no title", alice, room, map[string]any{"chat": map[string]any{}}, 422, "validation_error", "/chat/title"),
+		rename("no body", alice, room, nil, 422, "validation_error", "/chat/title"),
+		rename("an unknown field", alice, room, map[string]any{"chat": map[string]any{"title": "x", "status": "closed"}}, 400, "unknown_field", "/chat/status"),
+		rename("agent API, bad title", helper, agentRoom, chatTitle("a\nb"), 422, "validation_error", "/chat/title"),
+	})
 }
 
 // Without a title, a room takes one from its first text message; a title
 // given at creation or by a rename locks it.
 func TestRoomsTitleFromFirstMessage(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	long := strings.Repeat("a", 119) + " " + strings.Repeat("b", 10) // the cut at 120 ends in a space
@@ -731,11 +670,8 @@ func TestRoomsTitleFromFirstMessage(t *testing.T) {
 }
 
 func TestRoomsDelete(t *testing.T) {
-	k := newRoomsKit(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	k := newRoomsWorld(t)
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	room := k.newRoom(t, alice, "room", map[string]any{"title": "Doomed"})
 	k.add(t, alice, room, helper, "admin")
@@ -750,13 +686,13 @@ func TestRoomsDelete(t *testing.T) {
 	k.add(t, bob, bobs, alice, "")
 	k.add(t, alice, bobs, helper, "")
 
-	k.refuse(t, []roomsRefusal{
-		{name: "a person member", as: bob, method: "DELETE", path: bob.room(room), status: 403, code: "forbidden"},
-		{name: "a person not in the room", as: dave, method: "DELETE", path: dave.room(room), status: 404, code: "not_found"},
-		{name: "a person of another organization", as: carol, method: "DELETE", path: carol.room(room), status: 404, code: "not_found"},
-		{name: "the owner of a member agent", as: alice, method: "DELETE", path: alice.room(bobs), status: 403, code: "forbidden"},
-		{name: "an unknown id", as: alice, method: "DELETE", path: alice.room(nilID), status: 404, code: "not_found"},
-		{name: "a malformed id", as: alice, method: "DELETE", path: alice.room("room-1"), status: 404, code: "not_found"},
+	k.ts.run(t, []scenario{
+		{name: "a person member", cred: bob.cred, method: "DELETE", path: bob.room(room), status: 403, code: "forbidden"},
+		{name: "a person not in the room", cred: dave.cred, method: "DELETE", path: dave.room(room), status: 404, code: "not_found"},
+		{name: "a person of another organization", cred: carol.cred, method: "DELETE", path: carol.room(room), status: 404, code: "not_found"},
+		{name: "the owner of a member agent", cred: alice.cred, method: "DELETE", path: alice.room(bobs), status: 403, code: "forbidden"},
+		{name: "an unknown id", cred: alice.cred, method: "DELETE", path: alice.room(nilID), status: 404, code: "not_found"},
+		{name: "a malformed id", cred: alice.cred, method: "DELETE", path: alice.room("room-1"), status: 404, code: "not_found"},
 	})
 
 	r := k.ts.do(t, "DELETE", alice.room(room), alice.cred, nil)
@@ -766,38 +702,42 @@ func TestRoomsDelete(t *testing.T) {
 	}
 
 	// The room is gone from every read and listing, for everyone in it.
-	for _, tc := range []struct {
-		as           roomsActor
-		method, path string
-		body         any
-	}{
-		{alice, "GET", alice.room(room), nil},
-		{alice, "GET", alice.room(room, "messages"), nil},
-		{alice, "GET", alice.room(room, "participants"), nil},
-		{alice, "PATCH", alice.room(room), map[string]any{"chat": map[string]any{"title": "Back"}}},
-		{alice, "DELETE", alice.room(room), nil},
-		{alice, "POST", alice.room(room, "participants"), roomsParticipant(dave.id, "")},
-		{bob, "GET", bob.room(room), nil},
-		{bob, "DELETE", bob.room(room, "participants", bob.id), nil},
-		{helper, "GET", helper.room(room), nil},
-		{helper, "GET", helper.room(room, "messages"), nil},
-		{helper, "GET", helper.room(room, "participants"), nil},
-		{helper, "POST", helper.room(room, "messages"), map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": alice.id}}}}},
-	} {
-		t.Run("after delete/"+tc.as.name+" "+tc.method+" "+strings.TrimPrefix(tc.path, tc.as.room(room)), func(t *testing.T) {
-			before := k.ts.snapshot(t)
-			expect(t, k.ts.do(t, tc.method, tc.path, tc.as.cred, tc.body), 404, "not_found")
-			k.ts.unchanged(t, before)
-		})
+	gone := func(as roomsParty, method, path string, body any) scenario {
+		return refusalCase("after delete/"+as.name+" "+method+" "+strings.TrimPrefix(path, as.room(room)), as.cred, method, path, body, 404, "not_found")
 	}
+	k.ts.run(t, []scenario{
+		gone(alice, "GET", alice.room(room), nil),
+		gone(alice, "GET", alice.room(room, "messages"), nil),
+		gone(alice, "GET", alice.room(room, "participants"), nil),
+		gone(alice, "PATCH", alice.room(room), map[string]any{"chat": map[string]any{"title": "Back"}}),
+		gone(alice, "DELETE", alice.room(room), nil),
+		gone(alice, "POST", alice.room(room, "participants"), participantBody(dave.id, "")),
+		gone(bob, "GET", bob.room(room), nil),
+		gone(bob, "DELETE", bob.room(room, "participants", bob.id), nil),
+		gone(helper, "GET", helper.room(room), nil),
+		gone(helper, "GET", helper.room(room, "messages"), nil),
+		gone(helper, "GET", helper.room(room, "participants"), nil),
+		gone(helper, "POST", helper.room(room, "messages"), map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"id": alice.id}}}}),
+	})
+	t.Run("the listings leave it out", func(t *testing.T) { deletedRoomIsNotListed(t, k, alice, bob, helper) })
+
+	t.Run("by the owner of the agent that owns the room", func(t *testing.T) {
+		agentRoom := k.newRoom(t, helper, "agent room", nil)
+		k.ts.run(t, []scenario{{name: "not by someone outside it", cred: bob.cred, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
+		expect(t, k.ts.do(t, "DELETE", alice.room(agentRoom), alice.cred, nil), 204, "")
+		expect(t, k.ts.do(t, "GET", helper.room(agentRoom), helper.cred, nil), 404, "not_found")
+	})
+}
+
+func deletedRoomIsNotListed(t *testing.T, k *roomsWorld, alice, bob, helper roomsParty) {
 	for _, tc := range []struct {
-		as          roomsActor
+		as          roomsParty
 		path, rooms string
 	}{
-		{alice, roomsHumanAPI, "bob's,kept"},
-		{alice, roomsHumanAPI + "?include=agent_rooms", "bob's,kept"},
-		{bob, roomsHumanAPI, "bob's"},
-		{helper, roomsAgentAPI, "bob's,kept"},
+		{alice, humanChatsPath, "bob's,kept"},
+		{alice, humanChatsPath + "?include=agent_rooms", "bob's,kept"},
+		{bob, humanChatsPath, "bob's"},
+		{helper, agentChatsPath, "bob's,kept"},
 	} {
 		r := k.ts.do(t, "GET", tc.path, tc.as.cred, nil)
 		expect(t, r, 200, "")
@@ -805,103 +745,28 @@ func TestRoomsDelete(t *testing.T) {
 			t.Errorf("%s %s = %s, want %s", tc.as.name, tc.path, got, tc.rooms)
 		}
 	}
-	if m := k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil).meta(t); m["total_count"] != float64(2) {
+	if m := k.ts.do(t, "GET", agentChatsPath, helper.cred, nil).meta(t); m["total_count"] != float64(2) {
 		t.Errorf("agent listing counts the deleted room: %v", m)
 	}
-
-	t.Run("by the owner of the agent that owns the room", func(t *testing.T) {
-		agentRoom := k.newRoom(t, helper, "agent room", nil)
-		k.refuse(t, []roomsRefusal{{name: "not by someone outside it", as: bob, method: "DELETE", path: bob.room(agentRoom), status: 404, code: "not_found"}})
-		expect(t, k.ts.do(t, "DELETE", alice.room(agentRoom), alice.cred, nil), 204, "")
-		expect(t, k.ts.do(t, "GET", helper.room(agentRoom), helper.cred, nil), 404, "not_found")
-	})
 }
 
 func TestParticipantsList(t *testing.T) {
-	k := newRoomsKit(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	k := newRoomsWorld(t)
+	alice, bob, dave, carol := k.people()
 	erin := k.human("erin", "Other Org")
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	global := k.bot(carol, "Global")
-	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
+	k.ts.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
 	room := k.newRoom(t, alice, "room", nil)
-	for _, p := range []roomsActor{helper, bob, sibling, global} {
+	for _, p := range []roomsParty{helper, bob, sibling, global} {
 		k.add(t, alice, room, p, "")
 	}
 	const all = "alice,helper,bob,sibling,global" // oldest first
 
-	t.Run("agent API", func(t *testing.T) {
-		r := k.ts.do(t, "GET", helper.room(room, "participants"), helper.cred, nil)
-		expect(t, r, 200, "")
-		if got := k.listed(t, r); got != all {
-			t.Fatalf("participants = %s, want %s", got, all)
-		}
-		if _, ok := r.json(t)["metadata"]; ok {
-			t.Fatalf("the agent API's participant list has no metadata: %s", r.body)
-		}
-		for _, it := range r.list(t) {
-			p := it.(map[string]any)
-			wantType, wantRole := "Agent", "member"
-			if p["id"] == alice.id || p["id"] == bob.id {
-				wantType = "User"
-			}
-			if p["id"] == alice.id {
-				wantRole = "owner"
-			}
-			if p["type"] != wantType || p["role"] != wantRole || p["status"] != "active" || p["name"] == "" || p["handle"] == "" {
-				t.Errorf("participant = %v, want type %s role %s", p, wantType, wantRole)
-			}
-		}
-		// Agents read the same list through the agent API only.
-		expect(t, k.ts.do(t, "GET", sibling.room(room, "participants"), sibling.cred, nil), 200, "")
-	})
+	t.Run("agent API", func(t *testing.T) { participantsListAgentAPI(t, k, room, all, alice, bob, helper, sibling) })
 
-	t.Run("human API", func(t *testing.T) {
-		r := k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil)
-		expect(t, r, 200, "")
-		if got := k.listed(t, r); got != all {
-			t.Fatalf("participants = %s", got)
-		}
-		want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
-		if m := r.meta(t); !reflect.DeepEqual(m, want) {
-			t.Fatalf("metadata = %v, want %v", m, want)
-		}
-		details := map[string]map[string]any{}
-		for _, it := range r.list(t) {
-			p := it.(map[string]any)
-			details[k.names[p["id"].(string)]] = p
-		}
-		if p := details["bob"]; p["name"] != "Bob Tester" || p["handle"] != "bob" || p["description"] != nil || p["is_external"] != nil {
-			t.Errorf("a person's details = %v", p)
-		}
-		if p := details["global"]; p["name"] != "Global" || p["handle"] != "carol/global" || p["description"] != "Global does things" || p["is_external"] != true {
-			t.Errorf("an agent's details = %v", p)
-		}
-		for query, pages := range map[string]string{
-			"limit=2":                         "alice,helper|bob,sibling|global",
-			"limit=2&participant_type=User":   "alice,bob",
-			"limit=2&participant_type=Agent":  "helper,sibling|global",
-			"limit=100&participant_type=User": "alice,bob",
-		} {
-			if got := k.walk(t, alice, alice.room(room, "participants"), query); got != pages {
-				t.Errorf("walk ?%s = %s, want %s", query, got, pages)
-			}
-		}
-		// Any reader may list, not only managers.
-		if got := k.walk(t, bob, bob.room(room, "participants"), "limit=5"); got != all {
-			t.Errorf("bob's walk = %s", got)
-		}
-		r = k.ts.do(t, "GET", alice.room(room, "participants")+"?page=2&page_size=2", alice.cred, nil)
-		expect(t, r, 200, "")
-		m := r.meta(t)
-		if got := k.listed(t, r); got != "bob,sibling" || m["total_count"] != float64(5) || m["total_pages"] != float64(3) {
-			t.Errorf("page 2 = %s, metadata %v", got, m)
-		}
-	})
+	t.Run("human API", func(t *testing.T) { participantsListHumanAPI(t, k, room, all, alice, bob, helper, sibling) })
 
 	// A person reads the rooms its agents are in (store/access.go), so the
 	// owner of a global agent reads this room from another organization.
@@ -909,28 +774,98 @@ func TestParticipantsList(t *testing.T) {
 		t.Errorf("the global agent's owner reads %s", got)
 	}
 
+	t.Run("refusals", func(t *testing.T) { participantsListRefusals(t, k, alice, room, helper, sibling, dave, erin, bob) })
+}
+
+func participantsListAgentAPI(t *testing.T, k *roomsWorld, room, all string, alice, bob, helper, sibling roomsParty) {
+	r := k.ts.do(t, "GET", helper.room(room, "participants"), helper.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != all {
+		t.Fatalf("participants = %s, want %s", got, all)
+	}
+	if _, ok := r.json(t)["metadata"]; ok {
+		t.Fatalf("the agent API's participant list has no metadata: %s", r.body)
+	}
+	for _, it := range r.list(t) {
+		p := it.(map[string]any)
+		wantType, wantRole := "Agent", "member"
+		if p["id"] == alice.id || p["id"] == bob.id {
+			wantType = "User"
+		}
+		if p["id"] == alice.id {
+			wantRole = "owner"
+		}
+		if p["type"] != wantType || p["role"] != wantRole || p["status"] != "active" || p["name"] == "" || p["handle"] == "" {
+			t.Errorf("participant = %v, want type %s role %s", p, wantType, wantRole)
+		}
+	}
+	// Agents read the same list through the agent API only.
+	expect(t, k.ts.do(t, "GET", sibling.room(room, "participants"), sibling.cred, nil), 200, "")
+}
+
+func participantsListHumanAPI(t *testing.T, k *roomsWorld, room, all string, alice, bob, helper, sibling roomsParty) {
+	r := k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != all {
+		t.Fatalf("participants = %s", got)
+	}
+	want := map[string]any{"has_more": false, "limit": float64(20), "next_cursor": nil}
+	if m := r.meta(t); !reflect.DeepEqual(m, want) {
+		t.Fatalf("metadata = %v, want %v", m, want)
+	}
+	details := map[string]map[string]any{}
+	for _, it := range r.list(t) {
+		p := it.(map[string]any)
+		details[k.names[p["id"].(string)]] = p
+	}
+	if p := details["bob"]; p["name"] != "Bob Tester" || p["handle"] != "bob" || p["description"] != nil || p["is_external"] != nil {
+		t.Errorf("a person's details = %v", p)
+	}
+	if p := details["global"]; p["name"] != "Global" || p["handle"] != "carol/global" || p["description"] != "Global does things" || p["is_external"] != true {
+		t.Errorf("an agent's details = %v", p)
+	}
+	for query, pages := range map[string]string{
+		"limit=2":                         "alice,helper|bob,sibling|global",
+		"limit=2&participant_type=User":   "alice,bob",
+		"limit=2&participant_type=Agent":  "helper,sibling|global",
+		"limit=100&participant_type=User": "alice,bob",
+	} {
+		if got := k.walk(t, alice, alice.room(room, "participants"), query); got != pages {
+			t.Errorf("walk ?%s = %s, want %s", query, got, pages)
+		}
+	}
+	// Any reader may list, not only managers.
+	if got := k.walk(t, bob, bob.room(room, "participants"), "limit=5"); got != all {
+		t.Errorf("bob's walk = %s", got)
+	}
+	r = k.ts.do(t, "GET", alice.room(room, "participants")+"?page=2&page_size=2", alice.cred, nil)
+	expect(t, r, 200, "")
+	m := r.meta(t)
+	if got := k.listed(t, r); got != "bob,sibling" || m["total_count"] != float64(5) || m["total_pages"] != float64(3) {
+		t.Errorf("page 2 = %s, metadata %v", got, m)
+	}
+}
+
+func participantsListRefusals(t *testing.T, k *roomsWorld, alice roomsParty, room string, helper, sibling, dave, erin, bob roomsParty) {
 	agentsCursor := k.ts.do(t, "GET", alice.room(room, "participants")+"?limit=1&participant_type=Agent", alice.cred, nil).meta(t)["next_cursor"].(string)
 	other := k.newRoom(t, alice, "other", nil)
 	k.add(t, alice, other, helper, "")
 	k.add(t, alice, other, sibling, "")
-	k.refuse(t, []roomsRefusal{
-		{name: "bad participant_type", as: alice, method: "GET", path: alice.room(room, "participants") + "?participant_type=Bot", status: 422, code: "validation_error", pointer: "/participant_type"},
-		{name: "limit 0", as: alice, method: "GET", path: alice.room(room, "participants") + "?limit=0", status: 422, code: "validation_error", pointer: "/limit"},
-		{name: "cursor of another type", as: alice, method: "GET", path: alice.room(room, "participants") + "?participant_type=User&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
-		{name: "cursor of another room", as: alice, method: "GET", path: alice.room(other, "participants") + "?participant_type=Agent&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
-		{name: "a person not in the room", as: dave, method: "GET", path: dave.room(room, "participants"), status: 404, code: "not_found"},
-		{name: "a person of another organization", as: erin, method: "GET", path: erin.room(room, "participants"), status: 404, code: "not_found"},
-		{name: "a malformed room id", as: alice, method: "GET", path: alice.room("x", "participants"), status: 404, code: "not_found"},
-		{name: "agent API, an agent not in the room", as: k.bot(bob, "Outsider"), method: "GET", path: roomsAgentAPI + "/" + room + "/participants", status: 404, code: "not_found"},
+	k.ts.run(t, []scenario{
+		{name: "bad participant_type", cred: alice.cred, method: "GET", path: alice.room(room, "participants") + "?participant_type=Bot", status: 422, code: "validation_error", pointers: []string{"/participant_type"}},
+		{name: "limit 0", cred: alice.cred, method: "GET", path: alice.room(room, "participants") + "?limit=0", status: 422, code: "validation_error", pointers: []string{"/limit"}},
+		{name: "cursor of another type", cred: alice.cred, method: "GET", path: alice.room(room, "participants") + "?participant_type=User&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
+		{name: "cursor of another room", cred: alice.cred, method: "GET", path: alice.room(other, "participants") + "?participant_type=Agent&cursor=" + url.QueryEscape(agentsCursor), status: 422, code: "invalid_cursor"},
+		{name: "a person not in the room", cred: dave.cred, method: "GET", path: dave.room(room, "participants"), status: 404, code: "not_found"},
+		{name: "a person of another organization", cred: erin.cred, method: "GET", path: erin.room(room, "participants"), status: 404, code: "not_found"},
+		{name: "a malformed room id", cred: alice.cred, method: "GET", path: alice.room("x", "participants"), status: 404, code: "not_found"},
+		{name: "agent API, an agent not in the room", cred: k.bot(bob, "Outsider").cred, method: "GET", path: agentChatsPath + "/" + room + "/participants", status: 404, code: "not_found"},
 	})
 }
 
 func TestParticipantsAdd(t *testing.T) {
-	k := newRoomsKit(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	dave := k.human("dave")
-	carol := k.human("carol", "Other Org")
+	k := newRoomsWorld(t)
+	alice, bob, dave, carol := k.people()
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	second := k.bot(alice, "Second")
@@ -938,16 +873,16 @@ func TestParticipantsAdd(t *testing.T) {
 	bobShared := k.bot(bob, "Bob Shared")
 	global := k.bot(carol, "Global")
 	carolBot := k.bot(carol, "Carol Bot")
-	k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, bobShared.id)
-	k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
+	k.ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, bobShared.id)
+	k.ts.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, global.id)
 
 	agentRoom := k.newRoom(t, helper, "agent room", nil)
 	humanRoom := k.newRoom(t, alice, "human room", nil)
 	for _, tc := range []struct {
 		name     string
-		as       roomsActor
+		as       roomsParty
 		room     string
-		member   roomsActor
+		member   roomsParty
 		role     string
 		wantRole string
 	}{
@@ -964,7 +899,7 @@ func TestParticipantsAdd(t *testing.T) {
 		{"an owner adds an owner", alice, humanRoom, second, "owner", "owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := k.ts.do(t, "POST", tc.as.room(tc.room, "participants"), tc.as.cred, roomsParticipant(tc.member.id, tc.role))
+			r := k.ts.do(t, "POST", tc.as.room(tc.room, "participants"), tc.as.cred, participantBody(tc.member.id, tc.role))
 			expect(t, r, 201, "")
 			p := r.data(t)
 			wantType := "Agent"
@@ -979,66 +914,64 @@ func TestParticipantsAdd(t *testing.T) {
 		})
 	}
 
+	t.Run("refusals", func(t *testing.T) {
+		participantsAddRefusals(t, k, alice, helper, bob, dave, agentRoom, bobBot, carol, carolBot, sibling, second)
+	})
+}
+
+func participantsAddRefusals(t *testing.T, k *roomsWorld, alice, helper, bob, dave roomsParty, agentRoom string, bobBot, carol, carolBot, sibling, second roomsParty) {
 	plain := k.newRoom(t, alice, "plain", nil)
 	k.add(t, alice, plain, helper, "") // a member agent
 	k.add(t, alice, plain, bob, "")    // a member person
 	k.add(t, alice, plain, dave, "admin")
-	add := func(as roomsActor, room, id, role string) roomsRefusal {
-		return roomsRefusal{as: as, method: "POST", path: as.room(room, "participants"), body: roomsParticipant(id, role)}
+	post := func(name string, as roomsParty, room string, body any, status int, code string, pointers ...string) scenario {
+		return scenario{name: name, cred: as.cred, method: "POST", path: as.room(room, "participants"), body: body, status: status, code: code, pointers: pointers}
 	}
-	var cases []roomsRefusal
-	for _, tc := range []struct {
-		name string
-		r    roomsRefusal
-		st   int
-		code string
-		ptr  string
-	}{
-		{"an agent adds a person who is not its owner", add(helper, agentRoom, bob.id, ""), 404, "not_found", ""},
-		{"an agent adds another person's private agent", add(helper, agentRoom, bobBot.id, ""), 404, "not_found", ""},
-		{"an agent adds a person of another organization", add(helper, agentRoom, carol.id, ""), 404, "not_found", ""},
-		{"an agent adds a private agent of another organization", add(helper, agentRoom, carolBot.id, ""), 404, "not_found", ""},
-		{"a person adds a person of another organization", add(alice, plain, carol.id, ""), 404, "not_found", ""},
-		{"a person adds another person's private agent", add(alice, plain, bobBot.id, ""), 404, "not_found", ""},
-		{"a person adds an agent of another organization", add(alice, plain, carolBot.id, ""), 404, "not_found", ""},
-		{"a non-existent id", add(alice, plain, nilID, ""), 404, "not_found", ""},
-		{"a malformed id", add(alice, plain, "someone", ""), 404, "not_found", ""},
-		{"an existing participant", add(alice, plain, helper.id, ""), 422, "validation_error", "/participant/participant_id"},
-		{"an existing participant, agent API", add(helper, agentRoom, sibling.id, "admin"), 422, "validation_error", "/participant/participant_id"},
-		{"a member grants admin", add(bob, plain, sibling.id, "admin"), 403, "forbidden", ""},
-		{"a member agent grants admin", add(helper, plain, sibling.id, "admin"), 403, "forbidden", ""},
-		{"a member grants owner", add(bob, plain, sibling.id, "owner"), 403, "forbidden", ""},
-		{"an admin grants owner", add(dave, plain, sibling.id, "owner"), 403, "forbidden", ""},
-		{"a caller not in the room", add(dave, agentRoom, alice.id, ""), 404, "not_found", ""},
-		{"an agent caller not in the room", add(sibling, plain, second.id, ""), 404, "not_found", ""},
-		{"a malformed room id", add(alice, "room", bob.id, ""), 404, "not_found", ""},
-		{"an unknown role", add(alice, plain, sibling.id, "boss"), 422, "validation_error", "/participant/role"},
-		{"no participant id", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"role": "member"}}}, 422, "validation_error", "/participant/participant_id"},
-		{"no body", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants")}, 422, "validation_error", "/participant/participant_id"},
-		{"a participant id of the wrong type", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"participant_id": 7}}}, 422, "validation_error", "/participant/participant_id"},
-		{"an unknown field", roomsRefusal{as: alice, method: "POST", path: alice.room(plain, "participants"), body: map[string]any{"participant": map[string]any{"participant_id": sibling.id, "status": "blocked"}}}, 400, "unknown_field", "/participant/status"},
-	} {
-		r := tc.r
-		r.name, r.status, r.code, r.pointer = tc.name, tc.st, tc.code, tc.ptr
-		cases = append(cases, r)
+	// add asks as to add id to room with role ("" for the default).
+	add := func(name string, as roomsParty, room, id, role string, status int, code string, pointers ...string) scenario {
+		return post(name, as, room, participantBody(id, role), status, code, pointers...)
 	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		add("an agent adds a person who is not its owner", helper, agentRoom, bob.id, "", 404, "not_found"),
+		add("an agent adds another person's private agent", helper, agentRoom, bobBot.id, "", 404, "not_found"),
+		add("an agent adds a person of another organization", helper, agentRoom, carol.id, "", 404, "not_found"),
+		add("an agent adds a private agent of another organization", helper, agentRoom, carolBot.id, "", 404, "not_found"),
+		add("a person adds a person of another organization", alice, plain, carol.id, "", 404, "not_found"),
+		add("a person adds another person's private agent", alice, plain, bobBot.id, "", 404, "not_found"),
+		add("a person adds an agent of another organization", alice, plain, carolBot.id, "", 404, "not_found"),
+		add("a non-existent id", alice, plain, nilID, "", 404, "not_found"),
+		add("a malformed id", alice, plain, "someone", "", 404, "not_found"),
+		add("an existing participant", alice, plain, helper.id, "", 422, "validation_error", "/participant/participant_id"),
+		add("an existing participant, agent API", helper, agentRoom, sibling.id, "admin", 422, "validation_error", "/participant/participant_id"),
+		add("a member grants admin", bob, plain, sibling.id, "admin", 403, "forbidden"),
+		add("a member agent grants admin", helper, plain, sibling.id, "admin", 403, "forbidden"),
+		add("a member grants owner", bob, plain, sibling.id, "owner", 403, "forbidden"),
+		add("an admin grants owner", dave, plain, sibling.id, "owner", 403, "forbidden"),
+		add("a caller not in the room", dave, agentRoom, alice.id, "", 404, "not_found"),
+		add("an agent caller not in the room", sibling, plain, second.id, "", 404, "not_found"),
+		add("a malformed room id", alice, "room", bob.id, "", 404, "not_found"),
+		add("an unknown role", alice, plain, sibling.id, "boss", 422, "validation_error", "/participant/role"),
+		post("no participant id", alice, plain, map[string]any{"participant": map[string]any{"role": "member"}}, 422, "validation_error", "/participant/participant_id"),
+		post("no body", alice, plain, nil, 422, "validation_error", "/participant/participant_id"),
+		post("a participant id of the wrong type", alice, plain, map[string]any{"participant": map[string]any{"participant_id": 7}}, 422, "validation_error", "/participant/participant_id"),
+		post("an unknown field", alice, plain, map[string]any{"participant": map[string]any{"participant_id": sibling.id, "status": "blocked"}}, 400, "unknown_field", "/participant/status"),
+	})
 }
 
 func TestParticipantsQuota(t *testing.T) {
-	k := newRoomsKit(t, func(o *store.Options) { o.Limits = store.Limits{ParticipantsPerRoom: 2} })
+	k := newRoomsWorld(t, func(o *store.Options) { o.Limits = store.Limits{ParticipantsPerRoom: 2} })
 	alice := k.human("alice")
 	helper := k.bot(alice, "Helper")
 	sibling := k.bot(alice, "Sibling")
 	room := k.newRoom(t, alice, "room", nil)
 	k.add(t, alice, room, helper, "")
-	k.refuse(t, []roomsRefusal{
-		{name: "human API", as: alice, method: "POST", path: alice.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
-		{name: "agent API", as: helper, method: "POST", path: helper.room(room, "participants"), body: roomsParticipant(sibling.id, ""), status: 403, code: "limit_reached"},
+	k.ts.run(t, []scenario{
+		{name: "human API", cred: alice.cred, method: "POST", path: alice.room(room, "participants"), body: participantBody(sibling.id, ""), status: 403, code: "limit_reached"},
+		{name: "agent API", cred: helper.cred, method: "POST", path: helper.room(room, "participants"), body: participantBody(sibling.id, ""), status: 403, code: "limit_reached"},
 	})
-	r := k.ts.do(t, "POST", alice.room(room, "participants"), alice.cred, roomsParticipant(sibling.id, ""))
+	r := k.ts.do(t, "POST", alice.room(room, "participants"), alice.cred, participantBody(sibling.id, ""))
 	want := map[string]any{"resource": "participants", "limit": float64(2), "current": float64(2)}
-	if d := roomsDetails(t, r); !reflect.DeepEqual(d, want) {
+	if d := errorDetails(t, r); !reflect.DeepEqual(d, want) {
 		t.Fatalf("details = %v, want %v", d, want)
 	}
 	// Leaving frees a place.
@@ -1047,7 +980,7 @@ func TestParticipantsQuota(t *testing.T) {
 }
 
 func TestParticipantsRemove(t *testing.T) {
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -1058,42 +991,34 @@ func TestParticipantsRemove(t *testing.T) {
 	daveBot := k.bot(dave, "Dave Bot")
 	room := k.newRoom(t, alice, "room", nil)
 	k.add(t, alice, room, bob, "admin")
-	for _, p := range []roomsActor{dave, eve, helper, sibling} {
+	for _, p := range []roomsParty{dave, eve, helper, sibling} {
 		k.add(t, alice, room, p, "")
 	}
 	k.add(t, dave, room, daveBot, "") // a member adds its own agent
 
-	remove := func(as roomsActor, who string) (string, string) { return "DELETE", as.room(room, "participants", who) }
-	refusals := []struct {
-		name string
-		as   roomsActor
-		who  string
-		st   int
-		code string
-	}{
-		{"a member removes someone else", dave, eve.id, 403, "forbidden"},
-		{"a member agent removes someone else", helper, sibling.id, 403, "forbidden"},
-		{"a member removes another person's agent", eve, daveBot.id, 403, "forbidden"},
-		{"a member removes the owner", dave, alice.id, 403, "forbidden"},
-		{"the only owner leaves", alice, alice.id, 403, "cannot_remove_sole_owner"},
-		{"an admin removes the only owner", bob, alice.id, 403, "forbidden"},
-		{"someone not in the room", alice, frank.id, 404, "not_found"},
-		{"an unknown id", alice, nilID, 404, "not_found"},
-		{"a malformed id", alice, "eve", 404, "not_found"},
-		{"a caller not in the room", frank, eve.id, 404, "not_found"},
+	remove := func(as roomsParty, who string) (string, string) { return "DELETE", as.room(room, "participants", who) }
+	removal := func(name string, as roomsParty, who string, status int, code string) scenario {
+		m, p := remove(as, who)
+		return scenario{name: name, cred: as.cred, method: m, path: p, status: status, code: code}
 	}
-	var cases []roomsRefusal
-	for _, tc := range refusals {
-		m, p := remove(tc.as, tc.who)
-		cases = append(cases, roomsRefusal{name: tc.name, as: tc.as, method: m, path: p, status: tc.st, code: tc.code})
-	}
-	k.refuse(t, cases)
+	k.ts.run(t, []scenario{
+		removal("a member removes someone else", dave, eve.id, 403, "forbidden"),
+		removal("a member agent removes someone else", helper, sibling.id, 403, "forbidden"),
+		removal("a member removes another person's agent", eve, daveBot.id, 403, "forbidden"),
+		removal("a member removes the owner", dave, alice.id, 403, "forbidden"),
+		removal("the only owner leaves", alice, alice.id, 403, "cannot_remove_sole_owner"),
+		removal("an admin removes the only owner", bob, alice.id, 403, "forbidden"),
+		removal("someone not in the room", alice, frank.id, 404, "not_found"),
+		removal("an unknown id", alice, nilID, 404, "not_found"),
+		removal("a malformed id", alice, "eve", 404, "not_found"),
+		removal("a caller not in the room", frank, eve.id, 404, "not_found"),
+	})
 
 	// Each step removes one participant; the room's list shrinks accordingly.
 	for _, tc := range []struct {
 		name string
-		as   roomsActor
-		who  roomsActor
+		as   roomsParty
+		who  roomsParty
 		left string
 	}{
 		{"a person removes the agent it owns", dave, daveBot, "alice,bob,dave,eve,helper,sibling"},
@@ -1125,13 +1050,23 @@ func TestParticipantsRemove(t *testing.T) {
 		m, p := remove(alice, alice.id)
 		expect(t, k.ts.do(t, m, p, alice.cred, nil), 200, "")
 		m, p = remove(frank, frank.id)
-		k.refuse(t, []roomsRefusal{{name: "then the last one may not", as: frank, method: m, path: p, status: 403, code: "cannot_remove_sole_owner"}})
+		k.ts.run(t, []scenario{{name: "then the last one may not", cred: frank.cred, method: m, path: p, status: 403, code: "cannot_remove_sole_owner"}})
 	})
+}
+
+// patchRefusal is a refused change of participant who in room, as as, to
+// the participant fields (nil: no body at all).
+func patchRefusal(name string, as roomsParty, room, who string, fields map[string]any, status int, code string, pointers ...string) scenario {
+	var body any
+	if fields != nil {
+		body = map[string]any{"participant": fields}
+	}
+	return refusalCase(name, as.cred, "PATCH", as.room(room, "participants", who), body, status, code, pointers...)
 }
 
 func TestParticipantsBlock(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newRoomsKit(t)
+	k := newRoomsWorld(t)
 	alice := k.human("alice")
 	bob := k.human("bob")
 	dave := k.human("dave")
@@ -1153,102 +1088,106 @@ func TestParticipantsBlock(t *testing.T) {
 		k.ts.unchanged(t, before)
 	})
 
-	t.Run("a blocked agent reads nothing", func(t *testing.T) {
-		k.refuse(t, []roomsRefusal{
-			{name: "room", as: helper, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
-			{name: "messages", as: helper, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
-			{name: "participants", as: helper, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
-		})
-		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "" {
-			t.Errorf("the blocked agent still lists %s", got)
-		}
-		// The others still see it in the room, as blocked.
-		for _, it := range k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil).list(t) {
-			if p := it.(map[string]any); p["id"] == helper.id && p["status"] != "blocked" {
-				t.Errorf("participant = %v", p)
-			}
-		}
-	})
+	t.Run("a blocked agent reads nothing", func(t *testing.T) { blockedAgentReadsNothing(t, k, room, alice, helper, blocked) })
 
 	// The spec: an agent whose execution in the room is stopped gets 403 on
 	// messages and events (not the 404 of a room it cannot see).
-	t.Run("a blocked agent's posts are refused as execution_stopped", func(t *testing.T) {
-		k.refuse(t, []roomsRefusal{
-			{name: "message", as: helper, method: "POST", path: helper.room(room, "messages"),
-				body:   map[string]any{"message": map[string]any{"content": "Still here", "mentions": []any{map[string]any{"id": alice.id}}}},
-				status: 403, code: "execution_stopped"},
-			{name: "event", as: helper, method: "POST", path: helper.room(room, "events"),
-				body:   map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}},
-				status: 403, code: "execution_stopped"},
-		})
+	t.Run("a blocked agent's posts are refused as execution_stopped", func(t *testing.T) { blockedAgentCannotPost(t, k, room, alice, helper) })
+	t.Run("unblocking restores it", func(t *testing.T) { unblockingRestores(t, k, room, alice, helper, active) })
+	t.Run("a blocked person reads nothing", func(t *testing.T) { blockedPersonReadsNothing(t, k, room, alice, bob, blocked, active) })
+
+	k.ts.run(t, []scenario{
+		patchRefusal("the only owner blocks itself", alice, room, alice.id, blocked, 403, "cannot_remove_sole_owner"),
+		patchRefusal("the only owner demotes itself", alice, room, alice.id, map[string]any{"role": "admin"}, 403, "cannot_remove_sole_owner"),
+		patchRefusal("a member blocks someone", bob, room, helper.id, blocked, 403, "forbidden"),
+		patchRefusal("a member promotes itself", bob, room, bob.id, map[string]any{"role": "admin"}, 403, "forbidden"),
+		patchRefusal("a person not in the room", dave, room, helper.id, blocked, 404, "not_found"),
+		patchRefusal("someone not in the room", alice, room, dave.id, blocked, 404, "not_found"),
+		patchRefusal("a malformed participant id", alice, room, "helper", blocked, 404, "not_found"),
+		patchRefusal("an unknown status", alice, room, helper.id, map[string]any{"status": "paused"}, 422, "validation_error", "/participant/status"),
+		patchRefusal("an unknown role", alice, room, helper.id, map[string]any{"role": "boss"}, 422, "validation_error", "/participant/role"),
+		patchRefusal("nothing to change", alice, room, helper.id, map[string]any{}, 422, "validation_error", "/participant"),
+		patchRefusal("no body", alice, room, helper.id, nil, 422, "validation_error", "/participant"),
 	})
 
-	t.Run("unblocking restores it", func(t *testing.T) {
-		r := k.patch(t, alice, room, helper.id, active)
-		expect(t, r, 200, "")
-		if d := r.data(t); d["status"] != "active" {
-			t.Fatalf("unblocked = %v", d)
-		}
-		k.get(t, helper, room)
-		expect(t, k.send(t, helper, room, "Back at work", alice), 201, "")
-		if got := k.listed(t, k.ts.do(t, "GET", roomsAgentAPI, helper.cred, nil)); got != "room" {
-			t.Errorf("agent listing = %s", got)
-		}
-	})
+	t.Run("owners and admins", func(t *testing.T) { ownersAndAdminsBlock(t, k, room, alice, bob, helper, blocked, active) })
+}
 
-	t.Run("a blocked person reads nothing", func(t *testing.T) {
-		expect(t, k.patch(t, alice, room, bob.id, blocked), 200, "")
-		expect(t, k.ts.do(t, "GET", bob.room(room), bob.cred, nil), 404, "not_found")
-		if got := k.listed(t, k.ts.do(t, "GET", roomsHumanAPI, bob.cred, nil)); got != "" {
-			t.Errorf("the blocked person still lists %s", got)
-		}
-		expect(t, k.patch(t, alice, room, bob.id, active), 200, "")
-		k.get(t, bob, room)
+func blockedAgentReadsNothing(t *testing.T, k *roomsWorld, room string, alice, helper roomsParty, blocked map[string]any) {
+	k.ts.run(t, []scenario{
+		{name: "room", cred: helper.cred, method: "GET", path: helper.room(room), status: 404, code: "not_found"},
+		{name: "messages", cred: helper.cred, method: "GET", path: helper.room(room, "messages"), status: 404, code: "not_found"},
+		{name: "participants", cred: helper.cred, method: "GET", path: helper.room(room, "participants"), status: 404, code: "not_found"},
 	})
-
-	patch := func(name string, as roomsActor, who string, body any, st int, code, ptr string) roomsRefusal {
-		return roomsRefusal{name: name, as: as, method: "PATCH", path: as.room(room, "participants", who), body: body, status: st, code: code, pointer: ptr}
+	if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "" {
+		t.Errorf("the blocked agent still lists %s", got)
 	}
-	wrap := func(fields map[string]any) map[string]any { return map[string]any{"participant": fields} }
-	k.refuse(t, []roomsRefusal{
-		patch("the only owner blocks itself", alice, alice.id, wrap(blocked), 403, "cannot_remove_sole_owner", ""),
-		patch("the only owner demotes itself", alice, alice.id, wrap(map[string]any{"role": "admin"}), 403, "cannot_remove_sole_owner", ""),
-		patch("a member blocks someone", bob, helper.id, wrap(blocked), 403, "forbidden", ""),
-		patch("a member promotes itself", bob, bob.id, wrap(map[string]any{"role": "admin"}), 403, "forbidden", ""),
-		patch("a person not in the room", dave, helper.id, wrap(blocked), 404, "not_found", ""),
-		patch("someone not in the room", alice, dave.id, wrap(blocked), 404, "not_found", ""),
-		patch("a malformed participant id", alice, "helper", wrap(blocked), 404, "not_found", ""),
-		patch("an unknown status", alice, helper.id, wrap(map[string]any{"status": "paused"}), 422, "validation_error", "/participant/status"),
-		patch("an unknown role", alice, helper.id, wrap(map[string]any{"role": "boss"}), 422, "validation_error", "/participant/role"),
-		patch("nothing to change", alice, helper.id, wrap(map[string]any{}), 422, "validation_error", "/participant"),
-		patch("no body", alice, helper.id, nil, 422, "validation_error", "/participant"),
-	})
-
-	t.Run("owners and admins", func(t *testing.T) {
-		expect(t, k.patch(t, alice, room, bob.id, map[string]any{"role": "admin"}), 200, "")
-		k.refuse(t, []roomsRefusal{
-			patch("an admin makes an owner", bob, helper.id, wrap(map[string]any{"role": "owner"}), 403, "forbidden", ""),
-			patch("an admin blocks an owner", bob, alice.id, wrap(blocked), 403, "forbidden", ""),
-		})
-		// An admin blocks and unblocks a member.
-		expect(t, k.patch(t, bob, room, helper.id, blocked), 200, "")
-		expect(t, k.patch(t, bob, room, helper.id, active), 200, "")
-		// With a second owner, the first may step down.
-		r := k.patch(t, alice, room, bob.id, map[string]any{"role": "owner"})
-		expect(t, r, 200, "")
-		if d := r.data(t); d["role"] != "owner" {
-			t.Fatalf("promoted = %v", d)
+	// The others still see it in the room, as blocked.
+	for _, it := range k.ts.do(t, "GET", alice.room(room, "participants"), alice.cred, nil).list(t) {
+		if p := it.(map[string]any); p["id"] == helper.id && p["status"] != "blocked" {
+			t.Errorf("participant = %v", p)
 		}
-		expect(t, k.patch(t, alice, room, alice.id, map[string]any{"role": "member"}), 200, "")
-		k.refuse(t, []roomsRefusal{
-			patch("a former owner blocks someone", alice, bob.id, wrap(blocked), 403, "forbidden", ""),
-			patch("the new only owner blocks itself", bob, bob.id, wrap(blocked), 403, "cannot_remove_sole_owner", ""),
-		})
+	}
+}
+
+func blockedAgentCannotPost(t *testing.T, k *roomsWorld, room string, alice, helper roomsParty) {
+	k.ts.run(t, []scenario{
+		{name: "message", cred: helper.cred, method: "POST", path: helper.room(room, "messages"),
+			body:   map[string]any{"message": map[string]any{"content": "Still here", "mentions": []any{map[string]any{"id": alice.id}}}},
+			status: 403, code: "execution_stopped"},
+		{name: "event", cred: helper.cred, method: "POST", path: helper.room(room, "events"),
+			body:   map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}},
+			status: 403, code: "execution_stopped"},
+	})
+}
+
+func unblockingRestores(t *testing.T, k *roomsWorld, room string, alice, helper roomsParty, active map[string]any) {
+	r := k.patch(t, alice, room, helper.id, active)
+	expect(t, r, 200, "")
+	if d := r.data(t); d["status"] != "active" {
+		t.Fatalf("unblocked = %v", d)
+	}
+	k.get(t, helper, room)
+	expect(t, k.send(t, helper, room, "Back at work", alice), 201, "")
+	if got := k.listed(t, k.ts.do(t, "GET", agentChatsPath, helper.cred, nil)); got != "room" {
+		t.Errorf("agent listing = %s", got)
+	}
+}
+
+func blockedPersonReadsNothing(t *testing.T, k *roomsWorld, room string, alice, bob roomsParty, blocked, active map[string]any) {
+	expect(t, k.patch(t, alice, room, bob.id, blocked), 200, "")
+	expect(t, k.ts.do(t, "GET", bob.room(room), bob.cred, nil), 404, "not_found")
+	if got := k.listed(t, k.ts.do(t, "GET", humanChatsPath, bob.cred, nil)); got != "" {
+		t.Errorf("the blocked person still lists %s", got)
+	}
+	expect(t, k.patch(t, alice, room, bob.id, active), 200, "")
+	k.get(t, bob, room)
+}
+
+func ownersAndAdminsBlock(t *testing.T, k *roomsWorld, room string, alice, bob, helper roomsParty, blocked, active map[string]any) {
+	expect(t, k.patch(t, alice, room, bob.id, map[string]any{"role": "admin"}), 200, "")
+	k.ts.run(t, []scenario{
+		patchRefusal("an admin makes an owner", bob, room, helper.id, map[string]any{"role": "owner"}, 403, "forbidden"),
+		patchRefusal("an admin blocks an owner", bob, room, alice.id, blocked, 403, "forbidden"),
+	})
+	// An admin blocks and unblocks a member.
+	expect(t, k.patch(t, bob, room, helper.id, blocked), 200, "")
+	expect(t, k.patch(t, bob, room, helper.id, active), 200, "")
+	// With a second owner, the first may step down.
+	r := k.patch(t, alice, room, bob.id, map[string]any{"role": "owner"})
+	expect(t, r, 200, "")
+	if d := r.data(t); d["role"] != "owner" {
+		t.Fatalf("promoted = %v", d)
+	}
+	expect(t, k.patch(t, alice, room, alice.id, map[string]any{"role": "member"}), 200, "")
+	k.ts.run(t, []scenario{
+		patchRefusal("a former owner blocks someone", alice, room, bob.id, blocked, 403, "forbidden"),
+		patchRefusal("the new only owner blocks itself", bob, room, bob.id, blocked, 403, "cannot_remove_sole_owner"),
 	})
 }
 
 func TestPeersOfAnAgent(t *testing.T) {
-	k, w := newRoomsPeersWorld(t)
+	k, w := newPeerCast(t)
 	r := k.ts.do(t, "GET", "/api/v1/agent/peers", w.helper.cred, nil)
 	expect(t, r, 200, "")
 	// The owner, then agents by name: siblings, global agents (of any
@@ -1256,10 +1195,10 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if got := k.listed(t, r); got != "alice,bobglobal,bobshared,carolglobal,sibling" {
 		t.Fatalf("peers = %s", got)
 	}
-	if m := r.meta(t); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 5, 1)) {
+	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 5, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
-	roomsCheckPeers(t, k, r)
+	checkPeers(t, k, r)
 
 	room := k.newRoom(t, w.helper, "room", nil)
 	k.add(t, w.helper, room, w.sibling, "")
@@ -1269,13 +1208,13 @@ func TestPeersOfAnAgent(t *testing.T) {
 		query, peers string
 		meta         map[string]any
 	}{
-		{"page=2&page_size=2", "bobshared,carolglobal", roomsOffsetMeta(2, 2, 5, 3)},
-		{"page=9&page_size=2", "", roomsOffsetMeta(9, 2, 5, 3)},
-		{"not_in_chat=" + room, "bobglobal,bobshared,carolglobal", roomsOffsetMeta(1, 20, 3, 1)},
-		{"not_in_chat=" + room + "&page_size=1&page=3", "carolglobal", roomsOffsetMeta(3, 1, 3, 3)},
+		{"page=2&page_size=2", "bobshared,carolglobal", offsetMetaJSON(2, 2, 5, 3)},
+		{"page=9&page_size=2", "", offsetMetaJSON(9, 2, 5, 3)},
+		{"not_in_chat=" + room, "bobglobal,bobshared,carolglobal", offsetMetaJSON(1, 20, 3, 1)},
+		{"not_in_chat=" + room + "&page_size=1&page=3", "carolglobal", offsetMetaJSON(3, 1, 3, 3)},
 		// A room the agent cannot read leaves nobody out (and so reveals nothing).
-		{"not_in_chat=" + elsewhere, "alice,bobglobal,bobshared,carolglobal,sibling", roomsOffsetMeta(1, 20, 5, 1)},
-		{"not_in_chat=" + nilID, "alice,bobglobal,bobshared,carolglobal,sibling", roomsOffsetMeta(1, 20, 5, 1)},
+		{"not_in_chat=" + elsewhere, "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)},
+		{"not_in_chat=" + nilID, "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)},
 	} {
 		r := k.ts.do(t, "GET", "/api/v1/agent/peers?"+tc.query, w.helper.cred, nil)
 		expect(t, r, 200, "")
@@ -1294,21 +1233,21 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if got := k.listed(t, r); got != "carol,bobglobal,carolglobal,carolshared" {
 		t.Errorf("carol's agent's peers = %s", got)
 	}
-	k.refuse(t, roomsPeerRefusals(w.helper, "/api/v1/agent/peers"))
+	k.ts.run(t, peerRefusals(w.helper, "/api/v1/agent/peers"))
 }
 
 func TestPeersOfAPerson(t *testing.T) {
-	k, w := newRoomsPeersWorld(t)
+	k, w := newPeerCast(t)
 	r := k.ts.do(t, "GET", "/api/v1/me/peers", w.alice.cred, nil)
 	expect(t, r, 200, "")
 	// The other people of the organization, then her agents and global ones.
 	if got := k.listed(t, r); got != "bob,dave,bobglobal,carolglobal,helper,sibling" {
 		t.Fatalf("peers = %s", got)
 	}
-	if m := r.meta(t); !reflect.DeepEqual(m, roomsOffsetMeta(1, 20, 6, 1)) {
+	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 6, 1)) {
 		t.Fatalf("metadata = %v", m)
 	}
-	roomsCheckPeers(t, k, r)
+	checkPeers(t, k, r)
 
 	room := k.newRoom(t, w.alice, "room", nil)
 	k.add(t, w.alice, room, w.bob, "")
@@ -1317,12 +1256,12 @@ func TestPeersOfAPerson(t *testing.T) {
 		query, peers string
 		meta         map[string]any
 	}{
-		{"type=User", "bob,dave", roomsOffsetMeta(1, 20, 2, 1)},
-		{"type=Agent", "bobglobal,carolglobal,helper,sibling", roomsOffsetMeta(1, 20, 4, 1)},
-		{"type=Agent&page=2&page_size=3", "sibling", roomsOffsetMeta(2, 3, 4, 2)},
-		{"page=2&page_size=4", "helper,sibling", roomsOffsetMeta(2, 4, 6, 2)},
-		{"not_in_chat=" + room, "dave,bobglobal,carolglobal,sibling", roomsOffsetMeta(1, 20, 4, 1)},
-		{"not_in_chat=" + room + "&type=User", "dave", roomsOffsetMeta(1, 20, 1, 1)},
+		{"type=User", "bob,dave", offsetMetaJSON(1, 20, 2, 1)},
+		{"type=Agent", "bobglobal,carolglobal,helper,sibling", offsetMetaJSON(1, 20, 4, 1)},
+		{"type=Agent&page=2&page_size=3", "sibling", offsetMetaJSON(2, 3, 4, 2)},
+		{"page=2&page_size=4", "helper,sibling", offsetMetaJSON(2, 4, 6, 2)},
+		{"not_in_chat=" + room, "dave,bobglobal,carolglobal,sibling", offsetMetaJSON(1, 20, 4, 1)},
+		{"not_in_chat=" + room + "&type=User", "dave", offsetMetaJSON(1, 20, 1, 1)},
 	} {
 		r := k.ts.do(t, "GET", "/api/v1/me/peers?"+tc.query, w.alice.cred, nil)
 		expect(t, r, 200, "")
@@ -1341,31 +1280,31 @@ func TestPeersOfAPerson(t *testing.T) {
 	if got := k.listed(t, r); got != "bobglobal,carolglobal,carolprivate,carolshared" {
 		t.Errorf("carol's peers = %s", got)
 	}
-	refusals := append(roomsPeerRefusals(w.alice, "/api/v1/me/peers"),
-		roomsRefusal{name: "bad type", as: w.alice, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointer: "/type"},
-		roomsRefusal{name: "type in lower case", as: w.alice, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointer: "/type"})
-	k.refuse(t, refusals)
+	refusals := append(peerRefusals(w.alice, "/api/v1/me/peers"),
+		scenario{name: "bad type", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointers: []string{"/type"}},
+		scenario{name: "type in lower case", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointers: []string{"/type"}})
+	k.ts.run(t, refusals)
 }
 
-// roomsPeersWorld is two organizations with people and agents of every kind.
-type roomsPeersWorld struct {
-	alice, bob, dave, carol                roomsActor
-	helper, sibling                        roomsActor // alice's
-	bobPrivate, bobShared, bobGlobal       roomsActor
-	carolPrivate, carolShared, carolGlobal roomsActor
+// peerCast is two organizations with people and agents of every kind.
+type peerCast struct {
+	alice, bob, dave, carol                roomsParty
+	helper, sibling                        roomsParty // alice's
+	bobPrivate, bobShared, bobGlobal       roomsParty
+	carolPrivate, carolShared, carolGlobal roomsParty
 }
 
-func newRoomsPeersWorld(t *testing.T) (*roomsKit, *roomsPeersWorld) {
-	k := newRoomsKit(t)
-	w := &roomsPeersWorld{alice: k.human("alice"), bob: k.human("bob"), dave: k.human("dave"), carol: k.human("carol", "Other Org")}
+func newPeerCast(t *testing.T) (*roomsWorld, *peerCast) {
+	k := newRoomsWorld(t)
+	w := &peerCast{alice: k.human("alice"), bob: k.human("bob"), dave: k.human("dave"), carol: k.human("carol", "Other Org")}
 	w.helper, w.sibling = k.bot(w.alice, "Helper"), k.bot(w.alice, "Sibling")
 	w.bobPrivate, w.bobShared, w.bobGlobal = k.bot(w.bob, "Bob Private"), k.bot(w.bob, "Bob Shared"), k.bot(w.bob, "Bob Global")
 	w.carolPrivate, w.carolShared, w.carolGlobal = k.bot(w.carol, "Carol Private"), k.bot(w.carol, "Carol Shared"), k.bot(w.carol, "Carol Global")
-	for _, a := range []roomsActor{w.bobShared, w.carolShared} {
-		k.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, a.id)
+	for _, a := range []roomsParty{w.bobShared, w.carolShared} {
+		k.ts.exec(t, `UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, a.id)
 	}
-	for _, a := range []roomsActor{w.bobGlobal, w.carolGlobal} {
-		k.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, a.id)
+	for _, a := range []roomsParty{w.bobGlobal, w.carolGlobal} {
+		k.ts.exec(t, `UPDATE agents SET is_global = 1 WHERE id = ?`, a.id)
 	}
 	// A deleted agent is nobody's peer.
 	gone := k.bot(w.alice, "Gone")
@@ -1373,9 +1312,9 @@ func newRoomsPeersWorld(t *testing.T) (*roomsKit, *roomsPeersWorld) {
 	return k, w
 }
 
-// roomsCheckPeers checks the fields every peer has: registry peers that are no
+// checkPeers checks the fields every peer has: registry peers that are no
 // contacts, in the Peer shape of their type.
-func roomsCheckPeers(t *testing.T, k *roomsKit, r *response) {
+func checkPeers(t *testing.T, k *roomsWorld, r *response) {
 	t.Helper()
 	for _, it := range r.list(t) {
 		p := it.(map[string]any)
@@ -1401,8 +1340,8 @@ func roomsCheckPeers(t *testing.T, k *roomsKit, r *response) {
 	}
 }
 
-func roomsPeerRefusals(as roomsActor, path string) []roomsRefusal {
-	var out []roomsRefusal
+func peerRefusals(as roomsParty, path string) []scenario {
+	var out []scenario
 	for _, q := range []struct{ query, pointer string }{
 		{"not_in_chat=room-1", "/not_in_chat"},
 		{"not_in_chat=" + strings.Repeat("0", 36), "/not_in_chat"},
@@ -1411,7 +1350,7 @@ func roomsPeerRefusals(as roomsActor, path string) []roomsRefusal {
 		{"page_size=101", "/page_size"},
 		{"page_size=all", "/page_size"},
 	} {
-		out = append(out, roomsRefusal{name: q.query, as: as, method: "GET", path: path + "?" + q.query, status: 422, code: "validation_error", pointer: q.pointer})
+		out = append(out, scenario{name: q.query, cred: as.cred, method: "GET", path: path + "?" + q.query, status: 422, code: "validation_error", pointers: []string{q.pointer}})
 	}
 	return out
 }

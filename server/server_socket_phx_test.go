@@ -20,15 +20,9 @@ import (
 // phxClient is the real nshafer/phx client (the one the jam CLI uses),
 // connected with a key in the query, with every push recorded.
 type phxClient struct {
+	pushLog
 	socket *phx.Socket
-	mu     sync.Mutex
-	events []phxEvent
 	closed chan struct{}
-}
-
-type phxEvent struct {
-	topic, event string
-	payload      map[string]any
 }
 
 // newPhxClient connects and joins topics (each with the events to record).
@@ -52,9 +46,7 @@ func newPhxClient(t *testing.T, ts *testServer, key string, topics map[string][]
 		for _, ev := range events {
 			ch.On(ev, func(payload any) {
 				m, _ := payload.(map[string]any)
-				c.mu.Lock()
-				c.events = append(c.events, phxEvent{topic, ev, m})
-				c.mu.Unlock()
+				c.record(topic, ev, m)
 			})
 		}
 		channels = append(channels, ch)
@@ -95,38 +87,6 @@ func newPhxClient(t *testing.T, ts *testServer, key string, topics map[string][]
 		}
 	}
 	return c
-}
-
-// await waits for a push of event on topic that satisfies match.
-func (c *phxClient) await(t *testing.T, topic, event string, match func(map[string]any) bool) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		c.mu.Lock()
-		for _, e := range c.events {
-			if e.topic == topic && e.event == event && (match == nil || match(e.payload)) {
-				c.mu.Unlock()
-				return e.payload
-			}
-		}
-		c.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no %s on %s", event, topic)
-	return nil
-}
-
-// count counts recorded pushes of event on topic.
-func (c *phxClient) count(topic, event string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, e := range c.events {
-		if e.topic == topic && e.event == event {
-			n++
-		}
-	}
-	return n
 }
 
 func TestSocketPhxGoClient(t *testing.T) {

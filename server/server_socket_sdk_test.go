@@ -71,7 +71,7 @@ func checkSDKPayload(t *testing.T, event string, payload map[string]any) {
 // connection receives and checks each payload against sdkRequired, with the
 // party it names where it names one.
 func TestSocketPushesCarryWhatTheSDKsRequire(t *testing.T) {
-	k := newCtKit(t)
+	k := newContactsWorld(t)
 	ts := k.ts
 	alice, carol := k.human("alice"), k.human("carol", "Other Org")
 	worker, poster, scout := k.bot(alice, "Worker"), k.bot(alice, "Poster"), k.bot(alice, "Scout")

@@ -60,18 +60,30 @@ func newSocketWorld(t *testing.T) *socketWorld {
 	return w
 }
 
-// listener is a raw client that joins topics and records every push.
-type listener struct {
-	raw    *rawSocket
+// pushLog records the pushes a socket client receives, for a test to wait
+// for and count.
+type pushLog struct {
 	mu     sync.Mutex
-	events []phxEventRecord
-	closed chan struct{}
-	code   int // the close code, once closed with one
+	events []push
 }
 
-type phxEventRecord struct {
+type push struct {
 	topic, event string
 	payload      map[string]any
+}
+
+func (l *pushLog) record(topic, event string, payload map[string]any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, push{topic, event, payload})
+}
+
+// listener is a raw client that joins topics and records every push.
+type listener struct {
+	pushLog
+	raw    *rawSocket
+	closed chan struct{}
+	code   int // the close code, once closed with one (guarded by mu)
 }
 
 // newListener connects with key (in the query), joins topics and records
@@ -124,14 +136,12 @@ func (l *listener) read() {
 		topic, _ := m[2].(string)
 		event, _ := m[3].(string)
 		payload, _ := m[4].(map[string]any)
-		l.mu.Lock()
-		l.events = append(l.events, phxEventRecord{topic, event, payload})
-		l.mu.Unlock()
+		l.record(topic, event, payload)
 	}
 }
 
 // await waits for a push of event on topic that satisfies match.
-func (l *listener) await(t *testing.T, topic, event string, match func(map[string]any) bool) map[string]any {
+func (l *pushLog) await(t *testing.T, topic, event string, match func(map[string]any) bool) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -174,7 +184,7 @@ func (l *listener) isClosed() bool {
 }
 
 // count counts recorded pushes of event on topic.
-func (l *listener) count(topic, event string) int {
+func (l *pushLog) count(topic, event string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0

@@ -12,50 +12,27 @@ import (
 // tasks (beta) and board", the OpenAPI Task schemas, and the lifecycle and
 // roll-up rules documented in store/tasks.go.
 
-// taskKit: alice owns the agents helper, scout and loner. helper created
-// room (with scout and alice in it) and other (helper alone); loner is in
-// no room; bob is a stranger.
-type taskKit struct {
-	ts                             *testServer
-	alice, bob                     *store.User
-	aliceKey, bobKey               string
-	helper, scout, loner           *store.Agent
-	helperKey, scoutKey, lonerKey  string
-	room, other                    string
+// tasksWorld is the team (see helpers_test.go) with a second room of
+// helper's alone (other), and each agent's credential and actor reference.
+type tasksWorld struct {
+	team
+	other                          string
 	helperRef, scoutRef            store.ActorRef
 	helperCred, scoutCred, lonCred cred
 }
 
-func newTaskKit(t *testing.T, opts ...func(*store.Options)) *taskKit {
+func newTasksWorld(t *testing.T, opts ...func(*store.Options)) *tasksWorld {
 	t.Helper()
-	return newTaskKitWith(t, newTestServer(t, opts...))
+	return newTasksWorldOn(t, newTestServer(t, opts...))
 }
 
-func newTaskKitWith(t *testing.T, ts *testServer) *taskKit {
+func newTasksWorldOn(t *testing.T, ts *testServer) *tasksWorld {
 	t.Helper()
-	k := &taskKit{ts: ts}
-	k.alice, k.aliceKey = ts.user("alice")
-	k.bob, k.bobKey = ts.user("bob")
-	k.helper, k.helperKey = ts.agent(k.alice, "Helper")
-	k.scout, k.scoutKey = ts.agent(k.alice, "Scout")
-	k.loner, k.lonerKey = ts.agent(k.alice, "Loner")
+	k := &tasksWorld{team: newTeam(t, ts)}
 	k.helperCred, k.scoutCred, k.lonCred = apiKey(k.helperKey), apiKey(k.scoutKey), apiKey(k.lonerKey)
 	k.helperRef, k.scoutRef = boardAgentRef(k.helper), boardAgentRef(k.scout)
-	k.room = k.newRoom(t, k.scout.ID, k.alice.ID)
 	k.other = k.newRoom(t)
 	return k
-}
-
-func (k *taskKit) newRoom(t testing.TB, members ...string) string {
-	t.Helper()
-	r := k.ts.do(t, "POST", "/api/v1/agent/chats", k.helperCred, map[string]any{})
-	expect(t, r, 201, "")
-	id := r.data(t)["id"].(string)
-	for _, m := range members {
-		expect(t, k.ts.do(t, "POST", "/api/v1/agent/chats/"+id+"/participants", k.helperCred,
-			map[string]any{"participant": map[string]any{"participant_id": m}}), 201, "")
-	}
-	return id
 }
 
 // path is a task route: tasksPath(room) is the board, with more segments a
@@ -101,33 +78,33 @@ func decodeTask(t testing.TB, r *response, status int) taskJSON {
 	t.Helper()
 	expect(t, r, status, "")
 	var tj taskJSON
-	dlvRemarshal(t, r.json(t)["data"], &tj)
+	remarshal(t, r.json(t)["data"], &tj)
 	return tj
 }
 
-func (k *taskKit) create(t testing.TB, c cred, room string, body any) taskJSON {
+func (k *tasksWorld) create(t testing.TB, c cred, room string, body any) taskJSON {
 	t.Helper()
 	return decodeTask(t, k.ts.do(t, "POST", tasksPath(room), c, body), 201)
 }
 
-func (k *taskKit) subject(t testing.TB, c cred, room, subject string) taskJSON {
+func (k *tasksWorld) subject(t testing.TB, c cred, room, subject string) taskJSON {
 	t.Helper()
 	return k.create(t, c, room, map[string]any{"subject": subject})
 }
 
-func (k *taskKit) update(t testing.TB, c cred, room, ref string, body any) taskJSON {
+func (k *tasksWorld) update(t testing.TB, c cred, room, ref string, body any) taskJSON {
 	t.Helper()
 	return decodeTask(t, k.ts.do(t, "POST", tasksPath(room, ref), c, body), 200)
 }
 
-func (k *taskKit) get(t testing.TB, c cred, room, ref, query string) taskJSON {
+func (k *tasksWorld) get(t testing.TB, c cred, room, ref, query string) taskJSON {
 	t.Helper()
 	return decodeTask(t, k.ts.do(t, "GET", tasksPath(room, ref)+query, c, nil), 200)
 }
 
 // events is a task's embedded history, as "event:payload" lines (actor and
 // time checked separately where they matter).
-func (k *taskKit) events(t testing.TB, room, ref string) []string {
+func (k *tasksWorld) events(t testing.TB, room, ref string) []string {
 	t.Helper()
 	var out []string
 	for _, e := range k.get(t, k.helperCred, room, ref, "?include=history").History {
@@ -136,33 +113,8 @@ func (k *taskKit) events(t testing.TB, room, ref string) []string {
 	return out
 }
 
-func taskSameJSON(t testing.TB, what string, got, want any) {
-	t.Helper()
-	boardSameJSON(t, what, got, want)
-}
-
-// taskRefusal is a request that must be refused and change nothing.
-type taskRefusal struct {
-	name         string
-	c            cred
-	method, path string
-	body         any
-	status       int
-	code         string
-	pointer      string
-}
-
-func (k *taskKit) refuse(t *testing.T, cases []taskRefusal) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			k.ts.refused(t, tc.method, tc.path, tc.c, tc.body, tc.status, tc.code, tc.pointer)
-		})
-	}
-}
-
 // block blocks an agent in the room (alice stands behind its owner).
-func (k *taskKit) block(t testing.TB, room, agentID string) {
+func (k *tasksWorld) block(t testing.TB, room, agentID string) {
 	t.Helper()
 	expect(t, k.ts.do(t, "PATCH", "/api/v1/me/chats/"+room+"/participants/"+agentID, apiKey(k.aliceKey),
 		map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
@@ -171,14 +123,14 @@ func (k *taskKit) block(t testing.TB, room, agentID string) {
 const taskUnknownID = "0190a000-0000-7000-8000-000000000000"
 
 func TestTasksCreate(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	first := k.create(t, k.helperCred, k.room, map[string]any{"subject": "  Write the spec  "})
 	if first.Number != 1 || first.Subject != "Write the spec" || first.Detail != "" || first.State != "active" ||
 		first.OverallStatus != "pending" || first.SupersededByID != nil || first.ChatRoomID != k.room ||
 		len(first.Assignments) != 0 || first.InsertedAt != first.UpdatedAt || !store.ValidID(first.ID) {
 		t.Fatalf("created = %+v", first)
 	}
-	taskSameJSON(t, "created_by", first.CreatedBy, k.helperRef)
+	sameJSON(t, "created_by", first.CreatedBy, k.helperRef)
 	if first.History != nil || first.HistoryTruncated != nil {
 		t.Fatal("a create answer carries history")
 	}
@@ -189,7 +141,7 @@ func TestTasksCreate(t *testing.T) {
 	if second.Number != 2 || third.Number != 3 || second.Detail != "Line one.\nLine two.\t(tab)" || len(second.Assignments) != 0 {
 		t.Fatalf("second = %+v, third = %+v", second, third)
 	}
-	taskSameJSON(t, "created_by", second.CreatedBy, k.scoutRef)
+	sameJSON(t, "created_by", second.CreatedBy, k.scoutRef)
 
 	// Numbering is per room.
 	if n := k.subject(t, k.helperCred, k.other, "Elsewhere").Number; n != 1 {
@@ -204,21 +156,21 @@ func TestTasksCreate(t *testing.T) {
 	if len(h.History) != 1 || h.History[0].At != second.InsertedAt {
 		t.Fatalf("history = %+v", h.History)
 	}
-	taskSameJSON(t, "created event", h.History[0], taskEventJSON{Actor: k.scoutRef, At: second.InsertedAt, Event: "created",
+	sameJSON(t, "created event", h.History[0], taskEventJSON{Actor: k.scoutRef, At: second.InsertedAt, Event: "created",
 		Payload: map[string]any{"subject": "Review", "detail": "Line one.\nLine two.\t(tab)"}})
 }
 
 func TestTasksCreateRefusals(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Existing")
 	blockedRoom := k.newRoom(t, k.scout.ID, k.alice.ID)
 	k.block(t, blockedRoom, k.scout.ID)
 	body := map[string]any{"subject": "New"}
 	path := tasksPath(k.room)
-	v422 := func(name string, body any, ptr string) taskRefusal {
-		return taskRefusal{name, k.helperCred, "POST", path, body, 422, "validation_error", ptr}
+	v422 := func(name string, body any, pointers ...string) scenario {
+		return refusalCase(name, k.helperCred, "POST", path, body, 422, "validation_error", pointers...)
 	}
-	k.refuse(t, []taskRefusal{
+	k.ts.run(t, []scenario{
 		v422("no body", nil, "/subject"),
 		v422("no subject", map[string]any{"detail": "x"}, "/subject"),
 		v422("null subject", map[string]any{"subject": nil}, "/subject"),
@@ -233,22 +185,22 @@ func TestTasksCreateRefusals(t *testing.T) {
 		v422("supersedes_id garbage", map[string]any{"subject": "x", "supersedes_id": "#1"}, "/supersedes_id"),
 		v422("supersedes_id unknown", map[string]any{"subject": "x", "supersedes_id": taskUnknownID}, "/supersedes_id"),
 		v422("supersedes_id unknown number", map[string]any{"subject": "x", "supersedes_id": "9"}, "/supersedes_id"),
-		{"unknown field", k.helperCred, "POST", path, map[string]any{"subject": "x", "title": "x"}, 400, "unknown_field", "/title"},
-		{"not JSON", k.helperCred, "POST", path, `{"subject":`, 400, "invalid_json", ""},
-		{"not a participant", k.lonCred, "POST", path, body, 404, "not_found", ""},
-		{"unknown room", k.helperCred, "POST", tasksPath(taskUnknownID), body, 404, "not_found", ""},
-		{"malformed room id", k.helperCred, "POST", tasksPath("room-1"), body, 404, "not_found", ""},
-		{"human key", apiKey(k.aliceKey), "POST", path, body, 403, "forbidden", ""},
-		{"blocked agent", k.scoutCred, "POST", tasksPath(blockedRoom), body, 403, "execution_stopped", ""},
+		refusalCase("unknown field", k.helperCred, "POST", path, map[string]any{"subject": "x", "title": "x"}, 400, "unknown_field", "/title"),
+		refusalCase("not JSON", k.helperCred, "POST", path, `{"subject":`, 400, "invalid_json"),
+		refusalCase("not a participant", k.lonCred, "POST", path, body, 404, "not_found"),
+		refusalCase("unknown room", k.helperCred, "POST", tasksPath(taskUnknownID), body, 404, "not_found"),
+		refusalCase("malformed room id", k.helperCred, "POST", tasksPath("room-1"), body, 404, "not_found"),
+		refusalCase("human key", apiKey(k.aliceKey), "POST", path, body, 403, "forbidden"),
+		refusalCase("blocked agent", k.scoutCred, "POST", tasksPath(blockedRoom), body, 403, "execution_stopped"),
 	})
 }
 
 func TestTasksQuota(t *testing.T) {
-	k := newTaskKit(t, func(o *store.Options) { o.Limits = store.Limits{TasksPerRoom: 2} })
+	k := newTasksWorld(t, func(o *store.Options) { o.Limits = store.Limits{TasksPerRoom: 2} })
 	k.subject(t, k.helperCred, k.room, "One")
 	k.subject(t, k.helperCred, k.room, "Two")
 	r := k.ts.refused(t, "POST", tasksPath(k.room), k.helperCred, map[string]any{"subject": "Three"}, 403, "limit_reached", "")
-	taskSameJSON(t, "details", r.json(t)["error"].(map[string]any)["details"], map[string]any{"current": 2, "limit": 2, "resource": "tasks"})
+	sameJSON(t, "details", errorDetails(t, r), map[string]any{"current": 2, "limit": 2, "resource": "tasks"})
 	// Finished tasks still count (they stay on the board as records) ...
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"state": "archived"})
 	k.ts.refused(t, "POST", tasksPath(k.room), k.helperCred, map[string]any{"subject": "Three"}, 403, "limit_reached", "")
@@ -257,7 +209,7 @@ func TestTasksQuota(t *testing.T) {
 }
 
 func TestTasksSupersede(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	one := k.subject(t, k.helperCred, k.room, "Plan A")
 	two := k.create(t, k.scoutCred, k.room, map[string]any{"subject": "Plan B", "supersedes_id": "1"})
 	if two.Number != 2 || two.State != "active" || two.SupersededByID != nil {
@@ -267,9 +219,9 @@ func TestTasksSupersede(t *testing.T) {
 	if old.State != "superseded" || old.SupersededByID == nil || *old.SupersededByID != two.ID || old.UpdatedAt != two.InsertedAt {
 		t.Fatalf("superseded = %+v", old)
 	}
-	taskSameJSON(t, "superseded event", old.History[1], taskEventJSON{Actor: k.scoutRef, At: two.InsertedAt, Event: "superseded",
+	sameJSON(t, "superseded event", old.History[1], taskEventJSON{Actor: k.scoutRef, At: two.InsertedAt, Event: "superseded",
 		Payload: map[string]any{"state": map[string]any{"from": "active", "to": "superseded"}, "superseded_by_id": two.ID}})
-	taskSameJSON(t, "created event", k.events(t, k.room, "2"),
+	sameJSON(t, "created event", k.events(t, k.room, "2"),
 		[]string{`created:{"detail":"","subject":"Plan B","supersedes_id":"` + one.ID + `"}`})
 
 	// By id too; then neither a superseded, cancelled or archived task nor a
@@ -285,18 +237,18 @@ func TestTasksSupersede(t *testing.T) {
 	foreign := k.subject(t, k.helperCred, k.other, "Foreign")
 	sup := func(ref string) map[string]any { return map[string]any{"subject": "D", "supersedes_id": ref} }
 	path := tasksPath(k.room)
-	k.refuse(t, []taskRefusal{
-		{"superseded task", k.helperCred, "POST", path, sup("1"), 422, "validation_error", "/supersedes_id"},
-		{"superseded task by id", k.helperCred, "POST", path, sup(one.ID), 422, "validation_error", "/supersedes_id"},
-		{"cancelled task", k.helperCred, "POST", path, sup("4"), 422, "validation_error", "/supersedes_id"},
-		{"archived task", k.helperCred, "POST", path, sup("5"), 422, "validation_error", "/supersedes_id"},
-		{"task of another room", k.helperCred, "POST", path, sup(foreign.ID), 422, "validation_error", "/supersedes_id"},
-		{"empty reference", k.helperCred, "POST", path, sup(""), 422, "validation_error", "/supersedes_id"},
+	k.ts.run(t, []scenario{
+		refusalCase("superseded task", k.helperCred, "POST", path, sup("1"), 422, "validation_error", "/supersedes_id"),
+		refusalCase("superseded task by id", k.helperCred, "POST", path, sup(one.ID), 422, "validation_error", "/supersedes_id"),
+		refusalCase("cancelled task", k.helperCred, "POST", path, sup("4"), 422, "validation_error", "/supersedes_id"),
+		refusalCase("archived task", k.helperCred, "POST", path, sup("5"), 422, "validation_error", "/supersedes_id"),
+		refusalCase("task of another room", k.helperCred, "POST", path, sup(foreign.ID), 422, "validation_error", "/supersedes_id"),
+		refusalCase("empty reference", k.helperCred, "POST", path, sup(""), 422, "validation_error", "/supersedes_id"),
 	})
 }
 
 func TestTasksGet(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	one := k.subject(t, k.helperCred, k.room, "One")
 	foreign := k.subject(t, k.helperCred, k.other, "Foreign")
 	k.subject(t, k.helperCred, k.other, "Foreign two")
@@ -345,11 +297,7 @@ func TestTasksGet(t *testing.T) {
 		})
 	}
 	for _, q := range []string{"?include=other", "?include=", "?include=History"} {
-		r := k.ts.do(t, "GET", tasksPath(k.room, "1")+q, k.helperCred, nil)
-		expect(t, r, 422, "validation_error")
-		if _, ok := dlvDetails(t, r)["/include"]; !ok {
-			t.Fatalf("%s: details %v lack /include", q, dlvDetails(t, r))
-		}
+		k.ts.try(t, refusalCase(q, k.helperCred, "GET", tasksPath(k.room, "1")+q, nil, 422, "validation_error", "/include"))
 	}
 	// A blocked agent reads nothing, as for the room itself.
 	k.block(t, k.room, k.scout.ID)
@@ -358,7 +306,7 @@ func TestTasksGet(t *testing.T) {
 }
 
 func TestTasksHistoryEmbed(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Chatty")
 	// created + 99 comments: exactly 100 events, all shown.
 	for i := 1; i < store.TaskHistoryLen; i++ {
@@ -388,7 +336,7 @@ func TestTasksHistoryEmbed(t *testing.T) {
 }
 
 func TestTasksUpdateFields(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	created := k.create(t, k.helperCred, k.room, map[string]any{"subject": "Draft", "detail": "First detail"})
 
 	// Editing: only changed fields, from and to.
@@ -396,14 +344,14 @@ func TestTasksUpdateFields(t *testing.T) {
 	if got.Subject != "Draft v2" || got.Detail != "First detail" || got.UpdatedAt <= created.UpdatedAt || got.InsertedAt != created.InsertedAt {
 		t.Fatalf("after the edit: %+v", got)
 	}
-	taskSameJSON(t, "created_by after an edit", got.CreatedBy, k.helperRef)
+	sameJSON(t, "created_by after an edit", got.CreatedBy, k.helperRef)
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"subject": "Draft v3", "detail": "Second\ndetail"})
 
 	// Sending the values a task has changes nothing at all.
 	for _, body := range []map[string]any{{"subject": "Draft v3"}, {"subject": " Draft v3\t", "detail": "Second\ndetail  "}, {"state": "active"}} {
 		snap := k.ts.snapshot(t)
 		before := k.get(t, k.helperCred, k.room, "1", "")
-		taskSameJSON(t, "unchanged task", k.update(t, k.scoutCred, k.room, "1", body), before)
+		sameJSON(t, "unchanged task", k.update(t, k.scoutCred, k.room, "1", body), before)
 		k.ts.unchanged(t, snap)
 	}
 
@@ -413,7 +361,7 @@ func TestTasksUpdateFields(t *testing.T) {
 		t.Fatalf("after joining: %+v", got)
 	}
 	a := got.Assignments[0]
-	taskSameJSON(t, "assignee", a.Assignee, k.scoutRef)
+	sameJSON(t, "assignee", a.Assignee, k.scoutRef)
 	if a.Status != "in_progress" || a.ActiveForm != "" || a.LinkedNativeID != "" || a.UpdatedAt != got.UpdatedAt {
 		t.Fatalf("assignment = %+v", a)
 	}
@@ -445,7 +393,7 @@ func TestTasksUpdateFields(t *testing.T) {
 	st := func(from any, to string) string {
 		return string(mustJSON(t, map[string]any{"from": from, "to": to}))
 	}
-	taskSameJSON(t, "history", k.events(t, k.room, "1"), []string{
+	sameJSON(t, "history", k.events(t, k.room, "1"), []string{
 		`created:{"detail":"First detail","subject":"Draft"}`,
 		`edited:{"subject":{"from":"Draft","to":"Draft v2"}}`,
 		`edited:{"detail":{"from":"First detail","to":"Second\ndetail"},"subject":{"from":"Draft v2","to":"Draft v3"}}`,
@@ -459,25 +407,25 @@ func TestTasksUpdateFields(t *testing.T) {
 	for _, e := range h {
 		actors = append(actors, e.Actor)
 	}
-	taskSameJSON(t, "actors", actors, []store.ActorRef{k.helperRef, k.scoutRef, k.helperRef, k.scoutRef, k.scoutRef, k.helperRef, k.helperRef})
+	sameJSON(t, "actors", actors, []store.ActorRef{k.helperRef, k.scoutRef, k.helperRef, k.scoutRef, k.scoutRef, k.helperRef, k.helperRef})
 }
 
 func TestTasksUpdateRefusals(t *testing.T) {
 	t.Parallel() // its own server and database
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Work")
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"status": "in_progress"})
 	blockedRoom := k.newRoom(t, k.scout.ID, k.alice.ID)
 	k.subject(t, k.helperCred, blockedRoom, "Blocked work")
 	k.block(t, blockedRoom, k.scout.ID)
 	path := tasksPath(k.room, "1")
-	v422 := func(name string, body any, ptr string) taskRefusal {
-		return taskRefusal{name, k.scoutCred, "POST", path, body, 422, "validation_error", ptr}
+	v422 := func(name string, body any, pointers ...string) scenario {
+		return refusalCase(name, k.scoutCred, "POST", path, body, 422, "validation_error", pointers...)
 	}
-	k.refuse(t, []taskRefusal{
-		v422("no body", nil, ""),
-		v422("empty object", map[string]any{}, ""),
-		v422("only nulls", map[string]any{"status": nil, "comment": nil}, ""),
+	k.ts.run(t, []scenario{
+		v422("no body", nil),
+		v422("empty object", map[string]any{}),
+		v422("only nulls", map[string]any{"status": nil, "comment": nil}),
 		v422("unknown status", map[string]any{"status": "done"}, "/status"),
 		v422("status in another case", map[string]any{"status": "Completed"}, "/status"),
 		v422("unknown state", map[string]any{"state": "deleted"}, "/state"),
@@ -492,10 +440,10 @@ func TestTasksUpdateRefusals(t *testing.T) {
 		v422("detail over 8000 characters", map[string]any{"detail": strings.Repeat("d", 8001)}, "/detail"),
 		v422("one bad field refuses the whole update", map[string]any{"status": "completed", "comment": "", "state": "archived"}, "/comment"),
 		v422("status of the wrong type", map[string]any{"status": 1}, "/status"),
-		{"unknown field", k.scoutCred, "POST", path, map[string]any{"status": "pending", "assignee": "x"}, 400, "unknown_field", "/assignee"},
-		{"not a participant", k.lonCred, "POST", path, map[string]any{"comment": "hi"}, 404, "not_found", ""},
-		{"human key", apiKey(k.aliceKey), "POST", path, map[string]any{"comment": "hi"}, 403, "forbidden", ""},
-		{"blocked agent", k.scoutCred, "POST", tasksPath(blockedRoom, "1"), map[string]any{"status": "pending"}, 403, "execution_stopped", ""},
+		refusalCase("unknown field", k.scoutCred, "POST", path, map[string]any{"status": "pending", "assignee": "x"}, 400, "unknown_field", "/assignee"),
+		refusalCase("not a participant", k.lonCred, "POST", path, map[string]any{"comment": "hi"}, 404, "not_found"),
+		refusalCase("human key", apiKey(k.aliceKey), "POST", path, map[string]any{"comment": "hi"}, 403, "forbidden"),
+		refusalCase("blocked agent", k.scoutCred, "POST", tasksPath(blockedRoom, "1"), map[string]any{"status": "pending"}, 403, "execution_stopped"),
 	})
 	// The limits themselves are fine.
 	k.update(t, k.scoutCred, k.room, "1", map[string]any{"active_form": strings.Repeat("é", 200), "linked_native_id": strings.Repeat("l", 200),
@@ -506,7 +454,7 @@ func TestTasksUpdateRefusals(t *testing.T) {
 // all completed -> completed; else the first of failed, blocked,
 // in_progress, in_review that anyone reports; else pending.
 func TestTasksOverallStatus(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	for _, tc := range []struct {
 		helper, scout, want string // "" = not assigned
 	}{
@@ -561,10 +509,16 @@ func TestTasksOverallStatus(t *testing.T) {
 	}
 }
 
-func TestTasksLifecycle(t *testing.T) {
-	k := newTaskKit(t)
-	st := func(from, to string) string { return `{"state":{"from":"` + from + `","to":"` + to + `"}}` }
+// stateEvent is the payload of a state change from one state to another.
+func stateEvent(from, to string) string { return `{"state":{"from":"` + from + `","to":"` + to + `"}}` }
 
+func TestTasksLifecycle(t *testing.T) {
+	k := newTasksWorld(t)
+	t.Run("a task's life", func(t *testing.T) { taskLife(t, k) })
+	t.Run("every state to every requested state", func(t *testing.T) { everyStateToEveryState(t, k) })
+}
+
+func taskLife(t *testing.T, k *tasksWorld) {
 	// Finish and tidy away in one call: the status first, then the state.
 	k.subject(t, k.helperCred, k.room, "Finish me")
 	got := k.update(t, k.helperCred, k.room, "1", map[string]any{"status": "completed", "state": "archived"})
@@ -582,8 +536,8 @@ func TestTasksLifecycle(t *testing.T) {
 			t.Fatalf("message = %v", msg)
 		}
 		for field := range body {
-			if _, ok := dlvDetails(t, r)["/"+field]; !ok && field != "state" {
-				t.Fatalf("details %v lack /%s", dlvDetails(t, r), field)
+			if _, ok := errorDetails(t, r)["/"+field]; !ok && field != "state" {
+				t.Fatalf("details %v lack /%s", errorDetails(t, r), field)
 			}
 		}
 	}
@@ -593,52 +547,56 @@ func TestTasksLifecycle(t *testing.T) {
 	if got.State != "active" || got.Subject != "Finish me again" {
 		t.Fatalf("after restoring: %+v", got)
 	}
-	taskSameJSON(t, "history", k.events(t, k.room, "1"), []string{
+	sameJSON(t, "history", k.events(t, k.room, "1"), []string{
 		`created:{"detail":"","subject":"Finish me"}`,
 		`status_changed:{"status":{"from":null,"to":"completed"}}`,
-		`archived:` + st("active", "archived"),
-		`unarchived:` + st("archived", "active"),
+		`archived:` + stateEvent("active", "archived"),
+		`unarchived:` + stateEvent("archived", "active"),
 		`edited:{"subject":{"from":"Finish me","to":"Finish me again"}}`,
 	})
 	got = k.update(t, k.scoutCred, k.room, "1", map[string]any{"comment": "Why", "state": "cancelled"})
 	if got.State != "cancelled" {
 		t.Fatalf("after cancelling: %+v", got)
 	}
-	if e := k.events(t, k.room, "1"); e[len(e)-2] != `commented:{"text":"Why"}` || e[len(e)-1] != `cancelled:`+st("active", "cancelled") {
+	if e := k.events(t, k.room, "1"); e[len(e)-2] != `commented:{"text":"Why"}` || e[len(e)-1] != `cancelled:`+stateEvent("active", "cancelled") {
 		t.Fatalf("history ends %v", e[len(e)-2:])
 	}
+}
 
-	// Every state against every requested state.
-	setUp := map[string]func(t *testing.T) string{
-		"active": func(t *testing.T) string { return k.subject(t, k.helperCred, k.room, "A").ID },
-		"cancelled": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "C").ID
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
-			return id
-		},
-		"superseded": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "S").ID
-			k.create(t, k.helperCred, k.room, map[string]any{"subject": "S2", "supersedes_id": id})
-			return id
-		},
-		"archived": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "R").ID
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
-			return id
-		},
-		"archived after superseded": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "SR").ID
-			k.create(t, k.helperCred, k.room, map[string]any{"subject": "SR2", "supersedes_id": id})
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
-			return id
-		},
-		"archived after cancelled": func(t *testing.T) string {
-			id := k.subject(t, k.helperCred, k.room, "CR").ID
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
-			k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
-			return id
-		},
+// taskIn makes a task of the room and brings it to state ("archived after
+// superseded": superseded first, then archived); it returns its id.
+func (k *tasksWorld) taskIn(t *testing.T, state string) string {
+	switch state {
+	case "active":
+		return k.subject(t, k.helperCred, k.room, "A").ID
+	case "cancelled":
+		id := k.subject(t, k.helperCred, k.room, "C").ID
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
+		return id
+	case "superseded":
+		id := k.subject(t, k.helperCred, k.room, "S").ID
+		k.create(t, k.helperCred, k.room, map[string]any{"subject": "S2", "supersedes_id": id})
+		return id
+	case "archived":
+		id := k.subject(t, k.helperCred, k.room, "R").ID
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
+		return id
+	case "archived after superseded":
+		id := k.subject(t, k.helperCred, k.room, "SR").ID
+		k.create(t, k.helperCred, k.room, map[string]any{"subject": "SR2", "supersedes_id": id})
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
+		return id
+	case "archived after cancelled":
+		id := k.subject(t, k.helperCred, k.room, "CR").ID
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "cancelled"})
+		k.update(t, k.helperCred, k.room, id, map[string]any{"state": "archived"})
+		return id
 	}
+	t.Fatalf("no way to a task in state %q", state)
+	return ""
+}
+
+func everyStateToEveryState(t *testing.T, k *tasksWorld) {
 	for _, tc := range []struct {
 		from, to string
 		want     string // the state after, "" = refused, "same" = no change
@@ -660,7 +618,7 @@ func TestTasksLifecycle(t *testing.T) {
 		{"archived after superseded", "active", "", ""},
 	} {
 		t.Run(tc.from+" to "+tc.to, func(t *testing.T) {
-			id := setUp[tc.from](t)
+			id := k.taskIn(t, tc.from)
 			path := tasksPath(k.room, id)
 			switch tc.want {
 			case "":
@@ -668,7 +626,7 @@ func TestTasksLifecycle(t *testing.T) {
 			case "same":
 				snap := k.ts.snapshot(t)
 				before := k.get(t, k.scoutCred, k.room, id, "")
-				taskSameJSON(t, "task", k.update(t, k.scoutCred, k.room, id, map[string]any{"state": tc.to}), before)
+				sameJSON(t, "task", k.update(t, k.scoutCred, k.room, id, map[string]any{"state": tc.to}), before)
 				k.ts.unchanged(t, snap)
 			default:
 				before := k.get(t, k.scoutCred, k.room, id, "")
@@ -678,7 +636,7 @@ func TestTasksLifecycle(t *testing.T) {
 				}
 				h := k.get(t, k.scoutCred, k.room, id, "?include=history").History
 				last := h[len(h)-1]
-				taskSameJSON(t, "last event", last, taskEventJSON{Actor: k.scoutRef, At: got.UpdatedAt, Event: tc.event,
+				sameJSON(t, "last event", last, taskEventJSON{Actor: k.scoutRef, At: got.UpdatedAt, Event: tc.event,
 					Payload: map[string]any{"state": map[string]any{"from": before.State, "to": tc.want}}})
 			}
 		})
@@ -686,7 +644,7 @@ func TestTasksLifecycle(t *testing.T) {
 }
 
 func TestTasksList(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	for i := 1; i <= 5; i++ {
 		k.subject(t, k.helperCred, k.room, fmt.Sprintf("Task %d", i))
 	}
@@ -695,7 +653,7 @@ func TestTasksList(t *testing.T) {
 		var nums []string
 		for _, it := range r.list(t) {
 			var tj taskJSON
-			dlvRemarshal(t, it, &tj)
+			remarshal(t, it, &tj)
 			if tj.ChatRoomID != k.room || tj.History != nil {
 				t.Fatalf("listed %+v", tj)
 			}
@@ -709,7 +667,7 @@ func TestTasksList(t *testing.T) {
 	}
 	r := k.ts.do(t, "GET", path, k.scoutCred, nil)
 	expect(t, r, 200, "")
-	taskSameJSON(t, "metadata", r.meta(t), map[string]any{"has_more": false, "limit": 50, "next_cursor": nil})
+	sameJSON(t, "metadata", r.meta(t), map[string]any{"has_more": false, "limit": 50, "next_cursor": nil})
 
 	k.update(t, k.helperCred, k.room, "2", map[string]any{"state": "cancelled"})
 	k.create(t, k.helperCred, k.room, map[string]any{"subject": "Task 6", "supersedes_id": "3"})
@@ -742,39 +700,26 @@ func TestTasksList(t *testing.T) {
 
 	first := k.ts.do(t, "GET", path+"?state=all&limit=1", k.helperCred, nil)
 	cursor := first.meta(t)["next_cursor"].(string)
-	for _, tc := range []struct {
-		name, query, code, ptr string
-	}{
-		{"unknown state", "?state=open", "validation_error", "/state"},
-		{"state in another case", "?state=Active", "validation_error", "/state"},
-		{"limit 0", "?limit=0", "validation_error", "/limit"},
-		{"limit 101", "?limit=101", "validation_error", "/limit"},
-		{"limit not a number", "?limit=ten", "validation_error", "/limit"},
-		{"garbage cursor", "?cursor=abc", "invalid_cursor", "/cursor"},
-		{"cursor of another state", "?state=active&cursor=" + cursor, "invalid_cursor", "/cursor"},
-		{"cursor of another room", "?state=all&cursor=" + cursor, "", ""},
-		{"cursor and page", "?cursor=" + cursor + "&page=1", "validation_error", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := path
-			if tc.name == "cursor of another room" {
-				p, tc.code, tc.ptr = tasksPath(k.other), "invalid_cursor", "/cursor"
-			}
-			r := k.ts.do(t, "GET", p+tc.query, k.helperCred, nil)
-			expect(t, r, 422, tc.code)
-			if tc.ptr != "" {
-				if _, ok := dlvDetails(t, r)[tc.ptr]; !ok {
-					t.Fatalf("details %v lack %s", dlvDetails(t, r), tc.ptr)
-				}
-			}
-		})
+	list := func(name, path, query, code string, pointers ...string) scenario {
+		return refusalCase(name, k.helperCred, "GET", path+query, nil, 422, code, pointers...)
 	}
+	k.ts.run(t, []scenario{
+		list("unknown state", path, "?state=open", "validation_error", "/state"),
+		list("state in another case", path, "?state=Active", "validation_error", "/state"),
+		list("limit 0", path, "?limit=0", "validation_error", "/limit"),
+		list("limit 101", path, "?limit=101", "validation_error", "/limit"),
+		list("limit not a number", path, "?limit=ten", "validation_error", "/limit"),
+		list("garbage cursor", path, "?cursor=abc", "invalid_cursor", "/cursor"),
+		list("cursor of another state", path, "?state=active&cursor="+cursor, "invalid_cursor", "/cursor"),
+		list("cursor of another room", tasksPath(k.other), "?state=all&cursor="+cursor, "invalid_cursor", "/cursor"),
+		list("cursor and page", path, "?cursor="+cursor+"&page=1", "validation_error"),
+	})
 	expect(t, k.ts.do(t, "GET", path, k.lonCred, nil), 404, "not_found")
 	expect(t, k.ts.do(t, "GET", tasksPath(taskUnknownID), k.helperCred, nil), 404, "not_found")
 }
 
 func TestTasksHistoryListing(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	k.subject(t, k.helperCred, k.room, "Ledger")
 	k.subject(t, k.helperCred, k.room, "Other")
 	for i := 1; i <= 5; i++ {
@@ -785,7 +730,7 @@ func TestTasksHistoryListing(t *testing.T) {
 		var out []string
 		for _, it := range r.list(t) {
 			var e taskEventJSON
-			dlvRemarshal(t, it, &e)
+			remarshal(t, it, &e)
 			if e.Event == "commented" {
 				out = append(out, e.Payload["text"].(string))
 			} else {
@@ -802,9 +747,9 @@ func TestTasksHistoryListing(t *testing.T) {
 	}
 	r := k.ts.do(t, "GET", tasksPath(k.room, "1", "history"), k.helperCred, nil)
 	expect(t, r, 200, "")
-	taskSameJSON(t, "metadata", r.meta(t), map[string]any{"has_more": false, "limit": 50, "next_cursor": nil})
+	sameJSON(t, "metadata", r.meta(t), map[string]any{"has_more": false, "limit": 50, "next_cursor": nil})
 	// The full ledger agrees with the embed.
-	taskSameJSON(t, "ledger", r.json(t)["data"], k.ts.do(t, "GET", tasksPath(k.room, "1")+"?include=history", k.helperCred, nil).data(t)["history"])
+	sameJSON(t, "ledger", r.json(t)["data"], k.ts.do(t, "GET", tasksPath(k.room, "1")+"?include=history", k.helperCred, nil).data(t)["history"])
 
 	cursor := k.ts.do(t, "GET", tasksPath(k.room, "1", "history")+"?limit=1", k.helperCred, nil).meta(t)["next_cursor"].(string)
 	for name, p := range map[string]string{
@@ -822,13 +767,13 @@ func TestTasksHistoryListing(t *testing.T) {
 }
 
 func TestTasksFeatureFlag(t *testing.T) {
-	on := newTaskKit(t)
+	on := newTasksWorld(t)
 	flags := on.ts.do(t, "GET", "/api/v1/agent/me", on.helperCred, nil).data(t)["feature_flags"].(map[string]any)
 	if flags["ff_room_tasks"] != true {
 		t.Fatalf("feature_flags = %v", flags)
 	}
 
-	off := newTaskKitWith(t, newTestServerWith(t, func(c *Config) { c.DisableRoomTasks = true }))
+	off := newTasksWorldOn(t, newTestServerWith(t, func(c *Config) { c.DisableRoomTasks = true }))
 	flags = off.ts.do(t, "GET", "/api/v1/agent/me", off.helperCred, nil).data(t)["feature_flags"].(map[string]any)
 	if flags["ff_room_tasks"] != false {
 		t.Fatalf("feature_flags = %v", flags)
@@ -847,7 +792,7 @@ func TestTasksFeatureFlag(t *testing.T) {
 }
 
 func TestTasksRealtime(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	topic := "room_tasks:" + k.room
 	l := newListener(t, k.ts, k.scoutKey, topic)
 	one := k.subject(t, k.helperCred, k.room, "Pushed")
@@ -887,7 +832,7 @@ func TestTasksRealtime(t *testing.T) {
 }
 
 func TestTasksAttentionEvents(t *testing.T) {
-	k := newTaskKit(t)
+	k := newTasksWorld(t)
 	mine := k.subject(t, k.helperCred, k.room, "Decide")
 	foreign := k.subject(t, k.helperCred, k.other, "Elsewhere")
 	k.update(t, k.helperCred, k.room, "1", map[string]any{"state": "archived"})
@@ -898,12 +843,12 @@ func TestTasksAttentionEvents(t *testing.T) {
 	}
 	// Any task of the room, in any state.
 	expect(t, k.ts.do(t, "POST", path, k.scoutCred, attention(mine.ID)), 201, "")
-	k.refuse(t, []taskRefusal{
-		{"task of another room", k.scoutCred, "POST", path, attention(foreign.ID), 422, "validation_error", "/event/metadata/task_id"},
-		{"unknown task", k.scoutCred, "POST", path, attention(taskUnknownID), 422, "validation_error", "/event/metadata/task_id"},
-		{"board number", k.scoutCred, "POST", path, attention("1"), 422, "validation_error", "/event/metadata/task_id"},
-		{"number", k.scoutCred, "POST", path, attention(1), 422, "validation_error", "/event/metadata/task_id"},
-		{"not a participant", k.lonCred, "POST", path, attention(mine.ID), 404, "not_found", ""},
+	k.ts.run(t, []scenario{
+		refusalCase("task of another room", k.scoutCred, "POST", path, attention(foreign.ID), 422, "validation_error", "/event/metadata/task_id"),
+		refusalCase("unknown task", k.scoutCred, "POST", path, attention(taskUnknownID), 422, "validation_error", "/event/metadata/task_id"),
+		refusalCase("board number", k.scoutCred, "POST", path, attention("1"), 422, "validation_error", "/event/metadata/task_id"),
+		refusalCase("number", k.scoutCred, "POST", path, attention(1), 422, "validation_error", "/event/metadata/task_id"),
+		refusalCase("not a participant", k.lonCred, "POST", path, attention(mine.ID), 404, "not_found"),
 	})
 	// An id in upper case names the same task, and is kept as chatd spells it.
 	r := k.ts.do(t, "POST", path, k.scoutCred, attention(strings.ToUpper(mine.ID)))

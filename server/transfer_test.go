@@ -29,7 +29,7 @@ const testTransferTimeout = time.Second
 const closeBound = 10 * time.Second
 
 func TestSlowRequestBodiesAreCut(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout })
+	k := newFilesWorld(t, func(c *Config) { c.TransferTimeout = testTransferTimeout })
 	files := k.files(k.helperKey, k.room)
 	upload := func(length string) string {
 		return "POST " + files + " HTTP/1.1\r\nHost: chatd\r\nX-API-Key: " + k.helperKey +
@@ -71,7 +71,7 @@ func TestSlowRequestBodiesAreCut(t *testing.T) {
 }
 
 func TestSlowButSteadyBodiesGoThrough(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout })
+	k := newFilesWorld(t, func(c *Config) { c.TransferTimeout = testTransferTimeout })
 	// 16 KiB every quarter second: slower than anything real, above the
 	// minimum rate, and twice as long as the timeout in all.
 	const pieces = 8
@@ -92,7 +92,7 @@ func TestSlowButSteadyBodiesGoThrough(t *testing.T) {
 // listing, is cut off once it has taken nothing for the transfer timeout;
 // until it stopped, it got what it asked for.
 func TestStalledResponsesAreCut(t *testing.T) {
-	k := newFileKit(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 4 << 20 })
+	k := newFilesWorld(t, func(c *Config) { c.TransferTimeout = testTransferTimeout; c.MaxFileBytes = 4 << 20 })
 	id := k.upload(t, k.helperKey, k.room, "big.bin", bytes.Repeat([]byte("stalled download"), 4<<20/16))["id"].(string)
 	for range 20 { // about 640 KiB of JSON on a page
 		expect(t, k.ts.do(t, "POST", "/api/v1/me/chats/"+k.room+"/messages", apiKey(k.aliceKey), map[string]any{"message": map[string]any{
