@@ -170,7 +170,7 @@ func (t mcpTools) waitForMessage(ctx context.Context, a waitArgs) (map[string]an
 		return nil, &toolError{Code: "validation_error", Message: "timeout_seconds must be 1 to 60",
 			Details: map[string][]string{"/timeout_seconds": {"must be 1 to 60"}}}
 	}
-	msg, err := t.s.claimWithin(ctx, t.p.Actor(), a.RoomID, time.Duration(seconds)*time.Second)
+	msg, err := t.s.claimWithin(ctx, t.p.Actor(), a.RoomID, time.Duration(seconds)*time.Second, t.ended)
 	if err != nil || msg == nil {
 		return map[string]any{"message": nil}, err
 	}

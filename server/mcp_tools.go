@@ -22,11 +22,12 @@ do the work, answer with send_message (mention whom you answer), then mark_proce
 Room and message ids are UUIDs; people and agents are named by handles such as "alice" or "alice/helper".`
 
 // newMCPServer makes the MCP server of one session, with the tools of p's
-// kind (an agent's or a person's), acting as p.
-func (s *Server) newMCPServer(p *store.Principal) *mcp.Server {
+// kind (an agent's or a person's), acting as p; sessionID names the
+// session, and ended is closed when it ends.
+func (s *Server) newMCPServer(p *store.Principal, sessionID func() string, ended <-chan struct{}) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "chatd", Version: s.version},
-		&mcp.ServerOptions{Instructions: mcpInstructions, SchemaCache: s.mcpSchemas})
-	t := mcpTools{s: s, p: p, srv: srv}
+		&mcp.ServerOptions{Instructions: mcpInstructions, SchemaCache: s.mcpSchemas, GetSessionID: sessionID})
+	t := mcpTools{s: s, p: p, srv: srv, ended: ended}
 	if p.IsAgent() {
 		t.addAgentTools()
 	} else {
@@ -39,9 +40,10 @@ func (s *Server) newMCPServer(p *store.Principal) *mcp.Server {
 
 // mcpTools adds tools to one session's server.
 type mcpTools struct {
-	s   *Server
-	p   *store.Principal
-	srv *mcp.Server
+	s     *Server
+	p     *store.Principal
+	srv   *mcp.Server
+	ended <-chan struct{} // the session's end
 }
 
 // routeTool adds a tool answered by a REST route: call turns the tool's

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +36,7 @@ const mcpIdleTimeout = 30 * time.Minute
 var (
 	errUnknownMCPSession = &store.Error{Code: store.CodeNotFound,
 		Message: "MCP session not found: it ended or belongs to another credential; initialize a new one"}
-	errMCPSessionRequired = errorf(codeMalformedRequest, "this request needs the Mcp-Session-Id header of an initialized session")
+	errMCPSessionRequired = errorf(codeInvalidMCPRequest, "this request needs the Mcp-Session-Id header of an initialized session")
 )
 
 func (s *Server) mcpRoutes() {
@@ -50,8 +54,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		if !s.mcp.owns(id, p) {
 			return errUnknownMCPSession
 		}
-		s.mcp.handler.ServeHTTP(w, r)
-		return nil
+		return s.serveInEnvelope(s.mcp.handler, w, r)
 	}
 	if r.Method != http.MethodPost {
 		return errMCPSessionRequired
@@ -60,25 +63,83 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err := s.rt.sockets.admitKey(limitKey, s.maxSockets, s.maxSocketsPerKey); err != nil {
 		return err
 	}
-	opened := &openedSession{}
-	s.mcp.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), openedSessionKey{}, opened)))
-	if opened.server == nil {
-		s.rt.sockets.releaseKey(limitKey)
-		return nil
+	opening := &openingSession{principal: p, owner: limitKey, ended: make(chan struct{})}
+	err := s.serveInEnvelope(s.mcp.handler, w, r.WithContext(context.WithValue(r.Context(), openingSessionKey{}, opening)))
+	if !s.mcp.adopt(opening, func() { s.rt.sockets.releaseKey(limitKey) }) {
+		s.rt.sockets.releaseKey(limitKey) // no session was opened
 	}
-	for ss := range opened.server.Sessions() {
-		s.mcp.adopt(ss, p, limitKey, func() { s.rt.sockets.releaseKey(limitKey) })
-		return nil
-	}
-	s.rt.sockets.releaseKey(limitKey) // the SDK refused to open it
-	return nil
+	return err
 }
 
-// openedSession carries the server the SDK made for a new session back to
-// serveMCP, which adopts the session.
-type openedSession struct{ server *mcp.Server }
+// serveInEnvelope serves r with the SDK's handler, turning the refusals it
+// answers in plain text into the error envelope every chatd refusal has.
+func (s *Server) serveInEnvelope(h http.Handler, w http.ResponseWriter, r *http.Request) error {
+	rw := &plainRefusal{ResponseWriter: w}
+	h.ServeHTTP(rw, r)
+	if rw.status == 0 {
+		return nil
+	}
+	msg := strings.TrimSpace(rw.text.String())
+	switch rw.status {
+	case http.StatusNotFound:
+		return errUnknownMCPSession
+	case http.StatusForbidden:
+		return store.Errorf(store.CodeForbidden, "%s", msg)
+	case http.StatusMethodNotAllowed:
+		return errorf(codeMethodNotAllowed, "%s", msg)
+	case http.StatusRequestEntityTooLarge:
+		return errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
+	case http.StatusInternalServerError:
+		return fmt.Errorf("mcp: %s", msg)
+	}
+	return errorf(codeInvalidMCPRequest, "%s", msg)
+}
 
-type openedSessionKey struct{}
+// plainRefusal holds back an error the SDK writes as text (http.Error),
+// for serveInEnvelope to answer in the envelope; anything else, streams
+// included, passes through.
+type plainRefusal struct {
+	http.ResponseWriter
+	status int
+	text   bytes.Buffer
+}
+
+func (p *plainRefusal) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(p.Header().Get("Content-Type"), "text/plain") {
+		p.status = code
+		p.Header().Del("X-Content-Type-Options")
+		return
+	}
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *plainRefusal) Write(b []byte) (int, error) {
+	if p.status != 0 {
+		return p.text.Write(b)
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+func (p *plainRefusal) Flush() {
+	if p.status == 0 {
+		_ = http.NewResponseController(p.ResponseWriter).Flush()
+	}
+}
+
+func (p *plainRefusal) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// openingSession is a session being opened by an initialize request: the
+// SDK asks for the server (newMCPServer) and its id (reserve) while it
+// serves the request, and serveMCP adopts the session afterwards.
+type openingSession struct {
+	principal *store.Principal
+	owner     string
+	ended     chan struct{} // closed when the session ends
+	server    *mcp.Server
+	id        string
+}
+
+type openingSessionKey struct{}
 
 // credentialLimitKey is what the per-credential connection limit counts:
 // an API key, or the caller of a bearer token.
@@ -99,6 +160,8 @@ type mcpSessions struct {
 
 type mcpSession struct {
 	session   *mcp.ServerSession
+	ended     chan struct{} // closed by end: the waits of its tools stop
+	endOnce   sync.Once
 	owner     string // credentialLimitKey of the credential that opened it
 	agentID   string // the agent it acts as, if any
 	keyID     string
@@ -108,12 +171,12 @@ type mcpSession struct {
 func newMCPSessions(s *Server) *mcpSessions {
 	m := &mcpSessions{s: s, byID: map[string]*mcpSession{}}
 	m.handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		opened, _ := r.Context().Value(openedSessionKey{}).(*openedSession)
-		if opened == nil {
+		opening, _ := r.Context().Value(openingSessionKey{}).(*openingSession)
+		if opening == nil {
 			return nil
 		}
-		opened.server = s.newMCPServer(principal(r))
-		return opened.server
+		opening.server = s.newMCPServer(opening.principal, func() string { return m.reserve(opening) }, opening.ended)
+		return opening.server
 	}, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      mcpIdleTimeout,
 		MaxRequestBodyBytes: s.maxBody,
@@ -133,30 +196,57 @@ func (m *mcpSessions) owns(id string, p *store.Principal) bool {
 	return ok && ms.owner == credentialLimitKey(p)
 }
 
-// adopt records a new session of p's; release gives back its connection
-// slot when it ends, however it ends.
-func (m *mcpSessions) adopt(ss *mcp.ServerSession, p *store.Principal, owner string, release func()) {
-	ms := &mcpSession{session: ss, owner: owner, keyID: p.KeyID, sessionID: p.SessionID}
-	if p.Agent != nil {
-		ms.agentID = p.Agent.ID
+// reserve names a new session and records whose it is, before the SDK
+// answers its initialize: the client's next request may come before
+// serveMCP adopts the session.
+func (m *mcpSessions) reserve(opening *openingSession) string {
+	opening.id = rand.Text()
+	ms := &mcpSession{owner: opening.owner, keyID: opening.principal.KeyID, sessionID: opening.principal.SessionID,
+		ended: opening.ended}
+	if a := opening.principal.Agent; a != nil {
+		ms.agentID = a.ID
 	}
 	m.mu.Lock()
-	m.byID[ss.ID()] = ms
+	m.byID[opening.id] = ms
+	m.mu.Unlock()
+	return opening.id
+}
+
+// adopt takes on the session an initialize opened, if it did, until it
+// ends, however it ends; then release gives back its connection slot. It
+// reports whether there was a session.
+func (m *mcpSessions) adopt(opening *openingSession, release func()) bool {
+	var ss *mcp.ServerSession
+	if opening.server != nil {
+		for s := range opening.server.Sessions() {
+			ss = s
+		}
+	}
+	m.mu.Lock()
+	ms := m.byID[opening.id]
+	if ss == nil || ms == nil {
+		delete(m.byID, opening.id)
+		m.mu.Unlock()
+		return false
+	}
+	ms.session = ss
 	m.mu.Unlock()
 	var expiry *time.Timer
-	if !p.Expires.IsZero() {
-		expiry = time.AfterFunc(time.Until(p.Expires), func() { _ = ss.Close() })
+	if p := opening.principal; !p.Expires.IsZero() {
+		expiry = time.AfterFunc(time.Until(p.Expires), ms.end)
 	}
 	go func() {
 		_ = ss.Wait()
+		ms.end()
 		if expiry != nil {
 			expiry.Stop()
 		}
 		m.mu.Lock()
-		delete(m.byID, ss.ID())
+		delete(m.byID, opening.id)
 		m.mu.Unlock()
 		release()
 	}()
+	return true
 }
 
 // sessions returns the open sessions that match.
@@ -165,7 +255,7 @@ func (m *mcpSessions) sessions(match func(*mcpSession) bool) []*mcpSession {
 	defer m.mu.Unlock()
 	var out []*mcpSession
 	for _, ms := range m.byID {
-		if match(ms) {
+		if ms.session != nil && match(ms) {
 			out = append(out, ms)
 		}
 	}
@@ -197,7 +287,7 @@ func (m *mcpSessions) closeEndedCredentials() {
 	}
 	for _, ms := range open {
 		if ended[ms.keyID] || ended[ms.sessionID] {
-			_ = ms.session.Close()
+			ms.end()
 		}
 	}
 }
@@ -205,13 +295,21 @@ func (m *mcpSessions) closeEndedCredentials() {
 // closeAgent closes the sessions acting as a deleted agent.
 func (m *mcpSessions) closeAgent(agentID string) {
 	for _, ms := range m.sessions(func(ms *mcpSession) bool { return ms.agentID == agentID }) {
-		_ = ms.session.Close()
+		ms.end()
 	}
 }
 
 // closeAll ends every session, at shutdown.
 func (m *mcpSessions) closeAll() {
 	for _, ms := range m.sessions(func(*mcpSession) bool { return true }) {
-		_ = ms.session.Close()
+		ms.end()
 	}
+}
+
+// end ends the session: its waits stop and the SDK closes it.
+func (ms *mcpSession) end() {
+	ms.endOnce.Do(func() {
+		close(ms.ended)
+		_ = ms.session.Close()
+	})
 }

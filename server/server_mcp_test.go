@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chatd/chatd/store"
 )
 
 // The MCP endpoint, driven by the official Go SDK's client over Streamable
@@ -241,4 +244,226 @@ func TestMCPWaitEnds(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the wait outlived the shutdown")
 	}
+}
+
+// mcpHeaders is a credential plus the headers of a Streamable HTTP
+// request, for the transport's refusals sent by hand.
+func mcpHeaders(c cred, session string) cred {
+	return func(h http.Header) {
+		c(h)
+		h.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			h.Set("Mcp-Session-Id", session)
+		}
+	}
+}
+
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",` +
+	`"capabilities":{},"clientInfo":{"name":"by-hand","version":"1"}}}`
+
+// openMCPSession initializes a session by hand and returns its id.
+func (ts *testServer) openMCPSession(t testing.TB, c cred) string {
+	t.Helper()
+	r, _ := ts.send(t, "POST", "/mcp", mcpHeaders(c, ""), mcpInitialize)
+	id := r.header.Get("Mcp-Session-Id")
+	if r.status != 200 || id == "" {
+		t.Fatalf("initialize: %d %s (session %q)", r.status, r.body, id)
+	}
+	return id
+}
+
+// The transport's refusals are answered in the error envelope and change
+// nothing.
+func TestMCPTransportRefusals(t *testing.T) {
+	ts := newTestServerWith(t, func(c *Config) { c.MaxBodyBytes = 4 << 10 })
+	alice, aliceKey := ts.user("alice")
+	_, helperKey := ts.agent(alice, "Helper")
+	_, scoutKey := ts.agent(alice, "Scout")
+	helpers := ts.openMCPSession(t, apiKey(helperKey))
+	ended := ts.openMCPSession(t, apiKey(helperKey))
+	expect(t, ts.do(t, "DELETE", "/mcp", mcpHeaders(apiKey(helperKey), ended), nil), 204, "")
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	plain := func(h http.Header) { mcpHeaders(apiKey(helperKey), "")(h); h.Set("Content-Type", "text/plain") }
+	noAccept := func(h http.Header) { apiKey(helperKey)(h) }
+
+	ts.run(t, []scenario{
+		refusalCase("no credentials", noCred, "POST", "/mcp", mcpInitialize, 401, "unauthorized"),
+		refusalCase("a bad key", mcpHeaders(apiKey("band_a_"+strings.Repeat("z", 52)), ""), "POST", "/mcp", mcpInitialize, 401, "unauthorized"),
+		refusalCase("listen without a session", mcpHeaders(apiKey(helperKey), ""), "GET", "/mcp", nil, 400, "invalid_mcp_request"),
+		refusalCase("end without a session", mcpHeaders(apiKey(helperKey), ""), "DELETE", "/mcp", nil, 400, "invalid_mcp_request"),
+		refusalCase("no Accept", noAccept, "POST", "/mcp", mcpInitialize, 400, "invalid_mcp_request"),
+		refusalCase("not JSON", plain, "POST", "/mcp", mcpInitialize, 400, "invalid_mcp_request"),
+		refusalCase("malformed JSON-RPC", mcpHeaders(apiKey(helperKey), helpers), "POST", "/mcp", `{"jsonrpc":"2.0","id":`, 400, "invalid_mcp_request"),
+		refusalCase("over the size limit", mcpHeaders(apiKey(helperKey), helpers), "POST", "/mcp",
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{"pad":"`+strings.Repeat("x", 8<<10)+`"}}}`,
+			413, "payload_too_large"),
+		refusalCase("another agent's session", mcpHeaders(apiKey(scoutKey), helpers), "POST", "/mcp", list, 404, "not_found"),
+		refusalCase("its owner's key", mcpHeaders(apiKey(aliceKey), helpers), "POST", "/mcp", list, 404, "not_found"),
+		refusalCase("an ended session", mcpHeaders(apiKey(helperKey), ended), "POST", "/mcp", list, 404, "not_found"),
+		refusalCase("a made-up session", mcpHeaders(apiKey(helperKey), "not-a-session"), "GET", "/mcp", nil, 404, "not_found"),
+	})
+}
+
+// mcpRefusal is a tool call the REST API would refuse, with the REST
+// request that must be refused with the same code ("" method: the tool has
+// no REST twin).
+type mcpRefusal struct {
+	name            string
+	tool            string
+	args            map[string]any
+	code            string
+	method, path    string
+	body            any
+	pointerFromTool string // a pointer the tool's refusal names (the REST one's, unwrapped)
+}
+
+// A refused tool call answers the REST API's code, and changes nothing.
+func TestMCPToolRefusals(t *testing.T) {
+	ts := newTestServer(t, func(o *store.Options) { o.Limits.ChatsPerUser = 3 })
+	alice, aliceKey := ts.user("alice")
+	bob, bobKey := ts.user("bob")
+	helper, helperKey := ts.agent(alice, "Helper")
+	scout, _ := ts.agent(alice, "Scout")
+	room := ts.room(t, helperKey, alice.ID)
+	blocked := ts.do(t, "POST", humanChatsPath, apiKey(aliceKey), map[string]any{}).data(t)["id"].(string)
+	expect(t, ts.do(t, "POST", humanChatsPath+"/"+blocked+"/participants", apiKey(aliceKey), participantBody(helper.ID, "")), 201, "")
+	expect(t, ts.do(t, "PATCH", humanChatsPath+"/"+blocked+"/participants/"+helper.ID, apiKey(aliceKey),
+		map[string]any{"participant": map[string]any{"status": "blocked"}}), 200, "")
+	bobs := ts.do(t, "POST", humanChatsPath, apiKey(bobKey), map[string]any{}).data(t)["id"].(string)
+	posted := ts.do(t, "POST", humanChatsPath+"/"+room+"/messages", apiKey(aliceKey),
+		map[string]any{"message": map[string]any{"content": "@alice/helper hi", "mentions": []any{map[string]any{"id": helper.ID}}}})
+	pending := posted.data(t)["id"].(string)
+	ts.room(t, helperKey) // the third room: alice's quota is full
+	cs := ts.mcpSession(t, apiKey(helperKey))
+	msgPath := func(room string) string { return agentChatsPath + "/" + room + "/messages" }
+	text := func(content string, mentions ...any) map[string]any {
+		return map[string]any{"message": map[string]any{"content": content, "mentions": append([]any{}, mentions...)}}
+	}
+
+	for _, c := range []mcpRefusal{
+		{name: "a room it is not in", tool: "send_message", args: map[string]any{"room_id": bobs, "content": "@bob hi", "mentions": []any{"bob"}},
+			code: "not_found", method: "POST", path: msgPath(bobs), body: text("@bob hi", map[string]any{"handle": "bob"})},
+		{name: "blocked in the room", tool: "send_message", args: map[string]any{"room_id": blocked, "content": "@alice hi", "mentions": []any{"alice"}},
+			code: "execution_stopped", method: "POST", path: msgPath(blocked), body: text("@alice hi", map[string]any{"handle": "alice"})},
+		{name: "a mention of someone not in the room", tool: "send_message", args: map[string]any{"room_id": room, "content": "@bob hi", "mentions": []any{bob.ID}},
+			code: "mentioned_participant_not_in_room", method: "POST", path: msgPath(room), body: text("@bob hi", map[string]any{"id": bob.ID})},
+		{name: "no mention", tool: "send_message", args: map[string]any{"room_id": room, "content": "hi", "mentions": []any{}},
+			code: "mentions_required", method: "POST", path: msgPath(room), body: text("hi")},
+		{name: "blank content", tool: "send_message", args: map[string]any{"room_id": room, "content": " ", "mentions": []any{"alice"}},
+			code: "validation_error", method: "POST", path: msgPath(room), body: text(" ", map[string]any{"handle": "alice"}),
+			pointerFromTool: "/content"},
+		{name: "processed before it was taken", tool: "mark_processed", args: map[string]any{"room_id": room, "message_id": pending},
+			code: "no_active_attempt", method: "POST", path: msgPath(room) + "/" + pending + "/processed", body: map[string]any{}},
+		{name: "an event of no known type", tool: "post_event", args: map[string]any{"room_id": room, "message_type": "gossip", "content": "psst"},
+			code: "validation_error", method: "POST", path: agentChatsPath + "/" + room + "/events",
+			body:            map[string]any{"event": map[string]any{"message_type": "gossip", "content": "psst"}},
+			pointerFromTool: "/message_type"},
+		{name: "over the room quota", tool: "create_room", args: map[string]any{"title": "One more"},
+			code: "limit_reached", method: "POST", path: agentChatsPath, body: map[string]any{"chat": map[string]any{"title": "One more"}}},
+		{name: "a handle nobody has", tool: "add_participant", args: map[string]any{"room_id": room, "participant": "nobody"}, code: "not_found"},
+		{name: "a participant of a room it is not in", tool: "add_participant", args: map[string]any{"room_id": bobs, "participant": scout.ID},
+			code: "not_found", method: "POST", path: agentChatsPath + "/" + bobs + "/participants", body: participantBody(scout.ID, "")},
+		{name: "a wait too long", tool: "wait_for_message", args: map[string]any{"timeout_seconds": 61}, code: "validation_error"},
+		{name: "a wait in a room it is not in", tool: "wait_for_message", args: map[string]any{"room_id": bobs, "timeout_seconds": 1},
+			code: "not_found", method: "GET", path: msgPath(bobs) + "/next"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := ts.snapshot(t)
+			refusal := toolRefused(t, cs, c.tool, c.args, c.code)
+			ts.unchanged(t, before)
+			if c.pointerFromTool != "" {
+				if _, ok := refusal["details"].(map[string]any)[c.pointerFromTool]; !ok {
+					t.Errorf("details %v do not name %s", refusal["details"], c.pointerFromTool)
+				}
+			}
+			if c.method == "" {
+				return
+			}
+			r := ts.do(t, c.method, c.path, apiKey(helperKey), c.body)
+			expect(t, r, r.status, c.code)
+			ts.unchanged(t, before)
+			// The tool's pointers name its arguments: no body wrapper.
+			unwrapped := strings.NewReplacer("/message/", "/", "/event/", "/", "/chat/", "/", "/participant/", "/")
+			if rest := r.json(t)["error"].(map[string]any)["message"].(string); unwrapped.Replace(rest) != refusal["message"] {
+				t.Errorf("REST says %q, the tool %q", rest, refusal["message"])
+			}
+		})
+	}
+}
+
+// Arguments that do not fit a tool's input schema, and unknown tools, are
+// refused before the tool runs.
+func TestMCPArgumentRefusals(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	_, helperKey := ts.agent(alice, "Helper")
+	cs := ts.mcpSession(t, apiKey(helperKey))
+	before := ts.snapshot(t)
+	for _, c := range []struct {
+		name, tool string
+		args       map[string]any
+		says       string
+	}{
+		{"a number for an id", "send_message", map[string]any{"room_id": 5, "content": "hi"}, "room_id"},
+		{"a missing argument", "rename_room", map[string]any{"room_id": nilID}, "title"},
+		{"an argument the tool does not take", "create_room", map[string]any{"title": "x", "owner": "bob"}, "owner"},
+		{"a string for a number", "wait_for_message", map[string]any{"timeout_seconds": "soon"}, "timeout_seconds"},
+	} {
+		res := callTool(t, cs, c.tool, c.args)
+		if text := toolText(t, res); !res.IsError || !strings.Contains(text, c.says) {
+			t.Errorf("%s: %s(%v) = %s, want an error naming %s", c.name, c.tool, c.args, text, c.says)
+		}
+	}
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "drop_tables"})
+	if err == nil || !strings.Contains(err.Error(), "drop_tables") {
+		t.Errorf("an unknown tool: %v, want an error naming it", err)
+	}
+	ts.unchanged(t, before)
+}
+
+// A session ends when the credential that opened it ends, as a socket
+// does: later requests of it are 404, and a wait in progress ends.
+func TestMCPSessionsEndWithTheirCredential(t *testing.T) {
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	helper, helperKey := ts.agent(alice, "Helper")
+	agentSession := ts.mcpSession(t, apiKey(helperKey))
+	keys := ts.do(t, "POST", "/api/v1/me/keys", apiKey(aliceKey), map[string]any{"key": map[string]any{"name": "assistant"}})
+	expect(t, keys, 201, "")
+	personKey := keys.data(t)["api_key"].(string)
+	personSession := ts.openMCPSession(t, apiKey(personKey))
+
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := agentSession.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait_for_message",
+			Arguments: map[string]any{"timeout_seconds": 60}})
+		waiting <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	rotated := ts.do(t, "POST", "/api/v1/me/agents/"+helper.ID+"/rotate-key", apiKey(aliceKey), nil)
+	expect(t, rotated, 200, "")
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait outlived the agent's key")
+	}
+	newKey := rotated.data(t)["credentials"].(map[string]any)["api_key"].(string)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	expect(t, ts.do(t, "POST", "/mcp", mcpHeaders(apiKey(newKey), agentSession.ID()), list), 404, "not_found")
+
+	keyID := keys.data(t)["id"].(string)
+	expect(t, ts.do(t, "DELETE", "/api/v1/me/keys/"+keyID, apiKey(aliceKey), nil), 204, "")
+	for deadline := time.Now().Add(5 * time.Second); ts.srv.mcp.isOpen(personSession); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session outlived the person's key")
+		}
+	}
+}
+
+// isOpen reports whether session id is open.
+func (m *mcpSessions) isOpen(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.byID[id]
+	return ok
 }

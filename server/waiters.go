@@ -100,8 +100,10 @@ func (dw *deliveryWaiters) route(c store.Change) {
 
 // claimWithin claims a message for the agent in roomID ("" for any of its
 // rooms), waiting up to wait for one to arrive. It returns nil when none
-// came in time, or the server is shutting down.
-func (s *Server) claimWithin(ctx context.Context, agent store.Actor, roomID string, wait time.Duration) (*store.Message, error) {
+// came in time, when ended is closed (the caller's session or credential
+// ended), or when the server is shutting down.
+func (s *Server) claimWithin(ctx context.Context, agent store.Actor, roomID string, wait time.Duration,
+	ended <-chan struct{}) (*store.Message, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -118,6 +120,9 @@ func (s *Server) claimWithin(ctx context.Context, agent store.Actor, roomID stri
 			unregister()
 			return nil, nil
 		case <-s.waiters.closed:
+			unregister()
+			return nil, nil
+		case <-ended:
 			unregister()
 			return nil, nil
 		case <-ctx.Done():
