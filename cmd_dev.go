@@ -323,7 +323,7 @@ func devRoom(ctx context.Context, db *store.DB, owner *store.User, agents []devA
 			return err
 		}
 	}
-	members, err := db.ListParticipants(ctx, actor, room.ID, "Agent", store.PageRequest{Limit: 100})
+	members, err := db.ListParticipants(ctx, actor, room.ID, store.PartyAgent, store.PageRequest{Limit: 100})
 	if err != nil {
 		return err
 	}

@@ -166,17 +166,23 @@ func boolParam(q url.Values, name string, p store.Problems) *bool {
 }
 
 // enumParam parses an optional query parameter that must be one of allowed.
-func enumParam(q url.Values, name, def string, allowed []string, p store.Problems) string {
+// A named string type (store.PartyType) comes back as itself, so that the
+// caller need not convert what was just checked.
+func enumParam[T ~string](q url.Values, name string, def T, allowed []T, p store.Problems) T {
 	v, ok := q[name]
 	if !ok {
 		return def
 	}
 	for _, a := range allowed {
-		if v[0] == a {
+		if v[0] == string(a) {
 			return a
 		}
 	}
-	p.Add("/"+name, "must be one of %s", strings.Join(allowed, ", "))
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	p.Add("/"+name, "must be one of %s", strings.Join(names, ", "))
 	return def
 }
 

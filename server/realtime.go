@@ -136,7 +136,7 @@ func isPerson(c *phx.Conn) bool { return c.Value.(*socketConn).agent == nil }
 
 // roomsTopic is a member's own topic for its rooms.
 func roomsTopic(p *store.Participant) string {
-	if p.Type == "Agent" {
+	if p.Type == store.PartyAgent {
 		return "agent_rooms:" + p.ID
 	}
 	return "user_rooms:" + p.ID
@@ -237,7 +237,7 @@ func (rt *realtime) recheckAccess(room *store.Room, member *store.Participant) {
 		topic := prefix + room.ID
 		rt.hub.Each(topic, func(sub *phx.Conn, _ string) {
 			sc := sub.Value.(*socketConn)
-			affected := sc.id() == member.ID || (member.Type == "Agent" && sc.agent == nil && sc.user.ID == member.OwnerID)
+			affected := sc.id() == member.ID || (member.Type == store.PartyAgent && sc.agent == nil && sc.user.ID == member.OwnerID)
 			if !affected {
 				return
 			}

@@ -71,11 +71,11 @@ func boardStr(s string) *string { return &s }
 
 // boardAgentRef and boardUserRef are actor references as captured now.
 func boardAgentRef(a *store.Agent) store.ActorRef {
-	return store.ActorRef{ID: a.ID, Name: a.Name, Type: "Agent", Handle: boardStr(a.Handle)}
+	return store.ActorRef{ID: a.ID, Name: a.Name, Type: store.PartyAgent, Handle: boardStr(a.Handle)}
 }
 
 func boardUserRef(u *store.User, name string) store.ActorRef {
-	return store.ActorRef{ID: u.ID, Name: name, Type: "User", Handle: boardStr(u.Handle)}
+	return store.ActorRef{ID: u.ID, Name: name, Type: store.PartyUser, Handle: boardStr(u.Handle)}
 }
 
 func boardFromTo(from, to *string) store.FromTo { return store.FromTo{From: from, To: to} }

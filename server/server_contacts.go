@@ -36,15 +36,15 @@ var contactListing = listing{defaultLimit: 20, maxLimit: 100}
 
 // agentContactView is AgentContact.
 type agentContactView struct {
-	ID                string   `json:"id"`
-	Handle            string   `json:"handle"`
-	Name              string   `json:"name"`
-	Type              string   `json:"type"`
-	Description       *string  `json:"description"`
-	IsExternal        *bool    `json:"is_external"`
-	ListedInDirectory bool     `json:"listed_in_directory"`
-	Tags              []string `json:"tags"`
-	InsertedAt        string   `json:"inserted_at"`
+	ID                string          `json:"id"`
+	Handle            string          `json:"handle"`
+	Name              string          `json:"name"`
+	Type              store.PartyType `json:"type"`
+	Description       *string         `json:"description"`
+	IsExternal        *bool           `json:"is_external"`
+	ListedInDirectory bool            `json:"listed_in_directory"`
+	Tags              []string        `json:"tags"`
+	InsertedAt        string          `json:"inserted_at"`
 }
 
 func newAgentContactView(c *store.Contact) agentContactView {
@@ -57,7 +57,7 @@ func newAgentContactView(c *store.Contact) agentContactView {
 type contactView struct {
 	ID          string          `json:"id"`
 	ContactID   string          `json:"contact_id"`
-	ContactType string          `json:"contact_type"`
+	ContactType store.PartyType `json:"contact_type"`
 	Status      string          `json:"status"`
 	Source      string          `json:"source"`
 	InsertedAt  string          `json:"inserted_at"`
@@ -76,7 +76,7 @@ type contactUserView struct {
 func newContactView(c *store.Contact) contactView {
 	p := c.Party
 	email := p.Email
-	if p.Type == "User" {
+	if p.Type == store.PartyUser {
 		email = store.ReportedEmail(p.Handle, p.Email)
 	}
 	return contactView{ID: c.ID, ContactID: p.ID, ContactType: p.Type, Status: "active", Source: "request",
@@ -93,17 +93,17 @@ type partyRef struct {
 
 // contactRequestView is ContactRequest (the Human API's record).
 type contactRequestView struct {
-	ID            string   `json:"id"`
-	RequesterID   string   `json:"requester_id"`
-	RequesterType string   `json:"requester_type"`
-	Requester     partyRef `json:"requester"`
-	RecipientID   string   `json:"recipient_id"`
-	RecipientType string   `json:"recipient_type"`
-	Recipient     partyRef `json:"recipient"`
-	Message       *string  `json:"message"`
-	Status        string   `json:"status"`
-	InsertedAt    string   `json:"inserted_at"`
-	RespondedAt   *string  `json:"responded_at"`
+	ID            string          `json:"id"`
+	RequesterID   string          `json:"requester_id"`
+	RequesterType store.PartyType `json:"requester_type"`
+	Requester     partyRef        `json:"requester"`
+	RecipientID   string          `json:"recipient_id"`
+	RecipientType store.PartyType `json:"recipient_type"`
+	Recipient     partyRef        `json:"recipient"`
+	Message       *string         `json:"message"`
+	Status        string          `json:"status"`
+	InsertedAt    string          `json:"inserted_at"`
+	RespondedAt   *string         `json:"responded_at"`
 }
 
 func newContactRequestView(r *store.ContactRequest) contactRequestView {
@@ -402,13 +402,13 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]string{"handle": p.Handle, "name": p.Name, "type": p.Type}))
+	writeJSON(w, http.StatusOK, data(map[string]string{"handle": p.Handle, "name": p.Name, "type": string(p.Type)}))
 	return nil
 }
 
 // contactsTopic is a person's or agent's own contacts channel.
-func contactsTopic(id, typ string) string {
-	if typ == "Agent" {
+func contactsTopic(id string, typ store.PartyType) string {
+	if typ == store.PartyAgent {
 		return "agent_contacts:" + id
 	}
 	return "user_contacts:" + id
@@ -422,7 +422,7 @@ func (rt *realtime) contactChange(c store.Change) {
 	case store.ContactRequestReceived:
 		cr, to := c.ContactRequest, c.ContactRequest.Recipient
 		var payload any = newContactRequestView(cr)
-		if to.Type == "Agent" {
+		if to.Type == store.PartyAgent {
 			payload = newReceivedRequestEvent(cr)
 		}
 		rt.hub.Broadcast(contactsTopic(to.ID, to.Type), string(c.Kind), payloadJSON(payload), nil)
@@ -464,9 +464,9 @@ func newReceivedRequestEvent(cr *store.ContactRequest) receivedRequestEvent {
 
 // contactPartyView names the other side of a contact.
 type contactPartyView struct {
-	Handle string `json:"handle"`
-	Name   string `json:"name"`
-	Type   string `json:"type"`
+	Handle string          `json:"handle"`
+	Name   string          `json:"name"`
+	Type   store.PartyType `json:"type"`
 }
 
 // contactAddedEvent is contact_added: the record and whom it names, with
@@ -494,9 +494,9 @@ func newContactAddedEvent(ct *store.Contact) contactAddedEvent {
 	p := ct.Party
 	ev := contactAddedEvent{ID: ct.ID, contactPartyView: contactPartyView{Handle: p.Handle, Name: p.Name, Type: p.Type},
 		InsertedAt: timestamp(ct.InsertedAt)}
-	if p.Type == "Agent" {
+	if p.Type == store.PartyAgent {
 		ev.contactDirectoryView = &contactDirectoryView{ListedInDirectory: p.ListedInDirectory, Tags: p.Tags}
-		if ct.OwnerType == "Agent" {
+		if ct.OwnerType == store.PartyAgent {
 			ev.contactAgentDetailsView = &contactAgentDetailsView{Description: p.Description, IsExternal: p.IsExternal}
 		}
 	}

@@ -90,10 +90,10 @@ type userMemoryView struct {
 	Subject     *memorySubjectView `json:"subject"`
 }
 
-// memorySubjectView names a memory's subject, a "User" or an "Agent".
+// memorySubjectView names a memory's subject, a person or an agent.
 type memorySubjectView struct {
 	partyRef
-	Type string `json:"type"`
+	Type store.PartyType `json:"type"`
 }
 
 func newUserMemoryView(m *store.Memory) userMemoryView {

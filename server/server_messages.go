@@ -34,7 +34,7 @@ type messageView struct {
 	Content     string             `json:"content"`
 	MessageType string             `json:"message_type"`
 	SenderID    string             `json:"sender_id"`
-	SenderType  string             `json:"sender_type"`
+	SenderType  store.PartyType    `json:"sender_type"`
 	SenderName  string             `json:"sender_name"`
 	ThreadID    *string            `json:"thread_id"`
 	Metadata    json.RawMessage    `json:"metadata"`

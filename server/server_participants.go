@@ -29,21 +29,21 @@ func (s *Server) participantRoutes() {
 // ChatParticipantDetails (description, is_external) and, for agents, whether
 // the agent reports that it is working in the room.
 type participantView struct {
-	ID          string  `json:"id"`
-	Type        string  `json:"type"`
-	Name        string  `json:"name"`
-	Handle      string  `json:"handle"`
-	Role        string  `json:"role"`
-	Status      string  `json:"status"`
-	Description *string `json:"description"`
-	IsExternal  *bool   `json:"is_external"`
-	Working     *bool   `json:"working,omitempty"`
+	ID          string          `json:"id"`
+	Type        store.PartyType `json:"type"`
+	Name        string          `json:"name"`
+	Handle      string          `json:"handle"`
+	Role        string          `json:"role"`
+	Status      string          `json:"status"`
+	Description *string         `json:"description"`
+	IsExternal  *bool           `json:"is_external"`
+	Working     *bool           `json:"working,omitempty"`
 }
 
 func (s *Server) newParticipantView(p *store.Participant) participantView {
 	v := participantView{ID: p.ID, Type: p.Type, Name: p.Name, Handle: p.Handle, Role: p.Role, Status: p.Status,
 		Description: p.Description, IsExternal: p.IsExternal}
-	if p.Type == "Agent" {
+	if p.Type == store.PartyAgent {
 		w := s.activity.working(p.RoomID, p.ID)
 		v.Working = &w
 	}
@@ -52,16 +52,16 @@ func (s *Server) newParticipantView(p *store.Participant) participantView {
 
 // peerView is Peer.
 type peerView struct {
-	ID                string   `json:"id"`
-	Type              string   `json:"type"`
-	Name              string   `json:"name"`
-	Handle            string   `json:"handle"`
-	Description       *string  `json:"description"`
-	IsContact         bool     `json:"is_contact"`
-	IsExternal        *bool    `json:"is_external"`
-	ListedInDirectory bool     `json:"listed_in_directory"`
-	Source            string   `json:"source"`
-	Tags              []string `json:"tags"`
+	ID                string          `json:"id"`
+	Type              store.PartyType `json:"type"`
+	Name              string          `json:"name"`
+	Handle            string          `json:"handle"`
+	Description       *string         `json:"description"`
+	IsContact         bool            `json:"is_contact"`
+	IsExternal        *bool           `json:"is_external"`
+	ListedInDirectory bool            `json:"listed_in_directory"`
+	Source            string          `json:"source"`
+	Tags              []string        `json:"tags"`
 }
 
 func newPeerView(p *store.Peer) peerView {
@@ -73,7 +73,7 @@ func newPeerView(p *store.Peer) peerView {
 // description and is_external, and no null role or status.
 func participantEvent(p *store.Participant) map[string]any {
 	ev := map[string]any{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle, "role": p.Role, "status": p.Status}
-	if p.Type == "Agent" {
+	if p.Type == store.PartyAgent {
 		ev["description"], ev["is_external"] = p.Description, p.IsExternal != nil && *p.IsExternal
 	}
 	return ev
@@ -83,7 +83,7 @@ func participantEvent(p *store.Participant) map[string]any {
 // and type as participant_added says who came, so that a client can tell
 // its user who left without a lookup (the participant is no longer listed).
 func participantRemovedEvent(p *store.Participant) map[string]string {
-	return map[string]string{"id": p.ID, "type": p.Type, "name": p.Name, "handle": p.Handle}
+	return map[string]string{"id": p.ID, "type": string(p.Type), "name": p.Name, "handle": p.Handle}
 }
 
 // listParticipants is GET /agent/chats/{id}/participants (every participant,
@@ -104,11 +104,11 @@ func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request, ps htt
 	}
 	q := r.URL.Query()
 	problems := store.Problems{}
-	typ := enumParam(q, "participant_type", "", []string{"User", "Agent"}, problems)
+	typ := enumParam(q, "participant_type", "", store.PartyTypes, problems)
 	if err := problems.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	scope := "participants:" + roomID + ":" + typ
+	scope := "participants:" + roomID + ":" + string(typ)
 	pq, err := s.parsePage(q, scope, roomListing)
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ func (s *Server) listPeers(w http.ResponseWriter, r *http.Request, _ httprouter.
 		problems.Add("/not_in_chat", "must be a chat room id (UUID)")
 	}
 	if !p.IsAgent() {
-		f.Type = enumParam(q, "type", "", []string{"User", "Agent"}, problems)
+		f.Type = enumParam(q, "type", "", store.PartyTypes, problems)
 	}
 	if err := problems.Err(store.CodeValidation); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 // the permission rules and the audit trail need.
 type Actor struct {
 	ID             string
-	Type           string // "User" or "Agent"
+	Type           PartyType
 	Name           string
 	Handle         string
 	OwnerID        string // for an agent, its owner; for a human, the human
@@ -17,16 +17,16 @@ type Actor struct {
 }
 
 // IsAgent reports whether the actor is an agent.
-func (a Actor) IsAgent() bool { return a.Type == "Agent" }
+func (a Actor) IsAgent() bool { return a.Type == PartyAgent }
 
 // UserActor is a human as an actor.
 func UserActor(u *User) Actor {
-	return Actor{ID: u.ID, Type: "User", Name: u.Name(), Handle: u.Handle, OwnerID: u.ID, OrganizationID: u.OrganizationID}
+	return Actor{ID: u.ID, Type: PartyUser, Name: u.Name(), Handle: u.Handle, OwnerID: u.ID, OrganizationID: u.OrganizationID}
 }
 
 // AgentActor is an agent as an actor.
 func AgentActor(a *Agent) Actor {
-	return Actor{ID: a.ID, Type: "Agent", Name: a.Name, Handle: a.Handle, OwnerID: a.OwnerID, OrganizationID: a.OrganizationID}
+	return Actor{ID: a.ID, Type: PartyAgent, Name: a.Name, Handle: a.Handle, OwnerID: a.OwnerID, OrganizationID: a.OrganizationID}
 }
 
 // Actor returns the principal as an actor.

@@ -11,10 +11,10 @@ import (
 
 // ActorRef names who did something, captured when it was done.
 type ActorRef struct {
-	ID     string  `json:"id"`
-	Name   string  `json:"name"`
-	Type   string  `json:"type"`
-	Handle *string `json:"handle"`
+	ID     string    `json:"id"`
+	Name   string    `json:"name"`
+	Type   PartyType `json:"type"`
+	Handle *string   `json:"handle"`
 }
 
 // Ref captures the actor for an audit trail.

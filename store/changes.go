@@ -49,7 +49,7 @@ type Change struct {
 	Agent   *Agent // agent_deleted, credentials_ended by a key rotation
 
 	ContactRequest *ContactRequest // contact_request_*
-	Contact        *Contact        // contact_added, contact_removed (Party is nil for a removal)
+	Contact        *Contact        // contact_added, contact_removed (Party: whom the owner gained or lost)
 	Task           *Task           // task_created, task_updated
 }
 

@@ -19,10 +19,23 @@ import (
 // rejected (by the recipient) or cancelled (by the requester). A resolved
 // request stays resolved (409 when answered again).
 
+// PartyType says whether a party is a person or an agent, spelled as the
+// wire spells a participant's type and as the *_type columns hold it.
+type PartyType string
+
+const (
+	PartyUser  PartyType = "User"
+	PartyAgent PartyType = "Agent"
+)
+
+// PartyTypes are what a type filter accepts, in the order its refusal names
+// them.
+var PartyTypes = []PartyType{PartyUser, PartyAgent}
+
 // Party is a person or an agent as contacts see it.
 type Party struct {
 	ID                string
-	Type              string // "User" or "Agent"
+	Type              PartyType
 	Handle            string
 	Name              string
 	Email             string // people only, "" when none
@@ -37,7 +50,7 @@ type Party struct {
 type Contact struct {
 	ID         string
 	OwnerID    string
-	OwnerType  string
+	OwnerType  PartyType
 	Party      *Party
 	InsertedAt time.Time
 }
@@ -212,7 +225,7 @@ func readParties(q queryer, parties ...**Party) error {
 func partyOrGone(q queryer, id string) (*Party, error) {
 	p, err := partyByID(q, id)
 	if ErrorCode(err) == CodeNotFound {
-		return &Party{ID: id, Type: "Agent", Name: "(deleted)"}, nil
+		return &Party{ID: id, Type: PartyAgent, Name: "(deleted)"}, nil
 	}
 	return p, err
 }
@@ -388,7 +401,8 @@ func (db *DB) RemoveContact(ctx context.Context, actor Actor, recordID, handle s
 			parties[id] = p
 		}
 		for _, pair := range [][2]string{{actor.ID, otherID}, {otherID, actor.ID}} {
-			var id, ownerType string
+			var id string
+			var ownerType PartyType
 			err := tx.QueryRow(`SELECT id, owner_type FROM contacts WHERE owner_id = ? AND contact_id = ?`, pair[0], pair[1]).Scan(&id, &ownerType)
 			if errors.Is(err, sql.ErrNoRows) {
 				if pair[0] == actor.ID {

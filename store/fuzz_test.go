@@ -100,11 +100,11 @@ func FuzzMentions(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	members := []*Participant{
-		{ID: "p0", Handle: "ana", Status: "active", Type: "User"},
-		{ID: "p1", Handle: "bob", Status: "active", Type: "Agent"},
-		{ID: "p2", Handle: "cy", Status: "blocked", Type: "User"},
-		{ID: "p3", Handle: "dee.x", Status: "active", Type: "User"},
-		{ID: "p4", Handle: "owner/helper", Status: "active", Type: "Agent"},
+		{ID: "p0", Handle: "ana", Status: "active", Type: PartyUser},
+		{ID: "p1", Handle: "bob", Status: "active", Type: PartyAgent},
+		{ID: "p2", Handle: "cy", Status: "blocked", Type: PartyUser},
+		{ID: "p3", Handle: "dee.x", Status: "active", Type: PartyUser},
+		{ID: "p4", Handle: "owner/helper", Status: "active", Type: PartyAgent},
 	}
 	sender := Actor{ID: "p0"}
 	f.Fuzz(func(t *testing.T, content, spec string) {

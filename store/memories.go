@@ -68,7 +68,7 @@ type Memory struct {
 // MemoryParty names a memory's source agent or subject.
 type MemoryParty struct {
 	ID     string
-	Type   string // "User" or "Agent"
+	Type   PartyType
 	Name   string
 	Handle string
 }
@@ -106,13 +106,13 @@ func scanMemory(row interface{ Scan(...any) error }) (*Memory, error) {
 	}
 	m.InsertedAt, m.UpdatedAt = fromMicros(ins), fromMicros(upd)
 	if saName.Valid {
-		m.SourceAgent = &MemoryParty{ID: m.SourceAgentID, Type: "Agent", Name: saName.String, Handle: saHandle.String}
+		m.SourceAgent = &MemoryParty{ID: m.SourceAgentID, Type: PartyAgent, Name: saName.String, Handle: saHandle.String}
 	}
 	switch {
 	case suID.Valid:
-		m.Subject = &MemoryParty{ID: suID.String, Type: "User", Name: suName.String, Handle: suHandle.String}
+		m.Subject = &MemoryParty{ID: suID.String, Type: PartyUser, Name: suName.String, Handle: suHandle.String}
 	case sgID.Valid:
-		m.Subject = &MemoryParty{ID: sgID.String, Type: "Agent", Name: sgName.String, Handle: sgHandle.String}
+		m.Subject = &MemoryParty{ID: sgID.String, Type: PartyAgent, Name: sgName.String, Handle: sgHandle.String}
 	}
 	return &m, nil
 }

@@ -161,7 +161,7 @@ func TestMemoryNames(t *testing.T) {
 		if p == nil {
 			return "nil"
 		}
-		return p.Type + " " + p.ID + " " + p.Name + " @" + p.Handle
+		return string(p.Type) + " " + p.ID + " " + p.Name + " @" + p.Handle
 	}
 	named := func(a *Agent) string { return "Agent " + a.ID + " " + a.Name + " @" + a.Handle }
 	want := map[string][2]string{

@@ -14,7 +14,7 @@ type Message struct {
 	ID           string
 	RoomID       string
 	SenderID     string
-	SenderType   string // "User" or "Agent"
+	SenderType   PartyType
 	SenderName   string // captured when it was sent
 	Type         string // text or one of the event types
 	Content      string
@@ -96,7 +96,7 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 			if m.Kind != "mention" {
 				continue
 			}
-			if p := findParticipant(members, m.ID); p != nil && p.Type == "Agent" {
+			if p := findParticipant(members, m.ID); p != nil && p.Type == PartyAgent {
 				d := &Delivery{AgentID: m.ID, Status: "pending", Attempts: []Attempt{}, AttemptsJSON: json.RawMessage("[]"), UpdatedAt: tx.Now()}
 				if _, err := tx.Exec(`INSERT INTO deliveries (agent_id, room_id, message_seq, updated_at) VALUES (?, ?, ?, ?)`,
 					m.ID, roomID, msg.Seq, tx.Now().UnixMicro()); err != nil {

@@ -258,11 +258,11 @@ func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
 	}
 
 	ctx := t.Context()
-	aliceActor := Actor{ID: alice, Type: "User", OwnerID: alice, OrganizationID: org}
+	aliceActor := Actor{ID: alice, Type: PartyUser, OwnerID: alice, OrganizationID: org}
 	if room, err := db.Room(ctx, aliceActor, busy); err != nil || room.Unread != 0 {
 		t.Fatalf("after the upgrade: %v unread, %v", room, err)
 	}
-	if _, err := db.PostEvent(ctx, Actor{ID: helper, Type: "Agent", Name: "Helper", OwnerID: bob, OrganizationID: org}, busy,
+	if _, err := db.PostEvent(ctx, Actor{ID: helper, Type: PartyAgent, Name: "Helper", OwnerID: bob, OrganizationID: org}, busy,
 		EventInput{Content: "new", Type: "error"}); err != nil {
 		t.Fatal(err)
 	}

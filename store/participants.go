@@ -11,7 +11,7 @@ import (
 type Participant struct {
 	RoomID      string
 	ID          string // the user's or agent's id
-	Type        string // "User" or "Agent"
+	Type        PartyType
 	Name        string
 	Handle      string
 	Description *string // agents only
@@ -74,14 +74,14 @@ func participant(q queryer, roomID, memberID string) (*Participant, error) {
 }
 
 // roomParticipants returns the participants of a room, oldest first,
-// optionally only of one type ("User" or "Agent").
-func roomParticipants(q queryer, roomID, typ string) ([]*Participant, error) {
+// optionally only of one type ("" for both).
+func roomParticipants(q queryer, roomID string, typ PartyType) ([]*Participant, error) {
 	query := participantSelect + ` WHERE p.room_id = ?`
 	args := []any{roomID}
 	switch typ {
-	case "User":
+	case PartyUser:
 		query += ` AND p.user_id IS NOT NULL`
-	case "Agent":
+	case PartyAgent:
 		query += ` AND p.agent_id IS NOT NULL`
 	}
 	rows, err := q.Query(query+` ORDER BY p.inserted_at, p.member_id`, args...)
@@ -106,13 +106,13 @@ func ParticipantKeyset(p *Participant) *Keyset {
 }
 
 // ListParticipants lists the participants of a room the actor may read,
-// oldest first, optionally only of one type ("User" or "Agent").
-func (db *DB) ListParticipants(ctx context.Context, actor Actor, roomID, typ string, pr PageRequest) (*Page[*Participant], error) {
+// oldest first, optionally only of one type ("" for both).
+func (db *DB) ListParticipants(ctx context.Context, actor Actor, roomID string, typ PartyType, pr PageRequest) (*Page[*Participant], error) {
 	conds, args := []string{"p.room_id = ?"}, []any{roomID}
 	switch typ {
-	case "User":
+	case PartyUser:
 		conds = append(conds, "p.user_id IS NOT NULL")
-	case "Agent":
+	case PartyAgent:
 		conds = append(conds, "p.agent_id IS NOT NULL")
 	}
 	var page *Page[*Participant]
@@ -174,7 +174,7 @@ func (db *DB) AddParticipant(ctx context.Context, actor Actor, roomID, memberID,
 		if count >= db.limits.ParticipantsPerRoom {
 			return limitReached("participants", db.limits.ParticipantsPerRoom, count)
 		}
-		if added, err = insertParticipant(tx, roomID, memberID, peerType == "Agent", role); err != nil {
+		if added, err = insertParticipant(tx, roomID, memberID, peerType == PartyAgent, role); err != nil {
 			return err
 		}
 		db.publish(tx, Change{Kind: ParticipantAdded, Room: a.room, Member: added})
@@ -194,7 +194,7 @@ func (db *DB) RemoveParticipant(ctx context.Context, actor Actor, roomID, member
 		if err != nil {
 			return err
 		}
-		self := target.ID == actor.ID || (!actor.IsAgent() && target.Type == "Agent" && target.OwnerID == actor.ID)
+		self := target.ID == actor.ID || (!actor.IsAgent() && target.Type == PartyAgent && target.OwnerID == actor.ID)
 		if !self {
 			if err := a.mayManage(target); err != nil {
 				return err

@@ -10,7 +10,7 @@ import (
 // Peer is someone an actor may invite into a room.
 type Peer struct {
 	ID                string
-	Type              string // "User" or "Agent"
+	Type              PartyType
 	Name              string
 	Handle            string
 	Description       *string
@@ -59,14 +59,14 @@ func peersOf(actor Actor) (string, []any) {
 		FROM (` + registry + ` UNION ALL ` + contacts + `) p GROUP BY id`, args
 }
 
-// peerTypeOf returns "User" or "Agent" when memberID is a peer of the
-// actor, and not_found otherwise.
-func peerTypeOf(q queryer, actor Actor, memberID string) (string, error) {
+// peerTypeOf returns the type of memberID when it is a peer of the actor,
+// and not_found otherwise.
+func peerTypeOf(q queryer, actor Actor, memberID string) (PartyType, error) {
 	if !ValidID(memberID) {
 		return "", notFound("participant")
 	}
 	peers, args := peersOf(actor)
-	var typ string
+	var typ PartyType
 	err := q.QueryRow(`SELECT type FROM (`+peers+`) WHERE id = ?`,
 		append(args, memberID)...).Scan(&typ)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -77,8 +77,8 @@ func peerTypeOf(q queryer, actor Actor, memberID string) (string, error) {
 
 // PeerFilter narrows ListPeers.
 type PeerFilter struct {
-	NotInChat string // leave out who is already in this room (if the actor may read it)
-	Type      string // "User", "Agent" or "" for both
+	NotInChat string    // leave out who is already in this room (if the actor may read it)
+	Type      PartyType // "" for both
 }
 
 // ListPeers lists the actor's peers: the registry before contacts, and in

@@ -113,7 +113,7 @@ func (db *DB) MarkRead(ctx context.Context, actor Actor, roomID string, messageI
 		}
 		if moved {
 			// The person's other tabs and devices learn the new count.
-			db.publish(tx, Change{Kind: RoomRead, Room: room, Member: &Participant{RoomID: roomID, ID: actor.ID, Type: "User"}})
+			db.publish(tx, Change{Kind: RoomRead, Room: room, Member: &Participant{RoomID: roomID, ID: actor.ID, Type: PartyUser}})
 		}
 		return nil
 	})

@@ -17,7 +17,7 @@ type Room struct {
 	Type           string // direct, group, task
 	Status         string // active, archived, closed
 	CreatorID      string
-	CreatorType    string
+	CreatorType    PartyType
 	LastMessageAt  *time.Time
 	MessageCount   int
 	InsertedAt     time.Time
