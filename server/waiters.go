@@ -90,7 +90,7 @@ func (dw *deliveryWaiters) route(c store.Change) {
 			dw.wake(d.AgentID)
 		}
 	case store.ParticipantAdded:
-		if c.Member.Type == "Agent" {
+		if c.Member.Type == store.PartyAgent {
 			dw.wake(c.Member.ID)
 		}
 	case store.OtherProcessWrote:
