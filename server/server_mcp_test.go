@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -466,4 +468,34 @@ func (m *mcpSessions) isOpen(id string) bool {
 	defer m.mu.Unlock()
 	_, ok := m.byID[id]
 	return ok
+}
+
+// docs/mcp.md names every tool and every argument a tool takes.
+func TestMCPDocsNameEveryToolAndArgument(t *testing.T) {
+	doc, err := os.ReadFile("../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	_, helperKey := ts.agent(alice, "Helper")
+	for _, c := range []cred{apiKey(helperKey), apiKey(aliceKey)} {
+		for tool, err := range ts.mcpSession(t, c).Tools(context.Background(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(doc, []byte("`"+tool.Name+"`")) {
+				t.Errorf("docs/mcp.md does not name the tool %s", tool.Name)
+			}
+			var schema struct {
+				Properties map[string]any `json:"properties"`
+			}
+			remarshal(t, tool.InputSchema, &schema)
+			for arg := range schema.Properties {
+				if !bytes.Contains(doc, []byte("`"+arg+"`")) {
+					t.Errorf("docs/mcp.md does not name %s's argument %s", tool.Name, arg)
+				}
+			}
+		}
+	}
 }
