@@ -88,16 +88,7 @@ func roomParticipants(q queryer, roomID, typ string) ([]*Participant, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*Participant
-	for rows.Next() {
-		p, err := scanParticipant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return scanAll(rows, scanParticipant)
 }
 
 // ParticipantKeyset is the paging position just after p.

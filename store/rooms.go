@@ -319,15 +319,7 @@ func listPageIn[T any](q readQ, base string, conds []string, args []any, sort so
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		item, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		page.Items = append(page.Items, item)
-	}
-	if err := rows.Err(); err != nil {
+	if page.Items, err = scanAll(rows, scan); err != nil {
 		return nil, err
 	}
 	if len(page.Items) > pr.Limit {

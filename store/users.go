@@ -273,16 +273,8 @@ func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var users []*User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, u)
-	}
-	if err := rows.Err(); err != nil {
+	users, err := scanAll(rows, scanUser)
+	if err != nil {
 		return nil, err
 	}
 	switch len(users) {
