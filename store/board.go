@@ -185,11 +185,7 @@ func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up Bo
 		return nil, err
 	}
 	var out *Board
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		b, err := readBoard(tx, roomID)
 		if err != nil {
 			return err

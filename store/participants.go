@@ -135,11 +135,7 @@ func (db *DB) AddParticipant(ctx context.Context, actor Actor, roomID, memberID,
 		return nil, p.Err(CodeValidation)
 	}
 	var added *Participant
-	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, actor, roomID, loadAccess, func(tx *Tx, a *roomAccess) error {
 		standing := a.effectiveRole()
 		switch {
 		case standing == "":

@@ -301,11 +301,7 @@ func (db *DB) CreateTask(ctx context.Context, actor Actor, roomID string, nt New
 		return nil, err
 	}
 	var out *Task
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		number, err := db.nextTaskNumber(tx, roomID)
 		if err != nil {
 			return err
@@ -424,11 +420,7 @@ func (db *DB) UpdateTask(ctx context.Context, actor Actor, roomID, taskRef strin
 		return nil, err
 	}
 	var out *Task
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		t, err := readTask(tx, roomID, taskRef)
 		if err != nil {
 			return err
