@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -157,12 +156,10 @@ func swapIn(tmp, dest string) error {
 // database this chatd can serve. It returns the connection (for the copy)
 // and the schema version.
 func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, error) {
-	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: src}).EscapedPath()+
-		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	conn, err := openFile(src, readOnly)
 	if err != nil {
 		return nil, 0, err
 	}
-	conn.SetMaxOpenConns(1)
 	fail := func(err error) (*sql.DB, int, error) {
 		conn.Close()
 		return nil, 0, err
@@ -199,8 +196,7 @@ func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, e
 // that removing the WAL afterwards loses nothing. It is best effort: a
 // database too damaged to open is being replaced anyway.
 func foldWAL(path string) {
-	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+
-		fmt.Sprintf("?_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	conn, err := openFile(path, readWrite)
 	if err != nil {
 		return
 	}
