@@ -44,8 +44,8 @@ func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 		return err
 	}
 	defer conn.Close()
-	var version int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	version, err := userVersion(ctx, conn)
+	if err != nil {
 		return describeOpenError(src, err)
 	}
 	if version == 0 {
@@ -101,8 +101,8 @@ func verify(ctx context.Context, path string, wantVersion int) error {
 	if result != "ok" {
 		return fmt.Errorf("the copy failed its integrity check: %s", result)
 	}
-	var version int
-	if err := c.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	version, err := userVersion(ctx, c)
+	if err != nil {
 		return err
 	}
 	if version != wantVersion {

@@ -175,10 +175,11 @@ func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, e
 	if result != "ok" {
 		return fail(fmt.Errorf("%s failed its integrity check: %s", src, result))
 	}
-	var version, tables int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	version, err := userVersion(ctx, conn)
+	if err != nil {
 		return fail(describeOpenError(src, err))
 	}
+	var tables int
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table'
 		AND name IN ('users', 'agents', 'api_keys', 'rooms', 'messages')`).Scan(&tables); err != nil {
 		return fail(describeOpenError(src, err))
