@@ -44,8 +44,7 @@ Give the key to a Band SDK as its agent API key, with
 				if err != nil {
 					return err
 				}
-				return printNewKey(cmd, asJSON, agentKey, a.ID, a.Handle, key,
-					fmt.Sprintf("Registered %s (@%s, id %s), owned by @%s.", a.Name, a.Handle, a.ID, u.Handle))
+				return printNewKey(cmd, asJSON, agentKey, a.ID, a.Handle, key, "Registered "+agentSummary(a, u)+".")
 			})
 		},
 	}

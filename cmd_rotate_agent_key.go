@@ -54,7 +54,7 @@ store it now (chatd keeps only a hash).`,
 					return err
 				}
 				return printNewKey(cmd, asJSON, agentKey, a.ID, a.Handle, key,
-					fmt.Sprintf("Replaced the key of %s (@%s, id %s), owned by @%s. The old key no longer works.", a.Name, a.Handle, a.ID, owner.Handle))
+					"Replaced the key of "+agentSummary(a, owner)+". The old key no longer works.")
 			})
 		},
 	}

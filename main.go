@@ -284,6 +284,12 @@ var (
 	agentKey = keyKind{"Agent", "/api/v1/agent/* requests, or as the SDK's agent API key"}
 )
 
+// agentSummary names an agent and its owner as the commands that mint an
+// agent's key report it.
+func agentSummary(a *store.Agent, owner *store.User) string {
+	return fmt.Sprintf("%s (@%s, id %s), owned by @%s", a.Name, a.Handle, a.ID, owner.Handle)
+}
+
 // printNewKey prints a key just minted for the party id and handle, after
 // summary (a sentence on what was done), or as JSON (--json). chatd keeps
 // only the key's hash, so this is the one time anybody sees it.
