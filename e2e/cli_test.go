@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -283,7 +283,11 @@ func TestCommandsRefuseUnusableDatabasePaths(t *testing.T) {
 
 func TestMigrate(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
-	current, err := store.SchemaVersionOf(schemaSQL)
+	schema, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := store.SchemaVersionOf(string(schema))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 	}
 	chatdBin = filepath.Join(dir, "chatd")
 	build := exec.Command("go", "build", "-o", chatdBin, ".")
+	build.Dir = ".."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building chatd: %v\n%s", err, out)

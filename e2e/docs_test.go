@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Tests that keep the manual true: README.md, CONTRIBUTING.md and docs/.
 //
@@ -70,6 +70,10 @@ import (
 	"time"
 	"unicode"
 )
+
+// repoFile is where a file of the repository, named from the repository's
+// root as the manual and the test names name it, is from this folder.
+func repoFile(name string) string { return filepath.Join("..", name) }
 
 // runnablePages are the pages whose examples TestDocsExamples runs.
 var runnablePages = []string{
@@ -165,7 +169,7 @@ type pageRun struct {
 }
 
 func runPage(t *testing.T, name string, update bool) {
-	raw, err := os.ReadFile(name)
+	raw, err := os.ReadFile(repoFile(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +250,7 @@ func runPage(t *testing.T, name string, update bool) {
 		for _, e := range edits {
 			page = page[:e.start] + e.text + page[e.end:]
 		}
-		if err := os.WriteFile(name, []byte(page), 0o644); err != nil {
+		if err := os.WriteFile(repoFile(name), []byte(page), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s: filled %d answer blocks", name, len(edits))
@@ -750,9 +754,10 @@ func TestDocsMatcher(t *testing.T) {
 // docPages are the manual's pages: the README, CONTRIBUTING.md and docs/.
 func docPages(t *testing.T) []string {
 	pages := []string{"README.md", "CONTRIBUTING.md"}
-	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(repoFile("docs"), func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
-			pages = append(pages, path)
+			name, _ := filepath.Rel(repoFile("."), path)
+			pages = append(pages, name)
 		}
 		return err
 	})
@@ -776,7 +781,7 @@ func TestDocsLinks(t *testing.T) {
 		if a, ok := anchors[page]; ok {
 			return a
 		}
-		raw, err := os.ReadFile(page)
+		raw, err := os.ReadFile(repoFile(page))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -784,7 +789,7 @@ func TestDocsLinks(t *testing.T) {
 		return anchors[page]
 	}
 	for _, page := range docPages(t) {
-		raw, err := os.ReadFile(page)
+		raw, err := os.ReadFile(repoFile(page))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -799,7 +804,7 @@ func TestDocsLinks(t *testing.T) {
 				if file != "" {
 					path = filepath.Clean(filepath.Join(filepath.Dir(page), file))
 				}
-				if _, err := os.Stat(path); err != nil {
+				if _, err := os.Stat(repoFile(path)); err != nil {
 					t.Errorf("%s:%d: %s: no such file", page, i+1, target)
 					continue
 				}
@@ -863,7 +868,7 @@ func headingAnchors(page string) map[string]bool {
 
 // TestReadmeIsAFrontPage keeps the README short: the manual is docs/.
 func TestReadmeIsAFrontPage(t *testing.T) {
-	info, err := os.Stat("README.md")
+	info, err := os.Stat(repoFile("README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -973,7 +978,7 @@ func sameDefault(doc, help string) bool {
 // "## `chatd <command>`"; the flags every command takes (--db) are under
 // "## Every command".
 func TestConfigurationListsEveryFlag(t *testing.T) {
-	raw, err := os.ReadFile("docs/configuration.md")
+	raw, err := os.ReadFile(repoFile("docs/configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
