@@ -1,24 +1,18 @@
 package e2e
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 )
 
@@ -39,28 +33,19 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 	rounds := envInt(t, "CHATD_CRASH_ROUNDS", 4)
 	roundSeconds := envInt(t, "CHATD_CRASH_SECONDS", 2)
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	alice := createUser(t, db, "alice", "Alice")
 	var agents []created
 	for i := 0; i < 3; i++ {
-		agents = append(agents, parseCreated(t, chatd(t, nil, "register-agent", "--db", db,
-			"--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe", "--json").ok(t).stdout))
+		agents = append(agents, registerAgent(t, db, "--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe"))
 	}
 	serverArgs := []string{"--sync", "full", "--rate-limit", "0", "--max-messages-per-room", "100000000"}
 
 	srv := startServer(t, db, serverArgs...)
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
+	var agentIDs []string
 	for _, a := range agents {
-		status, body := srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", alice.APIKey,
-			map[string]any{"participant": map[string]any{"participant_id": a.ID}})
-		if status != 201 {
-			t.Fatalf("add %s: %d %s", a.Handle, status, body)
-		}
+		agentIDs = append(agentIDs, a.ID)
 	}
-	h := &crashHistory{room: room.Data.ID, agents: agents, acked: map[string]ackedMessage{},
+	h := &crashHistory{room: srv.createRoom(t, alice.APIKey, agentIDs...), agents: agents, acked: map[string]ackedMessage{},
 		ids: map[string]map[string]bool{}, served: map[servedKey]int{}, pushed: map[servedKey]bool{}}
 
 	kinds := map[string]int{}
@@ -105,9 +90,7 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 		t.FailNow()
 	}
 	history := h.readHistory(t, srv, alice.APIKey)
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d: %s", code, srv.stderr)
-	}
+	srv.stop(t)
 	integrity := integrityCheck(t, db)
 
 	lost, neverServed, servedPairs, pushedPairs, duplicateServes, underTwoIDs, unacknowledged := 0, 0, 0, 0, 0, 0, 0
@@ -240,14 +223,14 @@ func (h *crashHistory) post(t *testing.T, srv *serverProc, round, client int, se
 			t.Errorf("post: %d %s", status, body)
 			return
 		}
-		var out struct{ Data struct{ ID string } }
-		if err := json.Unmarshal(body, &out); err != nil || out.Data.ID == "" {
+		id, ok := createdID(body)
+		if !ok {
 			t.Errorf("201 without a message id: %s", body)
 			return
 		}
 		h.mu.Lock()
-		h.acked[token] = ackedMessage{id: out.Data.ID, mentions: mentions}
-		h.see(token, out.Data.ID)
+		h.acked[token] = ackedMessage{id: id, mentions: mentions}
+		h.see(token, id)
 		h.mu.Unlock()
 	}
 }
@@ -315,18 +298,16 @@ func (h *crashHistory) workOne(t *testing.T, srv *serverProc, agent int) (int, e
 // listen records the message_created pushes an agent gets on the room's
 // topic until stop or the server's death.
 func (h *crashHistory) listen(t *testing.T, srv *serverProc, agent int, stop chan struct{}) {
-	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&api_key=" + url.QueryEscape(h.agents[agent].APIKey)
-	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	conn, err := srv.dialSocket("api_key=" + url.QueryEscape(h.agents[agent].APIKey))
 	if err != nil {
 		return // the server is gone already
 	}
 	go func() { <-stop; conn.Close() }()
-	rw := wsReadWriter(conn, br)
 	if err := wsutil.WriteClientText(conn, []byte(`["1","1","chat_room:`+h.room+`","phx_join",{}]`)); err != nil {
 		return
 	}
 	for {
-		frame, err := wsutil.ReadServerText(rw)
+		frame, err := wsutil.ReadServerText(conn)
 		if err != nil {
 			return
 		}
@@ -362,8 +343,7 @@ func (h *crashHistory) kill(t *testing.T, srv *serverProc, db, kind string, limi
 			}
 		}
 	case "backup":
-		backup := exec.Command(chatdBin, "backup", "--db", db, filepath.Join(filepath.Dir(db), "backup.db"), "--force")
-		backup.Env = cleanEnv()
+		backup := chatdCommand(nil, "backup", "--db", db, filepath.Join(filepath.Dir(db), "backup.db"), "--force")
 		if err := backup.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -371,10 +351,7 @@ func (h *crashHistory) kill(t *testing.T, srv *serverProc, db, kind string, limi
 		go func() { backupDone <- backup.Wait() }()
 		time.Sleep(rand.N(10 * time.Millisecond))
 	}
-	if err := srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
+	srv.kill(t)
 	if backupDone != nil {
 		// Whether the copy finished or not, it must not harm the database; a
 		// copy it did finish passed its own integrity check.
@@ -411,19 +388,6 @@ func (h *crashHistory) readHistory(t *testing.T, srv *serverProc, key string) ma
 		}
 	})
 	return byToken
-}
-
-func integrityCheck(t *testing.T, db string) string {
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var check string
-	if err := conn.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil {
-		t.Fatal(err)
-	}
-	return check
 }
 
 func envInt(t *testing.T, name string, def int) int {

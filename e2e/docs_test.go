@@ -983,7 +983,7 @@ func TestConfigurationListsEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(raw)
-	root := chatd(t, nil, "--help").ok(t).stdout
+	root := runChatd(t, nil, "--help").ok(t).stdout
 	var commands []string
 	inCommands := false
 	for _, l := range strings.Split(root, "\n") {
@@ -1046,7 +1046,7 @@ func TestConfigurationListsEveryFlag(t *testing.T) {
 	slices.SortFunc(globalFlags, func(a, b helpFlag) int { return strings.Compare(a.name, b.name) })
 	check("## Every command", globalFlags)
 	for _, c := range commands {
-		own, global := helpFlags(chatd(t, nil, c, "--help").ok(t).stdout)
+		own, global := helpFlags(runChatd(t, nil, c, "--help").ok(t).stdout)
 		for _, g := range global {
 			if _, ok := globals[g.name]; !ok {
 				t.Errorf("chatd %s --help lists a global flag --%s that chatd --help does not", c, g.name)

@@ -15,7 +15,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 		t.Skip("kills and restarts a server")
 	}
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	alice := createUser(t, db, "alice", "Alice")
 	serverArgs := []string{"--sync", "full", "--max-agents-per-user", "1000000"}
 
 	acked := map[string]bool{}
@@ -43,10 +43,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 			return out.Data.Agent.ID, true
 		})
 		storm.waitFor((round+1)*150 - len(acked))
-		if err := srv.cmd.Process.Kill(); err != nil { // SIGKILL: no shutdown, no checkpoint
-			t.Fatal(err)
-		}
-		<-srv.done
+		srv.kill(t)
 		storm.halt()
 		for _, id := range storm.ackedSoFar() {
 			acked[id] = true

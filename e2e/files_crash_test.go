@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -20,15 +18,11 @@ func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
 		t.Skip("kills and restarts a server")
 	}
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	alice := createUser(t, db, "alice", "Alice")
 	srv := startServer(t, db, "--max-file-size", "1000000")
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
+	room := srv.createRoom(t, alice.APIKey)
 	upload := func(body io.Reader, sha string) (*http.Response, error) {
-		req, _ := http.NewRequest("POST", srv.url+"/api/v1/me/chats/"+room.Data.ID+"/files", body)
+		req, _ := http.NewRequest("POST", srv.url+"/api/v1/me/chats/"+room+"/files", body)
 		req.Header.Set("X-API-Key", alice.APIKey)
 		req.Header.Set("X-File-Name", "big.bin")
 		req.Header.Set("X-File-Sha256", sha)
@@ -64,17 +58,12 @@ func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
 	if n := countRows(t, db, "files WHERE status = 'uploading'"); n != 1 {
 		t.Fatalf("%d uploading files", n)
 	}
-	if err := srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
+	srv.kill(t)
 	pw.CloseWithError(io.ErrClosedPipe)
 
 	srv = startServer(t, db)
 	if n := countRows(t, db, "files") + countRows(t, db, "file_chunks"); n != 0 {
 		t.Fatalf("%d rows of the unfinished upload are left after the restart", n)
 	}
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	srv.stop(t)
 }

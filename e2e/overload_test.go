@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -30,24 +29,13 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 	const clients = 64
 	seconds := envInt(t, "CHATD_OVERLOAD_SECONDS", 2)
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	alice := createUser(t, db, "alice", "Alice")
 	var agents [2]created
 	for i := range agents {
-		agents[i] = parseCreated(t, chatd(t, nil, "register-agent", "--db", db,
-			"--name", fmt.Sprintf("Agent %d", i), "--description", "overload probe", "--json").ok(t).stdout)
+		agents[i] = registerAgent(t, db, "--name", fmt.Sprintf("Agent %d", i), "--description", "overload probe")
 	}
 	srv := startServer(t, db, "--write-queue", "8", "--rate-limit", "0", "--max-messages-per-room", "100000000")
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	for _, a := range agents {
-		if status, body := srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", alice.APIKey,
-			map[string]any{"participant": map[string]any{"participant_id": a.ID}}); status != 201 {
-			t.Fatalf("add %s: %d %s", a.Handle, status, body)
-		}
-	}
+	room := srv.createRoom(t, alice.APIKey, agents[0].ID, agents[1].ID)
 
 	// Enough idle connections for every client: the load is on the writer,
 	// not on connection setup.
@@ -55,7 +43,7 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 	post := func(sender, mentioned created, content string) (int, http.Header, []byte, error) {
 		j, _ := json.Marshal(map[string]any{"message": map[string]any{
 			"content": content, "mentions": []map[string]string{{"id": mentioned.ID}}}})
-		req, _ := http.NewRequest("POST", srv.url+"/api/v1/agent/chats/"+room.Data.ID+"/messages", bytes.NewReader(j))
+		req, _ := http.NewRequest("POST", srv.url+"/api/v1/agent/chats/"+room+"/messages", bytes.NewReader(j))
 		req.Header.Set("X-API-Key", sender.APIKey)
 		res, err := client.Do(req)
 		if err != nil {
@@ -88,13 +76,13 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 				}
 				switch status {
 				case 201:
-					var out struct{ Data struct{ ID string } }
-					if json.Unmarshal(body, &out) != nil || out.Data.ID == "" {
+					id, ok := createdID(body)
+					if !ok {
 						t.Errorf("201 without a message id: %s", body)
 						return
 					}
 					mu.Lock()
-					accepted[content] = out.Data.ID
+					accepted[content] = id
 					acceptedLatency = append(acceptedLatency, took)
 					mu.Unlock()
 				case 503:
@@ -134,9 +122,7 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 	if status, body := srv.call(t, "GET", "/readyz", "", nil); status != 200 {
 		t.Fatalf("readyz after the load: %d %s", status, body)
 	}
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d: %s", code, srv.stderr)
-	}
+	srv.stop(t)
 
 	// Straight from the file: each message with its delivery, or nothing.
 	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
@@ -145,7 +131,7 @@ func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
 	}
 	defer conn.Close()
 	rows, err := conn.Query(`SELECT m.id, m.content, (SELECT count(*) FROM deliveries d WHERE d.message_seq = m.seq)
-		FROM messages m WHERE m.room_id = ?`, room.Data.ID)
+		FROM messages m WHERE m.room_id = ?`, room)
 	if err != nil {
 		t.Fatal(err)
 	}

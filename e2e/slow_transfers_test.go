@@ -127,14 +127,9 @@ type slowTransferServer struct {
 func startSlowTransferServer(t *testing.T, flags ...string) *slowTransferServer {
 	t.Helper()
 	s := &slowTransferServer{db: newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))}
-	s.key = parseCreated(t, chatd(t, nil, "create-user", "--db", s.db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout).APIKey
+	s.key = createUser(t, s.db, "alice", "Alice").APIKey
 	s.srv = startServer(t, s.db, flags...)
-	status, body := s.srv.call(t, "POST", "/api/v1/me/chats", s.key, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	s.room = room.Data.ID
+	s.room = s.srv.createRoom(t, s.key)
 	return s
 }
 
