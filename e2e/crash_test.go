@@ -34,56 +34,32 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 	roundSeconds := envInt(t, "CHATD_CRASH_SECONDS", 2)
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	alice := createUser(t, db, "alice", "Alice")
-	var agents []created
-	for i := 0; i < 3; i++ {
-		agents = append(agents, registerAgent(t, db, "--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe"))
-	}
-	serverArgs := []string{"--sync", "full", "--rate-limit", "0", "--max-messages-per-room", "100000000"}
-
-	srv := startServer(t, db, serverArgs...)
-	var agentIDs []string
-	for _, a := range agents {
-		agentIDs = append(agentIDs, a.ID)
-	}
-	h := &crashHistory{room: srv.createRoom(t, alice.APIKey, agentIDs...), agents: agents, acked: map[string]ackedMessage{},
+	h := &crashHistory{acked: map[string]ackedMessage{},
 		ids: map[string]map[string]bool{}, served: map[servedKey]int{}, pushed: map[servedKey]bool{}}
+	var agentIDs []string
+	for i := 0; i < 3; i++ {
+		agent := registerAgent(t, db, "--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe")
+		h.agents = append(h.agents, agent)
+		agentIDs = append(agentIDs, agent.ID)
+	}
 
+	srv := startServer(t, db, crashServerFlags...)
+	h.room = srv.createRoom(t, alice.APIKey, agentIDs...)
 	kinds := map[string]int{}
 	for round := 0; round < rounds; round++ {
 		if round > 0 {
-			srv = startServer(t, db, serverArgs...)
+			srv = startServer(t, db, crashServerFlags...)
 		}
-		kind := "random"
-		switch {
-		case round == 2 || (rounds < 3 && round == rounds-1):
-			kind = "backup"
-		case round%2 == 1:
-			kind = "checkpoint"
-		}
+		kind := crashKind(round, rounds)
 		kinds[kind]++
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range agents {
-			wg.Add(2)
-			go func() { defer wg.Done(); h.work(t, srv, i, stop) }()
-			go func() { defer wg.Done(); h.listen(t, srv, i, stop) }()
-		}
-		senders := append([]created{alice}, agents...)
-		for c := 0; c < 6; c++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); h.post(t, srv, round, c, senders[c%len(senders)], c%len(senders) == 0, stop) }()
-		}
-		h.kill(t, srv, db, kind, time.Duration(roundSeconds)*time.Second)
-		close(stop)
-		wg.Wait()
+		h.runRound(t, srv, db, round, alice, kind, time.Duration(roundSeconds)*time.Second)
 	}
 
 	// Every delivery still owed is served now.
-	srv = startServer(t, db, serverArgs...)
+	srv = startServer(t, db, crashServerFlags...)
 	var drained sync.WaitGroup
-	for i := range agents {
-		drained.Add(1)
-		go func() { defer drained.Done(); h.drain(t, srv, i) }()
+	for i := range h.agents {
+		drained.Go(func() { h.drain(t, srv, i) })
 	}
 	drained.Wait()
 	if t.Failed() {
@@ -93,42 +69,11 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 	srv.stop(t)
 	integrity := integrityCheck(t, db)
 
-	lost, neverServed, servedPairs, pushedPairs, duplicateServes, underTwoIDs, unacknowledged := 0, 0, 0, 0, 0, 0, 0
-	for token, m := range h.acked {
-		if history[token] != m.id {
-			lost++
-			t.Errorf("acknowledged message %s (%s) is not in the history", m.id, token)
-		}
-		for _, agent := range m.mentions {
-			n := h.served[servedKey{m.id, agent}]
-			if h.pushed[servedKey{m.id, agent}] {
-				pushedPairs++
-			}
-			if n == 0 {
-				neverServed++
-				t.Errorf("acknowledged message %s was never served to %s", m.id, h.agents[agent].Handle)
-				continue
-			}
-			servedPairs++
-			duplicateServes += n - 1
-		}
-	}
-	for token, id := range history {
-		h.see(token, id)
-		if _, ok := h.acked[token]; !ok {
-			unacknowledged++ // committed, but the answer was lost with the server
-		}
-	}
-	for token, ids := range h.ids {
-		if len(ids) > 1 {
-			underTwoIDs++
-			t.Errorf("%s was stored under %d ids", token, len(ids))
-		}
-	}
+	c := h.compare(t, history)
 	summary := fmt.Sprintf("crash: rounds=%d (random %d, checkpoint %d, backup %d) acknowledged=%d lost=%d "+
 		"deliveries=%d pushed=%d never_served=%d duplicate_serves=%d content_under_two_ids=%d committed_unacknowledged=%d integrity=%s",
-		rounds, kinds["random"], kinds["checkpoint"], kinds["backup"], len(h.acked), lost,
-		servedPairs, pushedPairs, neverServed, duplicateServes, underTwoIDs, unacknowledged, integrity)
+		rounds, kinds["random"], kinds["checkpoint"], kinds["backup"], len(h.acked), c.lost,
+		c.servedPairs, c.pushedPairs, c.neverServed, c.duplicateServes, c.underTwoIDs, c.unacknowledged, integrity)
 	t.Log(summary)
 	fmt.Println(summary)
 	if len(h.acked) < 20*rounds {
@@ -137,6 +82,88 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 	if integrity != "ok" {
 		t.Errorf("integrity_check: %s", integrity)
 	}
+}
+
+// crashServerFlags run the server with every commit synced and nothing to
+// slow the clients down or stop them posting.
+var crashServerFlags = []string{"--sync", "full", "--rate-limit", "0", "--max-messages-per-room", "100000000"}
+
+// crashKind is how round ends (see kill): the third round (or the last of
+// fewer) during a backup, every other one as a checkpoint starts, the rest
+// at random.
+func crashKind(round, rounds int) string {
+	switch {
+	case round == 2 || (rounds < 3 && round == rounds-1):
+		return "backup"
+	case round%2 == 1:
+		return "checkpoint"
+	}
+	return "random"
+}
+
+// runRound has every agent work and listen and six clients post against
+// srv until kill has ended it the way kind says.
+func (h *crashHistory) runRound(t *testing.T, srv *serverProc, db string, round int, alice created, kind string, limit time.Duration) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range h.agents {
+		wg.Go(func() { h.work(t, srv, i, stop) })
+		wg.Go(func() { h.listen(t, srv, i, stop) })
+	}
+	senders := append([]created{alice}, h.agents...)
+	for c := 0; c < 6; c++ {
+		wg.Go(func() { h.post(t, srv, round, c, senders[c%len(senders)], c%len(senders) == 0, stop) })
+	}
+	h.kill(t, srv, db, kind, limit)
+	close(stop)
+	wg.Wait()
+}
+
+// crashCounts are the test's figures: acknowledged messages lost, mentions
+// never served, served and pushed, serves beyond the first, contents stored
+// under two ids, and messages committed whose answer was lost with the
+// server.
+type crashCounts struct {
+	lost, neverServed, servedPairs, pushedPairs, duplicateServes, underTwoIDs, unacknowledged int
+}
+
+// compare holds what the clients saw to the history read after the last
+// restart, and fails the test for each message lost, never served, or
+// stored under two ids.
+func (h *crashHistory) compare(t *testing.T, history map[string]string) crashCounts {
+	var c crashCounts
+	for token, m := range h.acked {
+		if history[token] != m.id {
+			c.lost++
+			t.Errorf("acknowledged message %s (%s) is not in the history", m.id, token)
+		}
+		for _, agent := range m.mentions {
+			n := h.served[servedKey{m.id, agent}]
+			if h.pushed[servedKey{m.id, agent}] {
+				c.pushedPairs++
+			}
+			if n == 0 {
+				c.neverServed++
+				t.Errorf("acknowledged message %s was never served to %s", m.id, h.agents[agent].Handle)
+				continue
+			}
+			c.servedPairs++
+			c.duplicateServes += n - 1
+		}
+	}
+	for token, id := range history {
+		h.see(token, id)
+		if _, ok := h.acked[token]; !ok {
+			c.unacknowledged++ // committed, but the answer was lost with the server
+		}
+	}
+	for token, ids := range h.ids {
+		if len(ids) > 1 {
+			c.underTwoIDs++
+			t.Errorf("%s was stored under %d ids", token, len(ids))
+		}
+	}
+	return c
 }
 
 // crashHistory is what the clients saw: acknowledged messages, and which

@@ -318,56 +318,58 @@ func TestDevRefusals(t *testing.T) {
 		{"too many agents", []string{"CHATD_DEV_AGENTS=21"}, nil, 2, "--agents must be from 1 to 20, not 21"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := devCommand(t, tc.env, append(tc.args, "--addr", "127.0.0.1:0")...)
-			out, err := cmd.CombinedOutput()
-			if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
-				t.Fatalf("exit %v (want %d): %v\n%s\nwant it to say %q", cmd.ProcessState.ExitCode(), tc.code, err, out, tc.want)
-			}
+			devRefuses(t, tc.env, tc.code, tc.want, append(tc.args, "--addr", "127.0.0.1:0")...)
 			if fileDigest(t, theirs) != before {
 				t.Fatal("the refused chatd dev changed the database")
 			}
 		})
 	}
-
-	// A database a server is running on, and an address that is taken.
-	srv := startServer(t, theirs)
-	cmd := devCommand(t, nil, "--db", theirs, "--addr", "127.0.0.1:0")
-	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "another chatd serve (or a restore) is using "+theirs) {
-		t.Fatalf("chatd dev on a served database: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
-	}
-	srv.stop(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cmd = devCommand(t, nil, "--addr", ln.Addr().String())
-	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "address already in use: choose another with --addr") {
-		t.Fatalf("chatd dev on a taken address: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
-	}
-
-	// Named with --db, the database gets dev's person beside alice, in an
-	// organization of its own.
-	d := startDev(t, nil, "--db", theirs, "--addr", "127.0.0.1:0")
-	env := paste(t, d.blocks[0])
-	if keyStatus(t, env["BAND_REST_URL"], env["BAND_API_KEY"]) != 200 {
-		t.Fatal("the agent's key does not work beside alice")
-	}
-	d.stop(t)
-	for org, want := range map[string]string{"chatd dev": "alice", "default": "dev"} {
-		if got, err := store.PeopleOutside(context.Background(), theirs, org, 10); err != nil || strings.Join(got, ",") != want {
-			t.Fatalf("people outside %q: %v %v, want %s", org, got, err, want)
+	t.Run("a database a server is running on", func(t *testing.T) {
+		srv := startServer(t, theirs)
+		devRefuses(t, nil, 1, "another chatd serve (or a restore) is using "+theirs, "--db", theirs, "--addr", "127.0.0.1:0")
+		srv.stop(t)
+	})
+	t.Run("an address that is taken", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer ln.Close()
+		devRefuses(t, nil, 1, "address already in use: choose another with --addr", "--addr", ln.Addr().String())
+	})
+	t.Run("real people named with --db", func(t *testing.T) {
+		// The database gets dev's person beside alice, in an organization
+		// of its own.
+		d := startDev(t, nil, "--db", theirs, "--addr", "127.0.0.1:0")
+		env := paste(t, d.blocks[0])
+		if keyStatus(t, env["BAND_REST_URL"], env["BAND_API_KEY"]) != 200 {
+			t.Fatal("the agent's key does not work beside alice")
+		}
+		d.stop(t)
+		for org, want := range map[string]string{"chatd dev": "alice", "default": "dev"} {
+			if got, err := store.PeopleOutside(context.Background(), theirs, org, 10); err != nil || strings.Join(got, ",") != want {
+				t.Fatalf("people outside %q: %v %v, want %s", org, got, err, want)
+			}
+		}
+	})
+	t.Run("a real person with dev's handle", func(t *testing.T) {
+		// Never taken over.
+		taken := filepath.Join(dir, "taken.db")
+		newDatabase(t, taken)
+		runChatd(t, nil, "create-user", "--db", taken, "--handle", "dev", "--name", "Dev Eloper").ok(t)
+		devRefuses(t, nil, 1, `the handle @dev belongs to a person chatd dev did not make (of the organization "default")`,
+			"--db", taken, "--addr", "127.0.0.1:0")
+	})
+}
 
-	// A real person with dev's handle is never taken over.
-	taken := filepath.Join(dir, "taken.db")
-	newDatabase(t, taken)
-	runChatd(t, nil, "create-user", "--db", taken, "--handle", "dev", "--name", "Dev Eloper").ok(t)
-	cmd = devCommand(t, nil, "--db", taken, "--addr", "127.0.0.1:0")
-	out, _ := cmd.CombinedOutput()
-	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), `the handle @dev belongs to a person chatd dev did not make (of the organization "default")`) {
-		t.Fatalf("chatd dev on a database whose @dev is real: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+// devRefuses runs chatd dev with args and wants it to exit with code,
+// saying want.
+func devRefuses(t *testing.T, env []string, code int, want string, args ...string) {
+	t.Helper()
+	cmd := devCommand(t, env, args...)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != code || !strings.Contains(string(out), want) {
+		t.Fatalf("chatd dev %v: exit %v (want %d): %v\n%s\nwant it to say %q", args, cmd.ProcessState.ExitCode(), code, err, out, want)
 	}
 }
 

@@ -33,17 +33,7 @@ func TestPhoenixJSAgentAcrossARestart(t *testing.T) {
 	base := "http://" + addr
 	srv := startServer(t, db, "--addr", addr)
 
-	agent := exec.Command(node, "agent.mjs")
-	agent.Env = append(os.Environ(), "CHATD_URL="+base, "AGENT_KEY="+worker.APIKey, "AGENT_ID="+worker.ID)
-	out := &lines{ch: make(chan map[string]any, 1000)}
-	stdout, _ := agent.StdoutPipe()
-	agent.Stderr = os.Stderr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	go out.read(stdout)
-
+	out := startPhoenixAgent(t, node, base, worker)
 	out.await(t, "agent_control joined", func(e map[string]any) bool {
 		return e["event"] == "joined" && e["topic"] == "agent_control:"+worker.ID
 	})
@@ -91,6 +81,24 @@ func TestPhoenixJSAgentAcrossARestart(t *testing.T) {
 		}
 	}
 	srv.stop(t)
+}
+
+// startPhoenixAgent runs agent.mjs, an agent on the phoenix JS client, as
+// worker against base, and returns the JSON lines it prints. It is killed
+// when the test ends.
+func startPhoenixAgent(t *testing.T, node, base string, worker created) *lines {
+	t.Helper()
+	agent := exec.Command(node, "agent.mjs")
+	agent.Env = append(os.Environ(), "CHATD_URL="+base, "AGENT_KEY="+worker.APIKey, "AGENT_ID="+worker.ID)
+	out := &lines{ch: make(chan map[string]any, 1000)}
+	stdout, _ := agent.StdoutPipe()
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	go out.read(stdout)
+	return out
 }
 
 // lines collects the JSON lines the agent prints.
