@@ -55,9 +55,7 @@ func (b busyRoom) messageIDs(t *testing.T, srv *serverProc) map[string]bool {
 // A backup taken while clients keep posting holds every message the server
 // acknowledged before the backup began, and a server starts on it.
 func TestBackupUnderWriteLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a write storm against a server")
-	}
+	skipIfShort(t, "runs a write storm against a server")
 	dir := t.TempDir()
 	db := filepath.Join(dir, "chatd.db")
 	srv := startServer(t, db, "--max-messages-per-room", "10000000", "--rate-limit", "0")

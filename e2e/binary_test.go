@@ -64,6 +64,30 @@ func skipWithout(t *testing.T, why string) {
 	t.Skip(why)
 }
 
+// skipIfShort skips a long test under go test -short, saying what makes it
+// long.
+func skipIfShort(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+}
+
+// nodeWith is the node binary, for a test that also needs the Node
+// packages in dir; without either the test is skipped (see skipWithout),
+// why saying how to install the packages.
+func nodeWith(t *testing.T, dir, why string) string {
+	t.Helper()
+	if _, err := os.Stat(dir); err != nil {
+		skipWithout(t, why)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skipWithout(t, "node is not installed")
+	}
+	return node
+}
+
 // chatdCommand is the binary with args, in an environment without CHATD_*
 // variables but env, so that the settings of whoever runs the tests never
 // reach it.
@@ -150,6 +174,14 @@ func newDatabase(t testing.TB, path string) string {
 	t.Helper()
 	runChatd(t, nil, "migrate", "--db", path).ok(t)
 	return path
+}
+
+// newDatabaseWithAlice creates a database in a directory of its own with
+// one person in it, @alice, and returns its path and her.
+func newDatabaseWithAlice(t testing.TB) (string, created) {
+	t.Helper()
+	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
+	return db, createUser(t, db, "alice", "Alice")
 }
 
 // created is the --json output of create-user, register-agent and

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -88,16 +85,7 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 // changed no key.
 func keyDigests(t testing.TB, db string) string {
 	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var s string
-	if err := conn.QueryRow(`SELECT group_concat(hex(digest), ',') FROM (SELECT digest FROM api_keys ORDER BY digest)`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return queryValue[string](t, db, `SELECT group_concat(hex(digest), ',') FROM (SELECT digest FROM api_keys ORDER BY digest)`)
 }
 
 func TestRotateAgentKey(t *testing.T) {
@@ -401,9 +389,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 }
 
 func TestServeRateLimitFlags(t *testing.T) {
-	dir := t.TempDir()
-	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
-	alice := createUser(t, db, "alice", "Alice")
+	db, alice := newDatabaseWithAlice(t)
 	statuses := func(srv *serverProc, n int) string {
 		var out []string
 		for range n {
@@ -426,9 +412,8 @@ func TestServeRateLimitFlags(t *testing.T) {
 // --metrics-addr serves /metrics on a listener of its own; the API's
 // listener does not.
 func TestServeMetricsListener(t *testing.T) {
-	dir := t.TempDir()
-	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
-	alice := createUser(t, db, "alice", "Alice")
+	db, alice := newDatabaseWithAlice(t)
+	dir := filepath.Dir(db)
 	srv := startServer(t, db, "--metrics-addr", "127.0.0.1:0")
 	metricsURL := srv.awaitMetrics(t)
 	for i := 0; i < 2; i++ {
@@ -436,15 +421,10 @@ func TestServeMetricsListener(t *testing.T) {
 			t.Fatalf("me: %d %s", status, body)
 		}
 	}
-	res, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	body := scrapeMetrics(t, metricsURL)
 	for _, want := range []string{`chatd_http_requests_total{method="GET",route="/api/v1/me",status="200"} 2`,
 		"chatd_write_queue_depth 0", "chatd_wal_bytes ", "go_goroutines ", "process_cpu_seconds_total "} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Fatalf("no %q in\n%s", want, body)
 		}
 	}

@@ -27,13 +27,10 @@ import (
 // it. Short by default; CHATD_CRASH_ROUNDS and CHATD_CRASH_SECONDS (the most a
 // round runs before its kill) make it longer.
 func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a server")
-	}
+	skipIfShort(t, "kills and restarts a server")
 	rounds := envInt(t, "CHATD_CRASH_ROUNDS", 4)
 	roundSeconds := envInt(t, "CHATD_CRASH_SECONDS", 2)
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := createUser(t, db, "alice", "Alice")
+	db, alice := newDatabaseWithAlice(t)
 	h := &crashHistory{acked: map[string]ackedMessage{},
 		ids: map[string]map[string]bool{}, served: map[servedKey]int{}, pushed: map[servedKey]bool{}}
 	var agentIDs []string

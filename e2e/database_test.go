@@ -13,36 +13,33 @@ import (
 // what a refusal, a crash or a restart left there is what counts, not what
 // the server says about it.
 
-// countRows counts rows in a table of a database file (a table name may
-// carry a WHERE clause).
-func countRows(t testing.TB, db, table string) int {
+// queryValue is the one value query reads from a database file.
+func queryValue[T any](t testing.TB, db, query string) T {
 	t.Helper()
 	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+	var v T
+	if err := conn.QueryRow(query).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return v
+}
+
+// countRows counts rows in a table of a database file (a table name may
+// carry a WHERE clause).
+func countRows(t testing.TB, db, table string) int {
+	t.Helper()
+	return queryValue[int](t, db, `SELECT count(*) FROM `+table)
 }
 
 // integrityCheck is what SQLite's integrity check says of a database file:
 // "ok", or what is wrong.
 func integrityCheck(t testing.TB, db string) string {
 	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var check string
-	if err := conn.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil {
-		t.Fatal(err)
-	}
-	return check
+	return queryValue[string](t, db, "PRAGMA integrity_check")
 }
 
 // sqliteFile writes a SQLite database at path, running stmts in it.

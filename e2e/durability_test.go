@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 )
 
@@ -11,11 +10,8 @@ import (
 // SIGKILL in the middle of a write storm loses none of the writes it answered
 // 201 to. Three rounds, each killing the server at a different moment.
 func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a server")
-	}
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := createUser(t, db, "alice", "Alice")
+	skipIfShort(t, "kills and restarts a server")
+	db, alice := newDatabaseWithAlice(t)
 	serverArgs := []string{"--sync", "full", "--max-agents-per-user", "1000000"}
 
 	acked := map[string]bool{}

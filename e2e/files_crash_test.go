@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,25 +12,15 @@ import (
 // A server killed in the middle of an upload leaves an 'uploading' file and
 // some of its chunks; the next `chatd serve` removes them before it listens.
 func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a server")
-	}
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := createUser(t, db, "alice", "Alice")
+	skipIfShort(t, "kills and restarts a server")
+	db, alice := newDatabaseWithAlice(t)
 	srv := startServer(t, db, "--max-file-size", "1000000")
 	room := srv.createRoom(t, alice.APIKey)
-	upload := func(body io.Reader, sha string) (*http.Response, error) {
-		req, _ := http.NewRequest("POST", srv.url+"/api/v1/me/chats/"+room+"/files", body)
-		req.Header.Set("X-API-Key", alice.APIKey)
-		req.Header.Set("X-File-Name", "big.bin")
-		req.Header.Set("X-File-Sha256", sha)
-		return http.DefaultClient.Do(req)
-	}
 
 	// --max-file-size is the upload's bound.
 	over := bytes.Repeat([]byte("x"), 1000001)
 	sum := sha256.Sum256(over)
-	res, err := upload(bytes.NewReader(over), hex.EncodeToString(sum[:]))
+	res, err := srv.upload(alice.APIKey, room, bytes.NewReader(over), hex.EncodeToString(sum[:]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +31,7 @@ func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	go func() {
-		if res, err := upload(pr, hex.EncodeToString(sum[:])); err == nil {
+		if res, err := srv.upload(alice.APIKey, room, pr, hex.EncodeToString(sum[:])); err == nil {
 			res.Body.Close()
 		}
 	}()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,9 +25,7 @@ const overloadClients = 64
 // overloadClients clients post as fast as they can against --write-queue 8
 // for CHATD_OVERLOAD_SECONDS (2 by default).
 func TestOverloadRefusesCleanlyAndRecovers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a server under load")
-	}
+	skipIfShort(t, "runs a server under load")
 	seconds := envInt(t, "CHATD_OVERLOAD_SECONDS", 2)
 	o := newOverloadTarget(t)
 	load := o.load(t, time.Duration(seconds)*time.Second)
@@ -77,8 +74,9 @@ type overloadTarget struct {
 }
 
 func newOverloadTarget(t *testing.T) *overloadTarget {
-	o := &overloadTarget{db: newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))}
-	alice := createUser(t, o.db, "alice", "Alice")
+	o := &overloadTarget{}
+	db, alice := newDatabaseWithAlice(t)
+	o.db = db
 	for i := range o.agents {
 		o.agents[i] = registerAgent(t, o.db, "--name", fmt.Sprintf("Agent %d", i), "--description", "overload probe")
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,15 +14,8 @@ import (
 )
 
 func TestPhoenixJSAgentAcrossARestart(t *testing.T) {
-	if _, err := os.Stat("node_modules/phoenix"); err != nil {
-		skipWithout(t, "e2e/node_modules is missing: run npm ci in e2e/ to run the JS client test")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipWithout(t, "node is not installed")
-	}
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := createUser(t, db, "alice", "Alice")
+	node := nodeWith(t, "node_modules/phoenix", "e2e/node_modules is missing: run npm ci in e2e/ to run the JS client test")
+	db, alice := newDatabaseWithAlice(t)
 	poster := registerAgent(t, db, "--name", "Poster")
 	worker := registerAgent(t, db, "--name", "Worker")
 

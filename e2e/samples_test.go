@@ -27,13 +27,7 @@ func TestPythonSampleAgentRoundTrip(t *testing.T) {
 }
 
 func TestNodeSampleAgentRoundTrip(t *testing.T) {
-	if _, err := os.Stat("../examples/node/node_modules/phoenix"); err != nil {
-		skipWithout(t, "examples/node/node_modules is missing: run npm ci in examples/node/ to run its sample agent")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipWithout(t, "node is not installed")
-	}
+	node := nodeWith(t, "../examples/node/node_modules/phoenix", "examples/node/node_modules is missing: run npm ci in examples/node/ to run its sample agent")
 	d := startDev(t, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 	env := paste(t, d.blocks[0])
 	// A message sent before the agent runs is never pushed to it: it

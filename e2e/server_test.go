@@ -99,24 +99,25 @@ func (p *serverProc) read(stdout io.Reader, urls chan<- string) {
 // awaitSetup waits for the setup link serve prints for an empty database.
 func (p *serverProc) awaitSetup(t testing.TB) setupPrint {
 	t.Helper()
-	select {
-	case printed := <-p.setup:
-		return printed
-	case <-time.After(30 * time.Second):
-		t.Fatal("no setup link printed for an empty database")
-		return setupPrint{}
-	}
+	return awaitPrinted(t, p.setup, "setup link for an empty database")
 }
 
 // awaitMetrics waits for the URL of the metrics listener (--metrics-addr).
 func (p *serverProc) awaitMetrics(t testing.TB) string {
 	t.Helper()
+	return awaitPrinted(t, p.metrics, "metrics URL")
+}
+
+// awaitPrinted waits for what the server printed and read passed on.
+func awaitPrinted[T any](t testing.TB, printed <-chan T, what string) T {
+	t.Helper()
 	select {
-	case u := <-p.metrics:
-		return u
+	case v := <-printed:
+		return v
 	case <-time.After(30 * time.Second):
-		t.Fatal("no metrics URL printed")
-		return ""
+		t.Fatalf("no %s printed", what)
+		var none T
+		return none
 	}
 }
 
@@ -262,6 +263,31 @@ func createdID(body []byte) (string, bool) {
 		return "", false
 	}
 	return out.Data.ID, true
+}
+
+// upload sends a file to a room as the person with key, named big.bin and
+// declaring sha as its SHA-256, and returns the answer unread.
+func (p *serverProc) upload(key, room string, body io.Reader, sha string) (*http.Response, error) {
+	req, err := http.NewRequest("POST", p.url+"/api/v1/me/chats/"+room+"/files", body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("X-File-Name", "big.bin")
+	req.Header.Set("X-File-Sha256", sha)
+	return http.DefaultClient.Do(req)
+}
+
+// scrapeMetrics reads what the metrics listener at metricsURL serves.
+func scrapeMetrics(t testing.TB, metricsURL string) string {
+	t.Helper()
+	res, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return string(body)
 }
 
 // answer makes a request with headers that must succeed (2xx) and returns

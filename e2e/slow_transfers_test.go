@@ -23,9 +23,7 @@ import (
 // and a trickled upload leaves nothing in the database. The subtests run
 // side by side, each against a server of its own, in about 17 s.
 func TestServeCutsSlowTransfers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the 15 s transfer timeout")
-	}
+	skipIfShort(t, "waits for the 15 s transfer timeout")
 	t.Run("requests trickled a byte every 3 s", func(t *testing.T) {
 		t.Parallel()
 		checkTrickledRequestsAreCut(t, startSlowTransferServer(t))
@@ -126,8 +124,8 @@ type slowTransferServer struct {
 
 func startSlowTransferServer(t *testing.T, flags ...string) *slowTransferServer {
 	t.Helper()
-	s := &slowTransferServer{db: newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))}
-	s.key = createUser(t, s.db, "alice", "Alice").APIKey
+	db, alice := newDatabaseWithAlice(t)
+	s := &slowTransferServer{db: db, key: alice.APIKey}
 	s.srv = startServer(t, s.db, flags...)
 	s.room = s.srv.createRoom(t, s.key)
 	return s
@@ -176,11 +174,7 @@ func (s *slowTransferServer) trickle(head string, every, bound time.Duration) (s
 // upload stores file in the room and returns its id.
 func (s *slowTransferServer) upload(t *testing.T, file []byte) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", s.srv.url+"/api/v1/me/chats/"+s.room+"/files", bytes.NewReader(file))
-	req.Header.Set("X-API-Key", s.key)
-	req.Header.Set("X-File-Name", "big.bin")
-	req.Header.Set("X-File-Sha256", fmt.Sprintf("%x", sha256.Sum256(file)))
-	res, err := http.DefaultClient.Do(req)
+	res, err := s.srv.upload(s.key, s.room, bytes.NewReader(file), fmt.Sprintf("%x", sha256.Sum256(file)))
 	if err != nil {
 		t.Fatal(err)
 	}

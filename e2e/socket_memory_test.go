@@ -2,12 +2,9 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,9 +34,7 @@ const socketAttackConns = 8
 // them, and its resident memory may not have grown by more than
 // socketMemoryBound per connection at its peak.
 func TestSocketMemoryPerConnectionIsBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("attacks a running server")
-	}
+	skipIfShort(t, "attacks a running server")
 	huge := strings.Repeat("<", 60000) // JSON-escaped as \u003c: six bytes for one
 	for _, a := range []socketAttack{
 		{name: "unknown event", frame: func(w *attackTarget) []byte {
@@ -94,11 +89,8 @@ type attackTarget struct {
 }
 
 func newAttackTarget(t *testing.T) *attackTarget {
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	w := &attackTarget{
-		alice: createUser(t, db, "alice", "Alice"),
-		agent: registerAgent(t, db, "--name", "Echo Agent"),
-	}
+	db, alice := newDatabaseWithAlice(t)
+	w := &attackTarget{alice: alice, agent: registerAgent(t, db, "--name", "Echo Agent")}
 	w.srv = startServer(t, db, "--rate-limit", "0", "--metrics-addr", "127.0.0.1:0")
 	w.metrics = w.srv.awaitMetrics(t)
 	w.room = w.srv.createRoom(t, w.alice.APIKey, w.agent.ID)
@@ -237,13 +229,8 @@ func (w *attackTarget) awaitSockets(t *testing.T, n int, limit time.Duration) bo
 // reports at metricsURL.
 func realtimeSockets(t *testing.T, metricsURL string) int {
 	t.Helper()
-	res, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	body := scrapeMetrics(t, metricsURL)
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, "chatd_sockets_open "); ok {
 			n, _ := strconv.Atoi(v)
 			return n

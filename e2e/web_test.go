@@ -28,13 +28,7 @@ const webTimeout = 3 * time.Minute
 // else /usr/bin/chromium or chromium on the PATH). Without them the test is
 // skipped, unless CHATD_E2E_REQUIRED is set, as it is in CI.
 func TestWebAppInChromium(t *testing.T) {
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		skipWithout(t, "e2e/node_modules/playwright-core is missing: run npm ci in e2e/")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipWithout(t, "node is not installed")
-	}
+	node := nodeWith(t, "node_modules/playwright-core", "e2e/node_modules/playwright-core is missing: run npm ci in e2e/")
 	chromium := findChromium()
 	if chromium == "" {
 		skipWithout(t, "chromium is not installed (apt-get install chromium, or set CHATD_CHROMIUM)")
