@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 )
 
 func newBackupCmd() *cobra.Command {
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Write a consistent copy of the database, even while the server runs",
@@ -27,23 +27,18 @@ To restore, stop the server and run chatd restore FILE.`,
 		Example: `  chatd backup /var/backups/chatd-$(date +%F).db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			force, _ := cmd.Flags().GetBool("force")
-			db, err := databasePath(cmd)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(args[0]), 0o750); err != nil {
-				return fmt.Errorf("create the backup's folder: %w", err)
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
-			if err := store.Backup(ctx, db, args[0], force); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s (integrity check ok)\n", db, args[0])
-			return nil
+			return withDatabaseFile(cmd, func(ctx context.Context, db string) error {
+				if err := os.MkdirAll(filepath.Dir(args[0]), 0o750); err != nil {
+					return fmt.Errorf("create the backup's folder: %w", err)
+				}
+				if err := store.Backup(ctx, db, args[0], force); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s (integrity check ok)\n", db, args[0])
+				return nil
+			})
 		},
 	}
-	cmd.Flags().Bool("force", false, "replace FILE if it exists")
+	cmd.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
 	return cmd
 }

@@ -10,6 +10,8 @@ import (
 )
 
 func newCreateUserCmd() *cobra.Command {
+	var nu store.NewUser
+	var withPassword, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "create-user --handle HANDLE --name NAME",
 		Short: "Create a person's account and print their API key",
@@ -31,15 +33,6 @@ twice without echo).`,
 			if err := requireFlags(cmd, "handle", "name"); err != nil {
 				return err
 			}
-			f := cmd.Flags()
-			nu := store.NewUser{}
-			nu.Handle, _ = f.GetString("handle")
-			nu.Name, _ = f.GetString("name")
-			nu.Email, _ = f.GetString("email")
-			nu.Organization, _ = f.GetString("org")
-			nu.APIKey, _ = f.GetString("api-key")
-			asJSON, _ := f.GetBool("json")
-			withPassword, _ := f.GetBool("password-stdin")
 			var password string
 			if withPassword {
 				var err error
@@ -50,36 +43,29 @@ twice without echo).`,
 					return passwordUsageError()
 				}
 			}
-
-			db, err := openStore(cmd, store.Options{})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ctx := context.Background()
-			u, key, err := db.CreateUser(ctx, nu)
-			if err != nil {
-				return err
-			}
-			if withPassword {
-				if err := db.SetPassword(ctx, u.ID, password); err != nil {
-					return fmt.Errorf("%s was created, but setting the password failed (set it with chatd set-password --user %s): %w",
-						u.Handle, u.Handle, err)
+			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+				u, key, err := db.CreateUser(ctx, nu)
+				if err != nil {
+					return err
 				}
-			}
-			return printResult(cmd.OutOrStdout(), asJSON,
-				map[string]string{"id": u.ID, "handle": u.Handle, "api_key": key},
-				fmt.Sprintf("Created %s (@%s, %s, id %s).\n\nHuman API key - shown only now, store it somewhere safe:\n\n  %s\n\nUse it as the X-API-Key header on /api/v1/me/* requests.\n",
-					u.Name(), u.Handle, u.Role, u.ID, key))
+				if withPassword {
+					if err := db.SetPassword(ctx, u.ID, password); err != nil {
+						return fmt.Errorf("%s was created, but setting the password failed (set it with chatd set-password --user %s): %w",
+							u.Handle, u.Handle, err)
+					}
+				}
+				return printNewKey(cmd, asJSON, humanKey, u.ID, u.Handle, key,
+					fmt.Sprintf("Created %s (@%s, %s, id %s).", u.Name(), u.Handle, u.Role, u.ID))
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.String("handle", "", "the person's handle, used in @-mentions (required)")
-	f.String("name", "", "display name, e.g. \"Alice Liddell\" (required)")
-	f.String("email", "", "email address (optional)")
-	f.String("org", store.DefaultOrganization, "organization to join; created if it does not exist")
-	f.String("api-key", "", "adopt this existing human key (band_u_… or thnv_u_…) instead of minting a new one")
-	f.Bool("password-stdin", false, "also set the password the person signs in to the web app with, read from standard input as set-password does")
-	f.Bool("json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
+	f.StringVar(&nu.Handle, "handle", "", "the person's handle, used in @-mentions (required)")
+	f.StringVar(&nu.Name, "name", "", "display name, e.g. \"Alice Liddell\" (required)")
+	f.StringVar(&nu.Email, "email", "", "email address (optional)")
+	f.StringVar(&nu.Organization, "org", store.DefaultOrganization, "organization to join; created if it does not exist")
+	f.StringVar(&nu.APIKey, "api-key", "", "adopt this existing human key (band_u_… or thnv_u_…) instead of minting a new one")
+	f.BoolVar(&withPassword, "password-stdin", false, "also set the password the person signs in to the web app with, read from standard input as set-password does")
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
 	return cmd
 }

@@ -67,10 +67,8 @@ SIGINT (Ctrl-C) or SIGTERM stops it cleanly.`,
 	f.String("addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
 	f.Int("agents", 2, fmt.Sprintf("how many agents to make ready, 1 to %d", maxDevAgents))
 	f.Bool("reset", false, "start the database named with --db afresh (only one that holds nobody chatd dev did not make)")
-	f.String("log-format", "text", `log format: "text" or "json"`)
-	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
-	for flag, env := range map[string]string{"addr": "CHATD_ADDR", "agents": "CHATD_DEV_AGENTS",
-		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL"} {
+	addLogFlags(f)
+	for flag, env := range map[string]string{"addr": "CHATD_ADDR", "agents": "CHATD_DEV_AGENTS"} {
 		envFlag(f, flag, env)
 	}
 	return cmd

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -20,21 +21,18 @@ this command lets you do it ahead of time, for example before a deploy.)
 A database written by a newer chatd is refused and left untouched.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openStore(cmd, store.Options{})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			from, to := db.MigratedFrom(), db.SchemaVersion()
-			switch {
-			case from == 0:
-				fmt.Fprintf(cmd.OutOrStdout(), "created %s at schema version %d\n", db.Path(), to)
-			case from == to:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s is already at schema version %d; nothing to do\n", db.Path(), to)
-			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "upgraded %s from schema version %d to %d\n", db.Path(), from, to)
-			}
-			return nil
+			return withStore(cmd, func(_ context.Context, db *store.DB) error {
+				from, to := db.MigratedFrom(), db.SchemaVersion()
+				switch {
+				case from == 0:
+					fmt.Fprintf(cmd.OutOrStdout(), "created %s at schema version %d\n", db.Path(), to)
+				case from == to:
+					fmt.Fprintf(cmd.OutOrStdout(), "%s is already at schema version %d; nothing to do\n", db.Path(), to)
+				default:
+					fmt.Fprintf(cmd.OutOrStdout(), "upgraded %s from schema version %d to %d\n", db.Path(), from, to)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -10,6 +10,9 @@ import (
 )
 
 func newRegisterAgentCmd() *cobra.Command {
+	var na store.NewAgent
+	var owner string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "register-agent --name NAME [--owner HANDLE]",
 		Short: "Register an agent and print its API key",
@@ -31,54 +34,41 @@ Give the key to a Band SDK as its agent API key, with
 			if err := requireFlags(cmd, "name"); err != nil {
 				return err
 			}
-			f := cmd.Flags()
-			owner, _ := f.GetString("owner")
-			na := store.NewAgent{}
-			na.Name, _ = f.GetString("name")
-			na.Slug, _ = f.GetString("slug")
-			na.Description, _ = f.GetString("description")
-			na.Bio, _ = f.GetString("bio")
-			na.Tags, _ = f.GetStringArray("tag")
-			na.APIKey, _ = f.GetString("api-key")
-			asJSON, _ := f.GetBool("json")
-
-			db, err := openStore(cmd, store.Options{})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ctx := context.Background()
-			var u *store.User
-			if owner == "" {
-				u, err = db.OnlyUser(ctx)
-				if store.ErrorCode(err) == store.CodeBadRequest {
-					return usageError{fmt.Errorf("%s; name the owner with --owner", describeError(err))}
+			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+				u, err := agentOwner(ctx, db, owner)
+				if err != nil {
+					return err
 				}
-			} else {
-				u, err = personByHandle(ctx, db, owner)
-			}
-			if err != nil {
-				return err
-			}
-			na.OwnerID = u.ID
-			a, key, err := db.RegisterAgent(ctx, na)
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON,
-				map[string]string{"id": a.ID, "handle": a.Handle, "api_key": key},
-				fmt.Sprintf("Registered %s (@%s, id %s), owned by @%s.\n\nAgent API key - shown only now, store it somewhere safe:\n\n  %s\n\nUse it as the X-API-Key header on /api/v1/agent/* requests, or as the SDK's agent API key.\n",
-					a.Name, a.Handle, a.ID, u.Handle, key))
+				na.OwnerID = u.ID
+				a, key, err := db.RegisterAgent(ctx, na)
+				if err != nil {
+					return err
+				}
+				return printNewKey(cmd, asJSON, agentKey, a.ID, a.Handle, key, "Registered "+agentSummary(a, u)+".")
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.String("owner", "", "handle of the person who owns the agent (optional when only one person exists)")
-	f.String("name", "", "the agent's display name, 3 to 100 characters (required)")
-	f.String("slug", "", "the part of the handle after the owner's, e.g. helper (default: derived from the name)")
-	f.String("description", "", "what the agent does, up to 500 characters")
-	f.String("bio", "", "a longer description, up to 2000 characters")
-	f.StringArray("tag", nil, "a tag for the agent; repeat for several")
-	f.String("api-key", "", "adopt this existing agent key (band_a_… or thnv_a_…) instead of minting a new one")
-	f.Bool("json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
+	f.StringVar(&owner, "owner", "", "handle of the person who owns the agent (optional when only one person exists)")
+	f.StringVar(&na.Name, "name", "", "the agent's display name, 3 to 100 characters (required)")
+	f.StringVar(&na.Slug, "slug", "", "the part of the handle after the owner's, e.g. helper (default: derived from the name)")
+	f.StringVar(&na.Description, "description", "", "what the agent does, up to 500 characters")
+	f.StringVar(&na.Bio, "bio", "", "a longer description, up to 2000 characters")
+	f.StringArrayVar(&na.Tags, "tag", nil, "a tag for the agent; repeat for several")
+	f.StringVar(&na.APIKey, "api-key", "", "adopt this existing agent key (band_a_… or thnv_a_…) instead of minting a new one")
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
 	return cmd
+}
+
+// agentOwner finds the person --owner names, or without --owner the only
+// person there is.
+func agentOwner(ctx context.Context, db *store.DB, owner string) (*store.User, error) {
+	if owner != "" {
+		return personByHandle(ctx, db, owner)
+	}
+	u, err := db.OnlyUser(ctx)
+	if store.ErrorCode(err) == store.CodeBadRequest {
+		return nil, usageError{fmt.Errorf("%s; name the owner with --owner", describeError(err))}
+	}
+	return u, err
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +10,7 @@ import (
 )
 
 func newRestoreCmd() *cobra.Command {
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the database with a backup (the server must be stopped)",
@@ -38,20 +37,15 @@ as create-user) finish first: they do not hold the server's lock.`,
   systemctl start chatd`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			force, _ := cmd.Flags().GetBool("force")
-			db, err := databasePath(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
-			if err := store.Restore(ctx, args[0], db, schemaSQL, force); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %s from %s (integrity check ok); start chatd serve on it\n", db, args[0])
-			return nil
+			return withDatabaseFile(cmd, func(ctx context.Context, db string) error {
+				if err := store.Restore(ctx, args[0], db, schemaSQL, force); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "restored %s from %s (integrity check ok); start chatd serve on it\n", db, args[0])
+				return nil
+			})
 		},
 	}
-	cmd.Flags().Bool("force", false, "replace the database at --db if it exists (its data is lost)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace the database at --db if it exists (its data is lost)")
 	return cmd
 }

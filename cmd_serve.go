@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/chatd/chatd/server"
 	"github.com/chatd/chatd/store"
 )
 
 func newServeCmd() *cobra.Command {
+	var cfg serveConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the chat server",
@@ -38,38 +40,11 @@ SIGINT or SIGTERM stops it cleanly: it stops accepting connections, finishes
 the requests in flight, writes everything already accepted, checkpoints the
 database and exits 0.`,
 		Args: exactArgs(0),
-		RunE: runServe,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, cfg) },
 	}
 	f := cmd.Flags()
-	f.String("addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
-	f.Int("write-queue", 1024, "writes that may wait for the database; beyond this, writes answer 503 and clients retry")
-	f.String("sync", "full", `commit durability: "full" (an answered write survives power loss) or "normal" (faster; the last writes may be lost on power loss, never on a crash)`)
-	f.Int64("max-body", 1<<20, "largest JSON request body in bytes")
-	f.Int64("max-file-size", server.DefaultMaxFileBytes, "largest uploaded file in bytes (413 payload_too_large beyond)")
-	f.Int("max-agents-per-user", store.DefaultLimits.AgentsPerUser, "quota: agents one person may own")
-	f.Int("max-tags-per-agent", store.DefaultLimits.TagsPerAgent, "quota: tags on one agent")
-	f.Int("max-chats-per-user", store.DefaultLimits.ChatsPerUser, "quota: rooms created by one person and the agents they own")
-	f.Int("max-participants-per-room", store.DefaultLimits.ParticipantsPerRoom, "quota: participants in one room")
-	f.Int("max-messages-per-room", store.DefaultLimits.MessagesPerRoom, "quota: messages and events in one room")
-	f.Int("max-memories-per-agent", store.DefaultLimits.MemoriesPerAgent, "quota: memories one agent may store")
-	f.Int("max-tasks-per-room", store.DefaultLimits.TasksPerRoom, "quota: tasks on one room's board")
-	f.Bool("memories", true, "serve the memory routes (--memories=false makes them answer 403 feature_disabled)")
-	f.Bool("room-tasks", true, "serve the room task board (--room-tasks=false removes its routes and reports ff_room_tasks false)")
-	f.Int("bulk-queue", 64, "bulk deletion jobs that may be open (queued or running) at once; beyond this, new ones answer 503")
-	f.Int("ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
-	f.Int("ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
-	f.Float64("rate-limit", server.DefaultRateLimit, "requests per second one credential may make, sustained (beyond: 429 rate_limited); 0 switches the limit off")
-	f.Int("rate-burst", server.DefaultRateBurst, "requests one credential may make at once")
-	f.Float64("auth-failure-rate", server.DefaultAuthFailureRate, "failed authentications per second one client address may make (beyond: 429 instead of 401); 0 switches the limit off")
-	f.Int("auth-failure-burst", server.DefaultAuthFailureBurst, "failed authentications one client address may make at once")
-	f.Duration("attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
-	f.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics on a listener of its own (host:port; off when empty); keep it private")
-	f.String("checkpoints", "full", `WAL checkpoints: "full" (chatd also truncates the WAL when idle and on shutdown) or "passive" (never truncates it: for Litestream, which checkpoints itself)`)
-	f.String("log-format", "text", `log format: "text" or "json"`)
-	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
-	f.Duration("shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
-	f.Duration("header-timeout", server.DefaultHeaderTimeout, "how long a client may take to send a request's headers before its connection is closed")
-	f.Duration("transfer-timeout", server.DefaultTransferTimeout, "minimum transfer rate: each 16 KiB of a request body must arrive, and of a response be taken by the client, within this, or the connection is cut (408 request_timeout for a body)")
+	cfg.bindFlags(f)
+	addLogFlags(f)
 	for flag, env := range map[string]string{
 		"addr": "CHATD_ADDR", "write-queue": "CHATD_WRITE_QUEUE", "sync": "CHATD_SYNC", "max-body": "CHATD_MAX_BODY",
 		"max-agents-per-user": "CHATD_MAX_AGENTS_PER_USER", "max-tags-per-agent": "CHATD_MAX_TAGS_PER_AGENT",
@@ -81,8 +56,7 @@ database and exits 0.`,
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
-		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS",
-		"log-format": "CHATD_LOG_FORMAT", "log-level": "CHATD_LOG_LEVEL", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
+		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 		"header-timeout": "CHATD_HEADER_TIMEOUT", "transfer-timeout": "CHATD_TRANSFER_TIMEOUT",
 	} {
 		envFlag(f, flag, env)
@@ -90,9 +64,8 @@ database and exits 0.`,
 	return cmd
 }
 
-func runServe(cmd *cobra.Command, _ []string) error {
-	cfg, err := serveConfigFrom(cmd)
-	if err != nil {
+func runServe(cmd *cobra.Command, cfg serveConfig) error {
+	if err := cfg.settle(); err != nil {
 		return err
 	}
 	logger, err := newLogger(cmd)
@@ -141,13 +114,15 @@ func printSetupLink(ctx context.Context, out io.Writer, p *program) {
 	fmt.Fprintf(out, "or with  chatd create-user --db %s --handle you --name \"Your Name\" --password-stdin\n", p.db.Path())
 }
 
-// serveConfig is what running a server takes: serve reads it from its
-// flags, dev sets the few it needs and leaves the rest to the defaults of
+// serveConfig is what running a server takes: serve binds its flags to it,
+// dev sets the few it needs and leaves the rest to the defaults of
 // store.Open and server.New.
 type serveConfig struct {
 	addr, metricsAddr, dbPath string
-	// checkpoints is --checkpoints as given, kept for check to refuse.
-	checkpoints string
+	// checkpoints, sync, memories and roomTasks are serve's flags as
+	// given; settle turns them into store and server options.
+	checkpoints, sync   string
+	memories, roomTasks bool
 	// store and server are completed by startProgram: the schema, the
 	// logger, the database, the web app and the version.
 	store  store.Options
@@ -158,43 +133,46 @@ type serveConfig struct {
 	prepare func() error
 }
 
-// serveConfigFrom reads serve's flags.
-func serveConfigFrom(cmd *cobra.Command) (serveConfig, error) {
-	f := cmd.Flags()
-	var c serveConfig
-	c.addr, _ = f.GetString("addr")
-	c.metricsAddr, _ = f.GetString("metrics-addr")
-	c.grace, _ = f.GetDuration("shutdown-grace")
-	syncMode, _ := f.GetString("sync")
-	c.checkpoints, _ = f.GetString("checkpoints")
-	c.store.Sync, c.store.PassiveCheckpointsOnly = store.Sync(syncMode), c.checkpoints == "passive"
-	c.store.QueueSize, _ = f.GetInt("write-queue")
-	c.store.AttemptTimeout, _ = f.GetDuration("attempt-timeout")
-	c.store.BulkQueue, _ = f.GetInt("bulk-queue")
-	l := &c.store.Limits
-	l.AgentsPerUser, _ = f.GetInt("max-agents-per-user")
-	l.TagsPerAgent, _ = f.GetInt("max-tags-per-agent")
-	l.ChatsPerUser, _ = f.GetInt("max-chats-per-user")
-	l.ParticipantsPerRoom, _ = f.GetInt("max-participants-per-room")
-	l.MessagesPerRoom, _ = f.GetInt("max-messages-per-room")
-	l.MemoriesPerAgent, _ = f.GetInt("max-memories-per-agent")
-	l.TasksPerRoom, _ = f.GetInt("max-tasks-per-room")
+// bindFlags declares serve's flags, each setting its part of c.
+func (c *serveConfig) bindFlags(f *pflag.FlagSet) {
+	st, l, s := &c.store, &c.store.Limits, &c.server
+	f.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
+	f.IntVar(&st.QueueSize, "write-queue", 1024, "writes that may wait for the database; beyond this, writes answer 503 and clients retry")
+	f.StringVar(&c.sync, "sync", "full", `commit durability: "full" (an answered write survives power loss) or "normal" (faster; the last writes may be lost on power loss, never on a crash)`)
+	f.Int64Var(&s.MaxBodyBytes, "max-body", 1<<20, "largest JSON request body in bytes")
+	f.Int64Var(&s.MaxFileBytes, "max-file-size", server.DefaultMaxFileBytes, "largest uploaded file in bytes (413 payload_too_large beyond)")
+	f.IntVar(&l.AgentsPerUser, "max-agents-per-user", store.DefaultLimits.AgentsPerUser, "quota: agents one person may own")
+	f.IntVar(&l.TagsPerAgent, "max-tags-per-agent", store.DefaultLimits.TagsPerAgent, "quota: tags on one agent")
+	f.IntVar(&l.ChatsPerUser, "max-chats-per-user", store.DefaultLimits.ChatsPerUser, "quota: rooms created by one person and the agents they own")
+	f.IntVar(&l.ParticipantsPerRoom, "max-participants-per-room", store.DefaultLimits.ParticipantsPerRoom, "quota: participants in one room")
+	f.IntVar(&l.MessagesPerRoom, "max-messages-per-room", store.DefaultLimits.MessagesPerRoom, "quota: messages and events in one room")
+	f.IntVar(&l.MemoriesPerAgent, "max-memories-per-agent", store.DefaultLimits.MemoriesPerAgent, "quota: memories one agent may store")
+	f.IntVar(&l.TasksPerRoom, "max-tasks-per-room", store.DefaultLimits.TasksPerRoom, "quota: tasks on one room's board")
+	f.BoolVar(&c.memories, "memories", true, "serve the memory routes (--memories=false makes them answer 403 feature_disabled)")
+	f.BoolVar(&c.roomTasks, "room-tasks", true, "serve the room task board (--room-tasks=false removes its routes and reports ff_room_tasks false)")
+	f.IntVar(&st.BulkQueue, "bulk-queue", 64, "bulk deletion jobs that may be open (queued or running) at once; beyond this, new ones answer 503")
+	f.IntVar(&s.MaxSockets, "ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
+	f.IntVar(&s.MaxSocketsPerKey, "ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
+	f.Float64Var(&s.RateLimit, "rate-limit", server.DefaultRateLimit, "requests per second one credential may make, sustained (beyond: 429 rate_limited); 0 switches the limit off")
+	f.IntVar(&s.RateBurst, "rate-burst", server.DefaultRateBurst, "requests one credential may make at once")
+	f.Float64Var(&s.AuthFailureRate, "auth-failure-rate", server.DefaultAuthFailureRate, "failed authentications per second one client address may make (beyond: 429 instead of 401); 0 switches the limit off")
+	f.IntVar(&s.AuthFailureBurst, "auth-failure-burst", server.DefaultAuthFailureBurst, "failed authentications one client address may make at once")
+	f.DurationVar(&st.AttemptTimeout, "attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
+	f.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics on a listener of its own (host:port; off when empty); keep it private")
+	f.StringVar(&c.checkpoints, "checkpoints", "full", `WAL checkpoints: "full" (chatd also truncates the WAL when idle and on shutdown) or "passive" (never truncates it: for Litestream, which checkpoints itself)`)
+	f.DurationVar(&c.grace, "shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
+	f.DurationVar(&s.HeaderTimeout, "header-timeout", server.DefaultHeaderTimeout, "how long a client may take to send a request's headers before its connection is closed")
+	f.DurationVar(&s.TransferTimeout, "transfer-timeout", server.DefaultTransferTimeout, "minimum transfer rate: each 16 KiB of a request body must arrive, and of a response be taken by the client, within this, or the connection is cut (408 request_timeout for a body)")
+}
+
+// settle sets the options that serve's flags set only indirectly, and
+// checks them all.
+func (c *serveConfig) settle() error {
+	c.store.Sync, c.store.PassiveCheckpointsOnly = store.Sync(c.sync), c.checkpoints == "passive"
 	s := &c.server
-	s.MaxBodyBytes, _ = f.GetInt64("max-body")
-	s.MaxFileBytes, _ = f.GetInt64("max-file-size")
-	memories, _ := f.GetBool("memories")
-	roomTasks, _ := f.GetBool("room-tasks")
-	s.DisableMemories, s.DisableRoomTasks = !memories, !roomTasks
-	s.MaxSockets, _ = f.GetInt("ws-max-conns")
-	s.MaxSocketsPerKey, _ = f.GetInt("ws-max-per-key")
-	s.RateLimit, _ = f.GetFloat64("rate-limit")
-	s.RateBurst, _ = f.GetInt("rate-burst")
-	s.AuthFailureRate, _ = f.GetFloat64("auth-failure-rate")
-	s.AuthFailureBurst, _ = f.GetInt("auth-failure-burst")
+	s.DisableMemories, s.DisableRoomTasks = !c.memories, !c.roomTasks
 	s.DisableRateLimit, s.DisableAuthFailureLimit = s.RateLimit == 0, s.AuthFailureRate == 0
-	s.HeaderTimeout, _ = f.GetDuration("header-timeout")
-	s.TransferTimeout, _ = f.GetDuration("transfer-timeout")
-	return c, c.check()
+	return c.check()
 }
 
 // check refuses settings serve's flags may not take, as usage errors.
@@ -365,6 +343,14 @@ func lockServer(path string) (*store.ServerLock, error) {
 		return nil, fmt.Errorf("another chatd serve (or a restore) is using %s", abs)
 	}
 	return lock, err
+}
+
+// addLogFlags declares the flags newLogger reads.
+func addLogFlags(f *pflag.FlagSet) {
+	f.String("log-format", "text", `log format: "text" or "json"`)
+	f.String("log-level", "info", `log level: "debug", "info", "warn" or "error"`)
+	envFlag(f, "log-format", "CHATD_LOG_FORMAT")
+	envFlag(f, "log-level", "CHATD_LOG_LEVEL")
 }
 
 func newLogger(cmd *cobra.Command) (*slog.Logger, error) {

@@ -16,6 +16,7 @@ import (
 )
 
 func newSetPasswordCmd() *cobra.Command {
+	var handle string
 	cmd := &cobra.Command{
 		Use:   "set-password --user HANDLE",
 		Short: "Set the password a person signs in to the web app with",
@@ -34,32 +35,27 @@ hash. Setting a password signs the person out of every session.`, store.MinPassw
 			if err := requireFlags(cmd, "user"); err != nil {
 				return err
 			}
-			handle, _ := cmd.Flags().GetString("user")
 			password, err := readPassword(cmd)
 			if err != nil {
 				return err
 			}
-			db, err := openStore(cmd, store.Options{})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ctx := context.Background()
-			u, err := personByHandle(ctx, db, handle)
-			if err != nil {
-				return err
-			}
-			if err := db.SetPassword(ctx, u.ID, password); err != nil {
-				if store.ErrorCode(err) == store.CodeValidation {
-					return passwordUsageError()
+			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+				u, err := personByHandle(ctx, db, handle)
+				if err != nil {
+					return err
 				}
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Password set for %s (@%s). Earlier sessions were signed out.\n", u.Name(), u.Handle)
-			return nil
+				if err := db.SetPassword(ctx, u.ID, password); err != nil {
+					if store.ErrorCode(err) == store.CodeValidation {
+						return passwordUsageError()
+					}
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Password set for %s (@%s). Earlier sessions were signed out.\n", u.Name(), u.Handle)
+				return nil
+			})
 		},
 	}
-	cmd.Flags().String("user", "", "handle of the person (required)")
+	cmd.Flags().StringVar(&handle, "user", "", "handle of the person (required)")
 	return cmd
 }
 

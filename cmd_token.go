@@ -12,6 +12,9 @@ import (
 )
 
 func newTokenCmd() *cobra.Command {
+	var handle string
+	var ttl time.Duration
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "token --user HANDLE",
 		Short: "Print a short-lived bearer token for a person",
@@ -25,38 +28,31 @@ database, so they stop working if the database is replaced.`,
 			if err := requireFlags(cmd, "user"); err != nil {
 				return err
 			}
-			handle, _ := cmd.Flags().GetString("user")
-			ttl, _ := cmd.Flags().GetDuration("ttl")
-			asJSON, _ := cmd.Flags().GetBool("json")
 			if ttl <= 0 || ttl > server.MaxTokenTTL {
 				return usageError{fmt.Errorf("--ttl must be between 1s and %s", server.MaxTokenTTL)}
 			}
-			db, err := openStore(cmd, store.Options{})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ctx := context.Background()
-			u, err := personByHandle(ctx, db, handle)
-			if err != nil {
-				return err
-			}
-			secret, err := db.ServerSecret(ctx)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			token, err := server.IssueUserToken(secret, u.ID, ttl, now)
-			if err != nil {
-				return err
-			}
-			return printResult(cmd.OutOrStdout(), asJSON,
-				map[string]string{"id": u.ID, "handle": u.Handle, "token": token, "expires_at": now.Add(ttl).UTC().Format(time.RFC3339)},
-				token+"\n")
+			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+				u, err := personByHandle(ctx, db, handle)
+				if err != nil {
+					return err
+				}
+				secret, err := db.ServerSecret(ctx)
+				if err != nil {
+					return err
+				}
+				now := time.Now()
+				token, err := server.IssueUserToken(secret, u.ID, ttl, now)
+				if err != nil {
+					return err
+				}
+				return printResult(cmd.OutOrStdout(), asJSON,
+					map[string]string{"id": u.ID, "handle": u.Handle, "token": token, "expires_at": now.Add(ttl).UTC().Format(time.RFC3339)},
+					token+"\n")
+			})
 		},
 	}
-	cmd.Flags().String("user", "", "handle of the person (required)")
-	cmd.Flags().Duration("ttl", 24*time.Hour, "how long the token is valid (at most 720h)")
-	cmd.Flags().Bool("json", false, `print one JSON object {"id", "handle", "token", "expires_at"}`)
+	cmd.Flags().StringVar(&handle, "user", "", "handle of the person (required)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid (at most 720h)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "token", "expires_at"}`)
 	return cmd
 }

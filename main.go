@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -177,14 +178,34 @@ func databasePath(cmd *cobra.Command) (string, error) {
 	return abs, nil
 }
 
-// openStore opens the database named by --db, upgrading its schema (and
-// creating it, for the commands that may: createsDatabase).
-func openStore(cmd *cobra.Command, opts store.Options) (*store.DB, error) {
+// withStore runs work on the database --db names, open for as long as work
+// runs. Opening upgrades the schema (and creates the database, for the
+// commands that may: createsDatabase).
+func withStore(cmd *cobra.Command, work func(ctx context.Context, db *store.DB) error) error {
 	path, err := databasePath(cmd)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return openStoreAt(path, opts)
+	db, err := openStoreAt(path, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return work(context.Background(), db)
+}
+
+// withDatabaseFile runs work on the path --db names without opening the
+// database, for the commands that copy the whole file. Ctrl-C cancels
+// work's context instead of killing chatd, so that an interrupted copy
+// still removes its temporary file.
+func withDatabaseFile(cmd *cobra.Command, work func(ctx context.Context, path string) error) error {
+	path, err := databasePath(cmd)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return work(ctx, path)
 }
 
 // openStoreAt opens the database at path (from databasePath).
@@ -253,4 +274,28 @@ func printResult(w io.Writer, asJSON bool, v any, text string) error {
 	}
 	_, err := io.WriteString(w, text)
 	return err
+}
+
+// keyKind says whose key a command minted and where it is used.
+type keyKind struct{ name, use string }
+
+var (
+	humanKey = keyKind{"Human", "/api/v1/me/* requests"}
+	agentKey = keyKind{"Agent", "/api/v1/agent/* requests, or as the SDK's agent API key"}
+)
+
+// agentSummary names an agent and its owner as the commands that mint an
+// agent's key report it.
+func agentSummary(a *store.Agent, owner *store.User) string {
+	return fmt.Sprintf("%s (@%s, id %s), owned by @%s", a.Name, a.Handle, a.ID, owner.Handle)
+}
+
+// printNewKey prints a key just minted for the party id and handle, after
+// summary (a sentence on what was done), or as JSON (--json). chatd keeps
+// only the key's hash, so this is the one time anybody sees it.
+func printNewKey(cmd *cobra.Command, asJSON bool, kind keyKind, id, handle, key, summary string) error {
+	return printResult(cmd.OutOrStdout(), asJSON,
+		map[string]string{"id": id, "handle": handle, "api_key": key},
+		fmt.Sprintf("%s\n\n%s API key - shown only now, store it somewhere safe:\n\n  %s\n\nUse it as the X-API-Key header on %s.\n",
+			summary, kind.name, key, kind.use))
 }

@@ -77,27 +77,14 @@ type fixture struct {
 // setup registers 2n agents and n rooms through the API.
 func (c *client) setup(personKey string, n int) (*fixture, error) {
 	f := &fixture{c: c, personKey: personKey, lanes: make([]lane, n)}
-	register := func(name string) (id, key string, err error) {
-		var out struct {
-			Data struct {
-				Agent       struct{ ID string }
-				Credentials struct {
-					APIKey string `json:"api_key"`
-				}
-			}
-		}
-		_, err = c.call("POST", "/api/v1/me/agents/register", personKey,
-			map[string]any{"agent": map[string]any{"name": name, "description": "load generator"}}, &out, 201)
-		return out.Data.Agent.ID, out.Data.Credentials.APIKey, err
-	}
 	stamp := time.Now().UnixNano()
 	for i := range f.lanes {
 		l := &f.lanes[i]
 		var err error
-		if _, l.posterKey, err = register(fmt.Sprintf("poster %d %d", stamp, i)); err != nil {
+		if _, l.posterKey, err = registerAgent(c, personKey, fmt.Sprintf("poster %d %d", stamp, i)); err != nil {
 			return nil, err
 		}
-		if l.workerID, l.workerKey, err = register(fmt.Sprintf("worker %d %d", stamp, i)); err != nil {
+		if l.workerID, l.workerKey, err = registerAgent(c, personKey, fmt.Sprintf("worker %d %d", stamp, i)); err != nil {
 			return nil, err
 		}
 		var room struct{ Data struct{ ID string } }
@@ -179,9 +166,7 @@ func (c *client) run(n int, d time.Duration, op func(int) error) result {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var lat []time.Duration
 			errs, drained := 0, 0
 			var first error
@@ -209,7 +194,7 @@ func (c *client) run(n int, d time.Duration, op func(int) error) result {
 				res.firstErr = first
 			}
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)

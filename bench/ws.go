@@ -174,10 +174,8 @@ func idleSockets(bin string, n int) error {
 	sem := make(chan struct{}, 64)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			c, err := dialSocket(base, key)
 			if err == nil {
@@ -192,7 +190,7 @@ func idleSockets(bin string, n int) error {
 				return
 			}
 			conns = append(conns, c)
-		}()
+		})
 	}
 	wg.Wait()
 	if firstErr != nil {
@@ -259,7 +257,7 @@ func fanOutRoom(c *client, personKey, personID string, posters int) (string, []s
 	}
 	keys := make([]string, posters)
 	for i := range keys {
-		id, key, err := registerAgent(c, personKey, fmt.Sprintf("poster %d", i))
+		id, key, err := registerAgent(c, personKey, fmt.Sprintf("poster %d %s", i, strconv.FormatInt(time.Now().UnixNano(), 36)))
 		if err != nil {
 			return "", nil, err
 		}
@@ -272,6 +270,7 @@ func fanOutRoom(c *client, personKey, personID string, posters int) (string, []s
 	return room.Data.ID, keys, nil
 }
 
+// registerAgent registers an agent of the person's through the API.
 func registerAgent(c *client, personKey, name string) (id, key string, err error) {
 	var out struct {
 		Data struct {
@@ -282,7 +281,7 @@ func registerAgent(c *client, personKey, name string) (id, key string, err error
 		}
 	}
 	_, err = c.call("POST", "/api/v1/me/agents/register", personKey,
-		map[string]any{"agent": map[string]any{"name": name + " " + strconv.FormatInt(time.Now().UnixNano(), 36), "description": "load generator"}}, &out, 201)
+		map[string]any{"agent": map[string]any{"name": name, "description": "load generator"}}, &out, 201)
 	return out.Data.Agent.ID, out.Data.Credentials.APIKey, err
 }
 
@@ -295,9 +294,7 @@ func postFor(c *client, keys []string, room, mention string, rate float64, d tim
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
 	for k, key := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for n := 0; time.Now().Before(deadline); n++ {
 				if rate > 0 { // post i of all posters is due at start + i/rate
 					due := start.Add(time.Duration(float64(n*len(keys)+k) / rate * float64(time.Second)))
@@ -310,7 +307,7 @@ func postFor(c *client, keys []string, room, mention string, rate float64, d tim
 					posted.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return int(posted.Load())
@@ -336,7 +333,7 @@ func targeted(bin string, agents, rooms, posters int, d time.Duration) error {
 		roomIDs[r] = room.Data.ID
 	}
 	for i := range all {
-		id, k, err := registerAgent(c, key, fmt.Sprintf("agent %d", i))
+		id, k, err := registerAgent(c, key, fmt.Sprintf("agent %d %s", i, strconv.FormatInt(time.Now().UnixNano(), 36)))
 		if err != nil {
 			return err
 		}
@@ -372,9 +369,7 @@ func targeted(bin string, agents, rooms, posters int, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for p := 0; p < posters; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for n := p; time.Now().Before(deadline); n += posters {
 				a := all[(n*7919)%agents]
 				_, err := c.call("POST", "/api/v1/me/chats/"+a.room+"/messages", key, map[string]any{
@@ -384,7 +379,7 @@ func targeted(bin string, agents, rooms, posters int, d time.Duration) error {
 					posted.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	time.Sleep(time.Second)

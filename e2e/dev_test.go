@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 
 	"github.com/chatd/chatd/store"
@@ -26,7 +24,7 @@ import (
 type devProc struct {
 	cmd    *exec.Cmd
 	done   <-chan struct{}
-	stderr *output
+	stderr *liveOutput
 	// cwd is the directory it runs in, empty unless it writes there.
 	cwd string
 	// link opens the web app signed in; token is the session it carries.
@@ -44,10 +42,10 @@ var (
 // an environment without CHATD_* variables but env, and reads what it
 // prints until it is ready. It is killed when the test ends if it is still
 // running.
-func startDev(t *testing.T, bin string, env []string, args ...string) *devProc {
+func startDev(t *testing.T, env []string, args ...string) *devProc {
 	t.Helper()
-	cmd := devCommand(t, bin, env, args...)
-	d := &devProc{cmd: cmd, stderr: &output{}, cwd: cmd.Dir}
+	cmd := devCommand(t, env, args...)
+	d := &devProc{cmd: cmd, stderr: &liveOutput{}, cwd: cmd.Dir}
 	cmd.Stderr = d.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -109,15 +107,9 @@ func (d *devProc) read(stdout interface{ Read([]byte) (int, error) }, ready chan
 
 // devCommand is chatd dev with args, to run in an empty directory with an
 // environment without CHATD_* variables but env.
-func devCommand(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
-	cmd := exec.Command(bin, append([]string{"dev", "--log-level", "warn"}, args...)...)
+func devCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
+	cmd := chatdCommand(env, append([]string{"dev", "--log-level", "warn"}, args...)...)
 	cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CHATD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
 	return cmd
 }
 
@@ -157,8 +149,7 @@ func paste(t *testing.T, block string) map[string]string {
 }
 
 func TestDevPrintsLinesThatWorkWhenPasted(t *testing.T) {
-	bin := buildChatd(t)
-	d := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "3")
+	d := startDev(t, nil, "--addr", "127.0.0.1:0", "--agents", "3")
 	if len(d.blocks) != 3 {
 		t.Fatalf("chatd dev --agents 3 printed %d agents", len(d.blocks))
 	}
@@ -166,12 +157,12 @@ func TestDevPrintsLinesThatWorkWhenPasted(t *testing.T) {
 	for _, block := range d.blocks {
 		env := paste(t, block)
 		base, key := env["BAND_REST_URL"], env["BAND_API_KEY"]
-		me := call(t, base, key, "GET", "/api/v1/agent/me", nil)
+		me := dataObject(t, base, apiKey(key), "GET", "/api/v1/agent/me", nil)
 		if me["id"] != env["BAND_AGENT_ID"] || !strings.HasPrefix(me["handle"].(string), "dev/agent-") {
 			t.Fatalf("the pasted key is %v %v, the pasted id %s", me["id"], me["handle"], env["BAND_AGENT_ID"])
 		}
 		ids = append(ids, env["BAND_AGENT_ID"])
-		rooms := callList(t, base, key, "GET", "/api/v1/agent/chats")
+		rooms := dataArray(t, base, apiKey(key), "/api/v1/agent/chats")
 		if len(rooms) != 1 || rooms[0].(map[string]any)["title"] != "Dev room" {
 			t.Fatalf("the agent is in %v, want the one Dev room", rooms)
 		}
@@ -179,9 +170,9 @@ func TestDevPrintsLinesThatWorkWhenPasted(t *testing.T) {
 	}
 	// One room, with the person and every agent.
 	env := paste(t, d.blocks[0])
-	room := callList(t, env["BAND_REST_URL"], env["BAND_API_KEY"], "GET", "/api/v1/agent/chats")[0].(map[string]any)["id"].(string)
+	room := dataArray(t, env["BAND_REST_URL"], apiKey(env["BAND_API_KEY"]), "/api/v1/agent/chats")[0].(map[string]any)["id"].(string)
 	members := map[string]string{}
-	for _, p := range callList(t, env["BAND_REST_URL"], env["BAND_API_KEY"], "GET", "/api/v1/agent/chats/"+room+"/participants") {
+	for _, p := range dataArray(t, env["BAND_REST_URL"], apiKey(env["BAND_API_KEY"]), "/api/v1/agent/chats/"+room+"/participants") {
 		p := p.(map[string]any)
 		members[p["id"].(string)] = p["type"].(string)
 	}
@@ -196,7 +187,7 @@ func TestDevPrintsLinesThatWorkWhenPasted(t *testing.T) {
 
 	// The link's token is a session of @dev, who is in that room; the
 	// password signs in too.
-	person := bearer(t, env["BAND_REST_URL"], d.token, "GET", "/api/v1/me", nil)
+	person := dataObject(t, env["BAND_REST_URL"], bearer(d.token), "GET", "/api/v1/me", nil)
 	if person["handle"] != "dev" || members[person["id"].(string)] != "User" {
 		t.Fatalf("the link signs in %v, not the person in the room %v", person, members)
 	}
@@ -234,17 +225,11 @@ func throwawayDir(t *testing.T, d *devProc) string {
 // control topic, which both SDKs require.
 func joinControl(t *testing.T, env map[string]string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	dialer := ws.Dialer{Header: ws.HandshakeHeaderHTTP(http.Header{"X-Api-Key": {env["BAND_API_KEY"]}})}
-	conn, br, _, err := dialer.Dial(ctx, env["BAND_WS_URL"]+"?vsn=2.0.0&agent_id="+env["BAND_AGENT_ID"])
+	conn, err := dialWebSocket(env["BAND_WS_URL"]+"?vsn=2.0.0&agent_id="+env["BAND_AGENT_ID"], http.Header{"X-Api-Key": {env["BAND_API_KEY"]}})
 	if err != nil {
 		t.Fatalf("dial %s: %v", env["BAND_WS_URL"], err)
 	}
 	defer conn.Close()
-	if br != nil {
-		ws.PutReader(br)
-	}
 	topic := "agent_control:" + env["BAND_AGENT_ID"]
 	join, _ := json.Marshal([]any{"1", "1", topic, "phx_join", map[string]any{}})
 	if err := wsutil.WriteClientText(conn, join); err != nil {
@@ -261,59 +246,25 @@ func joinControl(t *testing.T, env map[string]string) {
 	}
 }
 
-// bearer makes a Human API call with a person's bearer token and returns
-// its data.
-func bearer(t *testing.T, base, token, method, path string, body any) map[string]any {
-	t.Helper()
-	d, ok := requestWith(t, base, "Authorization", "Bearer "+token, method, path, body)["data"].(map[string]any)
-	if !ok {
-		t.Fatalf("%s %s: no data object", method, path)
-	}
-	return d
-}
-
-// bearerList is a Human API listing read with a person's bearer token.
-func bearerList(t *testing.T, base, token, path string) []any {
-	t.Helper()
-	d, ok := requestWith(t, base, "Authorization", "Bearer "+token, "GET", path, nil)["data"].([]any)
-	if !ok {
-		t.Fatalf("GET %s: no data array", path)
-	}
-	return d
-}
-
-// signIn signs in with a handle and password and returns the status.
-func signIn(t *testing.T, base, handle, password string) int {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"handle": handle, "password": password})
-	res, err := http.Post(base+"/api/v1/auth/sign-in", "application/json", strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
-}
-
 // A database named with --db is kept and reused; --reset starts it afresh;
 // a database with real people is used only when --db names it, and never
 // reset.
 func TestDevNamedDatabases(t *testing.T) {
-	bin := buildChatd(t)
 	dir := t.TempDir()
 	mine := filepath.Join(dir, "dev.db")
 
-	first := startDev(t, bin, nil, "--db", mine, "--addr", "127.0.0.1:0", "--agents", "1")
+	first := startDev(t, nil, "--db", mine, "--addr", "127.0.0.1:0", "--agents", "1")
 	a1 := paste(t, first.blocks[0])
 	base := a1["BAND_REST_URL"]
-	room := callList(t, base, a1["BAND_API_KEY"], "GET", "/api/v1/agent/chats")[0].(map[string]any)["id"].(string)
-	person := bearer(t, base, first.token, "GET", "/api/v1/me", nil)["id"].(string)
-	call(t, base, a1["BAND_API_KEY"], "POST", "/api/v1/agent/chats/"+room+"/messages",
+	room := dataArray(t, base, apiKey(a1["BAND_API_KEY"]), "/api/v1/agent/chats")[0].(map[string]any)["id"].(string)
+	person := dataObject(t, base, bearer(first.token), "GET", "/api/v1/me", nil)["id"].(string)
+	dataObject(t, base, apiKey(a1["BAND_API_KEY"]), "POST", "/api/v1/agent/chats/"+room+"/messages",
 		map[string]any{"message": map[string]any{"content": "kept?", "mentions": []map[string]string{{"id": person}}}})
 	first.stop(t)
 
 	// The second run finds the same person, agent and room, adds a second
 	// agent, and gives new keys and a new password: the old ones stop.
-	second := startDev(t, bin, nil, "--db", mine, "--addr", "127.0.0.1:0", "--agents", "2")
+	second := startDev(t, nil, "--db", mine, "--addr", "127.0.0.1:0", "--agents", "2")
 	b1, b2 := paste(t, second.blocks[0]), paste(t, second.blocks[1])
 	base = b1["BAND_REST_URL"]
 	if b1["BAND_AGENT_ID"] != a1["BAND_AGENT_ID"] || b1["BAND_API_KEY"] == a1["BAND_API_KEY"] {
@@ -323,12 +274,12 @@ func TestDevNamedDatabases(t *testing.T) {
 		t.Fatalf("the first run's key answers %d, want 401", status)
 	}
 	for _, env := range []map[string]string{b1, b2} {
-		rooms := callList(t, base, env["BAND_API_KEY"], "GET", "/api/v1/agent/chats")
+		rooms := dataArray(t, base, apiKey(env["BAND_API_KEY"]), "/api/v1/agent/chats")
 		if len(rooms) != 1 || rooms[0].(map[string]any)["id"] != room {
 			t.Fatalf("%s is in %v, want the first run's room %s", env["BAND_AGENT_ID"], rooms, room)
 		}
 	}
-	if got := len(bearerList(t, base, second.token, "/api/v1/me/chats/"+room+"/messages")); got != 1 {
+	if got := len(dataArray(t, base, bearer(second.token), "/api/v1/me/chats/"+room+"/messages")); got != 1 {
 		t.Fatalf("the room kept %d messages, want 1", got)
 	}
 	if signIn(t, base, "dev", first.password) != 401 || signIn(t, base, "dev", second.password) != 200 {
@@ -337,7 +288,7 @@ func TestDevNamedDatabases(t *testing.T) {
 	second.stop(t)
 
 	// --reset: a new database, nothing of the old one.
-	third := startDev(t, bin, nil, "--db", mine, "--addr", "127.0.0.1:0", "--agents", "1", "--reset")
+	third := startDev(t, nil, "--db", mine, "--addr", "127.0.0.1:0", "--agents", "1", "--reset")
 	c1 := paste(t, third.blocks[0])
 	if c1["BAND_AGENT_ID"] == a1["BAND_AGENT_ID"] || !strings.Contains(third.stderr.String(), "--reset removed "+mine) {
 		t.Fatalf("--reset kept the agent %s; stderr:\n%s", c1["BAND_AGENT_ID"], third.stderr)
@@ -346,14 +297,10 @@ func TestDevNamedDatabases(t *testing.T) {
 }
 
 func TestDevRefusals(t *testing.T) {
-	bin := buildChatd(t)
 	dir := t.TempDir()
 	theirs := filepath.Join(dir, "theirs.db")
-	for _, args := range [][]string{{"migrate"}, {"create-user", "--handle", "alice", "--name", "Alice"}} {
-		if out, err := exec.Command(bin, append(args, "--db", theirs)...).CombinedOutput(); err != nil {
-			t.Fatalf("chatd %v: %v\n%s", args, err, out)
-		}
-	}
+	newDatabase(t, theirs)
+	runChatd(t, nil, "create-user", "--db", theirs, "--handle", "alice", "--name", "Alice").ok(t)
 	before := fileDigest(t, theirs)
 	for _, tc := range []struct {
 		name string
@@ -371,80 +318,67 @@ func TestDevRefusals(t *testing.T) {
 		{"too many agents", []string{"CHATD_DEV_AGENTS=21"}, nil, 2, "--agents must be from 1 to 20, not 21"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := devCommand(t, bin, tc.env, append(tc.args, "--addr", "127.0.0.1:0")...)
-			out, err := cmd.CombinedOutput()
-			if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
-				t.Fatalf("exit %v (want %d): %v\n%s\nwant it to say %q", cmd.ProcessState.ExitCode(), tc.code, err, out, tc.want)
-			}
+			devRefuses(t, tc.env, tc.code, tc.want, append(tc.args, "--addr", "127.0.0.1:0")...)
 			if fileDigest(t, theirs) != before {
 				t.Fatal("the refused chatd dev changed the database")
 			}
 		})
 	}
-
-	// A database a server is running on, and an address that is taken.
-	srv := serve(t, bin, theirs, freeAddr(t))
-	cmd := devCommand(t, bin, nil, "--db", theirs, "--addr", "127.0.0.1:0")
-	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "another chatd serve (or a restore) is using "+theirs) {
-		t.Fatalf("chatd dev on a served database: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
-	}
-	srv.stop(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cmd = devCommand(t, bin, nil, "--addr", ln.Addr().String())
-	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "address already in use: choose another with --addr") {
-		t.Fatalf("chatd dev on a taken address: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
-	}
-
-	// Named with --db, the database gets dev's person beside alice, in an
-	// organization of its own.
-	d := startDev(t, bin, nil, "--db", theirs, "--addr", "127.0.0.1:0")
-	env := paste(t, d.blocks[0])
-	if keyStatus(t, env["BAND_REST_URL"], env["BAND_API_KEY"]) != 200 {
-		t.Fatal("the agent's key does not work beside alice")
-	}
-	d.stop(t)
-	for org, want := range map[string]string{"chatd dev": "alice", "default": "dev"} {
-		if got, err := store.PeopleOutside(context.Background(), theirs, org, 10); err != nil || strings.Join(got, ",") != want {
-			t.Fatalf("people outside %q: %v %v, want %s", org, got, err, want)
+	t.Run("a database a server is running on", func(t *testing.T) {
+		srv := startServer(t, theirs)
+		devRefuses(t, nil, 1, "another chatd serve (or a restore) is using "+theirs, "--db", theirs, "--addr", "127.0.0.1:0")
+		srv.stop(t)
+	})
+	t.Run("an address that is taken", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-
-	// A real person with dev's handle is never taken over.
-	taken := filepath.Join(dir, "taken.db")
-	for _, args := range [][]string{{"migrate"}, {"create-user", "--handle", "dev", "--name", "Dev Eloper"}} {
-		if out, err := exec.Command(bin, append(args, "--db", taken)...).CombinedOutput(); err != nil {
-			t.Fatalf("chatd %v: %v\n%s", args, err, out)
+		defer ln.Close()
+		devRefuses(t, nil, 1, "address already in use: choose another with --addr", "--addr", ln.Addr().String())
+	})
+	t.Run("real people named with --db", func(t *testing.T) {
+		// The database gets dev's person beside alice, in an organization
+		// of its own.
+		d := startDev(t, nil, "--db", theirs, "--addr", "127.0.0.1:0")
+		env := paste(t, d.blocks[0])
+		if keyStatus(t, env["BAND_REST_URL"], env["BAND_API_KEY"]) != 200 {
+			t.Fatal("the agent's key does not work beside alice")
 		}
-	}
-	cmd = devCommand(t, bin, nil, "--db", taken, "--addr", "127.0.0.1:0")
-	out, _ := cmd.CombinedOutput()
-	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), `the handle @dev belongs to a person chatd dev did not make (of the organization "default")`) {
-		t.Fatalf("chatd dev on a database whose @dev is real: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+		d.stop(t)
+		for org, want := range map[string]string{"chatd dev": "alice", "default": "dev"} {
+			if got, err := store.PeopleOutside(context.Background(), theirs, org, 10); err != nil || strings.Join(got, ",") != want {
+				t.Fatalf("people outside %q: %v %v, want %s", org, got, err, want)
+			}
+		}
+	})
+	t.Run("a real person with dev's handle", func(t *testing.T) {
+		// Never taken over.
+		taken := filepath.Join(dir, "taken.db")
+		newDatabase(t, taken)
+		runChatd(t, nil, "create-user", "--db", taken, "--handle", "dev", "--name", "Dev Eloper").ok(t)
+		devRefuses(t, nil, 1, `the handle @dev belongs to a person chatd dev did not make (of the organization "default")`,
+			"--db", taken, "--addr", "127.0.0.1:0")
+	})
+}
+
+// devRefuses runs chatd dev with args and wants it to exit with code,
+// saying want.
+func devRefuses(t *testing.T, env []string, code int, want string, args ...string) {
+	t.Helper()
+	cmd := devCommand(t, env, args...)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != code || !strings.Contains(string(out), want) {
+		t.Fatalf("chatd dev %v: exit %v (want %d): %v\n%s\nwant it to say %q", args, cmd.ProcessState.ExitCode(), code, err, out, want)
 	}
 }
 
 // keyStatus is the status GET /api/v1/agent/me answers an agent key.
 func keyStatus(t *testing.T, base, key string) int {
 	t.Helper()
-	req, _ := http.NewRequest("GET", base+"/api/v1/agent/me", nil)
-	req.Header.Set("X-API-Key", key)
-	res, err := http.DefaultClient.Do(req)
+	status, _, err := send(base, "GET", "/api/v1/agent/me", apiKey(key), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	return res.StatusCode
-}
-
-func fileDigest(t *testing.T, path string) [32]byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sha256.Sum256(b)
+	return status
 }

@@ -16,10 +16,9 @@ import (
 func TestPythonSampleAgentRoundTrip(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		missing(t, "python3 is not on the PATH: install Python 3 (the standard library is all it needs) to run examples/python/agent.py")
+		skipWithout(t, "python3 is not on the PATH: install Python 3 (the standard library is all it needs) to run examples/python/agent.py")
 	}
-	bin := buildChatd(t)
-	d := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
+	d := startDev(t, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 	env := paste(t, d.blocks[0])
 	agent := startSample(t, "../examples/python", env, python, "agent.py")
 	agent.await(t, "is working")
@@ -28,15 +27,8 @@ func TestPythonSampleAgentRoundTrip(t *testing.T) {
 }
 
 func TestNodeSampleAgentRoundTrip(t *testing.T) {
-	if _, err := os.Stat("../examples/node/node_modules/phoenix"); err != nil {
-		missing(t, "examples/node/node_modules is missing: run npm ci in examples/node/ to run its sample agent")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node is not installed")
-	}
-	bin := buildChatd(t)
-	d := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
+	node := nodeWith(t, "../examples/node/node_modules/phoenix", "examples/node/node_modules is missing: run npm ci in examples/node/ to run its sample agent")
+	d := startDev(t, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 	env := paste(t, d.blocks[0])
 	// A message sent before the agent runs is never pushed to it: it
 	// finds it with /next when it joins the room.
@@ -58,20 +50,10 @@ func TestNodeSampleAgentRoundTrip(t *testing.T) {
 	agent.stop(t)
 }
 
-// missing skips the test for a runtime or package that is not installed,
-// unless CHATD_E2E_REQUIRED is set, as it is in CI.
-func missing(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CHATD_E2E_REQUIRED") != "" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
-
 // sample is a running sample agent.
 type sample struct {
 	cmd  *exec.Cmd
-	out  *output
+	out  *liveOutput
 	done <-chan struct{}
 }
 
@@ -85,7 +67,7 @@ func startSample(t *testing.T, dir string, env map[string]string, name string, a
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	s := &sample{cmd: cmd, out: &output{}}
+	s := &sample{cmd: cmd, out: &liveOutput{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	// Registered first, so it runs last: after the agent has exited.
 	t.Cleanup(func() { t.Logf("%s %s printed:\n%s", name, strings.Join(args, " "), s.out) })
@@ -132,8 +114,8 @@ func roundTrip(t *testing.T, d *devProc, env map[string]string) string {
 func mention(t *testing.T, d *devProc, env map[string]string, text string) string {
 	t.Helper()
 	base := env["BAND_REST_URL"]
-	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
-	sent := bearer(t, base, d.token, "POST", "/api/v1/me/chats/"+room+"/messages",
+	room := dataArray(t, base, bearer(d.token), "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
+	sent := dataObject(t, base, bearer(d.token), "POST", "/api/v1/me/chats/"+room+"/messages",
 		map[string]any{"message": map[string]any{"content": text, "mentions": []map[string]string{{"id": env["BAND_AGENT_ID"]}}}})
 	return sent["id"].(string)
 }
@@ -144,12 +126,12 @@ func mention(t *testing.T, d *devProc, env map[string]string, text string) strin
 func awaitAnswer(t *testing.T, d *devProc, env map[string]string, id, text string) {
 	t.Helper()
 	base, agentID := env["BAND_REST_URL"], env["BAND_AGENT_ID"]
-	person := bearer(t, base, d.token, "GET", "/api/v1/me", nil)["id"].(string)
-	room := bearerList(t, base, d.token, "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
+	person := dataObject(t, base, bearer(d.token), "GET", "/api/v1/me", nil)["id"].(string)
+	room := dataArray(t, base, bearer(d.token), "/api/v1/me/chats")[0].(map[string]any)["id"].(string)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var answered bool
 		var status any
-		for _, m := range bearerList(t, base, d.token, "/api/v1/me/chats/"+room+"/messages") {
+		for _, m := range dataArray(t, base, bearer(d.token), "/api/v1/me/chats/"+room+"/messages") {
 			m := m.(map[string]any)
 			meta, _ := m["metadata"].(map[string]any)
 			if m["id"] == id {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,10 +18,6 @@ import (
 // past it the script and the Chromium it started are killed.
 const webTimeout = 3 * time.Minute
 
-var (
-	setupLinkLine = regexp.MustCompile(`(?m)^Open this link within \d+ minutes to create the first account: (http\S+)\s*$`)
-)
-
 // TestWebAppInChromium drives the embedded web app in headless Chromium
 // (web.mjs, with playwright-core) against a real `chatd serve` on a new
 // database: first-run setup from the link the server prints, sign-out,
@@ -33,23 +28,10 @@ var (
 // else /usr/bin/chromium or chromium on the PATH). Without them the test is
 // skipped, unless CHATD_E2E_REQUIRED is set, as it is in CI.
 func TestWebAppInChromium(t *testing.T) {
-	missing := func(why string) {
-		t.Helper()
-		if os.Getenv("CHATD_E2E_REQUIRED") != "" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		missing("e2e/node_modules/playwright-core is missing: run npm ci in e2e/")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("node is not installed")
-	}
+	node := nodeWith(t, "node_modules/playwright-core", "e2e/node_modules/playwright-core is missing: run npm ci in e2e/")
 	chromium := findChromium()
 	if chromium == "" {
-		missing("chromium is not installed (apt-get install chromium, or set CHATD_CHROMIUM)")
+		skipWithout(t, "chromium is not installed (apt-get install chromium, or set CHATD_CHROMIUM)")
 	}
 
 	shots, err := filepath.Abs("screenshots")
@@ -64,15 +46,11 @@ func TestWebAppInChromium(t *testing.T) {
 	}
 
 	started := time.Now()
-	bin := buildChatd(t)
-	db := filepath.Join(t.TempDir(), "chatd.db")
-	addr := freeAddr(t)
-	base := "http://" + addr
-	srv := serve(t, bin, db, addr)
-	setupURL := awaitSetupURL(t, srv)
+	srv := startServer(t, filepath.Join(t.TempDir(), "chatd.db"))
+	setupURL := srv.awaitSetup(t).link
 	t.Logf("setup link: %s", setupURL)
 	// chatd dev's link, for the step that opens the web app signed in.
-	dev := startDev(t, bin, nil, "--addr", "127.0.0.1:0", "--agents", "1")
+	dev := startDev(t, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 
 	// Chromium's profile is a directory of the test's own, so that whatever
 	// still runs with it after a timeout can be found and ended.
@@ -80,7 +58,7 @@ func TestWebAppInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), webTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "web.mjs")
-	cmd.Env = append(os.Environ(), "CHATD_URL="+base, "SETUP_URL="+setupURL, "CHROMIUM="+chromium,
+	cmd.Env = append(os.Environ(), "CHATD_URL="+srv.url, "SETUP_URL="+setupURL, "CHROMIUM="+chromium,
 		"SCREENSHOTS="+shots, "PROFILE_DIR="+profile, "DEV_LINK="+dev.link)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// On timeout: SIGTERM to the script's process group (playwright-core
@@ -128,23 +106,6 @@ func findChromium() string {
 		}
 	}
 	return ""
-}
-
-// awaitSetupURL reads the first-run link from what chatd serve printed.
-func awaitSetupURL(t *testing.T, srv *server) string {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out := srv.stdout.String()
-		complete := out[:strings.LastIndexByte(out, '\n')+1]
-		if m := setupLinkLine.FindStringSubmatch(complete); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chatd serve printed no setup link on a new database; it printed:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // killUsing ends the processes whose command line names dir: the Chromium

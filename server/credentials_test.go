@@ -14,7 +14,7 @@ import (
 // SDKs do not retry), and only those. Agent keys replaced by a rotation and
 // deleted agents are covered with rotation and deletion
 // (server_my_agents_test.go, server_socket_test.go); a person's password set
-// by the CLI against a running server in the root package's tests.
+// by the CLI against a running server in e2e/cli_test.go.
 func TestSocketsEndWithTheirCredential(t *testing.T) {
 	const password = "a long enough password"
 	type world struct {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 )
@@ -149,6 +150,20 @@ func loadPostAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) 
 		return nil, notFound("chat room")
 	}
 	return a, a.mayPost(actor)
+}
+
+// writeInRoom runs fn in a write transaction with the actor's access to
+// the room as load (loadAccess or loadPostAccess) finds it; what load
+// refuses writes nothing.
+func (db *DB) writeInRoom(ctx context.Context, actor Actor, roomID string,
+	load func(queryer, Actor, string) (*roomAccess, error), fn func(tx *Tx, a *roomAccess) error) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		a, err := load(tx, actor, roomID)
+		if err != nil {
+			return err
+		}
+		return fn(tx, a)
+	})
 }
 
 // accessTo reads the actor's standing in a live room without deciding

@@ -59,10 +59,7 @@ func TestPasswordRules(t *testing.T) {
 func TestSignInAndSessions(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	alice, _, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice, _ := mustUser(t, db, "alice")
 	if _, _, err := db.SignIn(ctx, "alice", "no password set yet"); err != ErrBadSignIn {
 		t.Fatalf("sign-in without a password: %v", err)
 	}
@@ -165,8 +162,8 @@ func TestSetUpFirstUser(t *testing.T) {
 func TestUserKeys(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	alice, firstKey, _ := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
-	bob, _, _ := db.CreateUser(ctx, NewUser{Handle: "bob", Name: "Bob"})
+	alice, firstKey := mustUser(t, db, "alice")
+	bob, _ := mustUser(t, db, "bob")
 	if _, _, err := db.CreateUserKey(ctx, alice.ID, " "); ErrorCode(err) != CodeValidation {
 		t.Fatalf("blank name: %v", err)
 	}
@@ -206,10 +203,7 @@ func TestUserKeys(t *testing.T) {
 func TestEndedCredentials(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	alice, aliceKey, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice, aliceKey := mustUser(t, db, "alice")
 	if err := db.SetPassword(ctx, alice.ID, "a long enough password"); err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +266,7 @@ func TestEndedCredentials(t *testing.T) {
 func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	alice, _, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice, _ := mustUser(t, db, "alice")
 	agent, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Helper"})
 	if err != nil {
 		t.Fatal(err)

@@ -464,17 +464,8 @@ func (db *DB) leaveAllRooms(tx *Tx, a *Agent, owner *User) error {
 	if err != nil {
 		return err
 	}
-	var rooms []*Room
-	for rows.Next() {
-		r, err := scanRoom(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		rooms = append(rooms, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	rooms, err := scanAll(rows, scanRoom)
+	if err != nil {
 		return err
 	}
 	for _, room := range rooms {

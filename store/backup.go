@@ -3,12 +3,10 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 )
@@ -41,15 +39,13 @@ func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 	tmp := tempBeside(dest)
 	defer os.Remove(tmp) // a no-op once renamed
 
-	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: src}).EscapedPath()+
-		fmt.Sprintf("?_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	conn, err := openFile(src, readWrite)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	conn.SetMaxOpenConns(1)
-	var version int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	version, err := userVersion(ctx, conn)
+	if err != nil {
 		return describeOpenError(src, err)
 	}
 	if version == 0 {
@@ -93,7 +89,7 @@ func tempBeside(dest string) string {
 
 // verify opens a copy read-only and checks its integrity and version.
 func verify(ctx context.Context, path string, wantVersion int) error {
-	c, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
+	c, err := openFile(path, readOnly)
 	if err != nil {
 		return err
 	}
@@ -105,8 +101,8 @@ func verify(ctx context.Context, path string, wantVersion int) error {
 	if result != "ok" {
 		return fmt.Errorf("the copy failed its integrity check: %s", result)
 	}
-	var version int
-	if err := c.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	version, err := userVersion(ctx, c)
+	if err != nil {
 		return err
 	}
 	if version != wantVersion {

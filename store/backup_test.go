@@ -15,8 +15,7 @@ import (
 // A backup taken while the writer keeps committing is a consistent copy
 // holding at least everything committed before it began.
 func TestBackupWhileWriting(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	for i := 0; i < 100; i++ {
 		if err := db.Write(context.Background(), insertRow(fmt.Sprint("pre", i), i)); err != nil {
 			t.Fatal(err)
@@ -26,9 +25,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	var written atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -41,7 +38,7 @@ func TestBackupWhileWriting(t *testing.T) {
 				}
 				written.Add(1)
 			}
-		}()
+		})
 	}
 	waitFor(t, "concurrent writes", func() bool { return written.Load() > 50 })
 	dest := filepath.Join(t.TempDir(), "copy.db")

@@ -83,47 +83,51 @@ func readBoard(q queryer, roomID string) (*Board, error) {
 	return b, nil
 }
 
-func readBoardHistory(q queryer, b *Board) error {
-	rows, err := q.Query(`SELECT actor, event, payload, at FROM board_events WHERE room_id = ? ORDER BY seq DESC LIMIT ?`,
-		b.RoomID, BoardHistoryLen+1)
-	if err != nil {
-		return err
+func scanBoardEvent(row interface{ Scan(...any) error }) (BoardEvent, error) {
+	var e BoardEvent
+	var actor, payload string
+	var at int64
+	if err := row.Scan(&actor, &e.Event, &payload, &at); err != nil {
+		return e, err
 	}
-	defer rows.Close()
-	b.History = []BoardEvent{}
-	for rows.Next() {
-		var e BoardEvent
-		var actor, payload string
-		var at int64
-		if err := rows.Scan(&actor, &e.Event, &payload, &at); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(actor), &e.Actor); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(payload), &e.Payload); err != nil {
-			return err
-		}
-		e.At = FormatTime(fromMicros(at))
-		b.History = append(b.History, e)
+	if err := json.Unmarshal([]byte(actor), &e.Actor); err != nil {
+		return e, err
 	}
-	if err := rows.Err(); err != nil {
-		return err
+	if err := json.Unmarshal([]byte(payload), &e.Payload); err != nil {
+		return e, err
 	}
-	b.History, b.HistoryTruncated = oldestFirst(b.History, BoardHistoryLen)
-	return nil
+	e.At = FormatTime(fromMicros(at))
+	return e, nil
 }
 
-// oldestFirst takes the latest events of an audit, read newest first and
-// one more than max to tell whether older ones exist, and returns at most
-// max of them oldest first.
-func oldestFirst[T any](newestFirst []T, max int) ([]T, bool) {
-	truncated := len(newestFirst) > max
-	if truncated {
-		newestFirst = newestFirst[:max]
+func readBoardHistory(q queryer, b *Board) (err error) {
+	b.History, b.HistoryTruncated, err = latestEvents(q, `SELECT actor, event, payload, at FROM board_events WHERE room_id = ? ORDER BY seq DESC LIMIT ?`,
+		b.RoomID, BoardHistoryLen, scanBoardEvent)
+	return err
+}
+
+// latestEvents reads the latest events of an audit: query selects them
+// newest first for the audited id, up to a limit, and is asked for one more
+// than max to tell whether older ones exist. It returns at most max of them
+// oldest first; none is an empty history, not a missing one.
+func latestEvents[T any](q queryer, query, id string, max int, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, bool, error) {
+	rows, err := q.Query(query, id, max+1)
+	if err != nil {
+		return nil, false, err
 	}
-	slices.Reverse(newestFirst)
-	return newestFirst, truncated
+	events, err := scanAll(rows, scan)
+	if err != nil {
+		return nil, false, err
+	}
+	truncated := len(events) > max
+	if truncated {
+		events = events[:max]
+	}
+	slices.Reverse(events)
+	if events == nil {
+		events = []T{}
+	}
+	return events, truncated, nil
 }
 
 // Board returns a room's goal, with its audit trail when withHistory.
@@ -181,11 +185,7 @@ func (db *DB) UpdateBoard(ctx context.Context, actor Actor, roomID string, up Bo
 		return nil, err
 	}
 	var out *Board
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		b, err := readBoard(tx, roomID)
 		if err != nil {
 			return err

@@ -131,13 +131,8 @@ func TestBulkJobFailsOnStorageError(t *testing.T) {
 	alice, _ := mustUser(t, db, "alice")
 	r1, r2, r3, r4 := mustRoom(t, db, alice), mustRoom(t, db, alice), mustRoom(t, db, alice), mustRoom(t, db, alice)
 	// A real SQLite error in the middle of r2's deletion.
-	if err := db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`CREATE TRIGGER fail_r2 BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '` + r2.ID + `'
-			BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	rawExec(t, db, `CREATE TRIGGER fail_r2 BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+r2.ID+`'
+		BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
 	var seen roomDeletions
 	db.SetPublisher(seen.publish)
 	job, err := db.CreateBulkJob(ctx, alice, BulkChats, []string{r1.ID, r2.ID, r3.ID, r4.ID}, false)

@@ -150,7 +150,7 @@ func TestDeletingAnAgentWithExecutionHistoryNeedsForce(t *testing.T) {
 	ctx := context.Background()
 	alice, _ := mustUser(t, db, "alice")
 	helper, _ := mustAgent(t, db, alice, "Helper")
-	room, _ := db.CreateRoom(ctx, UserActor(alice), NewRoom{})
+	room := mustRoom(t, db, alice)
 	if _, err := db.AddParticipant(ctx, UserActor(alice), room.ID, helper.ID, ""); err != nil {
 		t.Fatal(err)
 	}

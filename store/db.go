@@ -187,13 +187,40 @@ func (db *DB) open(opts Options, target int) error {
 	return db.startCheckpointer(dsn.write)
 }
 
+// fileURI is the SQLite URI of the file at path, escaped so that any path
+// names its file.
+func fileURI(path string) string { return "file:" + (&url.URL{Path: path}).EscapedPath() }
+
+// fileMode is how openFile opens a file: readOnly, or readWrite (creating
+// it if missing).
+type fileMode string
+
+const (
+	readOnly  fileMode = "ro"
+	readWrite fileMode = "rwc"
+)
+
+// openFile opens the database file at path directly, not as a store, for
+// copying, checking or looking into a file another process may have open:
+// on one connection that waits for that process's locks as a store's own
+// connections do.
+func openFile(path string, mode fileMode) (*sql.DB, error) {
+	dsn := fileURI(path) + fmt.Sprintf("?mode=%s&_pragma=busy_timeout(%d)", mode, busyTimeout.Milliseconds())
+	conn, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetMaxOpenConns(1)
+	return conn, nil
+}
+
 // dsns are the connection strings of a database: the pragmas every
 // connection applies are part of them, so that a connection the pool
 // reopens gets them too.
 type dsns struct{ write, read string }
 
 func connStrings(abs string, sync Sync) dsns {
-	base := "file:" + (&url.URL{Path: abs}).EscapedPath()
+	base := fileURI(abs)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	write := base + "?" + common +
 		"&_pragma=journal_mode(WAL)" +

@@ -194,11 +194,7 @@ func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID str
 		return nil, notFound("message")
 	}
 	var out *DeliveryOutcome
-	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, agent, roomID)
-		if err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, agent, roomID, loadAccess, func(tx *Tx, a *roomAccess) error {
 		var seq int64
 		d, err := scanDelivery(tx.QueryRow(`SELECT d.message_seq, `+prefixed("d.", deliveryColumns)+`
 			FROM deliveries d JOIN messages m ON m.seq = d.message_seq

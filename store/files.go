@@ -115,10 +115,7 @@ func (db *DB) UploadFile(ctx context.Context, sender Actor, roomID string, in Fi
 		return nil, err
 	}
 	f := &File{ID: newID(), RoomID: roomID, Name: in.Name, ContentType: in.ContentType, ChunkSize: db.fileChunkSize}
-	err := db.Write(ctx, func(tx *Tx) error {
-		if _, err := loadPostAccess(tx, sender, roomID); err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, sender, roomID, loadPostAccess, func(tx *Tx, _ *roomAccess) error {
 		f.InsertedAt = tx.Now()
 		_, err := tx.Exec(`INSERT INTO files (id, room_id, uploader_id, uploader_type, name, content_type, sha256, chunk_size, inserted_at)
 			VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)`, f.ID, roomID, sender.ID, sender.Type, f.Name, f.ContentType, f.ChunkSize, f.InsertedAt.UnixMicro())

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -80,15 +82,43 @@ func blockWriter(t testing.TB, db *DB) (release func()) {
 	}
 }
 
-func createTable(t testing.TB, db *DB) {
+// rawExec runs a statement through the writer, for the states no store
+// function writes and the tables only a test has.
+func rawExec(t testing.TB, db *DB, query string, args ...any) {
 	t.Helper()
 	err := db.Write(context.Background(), func(tx *Tx) error {
-		_, err := tx.Exec(`CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)`)
+		_, err := tx.Exec(query, args...)
 		return err
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", query, err)
 	}
+}
+
+// openTableDB opens a test database with the table t (k, v) that the
+// writer's tests write their rows to (see insertRow).
+func openTableDB(t testing.TB, opts Options) *DB {
+	t.Helper()
+	db := openTestDB(t, opts)
+	rawExec(t, db, `CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)`)
+	return db
+}
+
+// queueRows writes rows 0 to n-1 at once behind a writer that blockWriter
+// holds, and returns when all n wait in the queue; wait waits for the
+// writes, failing the test if any of them failed.
+func queueRows(t testing.TB, db *DB, n int) (wait func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Go(func() {
+			if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
+				t.Errorf("queued write %d: %v", i, err)
+			}
+		})
+	}
+	waitFor(t, "writes to queue", func() bool { return db.WriterStats().QueueDepth == n })
+	return wg.Wait
 }
 
 func insertRow(k string, v int) func(*Tx) error {

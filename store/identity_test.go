@@ -289,18 +289,27 @@ func TestTouchKeyRecordsLastUse(t *testing.T) {
 	}
 }
 
+// callersOf makes bob, of alice's organization, and carol, of another, and
+// an agent of alice's shared with her organization (with everyone too,
+// when global): the callers who see an agent they do not own, or none.
+func callersOf(t *testing.T, db *DB, alice *User, global bool) (bob, carol *User, shared *Agent) {
+	t.Helper()
+	bob, _ = mustUser(t, db, "bob")
+	carol, _, err := db.CreateUser(context.Background(), NewUser{Handle: "carol", Name: "Carol", Organization: "Other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, _ = mustAgent(t, db, alice, "Shared")
+	rawExec(t, db, `UPDATE agents SET shared_with_organization = 1, is_global = ? WHERE id = ?`, global, shared.ID)
+	return bob, carol, shared
+}
+
 func TestDeleteAgentVisibility(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
 	alice, _ := mustUser(t, db, "alice")
-	bob, _ := mustUser(t, db, "bob")
-	carol, _, _ := db.CreateUser(ctx, NewUser{Handle: "carol", Name: "Carol", Organization: "Other"})
 	private, _ := mustAgent(t, db, alice, "Private")
-	shared, _ := mustAgent(t, db, alice, "Shared")
-	db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1 WHERE id = ?`, shared.ID)
-		return err
-	})
+	bob, carol, shared := callersOf(t, db, alice, false)
 
 	_, err := db.DeleteAgent(ctx, bob, private.ID, false)
 	wantCode(t, err, CodeNotFound) // not visible to bob: indistinguishable from missing
@@ -324,28 +333,53 @@ func TestDeleteAgentVisibility(t *testing.T) {
 	}
 }
 
-func TestRotateAgentKey(t *testing.T) {
+// agentInUse registers alice's agent Helper and authenticates with its key
+// once, so that the key's principal sits in the credential cache as it
+// does while the agent is connected.
+func agentInUse(t *testing.T, db *DB) (alice *User, agent *Agent, key string) {
+	t.Helper()
+	alice, _ = mustUser(t, db, "alice")
+	agent, key = mustAgent(t, db, alice, "Helper")
+	if _, err := db.Authenticate(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	return alice, agent, key
+}
+
+// delegationsOf gives agent a delegation of alice's in each state a key
+// rotation must tell apart: a live token (exchanged with the agent's key),
+// a grant not yet exchanged, and an expired token.
+func delegationsOf(t *testing.T, db *DB, alice *User, agent *Agent) (live, pending, expired string) {
+	t.Helper()
+	ctx := context.Background()
+	delegation := func(exchange bool) string {
+		d, grant, err := db.CreateDelegation(ctx, alice, agent.ID, NewDelegation{Scopes: []string{"chats:read"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exchange {
+			if _, err := db.ExchangeDelegationGrant(ctx, agent, grant, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d.ID
+	}
+	live, pending, expired = delegation(true), delegation(false), delegation(true)
+	rawExec(t, db, `UPDATE delegations SET exchanged_at = exchanged_at - token_ttl WHERE id = ?`, expired)
+	return live, pending, expired
+}
+
+// Nobody but its owner rotates an agent's key, and a refusal leaves the key
+// working.
+func TestRotateAgentKeyRefusals(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	alice, _ := mustUser(t, db, "alice")
-	bob, _ := mustUser(t, db, "bob")
-	carol, _, _ := db.CreateUser(ctx, NewUser{Handle: "carol", Name: "Carol", Organization: "Other"})
-	agent, oldKey := mustAgent(t, db, alice, "Helper")
-	shared, _ := mustAgent(t, db, alice, "Shared")
+	alice, agent, key := agentInUse(t, db)
+	bob, carol, shared := callersOf(t, db, alice, true)
 	gone, _ := mustAgent(t, db, alice, "Gone")
 	if _, err := db.DeleteAgent(ctx, alice, gone.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`UPDATE agents SET shared_with_organization = 1, is_global = 1 WHERE id = ?`, shared.ID)
-		return err
-	})
-	// The old key is in use, so its principal sits in the credential cache.
-	if _, err := db.Authenticate(ctx, oldKey); err != nil {
-		t.Fatal(err)
-	}
-	oldKeys, _ := db.AgentKeys(ctx, agent.ID)
-
 	for _, tc := range []struct {
 		name   string
 		caller *User
@@ -363,70 +397,67 @@ func TestRotateAgentKey(t *testing.T) {
 			wantCode(t, err, CodeNotFound)
 		})
 	}
-	if p, err := db.Authenticate(ctx, oldKey); err != nil || p.Agent.ID != agent.ID {
+	if p, err := db.Authenticate(ctx, key); err != nil || p.Agent.ID != agent.ID {
 		t.Fatalf("a refused rotation touched the key: %+v, %v", p, err)
 	}
+}
 
-	// Delegations: a live token (exchanged with the old key) ends, a
-	// pending grant and an expired token are left as they are.
-	delegation := func(exchange bool) string {
-		d, grant, err := db.CreateDelegation(ctx, alice, agent.ID, NewDelegation{Scopes: []string{"chats:read"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if exchange {
-			if _, err := db.ExchangeDelegationGrant(ctx, agent, grant, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return d.ID
-	}
-	live, pending, expired := delegation(true), delegation(false), delegation(true)
-	db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.Exec(`UPDATE delegations SET exchanged_at = exchanged_at - token_ttl WHERE id = ?`, expired)
-		return err
-	})
+func TestRotateAgentKey(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, agent, oldKey := agentInUse(t, db)
+	oldKeys, _ := db.AgentKeys(ctx, agent.ID)
+	live, pending, expired := delegationsOf(t, db, alice, agent)
 	rec := record(db)
 
 	a, newKey, err := db.RotateAgentKey(ctx, alice, agent.ID)
 	if err != nil || a.ID != agent.ID || a.Handle != "alice/helper" {
 		t.Fatalf("rotate: %+v, %v", a, err)
 	}
-	if KindOfKey(newKey) != AgentKey || newKey == oldKey {
-		t.Fatalf("new key %q", newKey)
-	}
-	if _, err := db.Authenticate(ctx, oldKey); !errors.Is(err, ErrBadCredentials) {
-		t.Fatalf("the old key still authenticates: %v", err)
-	}
-	if _, err := db.AuthenticateCached(oldKey); !errors.Is(err, ErrBadCredentials) {
-		t.Fatalf("the old key still authenticates from the cache: %v", err)
-	}
-	if p, err := db.Authenticate(ctx, newKey); err != nil || p.Agent.ID != agent.ID {
-		t.Fatalf("the new key: %+v, %v", p, err)
-	}
 	keys, _ := db.AgentKeys(ctx, agent.ID)
-	if len(keys) != 1 || !strings.HasPrefix(newKey, keys[0].Prefix) {
-		t.Fatalf("keys after rotation = %+v", keys)
-	}
-	ended, err := db.EndedCredentials(ctx, []string{oldKeys[0].ID, keys[0].ID}, nil)
-	if err != nil || !ended[oldKeys[0].ID] || ended[keys[0].ID] {
-		t.Fatalf("EndedCredentials = %v, %v", ended, err)
-	}
-	rec.mu.Lock()
-	changes := rec.changes
-	rec.mu.Unlock()
-	if len(changes) != 1 || changes[0].Kind != CredentialsEnded || changes[0].Agent.ID != agent.ID {
-		t.Fatalf("published %+v", changes)
-	}
-	for id, want := range map[string]bool{live: true, pending: false, expired: false} {
-		var revokedAt sql.NullInt64
-		if err := db.read.QueryRow(`SELECT revoked_at FROM delegations WHERE id = ?`, id).Scan(&revokedAt); err != nil {
-			t.Fatal(err)
+
+	t.Run("the new key replaces the old", func(t *testing.T) {
+		if KindOfKey(newKey) != AgentKey || newKey == oldKey {
+			t.Fatalf("new key %q", newKey)
 		}
-		if revokedAt.Valid != want {
-			t.Errorf("delegation %s revoked = %v, want %v", id, revokedAt.Valid, want)
+		if _, err := db.Authenticate(ctx, oldKey); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("the old key still authenticates: %v", err)
 		}
-	}
+		if _, err := db.AuthenticateCached(oldKey); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("the old key still authenticates from the cache: %v", err)
+		}
+		if p, err := db.Authenticate(ctx, newKey); err != nil || p.Agent.ID != agent.ID {
+			t.Fatalf("the new key: %+v, %v", p, err)
+		}
+		if len(keys) != 1 || !strings.HasPrefix(newKey, keys[0].Prefix) {
+			t.Fatalf("keys after rotation = %+v", keys)
+		}
+	})
+
+	t.Run("the old key's end is published", func(t *testing.T) {
+		ended, err := db.EndedCredentials(ctx, []string{oldKeys[0].ID, keys[0].ID}, nil)
+		if err != nil || !ended[oldKeys[0].ID] || ended[keys[0].ID] {
+			t.Fatalf("EndedCredentials = %v, %v", ended, err)
+		}
+		rec.mu.Lock()
+		changes := rec.changes
+		rec.mu.Unlock()
+		if len(changes) != 1 || changes[0].Kind != CredentialsEnded || changes[0].Agent.ID != agent.ID {
+			t.Fatalf("published %+v", changes)
+		}
+	})
+
+	t.Run("only the live delegated token ends", func(t *testing.T) {
+		for id, want := range map[string]bool{live: true, pending: false, expired: false} {
+			var revokedAt sql.NullInt64
+			if err := db.read.QueryRow(`SELECT revoked_at FROM delegations WHERE id = ?`, id).Scan(&revokedAt); err != nil {
+				t.Fatal(err)
+			}
+			if revokedAt.Valid != want {
+				t.Errorf("delegation %s revoked = %v, want %v", id, revokedAt.Valid, want)
+			}
+		}
+	})
 }
 
 func TestListOwnedAgentsPaging(t *testing.T) {
@@ -490,11 +521,7 @@ func TestListOwnedAgentsPaging(t *testing.T) {
 func TestAnotherProcessRotatingAKeyIsNoticed(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	alice, _ := mustUser(t, db, "alice")
-	agent, oldKey := mustAgent(t, db, alice, "Helper")
-	if _, err := db.Authenticate(ctx, oldKey); err != nil {
-		t.Fatal(err)
-	}
+	alice, agent, oldKey := agentInUse(t, db)
 	rec := record(db)
 	cli := openTestDBAt(t, db.Path(), Options{})
 	_, newKey, err := cli.RotateAgentKey(ctx, alice, agent.ID)
@@ -532,10 +559,7 @@ func TestAnotherProcessRotatingAKeyIsNoticed(t *testing.T) {
 func TestCredentialCacheStepsAsideWhileCredentialsEnd(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
-	_, key, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, key := mustUser(t, db, "alice")
 	cached := func() bool {
 		_, err := db.AuthenticateCached(key)
 		return err == nil

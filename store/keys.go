@@ -340,16 +340,7 @@ func (db *DB) keyInfos(ctx context.Context, where string, args ...any) ([]KeyInf
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []KeyInfo
-	for rows.Next() {
-		k, err := scanKeyInfo(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return scanAll(rows, scanKeyInfo)
 }
 
 // EndedCredentials returns which of the given API key and session ids no

@@ -56,35 +56,37 @@ func TestMemoryMetadataIsStoredCanonically(t *testing.T) {
 	}
 }
 
+// mustMemory stores a fact by agent by, with scope and subject unless they
+// are "", and returns its id.
+func mustMemory(t *testing.T, db *DB, by *Agent, scope, subject string) string {
+	t.Helper()
+	str := func(s string) *string { return &s }
+	nm := NewMemory{Content: str("a fact"), System: str("long_term"), Type: str("semantic"), Segment: str("user"),
+		Thought: str("worth keeping")}
+	if scope != "" {
+		nm.Scope = str(scope)
+	}
+	if subject != "" {
+		nm.SubjectID = str(subject)
+	}
+	m, err := db.CreateMemory(context.Background(), AgentActor(by), nm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.ID
+}
+
 // Deleting an agent deletes the memories it stored (and their search
 // entries); the memories others stored about it stay.
 func TestDeleteAgentMemories(t *testing.T) {
 	db := openTestDB(t, Options{})
-	ctx := context.Background()
-	alice, _, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := func(name string) *Agent {
-		a, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	gone, kept := agent("Gone"), agent("Kept")
-	str := func(s string) *string { return &s }
-	store := func(by *Agent, subject string) {
-		_, err := db.CreateMemory(ctx, AgentActor(by), NewMemory{Content: str("a fact"), System: str("long_term"), Type: str("semantic"),
-			Segment: str("user"), Thought: str("worth keeping"), SubjectID: str(subject)})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	store(gone, alice.ID)
-	store(gone, gone.ID)
-	store(kept, gone.ID)
-	if err := db.Write(ctx, func(tx *Tx) error { return deleteAgentMemories(tx, gone.ID) }); err != nil {
+	alice, _ := mustUser(t, db, "alice")
+	gone, _ := mustAgent(t, db, alice, "Gone")
+	kept, _ := mustAgent(t, db, alice, "Kept")
+	mustMemory(t, db, gone, "", alice.ID)
+	mustMemory(t, db, gone, "", gone.ID)
+	mustMemory(t, db, kept, "", gone.ID)
+	if err := db.Write(context.Background(), func(tx *Tx) error { return deleteAgentMemories(tx, gone.ID) }); err != nil {
 		t.Fatal(err)
 	}
 	if n := rawCount(t, db, `SELECT count(*) FROM memories WHERE source_agent_id = ?`, gone.ID); n != 0 {
@@ -98,73 +100,32 @@ func TestDeleteAgentMemories(t *testing.T) {
 	}
 }
 
-// A memory carries the names of its source agent and its subject, read in
-// the same query: a person or a live agent of the memory's organization,
-// nobody else. The API never stores a memory about someone of another
-// organization, nor keeps the memories of a deleted agent; those states are
-// written here by hand to show that, even then, no name of another
-// organization and no deleted agent's name comes out.
-func TestMemoryNames(t *testing.T) {
-	db := openTestDB(t, Options{})
-	ctx := context.Background()
-	user := func(handle, name, org string) *User {
-		u, _, err := db.CreateUser(ctx, NewUser{Handle: handle, Name: name, Organization: org})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	agent := func(owner *User, name string) *Agent {
-		a, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: owner.ID, Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	alice, carol := user("alice", "Alice Liddell", ""), user("carol", "Carol Foreign", "globex")
-	scout, helper, gone, foreign := agent(alice, "Scout"), agent(alice, "Helper"), agent(alice, "Gone"), agent(carol, "Spy")
-	str := func(s string) *string { return &s }
-	store := func(by *Agent, scope, subject string) string {
-		nm := NewMemory{Content: str("a fact"), System: str("long_term"), Type: str("semantic"), Segment: str("user"),
-			Thought: str("worth keeping"), Scope: str(scope)}
-		if subject != "" {
-			nm.SubjectID = str(subject)
-		}
-		m, err := db.CreateMemory(ctx, AgentActor(by), nm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.ID
-	}
-	raw := func(query string, args ...any) {
-		t.Helper()
-		if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.Exec(query, args...); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	aboutAlice := store(scout, "subject", alice.ID)
-	aboutHelper := store(scout, "subject", helper.ID)
-	orgWide := store(scout, "organization", "")
-	aboutGone := store(helper, "subject", gone.ID)
-	byGone := store(gone, "organization", "")
-	aboutForeignUser := store(scout, "subject", alice.ID)
-	aboutForeignAgent := store(scout, "subject", alice.ID)
-	byForeign := store(helper, "organization", "")
+// namedMemories stores memories by and about alice's agents and people,
+// writes by hand the states the API never makes (see TestMemoryNames),
+// and returns by memory id the source agent and subject each must name.
+func namedMemories(t *testing.T, db *DB, alice, carol *User) map[string][2]string {
+	t.Helper()
+	scout, _ := mustAgent(t, db, alice, "Scout")
+	helper, _ := mustAgent(t, db, alice, "Helper")
+	gone, _ := mustAgent(t, db, alice, "Gone")
+	foreign, _ := mustAgent(t, db, carol, "Spy")
+	aboutAlice := mustMemory(t, db, scout, "subject", alice.ID)
+	aboutHelper := mustMemory(t, db, scout, "subject", helper.ID)
+	orgWide := mustMemory(t, db, scout, "organization", "")
+	aboutGone := mustMemory(t, db, helper, "subject", gone.ID)
+	byGone := mustMemory(t, db, gone, "organization", "")
+	aboutForeignUser := mustMemory(t, db, scout, "subject", alice.ID)
+	aboutForeignAgent := mustMemory(t, db, scout, "subject", alice.ID)
+	byForeign := mustMemory(t, db, helper, "organization", "")
 	// gone is deleted as the API never does it, keeping its memories; the
 	// others are pointed at carol and her agent.
-	raw(`UPDATE agents SET deleted_at = updated_at WHERE id = ?`, gone.ID)
-	raw(`UPDATE memories SET subject_id = ? WHERE id = ?`, carol.ID, aboutForeignUser)
-	raw(`UPDATE memories SET subject_id = ? WHERE id = ?`, foreign.ID, aboutForeignAgent)
-	raw(`UPDATE memories SET source_agent_id = ? WHERE id = ?`, foreign.ID, byForeign)
+	rawExec(t, db, `UPDATE agents SET deleted_at = updated_at WHERE id = ?`, gone.ID)
+	rawExec(t, db, `UPDATE memories SET subject_id = ? WHERE id = ?`, carol.ID, aboutForeignUser)
+	rawExec(t, db, `UPDATE memories SET subject_id = ? WHERE id = ?`, foreign.ID, aboutForeignAgent)
+	rawExec(t, db, `UPDATE memories SET source_agent_id = ? WHERE id = ?`, foreign.ID, byForeign)
 
-	party := func(p *MemoryParty) string {
-		if p == nil {
-			return "nil"
-		}
-		return string(p.Type) + " " + p.ID + " " + p.Name + " @" + p.Handle
-	}
 	named := func(a *Agent) string { return "Agent " + a.ID + " " + a.Name + " @" + a.Handle }
-	want := map[string][2]string{
+	return map[string][2]string{
 		aboutAlice:        {named(scout), "User " + alice.ID + " Alice Liddell @alice"},
 		aboutHelper:       {named(scout), named(helper)},
 		orgWide:           {named(scout), "nil"},
@@ -174,36 +135,68 @@ func TestMemoryNames(t *testing.T) {
 		aboutForeignAgent: {named(scout), "nil"},
 		byForeign:         {"nil", "nil"},
 	}
-	check := func(how string, m *Memory) {
+}
+
+// A memory carries the names of its source agent and its subject, read in
+// the same query: a person or a live agent of the memory's organization,
+// nobody else. The API never stores a memory about someone of another
+// organization, nor keeps the memories of a deleted agent; those states are
+// written here by hand to show that, even then, no name of another
+// organization and no deleted agent's name comes out.
+func TestMemoryNames(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _, err := db.CreateUser(ctx, NewUser{Handle: "alice", Name: "Alice Liddell"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, _, err := db.CreateUser(ctx, NewUser{Handle: "carol", Name: "Carol Foreign", Organization: "globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := namedMemories(t, db, alice, carol)
+	party := func(p *MemoryParty) string {
+		if p == nil {
+			return "nil"
+		}
+		return string(p.Type) + " " + p.ID + " " + p.Name + " @" + p.Handle
+	}
+	check := func(t *testing.T, m *Memory) {
 		t.Helper()
 		w, ok := want[m.ID]
 		if !ok {
 			return
 		}
 		if got := [2]string{party(m.SourceAgent), party(m.Subject)}; got != w {
-			t.Errorf("%s %s: source agent and subject %q, want %q", how, m.ID, got, w)
+			t.Errorf("%s: source agent and subject %q, want %q", m.ID, got, w)
 		}
 	}
-	page, err := db.ListMemories(ctx, UserActor(alice), MemoryFilter{}, PageRequest{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Items) != len(want) {
-		t.Errorf("alice lists %d memories, want %d", len(page.Items), len(want))
-	}
-	for _, m := range page.Items {
-		check("listed", m)
-	}
-	for id := range want {
-		m, err := db.Memory(ctx, UserActor(alice), id)
+
+	t.Run("listed", func(t *testing.T) {
+		page, err := db.ListMemories(ctx, UserActor(alice), MemoryFilter{}, PageRequest{Limit: 100})
 		if err != nil {
-			t.Fatalf("read %s: %v", id, err)
+			t.Fatal(err)
 		}
-		check("read", m)
-	}
-	// Carol sees none of them, names or not.
-	page, err = db.ListMemories(ctx, UserActor(carol), MemoryFilter{}, PageRequest{Limit: 100})
-	if err != nil || len(page.Items) != 0 {
-		t.Errorf("carol lists %d memories (%v), want none", len(page.Items), err)
-	}
+		if len(page.Items) != len(want) {
+			t.Errorf("alice lists %d memories, want %d", len(page.Items), len(want))
+		}
+		for _, m := range page.Items {
+			check(t, m)
+		}
+	})
+	t.Run("read", func(t *testing.T) {
+		for id := range want {
+			m, err := db.Memory(ctx, UserActor(alice), id)
+			if err != nil {
+				t.Fatalf("read %s: %v", id, err)
+			}
+			check(t, m)
+		}
+	})
+	t.Run("another organization sees none, names or not", func(t *testing.T) {
+		page, err := db.ListMemories(ctx, UserActor(carol), MemoryFilter{}, PageRequest{Limit: 100})
+		if err != nil || len(page.Items) != 0 {
+			t.Errorf("carol lists %d memories (%v), want none", len(page.Items), err)
+		}
+	})
 }

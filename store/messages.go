@@ -66,11 +66,7 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 		return nil, err
 	}
 	var msg *Message
-	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, sender, roomID)
-		if err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, sender, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		members, err := roomParticipants(tx, a.room.ID, "")
 		if err != nil {
 			return err
@@ -180,11 +176,7 @@ func (db *DB) PostEvent(ctx context.Context, sender Actor, roomID string, in Eve
 		return nil, err
 	}
 	var msg *Message
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, sender, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, sender, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		if taskID != "" {
 			ok, err := isTaskOfRoom(tx, roomID, taskID)
 			if err != nil {
@@ -194,6 +186,7 @@ func (db *DB) PostEvent(ctx context.Context, sender Actor, roomID string, in Eve
 				return Problems{"/event/metadata/task_id": {"is not a task of this room"}}.Err(CodeValidation)
 			}
 		}
+		var err error
 		if msg, err = insertMessage(tx, db.limits, a.room, sender, in.Type, in.Content, nil, meta); err != nil {
 			return err
 		}

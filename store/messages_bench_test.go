@@ -37,9 +37,7 @@ func BenchmarkSendText(b *testing.B) {
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for i := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			l := lanes[i]
 			id := l.worker
 			for next.Add(1) <= int64(b.N) {
@@ -49,7 +47,7 @@ func BenchmarkSendText(b *testing.B) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

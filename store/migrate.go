@@ -67,6 +67,16 @@ func (e *ErrSchemaTooNew) Error() string {
 // migrate brings the database to target inside one write transaction, so two
 // processes starting at once cannot both upgrade, and a failed upgrade leaves
 // the file as it was. It returns the version found.
+// userVersion reads the schema version a database file records in its
+// header (0 for a file without chatd's schema).
+func userVersion(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (int, error) {
+	var v int
+	err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
 func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 	ctx := context.Background()
 	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE
@@ -78,7 +88,7 @@ func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	if err = tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&from); err != nil {
+	if from, err = userVersion(ctx, tx); err != nil {
 		return 0, err
 	}
 	switch {
@@ -112,8 +122,8 @@ func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 			}
 		}
 	}
-	var got int
-	if err = tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&got); err != nil {
+	got, err := userVersion(ctx, tx)
+	if err != nil {
 		return from, err
 	}
 	if got != target {

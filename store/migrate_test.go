@@ -193,21 +193,30 @@ func TestUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
 // people and for the owners of its agents (who read it through them), so
 // that no room lights up with a backlog nobody missed; what comes after
 // counts as usual.
-func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
+// v4 names what versionFourDatabase holds: Alice in the busy room, Bob
+// reading it through his agent Helper, Carol in no room, and a room that
+// has no messages.
+var v4 = struct{ org, alice, bob, carol, helper, busy, empty string }{
+	org:    "0190a0a0-0000-7000-8000-000000000001",
+	alice:  "0190a0a0-0000-7000-8000-0000000000a1",
+	bob:    "0190a0a0-0000-7000-8000-0000000000b1",
+	carol:  "0190a0a0-0000-7000-8000-0000000000c1",
+	helper: "0190a0a0-0000-7000-8000-0000000000b2",
+	busy:   "0190a0a0-0000-7000-8000-0000000000f1",
+	empty:  "0190a0a0-0000-7000-8000-0000000000f2",
+}
+
+// versionFourDatabase writes a database of schema version 4 holding v4,
+// with two messages in the busy room, and returns its path.
+func versionFourDatabase(t *testing.T) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "v4.db")
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const (
-		org    = "0190a0a0-0000-7000-8000-000000000001"
-		alice  = "0190a0a0-0000-7000-8000-0000000000a1"
-		bob    = "0190a0a0-0000-7000-8000-0000000000b1"
-		carol  = "0190a0a0-0000-7000-8000-0000000000c1"
-		helper = "0190a0a0-0000-7000-8000-0000000000b2" // bob's agent
-		busy   = "0190a0a0-0000-7000-8000-0000000000f1"
-		empty  = "0190a0a0-0000-7000-8000-0000000000f2"
-	)
+	defer raw.Close()
+	org, alice, bob, carol, helper, busy, empty := v4.org, v4.alice, v4.bob, v4.carol, v4.helper, v4.busy, v4.empty
 	for _, stmt := range []string{
 		schemaAsOf(t, 4),
 		`INSERT INTO organizations (id, name, inserted_at) VALUES ('` + org + `', 'Old', 1)`,
@@ -232,49 +241,56 @@ func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
 			t.Fatalf("version 4 database: %v", err)
 		}
 	}
-	raw.Close()
+	return path
+}
 
-	db := openTestDBAt(t, path, Options{})
+func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
+	db := openTestDBAt(t, versionFourDatabase(t), Options{})
 	if db.MigratedFrom() != 4 {
 		t.Fatalf("migrated from %d, want 4", db.MigratedFrom())
 	}
-	rows, err := db.read.Query(`SELECT user_id, room_id, last_read_seq FROM read_markers ORDER BY user_id, room_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for rows.Next() {
-		var user, room string
-		var seq int
-		rows.Scan(&user, &room, &seq)
-		got = append(got, fmt.Sprintf("%s %s %d", user, room, seq))
-	}
-	rows.Close()
-	// Alice is in the busy room, Bob reads it through his agent; the empty
-	// room has nothing to mark and Carol is in no room.
-	want := []string{alice + " " + busy + " 9", bob + " " + busy + " 9"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("read markers after the upgrade:\n got %v\nwant %v", got, want)
-	}
-
 	ctx := t.Context()
-	aliceActor := Actor{ID: alice, Type: PartyUser, OwnerID: alice, OrganizationID: org}
-	if room, err := db.Room(ctx, aliceActor, busy); err != nil || room.Unread != 0 {
-		t.Fatalf("after the upgrade: %v unread, %v", room, err)
-	}
-	if _, err := db.PostEvent(ctx, Actor{ID: helper, Type: PartyAgent, Name: "Helper", OwnerID: bob, OrganizationID: org}, busy,
-		EventInput{Content: "new", Type: "error"}); err != nil {
-		t.Fatal(err)
-	}
-	page, err := db.ListRooms(ctx, aliceActor, RoomFilter{}, PageRequest{Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unread := map[string]int{}
-	for _, r := range page.Items {
-		unread[r.ID] = r.Unread
-	}
-	if unread[busy] != 1 || unread[empty] != 0 || len(unread) != 2 {
-		t.Fatalf("unread after a new message: %v", unread)
-	}
+	aliceActor := Actor{ID: v4.alice, Type: PartyUser, OwnerID: v4.alice, OrganizationID: v4.org}
+
+	t.Run("the messages already there are read", func(t *testing.T) {
+		rows, err := db.read.Query(`SELECT user_id, room_id, last_read_seq FROM read_markers ORDER BY user_id, room_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var user, room string
+			var seq int
+			rows.Scan(&user, &room, &seq)
+			got = append(got, fmt.Sprintf("%s %s %d", user, room, seq))
+		}
+		rows.Close()
+		// Alice is in the busy room, Bob reads it through his agent; the
+		// empty room has nothing to mark and Carol is in no room.
+		want := []string{v4.alice + " " + v4.busy + " 9", v4.bob + " " + v4.busy + " 9"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("read markers after the upgrade:\n got %v\nwant %v", got, want)
+		}
+		if room, err := db.Room(ctx, aliceActor, v4.busy); err != nil || room.Unread != 0 {
+			t.Fatalf("after the upgrade: %v unread, %v", room, err)
+		}
+	})
+
+	t.Run("a new message is unread", func(t *testing.T) {
+		if _, err := db.PostEvent(ctx, Actor{ID: v4.helper, Type: PartyAgent, Name: "Helper", OwnerID: v4.bob, OrganizationID: v4.org}, v4.busy,
+			EventInput{Content: "new", Type: "error"}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := db.ListRooms(ctx, aliceActor, RoomFilter{}, PageRequest{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unread := map[string]int{}
+		for _, r := range page.Items {
+			unread[r.ID] = r.Unread
+		}
+		if unread[v4.busy] != 1 || unread[v4.empty] != 0 || len(unread) != 2 {
+			t.Fatalf("unread after a new message: %v", unread)
+		}
+	})
 }

@@ -88,16 +88,7 @@ func roomParticipants(q queryer, roomID string, typ PartyType) ([]*Participant, 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*Participant
-	for rows.Next() {
-		p, err := scanParticipant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return scanAll(rows, scanParticipant)
 }
 
 // ParticipantKeyset is the paging position just after p.
@@ -144,11 +135,7 @@ func (db *DB) AddParticipant(ctx context.Context, actor Actor, roomID, memberID,
 		return nil, p.Err(CodeValidation)
 	}
 	var added *Participant
-	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, actor, roomID, loadAccess, func(tx *Tx, a *roomAccess) error {
 		standing := a.effectiveRole()
 		switch {
 		case standing == "":

@@ -82,12 +82,9 @@ func (db *DB) MarkRead(ctx context.Context, actor Actor, roomID string, messageI
 		return nil, &Error{Code: CodeForbidden, Message: "only people keep read markers"}
 	}
 	var room *Room
-	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, actor, roomID, loadAccess, func(tx *Tx, a *roomAccess) error {
 		var seq int64
+		var err error
 		if messageID == nil {
 			err = tx.QueryRow(`SELECT coalesce(max(seq), 0) FROM messages WHERE room_id = ?`, roomID).Scan(&seq)
 		} else if !ValidID(*messageID) {

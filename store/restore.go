@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -157,12 +156,10 @@ func swapIn(tmp, dest string) error {
 // database this chatd can serve. It returns the connection (for the copy)
 // and the schema version.
 func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, error) {
-	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: src}).EscapedPath()+
-		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	conn, err := openFile(src, readOnly)
 	if err != nil {
 		return nil, 0, err
 	}
-	conn.SetMaxOpenConns(1)
 	fail := func(err error) (*sql.DB, int, error) {
 		conn.Close()
 		return nil, 0, err
@@ -178,10 +175,11 @@ func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, e
 	if result != "ok" {
 		return fail(fmt.Errorf("%s failed its integrity check: %s", src, result))
 	}
-	var version, tables int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+	version, err := userVersion(ctx, conn)
+	if err != nil {
 		return fail(describeOpenError(src, err))
 	}
+	var tables int
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table'
 		AND name IN ('users', 'agents', 'api_keys', 'rooms', 'messages')`).Scan(&tables); err != nil {
 		return fail(describeOpenError(src, err))
@@ -199,8 +197,7 @@ func openBackup(ctx context.Context, src string, supported int) (*sql.DB, int, e
 // that removing the WAL afterwards loses nothing. It is best effort: a
 // database too damaged to open is being replaced anyway.
 func foldWAL(path string) {
-	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+
-		fmt.Sprintf("?_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	conn, err := openFile(path, readWrite)
 	if err != nil {
 		return
 	}

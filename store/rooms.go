@@ -202,15 +202,12 @@ func (db *DB) RenameRoom(ctx context.Context, actor Actor, roomID, title string)
 		return nil, Problems{"/chat/title": {msg}}.Err(CodeValidation)
 	}
 	var room *Room
-	err := db.Write(ctx, func(tx *Tx) error {
-		a, err := loadAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err := db.writeInRoom(ctx, actor, roomID, loadAccess, func(tx *Tx, a *roomAccess) error {
 		if !a.isOwner() {
 			return &Error{Code: CodeForbidden, Message: "only the owner of the room may rename it"}
 		}
 		room = a.room
+		var err error
 		if room.Unread, err = roomUnread(tx, actor, room.ID); err != nil {
 			return err
 		}
@@ -319,15 +316,7 @@ func listPageIn[T any](q readQ, base string, conds []string, args []any, sort so
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		item, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		page.Items = append(page.Items, item)
-	}
-	if err := rows.Err(); err != nil {
+	if page.Items, err = scanAll(rows, scan); err != nil {
 		return nil, err
 	}
 	if len(page.Items) > pr.Limit {

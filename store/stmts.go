@@ -117,6 +117,21 @@ func byKey[K comparable, T any](rows []T, key func(T) K) (map[K]T, []any) {
 	return index, args
 }
 
+// scanAll reads every row with scan and closes rows, so that a caller in a
+// transaction may query again on the same connection.
+func scanAll[T any](rows *sql.Rows, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, item)
+	}
+	return out, rows.Err()
+}
+
 // inList is the placeholder list "(?,?,…)" of an IN clause with n > 0
 // arguments.
 func inList(n int) string { return "(?" + strings.Repeat(",?", n-1) + ")" }

@@ -208,26 +208,10 @@ func scanTaskEvent(row interface{ Scan(...any) error }) (TaskEvent, error) {
 
 const taskEventColumns = `e.seq, e.task_id, e.actor, e.event, e.payload, e.at`
 
-func readTaskHistory(q queryer, t *Task) error {
-	rows, err := q.Query(`SELECT `+taskEventColumns+` FROM task_events e WHERE e.task_id = ? ORDER BY e.seq DESC LIMIT ?`,
-		t.ID, TaskHistoryLen+1)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	t.History = []TaskEvent{}
-	for rows.Next() {
-		e, err := scanTaskEvent(rows)
-		if err != nil {
-			return err
-		}
-		t.History = append(t.History, e)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	t.History, t.HistoryTruncated = oldestFirst(t.History, TaskHistoryLen)
-	return nil
+func readTaskHistory(q queryer, t *Task) (err error) {
+	t.History, t.HistoryTruncated, err = latestEvents(q, `SELECT `+taskEventColumns+` FROM task_events e WHERE e.task_id = ? ORDER BY e.seq DESC LIMIT ?`,
+		t.ID, TaskHistoryLen, scanTaskEvent)
+	return err
 }
 
 // Task returns a task of a readable room, in any state, by id or board
@@ -317,11 +301,7 @@ func (db *DB) CreateTask(ctx context.Context, actor Actor, roomID string, nt New
 		return nil, err
 	}
 	var out *Task
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		number, err := db.nextTaskNumber(tx, roomID)
 		if err != nil {
 			return err
@@ -440,11 +420,7 @@ func (db *DB) UpdateTask(ctx context.Context, actor Actor, roomID, taskRef strin
 		return nil, err
 	}
 	var out *Task
-	err = db.Write(ctx, func(tx *Tx) error {
-		a, err := loadPostAccess(tx, actor, roomID)
-		if err != nil {
-			return err
-		}
+	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
 		t, err := readTask(tx, roomID, taskRef)
 		if err != nil {
 			return err

@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -232,8 +230,7 @@ func PeopleOutside(ctx context.Context, path, organization string, limit int) ([
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	conn, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+
-		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()))
+	conn, err := openFile(path, readOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -273,16 +270,8 @@ func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var users []*User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, u)
-	}
-	if err := rows.Err(); err != nil {
+	users, err := scanAll(rows, scanUser)
+	if err != nil {
 		return nil, err
 	}
 	switch len(users) {

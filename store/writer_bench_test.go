@@ -22,12 +22,7 @@ func BenchmarkWriter(b *testing.B) {
 		for _, producers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("sync=%s/producers=%d", mode, producers), func(b *testing.B) {
 				db := openTestDB(b, Options{Sync: mode})
-				if err := db.Write(context.Background(), func(tx *Tx) error {
-					_, err := tx.Exec(`CREATE TABLE m (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`)
-					return err
-				}); err != nil {
-					b.Fatal(err)
-				}
+				rawExec(b, db, `CREATE TABLE m (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`)
 				commitsBefore := db.WriterStats().Commits
 				latencies := make([][]time.Duration, producers)
 				var next atomic.Int64
@@ -35,9 +30,7 @@ func BenchmarkWriter(b *testing.B) {
 				start := time.Now()
 				var wg sync.WaitGroup
 				for p := 0; p < producers; p++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
+					wg.Go(func() {
 						for next.Add(1) <= int64(b.N) {
 							t0 := time.Now()
 							err := db.Write(context.Background(), func(tx *Tx) error {
@@ -50,7 +43,7 @@ func BenchmarkWriter(b *testing.B) {
 							}
 							latencies[p] = append(latencies[p], time.Since(t0))
 						}
-					}()
+					})
 				}
 				wg.Wait()
 				elapsed := time.Since(start)

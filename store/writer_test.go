@@ -10,21 +10,18 @@ import (
 )
 
 func TestWriterConcurrentProducers(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	const producers, perProducer = 32, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, producers*perProducer)
 	for p := 0; p < producers; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < perProducer; i++ {
 				if err := db.Write(context.Background(), insertRow(fmt.Sprintf("%d-%d", p, i), i)); err != nil {
 					errs <- err
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -37,25 +34,14 @@ func TestWriterConcurrentProducers(t *testing.T) {
 }
 
 func TestWriterGroupCommitsQueuedJobsInOneTransaction(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	release := blockWriter(t, db)
 	before := db.WriterStats().Commits
 
 	const jobs = 50
-	var wg sync.WaitGroup
-	for i := 0; i < jobs; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
-				t.Errorf("write %d: %v", i, err)
-			}
-		}()
-	}
-	waitFor(t, "jobs to queue", func() bool { return db.WriterStats().QueueDepth == jobs })
+	wait := queueRows(t, db, jobs)
 	release()
-	wg.Wait()
+	wait()
 
 	// The gate's own batch plus exactly one batch for the 50 queued jobs.
 	if got := db.WriterStats().Commits - before; got != 2 {
@@ -67,8 +53,7 @@ func TestWriterGroupCommitsQueuedJobsInOneTransaction(t *testing.T) {
 }
 
 func TestWriterFailingJobDoesNotSinkItsBatch(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	release := blockWriter(t, db)
 
 	boom := errors.New("boom")
@@ -121,21 +106,9 @@ func TestWriterFailingJobDoesNotSinkItsBatch(t *testing.T) {
 }
 
 func TestWriterRefusesAtOnceWhenQueueIsFull(t *testing.T) {
-	db := openTestDB(t, Options{QueueSize: 4})
-	createTable(t, db)
+	db := openTableDB(t, Options{QueueSize: 4})
 	release := blockWriter(t, db)
-
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
-				t.Errorf("queued write %d: %v", i, err)
-			}
-		}()
-	}
-	waitFor(t, "queue to fill", func() bool { return db.WriterStats().QueueDepth == 4 })
+	wait := queueRows(t, db, 4)
 
 	// The writer is still blocked, so returning here at all proves the
 	// refusal does not wait for room in the queue.
@@ -154,7 +127,7 @@ func TestWriterRefusesAtOnceWhenQueueIsFull(t *testing.T) {
 		t.Fatalf("refused = %d, want 1", got)
 	}
 	release()
-	wg.Wait()
+	wait()
 
 	if ran.Load() {
 		t.Fatal("the refused job ran")
@@ -168,8 +141,7 @@ func TestWriterRefusesAtOnceWhenQueueIsFull(t *testing.T) {
 }
 
 func TestWriterAfterCommitRunsOnlyForCommittedJobs(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	var ok, failed atomic.Int32
 	if err := db.Write(context.Background(), func(tx *Tx) error {
 		tx.AfterCommit(func() { ok.Add(1) })
@@ -187,8 +159,7 @@ func TestWriterAfterCommitRunsOnlyForCommittedJobs(t *testing.T) {
 }
 
 func TestWriterAfterCommitSeesCommittedData(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	seen := make(chan int, 1)
 	err := db.Write(context.Background(), func(tx *Tx) error {
 		tx.AfterCommit(func() {
@@ -207,8 +178,7 @@ func TestWriterAfterCommitSeesCommittedData(t *testing.T) {
 }
 
 func TestWriterSkipsJobsWhoseContextEndedWhileQueued(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	release := blockWriter(t, db)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -225,20 +195,9 @@ func TestWriterSkipsJobsWhoseContextEndedWhileQueued(t *testing.T) {
 }
 
 func TestCloseRunsQueuedJobsThenRefuses(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	release := blockWriter(t, db)
-	var wg sync.WaitGroup
-	for i := 0; i < 10; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
-				t.Errorf("queued write: %v", err)
-			}
-		}()
-	}
-	waitFor(t, "jobs to queue", func() bool { return db.WriterStats().QueueDepth == 10 })
+	wait := queueRows(t, db, 10)
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
 	waitFor(t, "close to begin", func() bool {
@@ -250,7 +209,7 @@ func TestCloseRunsQueuedJobsThenRefuses(t *testing.T) {
 		t.Fatalf("write after close: %v, want ErrClosed", err)
 	}
 	release()
-	wg.Wait()
+	wait()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
@@ -262,8 +221,7 @@ func TestCloseRunsQueuedJobsThenRefuses(t *testing.T) {
 }
 
 func TestCheckpointTruncatesWAL(t *testing.T) {
-	db := openTestDB(t, Options{})
-	createTable(t, db)
+	db := openTableDB(t, Options{})
 	for i := 0; i < 100; i++ {
 		if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
 			t.Fatal(err)
@@ -280,8 +238,7 @@ func TestCheckpointTruncatesWAL(t *testing.T) {
 }
 
 func TestCheckpointWhenWALPassesItsBound(t *testing.T) {
-	db := openTestDB(t, Options{CheckpointBytes: 64 << 10, CheckpointIdle: 1 << 40})
-	createTable(t, db)
+	db := openTableDB(t, Options{CheckpointBytes: 64 << 10, CheckpointIdle: 1 << 40})
 	big := make([]byte, 16<<10)
 	for i := 0; i < 20; i++ {
 		err := db.Write(context.Background(), func(tx *Tx) error {
@@ -298,8 +255,7 @@ func TestCheckpointWhenWALPassesItsBound(t *testing.T) {
 }
 
 func TestBackgroundCheckpointsKeepUpWithWrites(t *testing.T) {
-	db := openTestDB(t, Options{CheckpointIdle: 1 << 40})
-	createTable(t, db)
+	db := openTableDB(t, Options{CheckpointIdle: 1 << 40})
 	for i := 0; i < 50; i++ {
 		if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
 			t.Fatal(err)

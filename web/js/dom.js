@@ -76,6 +76,23 @@ export function showError(box, err) {
   box.textContent = err.message || String(err);
 }
 
+// onSubmit handles a form's submission in the page instead of the
+// browser: it clears the form's error box and runs submit, and shows what
+// submit throws in the box, then calls refocus (when given) to put focus
+// where the person can put it right.
+export function onSubmit(form, err, submit, refocus = null) {
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    showError(err, null);
+    try {
+      await submit();
+    } catch (e) {
+      showError(err, e);
+      if (refocus) refocus();
+    }
+  });
+}
+
 // copyButton copies text to the clipboard, falling back to selecting it
 // where the Clipboard API is unavailable (plain http on a non-local host).
 export function copyButton(text, target) {

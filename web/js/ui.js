@@ -1,10 +1,17 @@
 // Widgets the screens share: the paged list, tables that become cards on a
 // phone, the confirmation dialog, and the panel that shows a new key once.
 
-import { h, replace, busy, errorBox, showError, copyButton } from "./dom.js";
+import { h, replace, busy, errorBox, showError, onSubmit, copyButton } from "./dom.js";
 
 let seq = 0;
 const nextId = (prefix) => `${prefix}-${++seq}`;
+
+// pageSection is a screen of the signed-in app: its heading, the paragraph that
+// says what the screen is for (intro: its text and elements), and then
+// content.
+export function pageSection(title, intro, ...content) {
+  return h("section", { class: "page" }, h("h1", {}, title), h("p", { class: "page-intro" }, intro), ...content);
+}
 
 // pagedList is a listing shown a page at a time, with a Load more button
 // under it. It holds what it loaded by id (so pages that overlap, or a
@@ -170,20 +177,15 @@ export function confirmDialog({ title, text, confirm, action }) {
     dlg.addEventListener("cancel", (ev) => {
       if (running) ev.preventDefault();
     });
-    form.addEventListener("submit", async (ev) => {
-      ev.preventDefault();
-      showError(err, null);
+    onSubmit(form, err, async () => {
       running = true;
       try {
         result = await busy(form, () => action(ok));
+      } finally {
         running = false;
-        dlg.close();
-      } catch (e) {
-        running = false;
-        showError(err, e);
-        cancel.focus();
       }
-    });
+      dlg.close();
+    }, () => cancel.focus());
     dlg.addEventListener("close", () => {
       dlg.remove();
       resolve(result);

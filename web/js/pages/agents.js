@@ -3,8 +3,8 @@
 // replacing an agent's key (the new one shown the same way) and deleting
 // one, each after a confirmation.
 
-import { h, field, busy, errorBox, showError, copyButton } from "../dom.js";
-import { cardTable, confirmDialog, pagedList, SecretSlot } from "../ui.js";
+import { h, field, busy, errorBox, copyButton, onSubmit } from "../dom.js";
+import { cardTable, confirmDialog, pageSection, pagedList, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
 
 const PAGE_SIZE = 50;
@@ -113,30 +113,22 @@ export function mount(root, ctx) {
     ];
   }
 
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(err, null);
+  onSubmit(form, err, async () => {
     const body = { agent: { name: name.value.trim(), description: description.value.trim() } };
-    try {
-      const out = await busy(form, () => api.post("/api/v1/me/agents/register", body));
-      form.reset();
-      secrets.show({
-        title: `Store the API key of ${out.agent.name} now`,
-        label: `The API key of @${out.agent.handle}:`,
-        secret: out.credentials.api_key,
-        extra: sdkSettings(out.agent),
-      });
-      agents.load();
-    } catch (e) {
-      showError(err, e);
-      name.focus();
-    }
-  });
+    const out = await busy(form, () => api.post("/api/v1/me/agents/register", body));
+    form.reset();
+    secrets.show({
+      title: `Store the API key of ${out.agent.name} now`,
+      label: `The API key of @${out.agent.handle}:`,
+      secret: out.credentials.api_key,
+      extra: sdkSettings(out.agent),
+    });
+    agents.load();
+  }, () => name.focus());
 
-  root.append(h("section", { class: "page" },
-    h("h1", {}, "Agents"),
-    h("p", { class: "page-intro" }, "Your agents run elsewhere and talk to chatd through the Agent API with their ",
-      "own key. Register one here, then start it with a Band SDK pointed at this server."),
+  root.append(pageSection("Agents",
+    ["Your agents run elsewhere and talk to chatd through the Agent API with their ",
+      "own key. Register one here, then start it with a Band SDK pointed at this server."],
     form,
     secrets.el,
     h("section", { class: "list-section" }, listHeading, agents.el)));

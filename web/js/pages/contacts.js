@@ -3,8 +3,8 @@
 // lists follow the person's user_contacts channel, so a request from
 // someone else, or an answer to one of theirs, shows up by itself.
 
-import { h, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog, pagedList } from "../ui.js";
+import { h, field, busy, errorBox, showError, onSubmit } from "../dom.js";
+import { cardTable, confirmDialog, pageSection, pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 
 // The contact listings page by page and page_size (at most 100).
@@ -182,24 +182,17 @@ export function mount(root, ctx) {
       handle.focus();
     }
   });
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(err, null);
+  onSubmit(form, err, async () => {
     const body = { contact_request: { recipient_handle: handle.value.trim() } };
     if (message.value.trim()) body.contact_request.message = message.value;
-    try {
-      const r = await busy(form, () => api.post("/api/v1/me/contacts/requests", body));
-      const to = r.recipient.name || r.recipient.handle;
-      form.reset();
-      found.textContent = "";
-      if (r.status === "approved") notify(`${to} had already asked you: you are now contacts.`);
-      else notify(`Request sent to ${to} (@${r.recipient.handle}).`);
-      refresh();
-    } catch (e) {
-      showError(err, e);
-      handle.focus();
-    }
-  });
+    const r = await busy(form, () => api.post("/api/v1/me/contacts/requests", body));
+    const to = r.recipient.name || r.recipient.handle;
+    form.reset();
+    found.textContent = "";
+    if (r.status === "approved") notify(`${to} had already asked you: you are now contacts.`);
+    else notify(`Request sent to ${to} (@${r.recipient.handle}).`);
+    refresh();
+  }, () => handle.focus());
 
   const all = [received, sent, contacts];
   function refresh() {
@@ -213,10 +206,9 @@ export function mount(root, ctx) {
     timer = setTimeout(refresh, 150);
   };
 
-  root.append(h("section", { class: "page" },
-    h("h1", {}, "Contacts"),
-    h("p", { class: "page-intro" }, "Contacts are the people and agents you have agreed to be connected with: ",
-      "either of you sends a request, and the other approves it."),
+  root.append(pageSection("Contacts",
+    ["Contacts are the people and agents you have agreed to be connected with: ",
+      "either of you sends a request, and the other approves it."],
     form,
     received.el,
     sent.el,

@@ -2,8 +2,8 @@
 // them (sent as X-API-Key). The server keeps only a digest, so a new key is
 // shown once, and revoking one stops it at once.
 
-import { h, replace, field, busy, errorBox, showError } from "../dom.js";
-import { cardTable, confirmDialog, SecretSlot } from "../ui.js";
+import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
+import { cardTable, confirmDialog, pageSection, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
 
 export function mount(root, ctx) {
@@ -60,29 +60,21 @@ export function mount(root, ctx) {
     listHeading.focus();
   }
 
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(err, null);
-    try {
-      const key = await busy(form, () => api.post("/api/v1/me/keys", { key: { name: name.value.trim() } }));
-      form.reset();
-      secrets.show({
-        title: `Copy your new key “${key.name}” now`,
-        label: "Your new Human API key (send it in the X-API-Key header):",
-        secret: key.api_key,
-      });
-      load();
-    } catch (e) {
-      showError(err, e);
-      name.focus();
-    }
-  });
+  onSubmit(form, err, async () => {
+    const key = await busy(form, () => api.post("/api/v1/me/keys", { key: { name: name.value.trim() } }));
+    form.reset();
+    secrets.show({
+      title: `Copy your new key “${key.name}” now`,
+      label: "Your new Human API key (send it in the X-API-Key header):",
+      secret: key.api_key,
+    });
+    load();
+  }, () => name.focus());
 
-  root.append(h("section", { class: "page" },
-    h("h1", {}, "API keys"),
-    h("p", { class: "page-intro" }, "A Human API key lets a script or tool act as you on the Human API ",
+  root.append(pageSection("API keys",
+    ["A Human API key lets a script or tool act as you on the Human API ",
       "(in the X-API-Key header). Agents have their own keys: register them on the ",
-      h("a", { href: "#/agents" }, "Agents"), " page."),
+      h("a", { href: "#/agents" }, "Agents"), " page."],
     form,
     secrets.el,
     h("section", { class: "list-section" }, listHeading, list)));

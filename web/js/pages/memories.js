@@ -4,7 +4,7 @@
 // may have memories switched off: the listing then says so in its error.
 
 import { h, field, busy } from "../dom.js";
-import { confirmDialog, pagedList } from "../ui.js";
+import { confirmDialog, pageSection, pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 
 const PAGE_SIZE = 20;
@@ -166,10 +166,9 @@ export function mount(root, ctx) {
     memories.load();
   });
 
-  root.append(h("section", { class: "page" },
-    h("h1", {}, "Memories"),
-    h("p", { class: "page-intro" }, "What agents remember about you, your organization and your rooms. ",
-      "You can archive, restore or delete the memories about you."),
+  root.append(pageSection("Memories",
+    ["What agents remember about you, your organization and your rooms. ",
+      "You can archive, restore or delete the memories about you."],
     filters,
     h("section", { class: "list-section" }, listHeading, memories.el)));
   memories.load();

@@ -3,7 +3,7 @@
 // person arrive on user_rooms, and each listed room's chat_room channel
 // counts what arrives in rooms that are not open.
 
-import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 import { openRoom } from "../room/view.js";
@@ -75,20 +75,14 @@ export async function mount(root, ctx) {
     roomPane);
   root.append(layout);
 
-  createForm.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(createErr, null);
+  onSubmit(createForm, createErr, async () => {
     const title = titleInput.value.trim();
-    try {
-      const room = await busy(createForm, () => ctx.api.post("/api/v1/me/chats", title ? { chat: { title } } : {}));
-      createForm.hidden = true;
-      titleInput.value = "";
-      rooms.put(room);
-      rooms.render();
-      ctx.navigate(`/rooms/${room.id}`);
-    } catch (e) {
-      showError(createErr, e);
-    }
+    const room = await busy(createForm, () => ctx.api.post("/api/v1/me/chats", title ? { chat: { title } } : {}));
+    createForm.hidden = true;
+    titleInput.value = "";
+    rooms.put(room);
+    rooms.render();
+    ctx.navigate(`/rooms/${room.id}`);
   });
 
   // watch counts new messages of a listed room that is not open. A room

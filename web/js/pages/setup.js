@@ -3,7 +3,7 @@
 // never reaches the server's or a proxy's logs. The form spends it on the
 // first account and signs that person in.
 
-import { h, field, busy, errorBox, showError } from "../dom.js";
+import { h, field, busy, errorBox, showError, onSubmit } from "../dom.js";
 
 export function mount(root, ctx) {
   const token = ctx.params[0] || "";
@@ -24,9 +24,7 @@ export function mount(root, ctx) {
     field("Password again", again),
     err,
     h("button", { type: "submit" }, "Create account"));
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(err, null);
+  onSubmit(form, err, async () => {
     if (password.value !== again.value) {
       showError(err, new Error("The two passwords differ."));
       again.focus();
@@ -35,13 +33,9 @@ export function mount(root, ctx) {
     const body = { token: token || tokenInput.value.trim(), handle: handle.value.trim(), name: name.value.trim(),
       password: password.value };
     if (email.value.trim()) body.email = email.value.trim();
-    try {
-      const out = await busy(form, () => ctx.api.post("/api/v1/auth/setup", body));
-      ctx.notify("Your account is ready.");
-      ctx.signedIn(out.access_token);
-    } catch (e) {
-      showError(err, e);
-    }
+    const out = await busy(form, () => ctx.api.post("/api/v1/auth/setup", body));
+    ctx.notify("Your account is ready.");
+    ctx.signedIn(out.access_token);
   });
   root.append(h("section", { class: "narrow" },
     h("h1", {}, "Welcome to chatd"),

@@ -1,7 +1,7 @@
 // Sign-in with handle and password: the answer is a session token for the
 // Human API, kept in this browser until sign-out or expiry (12 hours).
 
-import { h, field, busy, errorBox, showError } from "../dom.js";
+import { h, field, busy, errorBox, onSubmit } from "../dom.js";
 
 export function mount(root, ctx) {
   const handle = h("input", { name: "handle", required: true, autocomplete: "username", autocapitalize: "none", spellcheck: "false" });
@@ -12,18 +12,11 @@ export function mount(root, ctx) {
     field("Password", password),
     err,
     h("button", { type: "submit" }, "Sign in"));
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(err, null);
-    try {
-      const out = await busy(form, () => ctx.api.post("/api/v1/auth/sign-in",
-        { handle: handle.value.trim(), password: password.value }));
-      ctx.signedIn(out.access_token);
-    } catch (e) {
-      showError(err, e);
-      password.select();
-    }
-  });
+  onSubmit(form, err, async () => {
+    const out = await busy(form, () => ctx.api.post("/api/v1/auth/sign-in",
+      { handle: handle.value.trim(), password: password.value }));
+    ctx.signedIn(out.access_token);
+  }, () => password.select());
   root.append(h("section", { class: "narrow" },
     h("h1", {}, "Sign in to chatd"),
     form,

@@ -4,7 +4,7 @@
 // every @handle of a participant in it is a mention, whether completed or
 // typed out.
 
-import { h, field, busy, errorBox, showError } from "../dom.js";
+import { h, field, busy, errorBox, showError, onSubmit } from "../dom.js";
 import { sha256Hex } from "../sha256.js";
 import { size } from "./message.js";
 
@@ -122,9 +122,7 @@ export function composer(ctx, roomId, participants) {
     });
   }
 
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(err, null);
+  onSubmit(form, err, async () => {
     const list = [...files.files];
     let content = text.value.trim();
     if (!content && !list.length) {
@@ -133,21 +131,17 @@ export function composer(ctx, roomId, participants) {
       return;
     }
     if (!content) content = `Shared ${list.map((f) => f.name).join(", ")}`;
-    try {
-      await busy(form, async () => {
-        const ids = [];
-        for (const f of list) ids.push((await upload(f)).id);
-        const message = { content, mentions: mentionsIn(content) };
-        if (ids.length) message.attachment_ids = ids;
-        await ctx.api.post(`/api/v1/me/chats/${ctx.esc(roomId)}/messages`, { message });
-      });
-      text.value = "";
-      files.value = "";
-      chosen.textContent = "";
-      text.focus();
-    } catch (e) {
-      showError(err, e);
-    }
+    await busy(form, async () => {
+      const ids = [];
+      for (const f of list) ids.push((await upload(f)).id);
+      const message = { content, mentions: mentionsIn(content) };
+      if (ids.length) message.attachment_ids = ids;
+      await ctx.api.post(`/api/v1/me/chats/${ctx.esc(roomId)}/messages`, { message });
+    });
+    text.value = "";
+    files.value = "";
+    chosen.textContent = "";
+    text.focus();
   });
 
   return { form, focus: () => text.focus() };

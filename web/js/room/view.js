@@ -3,7 +3,7 @@
 // channels; after a reconnection everything shown is reloaded, since pushes
 // sent while the socket was away are lost.
 
-import { h, replace, field, busy, errorBox, showError } from "../dom.js";
+import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { confirmDialog } from "../ui.js";
 import { Timeline } from "./timeline.js";
 import { composer } from "./composer.js";
@@ -24,18 +24,12 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone, onRenamed })
   const renameForm = h("form", { class: "row", hidden: true }, field("Room title", renameInput), renameErr,
     h("button", { type: "submit" }, "Save title"),
     h("button", { type: "button", class: "secondary", onclick: () => { renameForm.hidden = true; } }, "Cancel"));
-  renameForm.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    showError(renameErr, null);
-    try {
-      room = await busy(renameForm, () => ctx.api.patch(path, { chat: { title: renameInput.value.trim() } }));
-      showTitle();
-      onRenamed(room);
-      renameForm.hidden = true;
-      heading.focus();
-    } catch (e) {
-      showError(renameErr, e);
-    }
+  onSubmit(renameForm, renameErr, async () => {
+    room = await busy(renameForm, () => ctx.api.patch(path, { chat: { title: renameInput.value.trim() } }));
+    showTitle();
+    onRenamed(room);
+    renameForm.hidden = true;
+    heading.focus();
   });
 
   let deleting = false;

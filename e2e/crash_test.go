@@ -1,24 +1,18 @@
-package main
+package e2e
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 )
 
@@ -33,119 +27,50 @@ import (
 // it. Short by default; CHATD_CRASH_ROUNDS and CHATD_CRASH_SECONDS (the most a
 // round runs before its kill) make it longer.
 func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a server")
-	}
+	skipIfShort(t, "kills and restarts a server")
 	rounds := envInt(t, "CHATD_CRASH_ROUNDS", 4)
 	roundSeconds := envInt(t, "CHATD_CRASH_SECONDS", 2)
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
-	var agents []created
-	for i := 0; i < 3; i++ {
-		agents = append(agents, parseCreated(t, chatd(t, nil, "register-agent", "--db", db,
-			"--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe", "--json").ok(t).stdout))
-	}
-	serverArgs := []string{"--sync", "full", "--rate-limit", "0", "--max-messages-per-room", "100000000"}
-
-	srv := startServer(t, db, serverArgs...)
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	for _, a := range agents {
-		status, body := srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", alice.APIKey,
-			map[string]any{"participant": map[string]any{"participant_id": a.ID}})
-		if status != 201 {
-			t.Fatalf("add %s: %d %s", a.Handle, status, body)
-		}
-	}
-	h := &crashHistory{room: room.Data.ID, agents: agents, acked: map[string]ackedMessage{},
+	db, alice := newDatabaseWithAlice(t)
+	h := &crashHistory{acked: map[string]ackedMessage{},
 		ids: map[string]map[string]bool{}, served: map[servedKey]int{}, pushed: map[servedKey]bool{}}
+	var agentIDs []string
+	for i := 0; i < 3; i++ {
+		agent := registerAgent(t, db, "--name", fmt.Sprintf("Worker %d", i), "--description", "crash probe")
+		h.agents = append(h.agents, agent)
+		agentIDs = append(agentIDs, agent.ID)
+	}
 
+	srv := startServer(t, db, crashServerFlags...)
+	h.room = srv.createRoom(t, alice.APIKey, agentIDs...)
 	kinds := map[string]int{}
 	for round := 0; round < rounds; round++ {
 		if round > 0 {
-			srv = startServer(t, db, serverArgs...)
+			srv = startServer(t, db, crashServerFlags...)
 		}
-		kind := "random"
-		switch {
-		case round == 2 || (rounds < 3 && round == rounds-1):
-			kind = "backup"
-		case round%2 == 1:
-			kind = "checkpoint"
-		}
+		kind := crashKind(round, rounds)
 		kinds[kind]++
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range agents {
-			wg.Add(2)
-			go func() { defer wg.Done(); h.work(t, srv, i, stop) }()
-			go func() { defer wg.Done(); h.listen(t, srv, i, stop) }()
-		}
-		senders := append([]created{alice}, agents...)
-		for c := 0; c < 6; c++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); h.post(t, srv, round, c, senders[c%len(senders)], c%len(senders) == 0, stop) }()
-		}
-		h.kill(t, srv, db, kind, time.Duration(roundSeconds)*time.Second)
-		close(stop)
-		wg.Wait()
+		h.runRound(t, srv, db, round, alice, kind, time.Duration(roundSeconds)*time.Second)
 	}
 
 	// Every delivery still owed is served now.
-	srv = startServer(t, db, serverArgs...)
+	srv = startServer(t, db, crashServerFlags...)
 	var drained sync.WaitGroup
-	for i := range agents {
-		drained.Add(1)
-		go func() { defer drained.Done(); h.drain(t, srv, i) }()
+	for i := range h.agents {
+		drained.Go(func() { h.drain(t, srv, i) })
 	}
 	drained.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
 	history := h.readHistory(t, srv, alice.APIKey)
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d: %s", code, srv.stderr)
-	}
+	srv.stop(t)
 	integrity := integrityCheck(t, db)
 
-	lost, neverServed, servedPairs, pushedPairs, duplicateServes, underTwoIDs, unacknowledged := 0, 0, 0, 0, 0, 0, 0
-	for token, m := range h.acked {
-		if history[token] != m.id {
-			lost++
-			t.Errorf("acknowledged message %s (%s) is not in the history", m.id, token)
-		}
-		for _, agent := range m.mentions {
-			n := h.served[servedKey{m.id, agent}]
-			if h.pushed[servedKey{m.id, agent}] {
-				pushedPairs++
-			}
-			if n == 0 {
-				neverServed++
-				t.Errorf("acknowledged message %s was never served to %s", m.id, h.agents[agent].Handle)
-				continue
-			}
-			servedPairs++
-			duplicateServes += n - 1
-		}
-	}
-	for token, id := range history {
-		h.see(token, id)
-		if _, ok := h.acked[token]; !ok {
-			unacknowledged++ // committed, but the answer was lost with the server
-		}
-	}
-	for token, ids := range h.ids {
-		if len(ids) > 1 {
-			underTwoIDs++
-			t.Errorf("%s was stored under %d ids", token, len(ids))
-		}
-	}
+	c := h.compare(t, history)
 	summary := fmt.Sprintf("crash: rounds=%d (random %d, checkpoint %d, backup %d) acknowledged=%d lost=%d "+
 		"deliveries=%d pushed=%d never_served=%d duplicate_serves=%d content_under_two_ids=%d committed_unacknowledged=%d integrity=%s",
-		rounds, kinds["random"], kinds["checkpoint"], kinds["backup"], len(h.acked), lost,
-		servedPairs, pushedPairs, neverServed, duplicateServes, underTwoIDs, unacknowledged, integrity)
+		rounds, kinds["random"], kinds["checkpoint"], kinds["backup"], len(h.acked), c.lost,
+		c.servedPairs, c.pushedPairs, c.neverServed, c.duplicateServes, c.underTwoIDs, c.unacknowledged, integrity)
 	t.Log(summary)
 	fmt.Println(summary)
 	if len(h.acked) < 20*rounds {
@@ -154,6 +79,88 @@ func TestCrashLosesNoAcknowledgedMessage(t *testing.T) {
 	if integrity != "ok" {
 		t.Errorf("integrity_check: %s", integrity)
 	}
+}
+
+// crashServerFlags run the server with every commit synced and nothing to
+// slow the clients down or stop them posting.
+var crashServerFlags = []string{"--sync", "full", "--rate-limit", "0", "--max-messages-per-room", "100000000"}
+
+// crashKind is how round ends (see kill): the third round (or the last of
+// fewer) during a backup, every other one as a checkpoint starts, the rest
+// at random.
+func crashKind(round, rounds int) string {
+	switch {
+	case round == 2 || (rounds < 3 && round == rounds-1):
+		return "backup"
+	case round%2 == 1:
+		return "checkpoint"
+	}
+	return "random"
+}
+
+// runRound has every agent work and listen and six clients post against
+// srv until kill has ended it the way kind says.
+func (h *crashHistory) runRound(t *testing.T, srv *serverProc, db string, round int, alice created, kind string, limit time.Duration) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range h.agents {
+		wg.Go(func() { h.work(t, srv, i, stop) })
+		wg.Go(func() { h.listen(t, srv, i, stop) })
+	}
+	senders := append([]created{alice}, h.agents...)
+	for c := 0; c < 6; c++ {
+		wg.Go(func() { h.post(t, srv, round, c, senders[c%len(senders)], c%len(senders) == 0, stop) })
+	}
+	h.kill(t, srv, db, kind, limit)
+	close(stop)
+	wg.Wait()
+}
+
+// crashCounts are the test's figures: acknowledged messages lost, mentions
+// never served, served and pushed, serves beyond the first, contents stored
+// under two ids, and messages committed whose answer was lost with the
+// server.
+type crashCounts struct {
+	lost, neverServed, servedPairs, pushedPairs, duplicateServes, underTwoIDs, unacknowledged int
+}
+
+// compare holds what the clients saw to the history read after the last
+// restart, and fails the test for each message lost, never served, or
+// stored under two ids.
+func (h *crashHistory) compare(t *testing.T, history map[string]string) crashCounts {
+	var c crashCounts
+	for token, m := range h.acked {
+		if history[token] != m.id {
+			c.lost++
+			t.Errorf("acknowledged message %s (%s) is not in the history", m.id, token)
+		}
+		for _, agent := range m.mentions {
+			n := h.served[servedKey{m.id, agent}]
+			if h.pushed[servedKey{m.id, agent}] {
+				c.pushedPairs++
+			}
+			if n == 0 {
+				c.neverServed++
+				t.Errorf("acknowledged message %s was never served to %s", m.id, h.agents[agent].Handle)
+				continue
+			}
+			c.servedPairs++
+			c.duplicateServes += n - 1
+		}
+	}
+	for token, id := range history {
+		h.see(token, id)
+		if _, ok := h.acked[token]; !ok {
+			c.unacknowledged++ // committed, but the answer was lost with the server
+		}
+	}
+	for token, ids := range h.ids {
+		if len(ids) > 1 {
+			c.underTwoIDs++
+			t.Errorf("%s was stored under %d ids", token, len(ids))
+		}
+	}
+	return c
 }
 
 // crashHistory is what the clients saw: acknowledged messages, and which
@@ -240,14 +247,14 @@ func (h *crashHistory) post(t *testing.T, srv *serverProc, round, client int, se
 			t.Errorf("post: %d %s", status, body)
 			return
 		}
-		var out struct{ Data struct{ ID string } }
-		if err := json.Unmarshal(body, &out); err != nil || out.Data.ID == "" {
+		id, ok := createdID(body)
+		if !ok {
 			t.Errorf("201 without a message id: %s", body)
 			return
 		}
 		h.mu.Lock()
-		h.acked[token] = ackedMessage{id: out.Data.ID, mentions: mentions}
-		h.see(token, out.Data.ID)
+		h.acked[token] = ackedMessage{id: id, mentions: mentions}
+		h.see(token, id)
 		h.mu.Unlock()
 	}
 }
@@ -315,18 +322,16 @@ func (h *crashHistory) workOne(t *testing.T, srv *serverProc, agent int) (int, e
 // listen records the message_created pushes an agent gets on the room's
 // topic until stop or the server's death.
 func (h *crashHistory) listen(t *testing.T, srv *serverProc, agent int, stop chan struct{}) {
-	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&api_key=" + url.QueryEscape(h.agents[agent].APIKey)
-	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	conn, err := srv.dialSocket("api_key=" + url.QueryEscape(h.agents[agent].APIKey))
 	if err != nil {
 		return // the server is gone already
 	}
 	go func() { <-stop; conn.Close() }()
-	rw := wsReadWriter(conn, br)
 	if err := wsutil.WriteClientText(conn, []byte(`["1","1","chat_room:`+h.room+`","phx_join",{}]`)); err != nil {
 		return
 	}
 	for {
-		frame, err := wsutil.ReadServerText(rw)
+		frame, err := wsutil.ReadServerText(conn)
 		if err != nil {
 			return
 		}
@@ -362,8 +367,7 @@ func (h *crashHistory) kill(t *testing.T, srv *serverProc, db, kind string, limi
 			}
 		}
 	case "backup":
-		backup := exec.Command(chatdBin, "backup", "--db", db, filepath.Join(filepath.Dir(db), "backup.db"), "--force")
-		backup.Env = cleanEnv()
+		backup := chatdCommand(nil, "backup", "--db", db, filepath.Join(filepath.Dir(db), "backup.db"), "--force")
 		if err := backup.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -371,10 +375,7 @@ func (h *crashHistory) kill(t *testing.T, srv *serverProc, db, kind string, limi
 		go func() { backupDone <- backup.Wait() }()
 		time.Sleep(rand.N(10 * time.Millisecond))
 	}
-	if err := srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
+	srv.kill(t)
 	if backupDone != nil {
 		// Whether the copy finished or not, it must not harm the database; a
 		// copy it did finish passed its own integrity check.
@@ -411,19 +412,6 @@ func (h *crashHistory) readHistory(t *testing.T, srv *serverProc, key string) ma
 		}
 	})
 	return byToken
-}
-
-func integrityCheck(t *testing.T, db string) string {
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var check string
-	if err := conn.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil {
-		t.Fatal(err)
-	}
-	return check
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -1,13 +1,11 @@
-package main
+package e2e
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -18,20 +16,10 @@ type busyRoom struct {
 
 func newBusyRoom(t *testing.T, db string, srv *serverProc) busyRoom {
 	t.Helper()
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
-	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--json").ok(t).stdout)
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
-	if status != 201 {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	var room struct{ Data struct{ ID string } }
-	json.Unmarshal(body, &room)
-	status, body = srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", alice.APIKey,
-		map[string]any{"participant": map[string]any{"participant_id": agent.ID}})
-	if status != 201 {
-		t.Fatalf("add agent: %d %s", status, body)
-	}
-	return busyRoom{aliceKey: alice.APIKey, agentID: agent.ID, roomID: room.Data.ID}
+	alice := createUser(t, db, "alice", "Alice")
+	agent := registerAgent(t, db, "--name", "Helper")
+	room := srv.createRoom(t, alice.APIKey, agent.ID)
+	return busyRoom{aliceKey: alice.APIKey, agentID: agent.ID, roomID: room}
 }
 
 // post sends one message and returns its id once the server answered 201
@@ -46,12 +34,10 @@ func (b busyRoom) post(t *testing.T, srv *serverProc, content string) (id string
 		t.Errorf("post: %d %s", status, body)
 		return "", false
 	}
-	var out struct{ Data struct{ ID string } }
-	if err := json.Unmarshal(body, &out); err != nil || out.Data.ID == "" {
+	if id, ok = createdID(body); !ok {
 		t.Errorf("201 without a message id: %s", body)
-		return "", false
 	}
-	return out.Data.ID, true
+	return id, ok
 }
 
 // messageIDs pages through the room's history over the API.
@@ -69,9 +55,7 @@ func (b busyRoom) messageIDs(t *testing.T, srv *serverProc) map[string]bool {
 // A backup taken while clients keep posting holds every message the server
 // acknowledged before the backup began, and a server starts on it.
 func TestBackupUnderWriteLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a write storm against a server")
-	}
+	skipIfShort(t, "runs a write storm against a server")
 	dir := t.TempDir()
 	db := filepath.Join(dir, "chatd.db")
 	srv := startServer(t, db, "--max-messages-per-room", "10000000", "--rate-limit", "0")
@@ -83,13 +67,11 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	storm.waitFor(500)
 	before := storm.ackedSoFar()
 	copyPath := filepath.Join(dir, "backup.db")
-	chatd(t, nil, "backup", "--db", db, copyPath).ok(t)
+	runChatd(t, nil, "backup", "--db", db, copyPath).ok(t)
 	during := len(storm.ackedSoFar()) - len(before)
 	storm.waitFor(len(before) + during + 100) // the load went on after the backup too
 	storm.halt()
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d: %s", code, srv.stderr)
-	}
+	srv.stop(t)
 
 	restored := startServer(t, copyPath)
 	present := room.messageIDs(t, restored)
@@ -111,25 +93,10 @@ func restoreFixture(t *testing.T) (dir, db, backup string) {
 	t.Helper()
 	dir = t.TempDir()
 	db = newDatabase(t, filepath.Join(dir, "chatd.db"))
-	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
 	backup = filepath.Join(dir, "backup.db")
-	chatd(t, nil, "backup", "--db", db, backup).ok(t)
+	runChatd(t, nil, "backup", "--db", db, backup).ok(t)
 	return dir, db, backup
-}
-
-// sqliteFile writes a SQLite database at path, running stmts in it.
-func sqliteFile(t *testing.T, path string, stmts ...string) {
-	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, s := range stmts {
-		if _, err := conn.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
 }
 
 func TestRestoreRefusals(t *testing.T) {
@@ -139,12 +106,12 @@ func TestRestoreRefusals(t *testing.T) {
 	notChatd := filepath.Join(dir, "other.db")
 	sqliteFile(t, notChatd, "CREATE TABLE notes (body TEXT)", "PRAGMA user_version = 1")
 	newer := filepath.Join(dir, "newer.db")
-	chatd(t, nil, "backup", "--db", db, newer).ok(t)
+	runChatd(t, nil, "backup", "--db", db, newer).ok(t)
 	sqliteFile(t, newer, "PRAGMA user_version = 999")
 	garbage := filepath.Join(dir, "garbage.db")
 	os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 500)), 0o600)
 	corrupt := filepath.Join(dir, "corrupt.db")
-	chatd(t, nil, "backup", "--db", db, corrupt).ok(t)
+	runChatd(t, nil, "backup", "--db", db, corrupt).ok(t)
 	corruptPages(t, corrupt)
 
 	for _, tc := range []struct {
@@ -163,7 +130,7 @@ func TestRestoreRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"restore", "--db", target}, tc.args...)
-			chatd(t, nil, args...).failsWithOneLine(t, tc.want)
+			runChatd(t, nil, args...).failsWithOneLine(t, tc.want)
 			if _, err := os.Stat(target); err == nil {
 				t.Fatal("a refused restore created the database")
 			}
@@ -198,14 +165,14 @@ func corruptPages(t *testing.T, path string) {
 func TestRestoreAgainstAServer(t *testing.T) {
 	dir, db, backup := restoreFixture(t)
 	srv := startServer(t, db)
-	bob := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob", "--json").ok(t).stdout)
+	bob := createUser(t, db, "bob", "Bob")
 	if status, _ := srv.call(t, "GET", "/api/v1/me", bob.APIKey, nil); status != 200 {
 		t.Fatalf("bob before the restore: %d", status)
 	}
 
-	chatd(t, nil, "restore", "--db", db, "--force", backup).failsWithOneLine(t, "a chatd server is using")
+	runChatd(t, nil, "restore", "--db", db, "--force", backup).failsWithOneLine(t, "a chatd server is using")
 	// A second server is refused too, by the same lock.
-	second := chatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
+	second := runChatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
 	second.failsWithOneLine(t, "another chatd serve")
 	if status, _ := srv.call(t, "GET", "/api/v1/me", bob.APIKey, nil); status != 200 {
 		t.Fatalf("the refused restore disturbed the server: %d", status)
@@ -213,14 +180,11 @@ func TestRestoreAgainstAServer(t *testing.T) {
 
 	// SIGKILL leaves a WAL behind and no checkpoint; the lock goes with the
 	// process.
-	if err := srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
+	srv.kill(t)
 	if _, err := os.Stat(db + ".lock"); err != nil {
 		t.Fatalf("lock file: %v", err)
 	}
-	out := chatd(t, nil, "restore", "--db", db, "--force", backup).ok(t).stdout
+	out := runChatd(t, nil, "restore", "--db", db, "--force", backup).ok(t).stdout
 	if !strings.Contains(out, "integrity check ok") {
 		t.Fatalf("restore: %s", out)
 	}
@@ -234,15 +198,13 @@ func TestRestoreAgainstAServer(t *testing.T) {
 	if status, _ := restored.call(t, "GET", "/api/v1/me", bob.APIKey, nil); status != 401 {
 		t.Fatalf("bob (created after the backup) after the restore: %d, want 401", status)
 	}
-	if n := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "1m").ok(t).stdout); n == "" {
+	if n := strings.TrimSpace(runChatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "1m").ok(t).stdout); n == "" {
 		t.Fatal("no token for alice")
 	}
-	if code := restored.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d: %s", code, restored.stderr)
-	}
+	restored.stop(t)
 	// A restore into a directory that does not exist yet creates it.
 	fresh := filepath.Join(dir, "new", "place", "chatd.db")
-	chatd(t, nil, "restore", "--db", fresh, backup).ok(t)
+	runChatd(t, nil, "restore", "--db", fresh, backup).ok(t)
 	if n := countRows(t, fresh, "users"); n != 1 {
 		t.Fatalf("users in the fresh restore = %d", n)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -23,9 +23,7 @@ import (
 // and a trickled upload leaves nothing in the database. The subtests run
 // side by side, each against a server of its own, in about 17 s.
 func TestServeCutsSlowTransfers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the 15 s transfer timeout")
-	}
+	skipIfShort(t, "waits for the 15 s transfer timeout")
 	t.Run("requests trickled a byte every 3 s", func(t *testing.T) {
 		t.Parallel()
 		checkTrickledRequestsAreCut(t, startSlowTransferServer(t))
@@ -126,15 +124,10 @@ type slowTransferServer struct {
 
 func startSlowTransferServer(t *testing.T, flags ...string) *slowTransferServer {
 	t.Helper()
-	s := &slowTransferServer{db: newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))}
-	s.key = parseCreated(t, chatd(t, nil, "create-user", "--db", s.db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout).APIKey
+	db, alice := newDatabaseWithAlice(t)
+	s := &slowTransferServer{db: db, key: alice.APIKey}
 	s.srv = startServer(t, s.db, flags...)
-	status, body := s.srv.call(t, "POST", "/api/v1/me/chats", s.key, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	s.room = room.Data.ID
+	s.room = s.srv.createRoom(t, s.key)
 	return s
 }
 
@@ -181,11 +174,7 @@ func (s *slowTransferServer) trickle(head string, every, bound time.Duration) (s
 // upload stores file in the room and returns its id.
 func (s *slowTransferServer) upload(t *testing.T, file []byte) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", s.srv.url+"/api/v1/me/chats/"+s.room+"/files", bytes.NewReader(file))
-	req.Header.Set("X-API-Key", s.key)
-	req.Header.Set("X-File-Name", "big.bin")
-	req.Header.Set("X-File-Sha256", fmt.Sprintf("%x", sha256.Sum256(file)))
-	res, err := http.DefaultClient.Do(req)
+	res, err := s.srv.upload(s.key, s.room, bytes.NewReader(file), fmt.Sprintf("%x", sha256.Sum256(file)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 )
 
@@ -11,11 +10,8 @@ import (
 // SIGKILL in the middle of a write storm loses none of the writes it answered
 // 201 to. Three rounds, each killing the server at a different moment.
 func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a server")
-	}
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	skipIfShort(t, "kills and restarts a server")
+	db, alice := newDatabaseWithAlice(t)
 	serverArgs := []string{"--sync", "full", "--max-agents-per-user", "1000000"}
 
 	acked := map[string]bool{}
@@ -43,10 +39,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 			return out.Data.Agent.ID, true
 		})
 		storm.waitFor((round+1)*150 - len(acked))
-		if err := srv.cmd.Process.Kill(); err != nil { // SIGKILL: no shutdown, no checkpoint
-			t.Fatal(err)
-		}
-		<-srv.done
+		srv.kill(t)
 		storm.halt()
 		for _, id := range storm.ackedSoFar() {
 			acked[id] = true

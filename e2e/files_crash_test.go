@@ -1,14 +1,10 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
-	"net/http"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -16,29 +12,15 @@ import (
 // A server killed in the middle of an upload leaves an 'uploading' file and
 // some of its chunks; the next `chatd serve` removes them before it listens.
 func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a server")
-	}
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	skipIfShort(t, "kills and restarts a server")
+	db, alice := newDatabaseWithAlice(t)
 	srv := startServer(t, db, "--max-file-size", "1000000")
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", alice.APIKey, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	upload := func(body io.Reader, sha string) (*http.Response, error) {
-		req, _ := http.NewRequest("POST", srv.url+"/api/v1/me/chats/"+room.Data.ID+"/files", body)
-		req.Header.Set("X-API-Key", alice.APIKey)
-		req.Header.Set("X-File-Name", "big.bin")
-		req.Header.Set("X-File-Sha256", sha)
-		return http.DefaultClient.Do(req)
-	}
+	room := srv.createRoom(t, alice.APIKey)
 
 	// --max-file-size is the upload's bound.
 	over := bytes.Repeat([]byte("x"), 1000001)
 	sum := sha256.Sum256(over)
-	res, err := upload(bytes.NewReader(over), hex.EncodeToString(sum[:]))
+	res, err := srv.upload(alice.APIKey, room, bytes.NewReader(over), hex.EncodeToString(sum[:]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +31,7 @@ func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	go func() {
-		if res, err := upload(pr, hex.EncodeToString(sum[:])); err == nil {
+		if res, err := srv.upload(alice.APIKey, room, pr, hex.EncodeToString(sum[:])); err == nil {
 			res.Body.Close()
 		}
 	}()
@@ -64,17 +46,12 @@ func TestServeDiscardsUploadsACrashLeftUnfinished(t *testing.T) {
 	if n := countRows(t, db, "files WHERE status = 'uploading'"); n != 1 {
 		t.Fatalf("%d uploading files", n)
 	}
-	if err := srv.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
+	srv.kill(t)
 	pw.CloseWithError(io.ErrClosedPipe)
 
 	srv = startServer(t, db)
 	if n := countRows(t, db, "files") + countRows(t, db, "file_chunks"); n != 0 {
 		t.Fatalf("%d rows of the unfinished upload are left after the restart", n)
 	}
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	srv.stop(t)
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Tests that keep the manual true: README.md, CONTRIBUTING.md and docs/.
 //
@@ -57,6 +57,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,10 @@ import (
 	"time"
 	"unicode"
 )
+
+// repoFile is where a file of the repository, named from the repository's
+// root as the manual and the test names name it, is from this folder.
+func repoFile(name string) string { return filepath.Join("..", name) }
 
 // runnablePages are the pages whose examples TestDocsExamples runs.
 var runnablePages = []string{
@@ -165,29 +170,13 @@ type pageRun struct {
 }
 
 func runPage(t *testing.T, name string, update bool) {
-	raw, err := os.ReadFile(name)
+	raw, err := os.ReadFile(repoFile(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	page := string(raw)
-	dir := t.TempDir()
-	if err := os.Symlink(chatdBin, filepath.Join(dir, "chatd")); err != nil {
-		t.Fatal(err)
-	}
-	r := &pageRun{t: t, name: name, dir: dir, dirs: []string{dir}, state: filepath.Join(dir, ".doctest-state")}
-	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
-		r.dirs = append(r.dirs, real)
-	}
-	if err := os.WriteFile(r.state, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stopServers)
-
-	type edit struct {
-		start, end int
-		text       string
-	}
-	var edits []edit
+	r := newPageRun(t, name)
+	var edits []answerEdit
 	blocks := parseBlocks(page)
 	ran := 0
 	for i, b := range blocks {
@@ -202,55 +191,91 @@ func runPage(t *testing.T, name string, update bool) {
 		if serve, ok := serverCommand(b.body); ok {
 			lines := r.startServer(b, serve, answer)
 			if answer != nil && strings.TrimSpace(answer.body) == "" && update {
-				edits = append(edits, edit{answer.start, answer.end, r.unsubstitute(strings.Join(lines, "\n")) + "\n"})
+				edits = append(edits, answerEdit{answer.start, answer.end, r.unsubstitute(strings.Join(lines, "\n")) + "\n"})
 			}
 			continue
 		}
-		wantExit := 0
-		if n, ok := strings.CutPrefix(b.annotation, "exit "); ok {
-			if wantExit, err = strconv.Atoi(n); err != nil {
-				t.Fatalf("%s:%d: bad annotation %q", name, b.line, b.annotation)
-			}
-		}
-		stdoutOnly := answer != nil && answer.info == "json"
-		out, code := r.runBlock(b, stdoutOnly)
-		if code != wantExit {
-			t.Fatalf("%s:%d: the block exited %d, the page says %d:\n%s\noutput:\n%s", name, b.line, code, wantExit, b.body, out)
-		}
-		if answer == nil {
-			continue
-		}
-		if strings.TrimSpace(answer.body) == "" {
-			if update {
-				edits = append(edits, edit{answer.start, answer.end, r.unsubstitute(prettyAnswer(answer.info, out))})
-			} else {
-				t.Errorf("%s:%d: an empty answer block (run with CHATD_DOCS_UPDATE=1 to fill it); the block printed:\n%s", name, answer.line, out)
-			}
-			continue
-		}
-		var mismatch error
-		if answer.info == "json" {
-			mismatch = matchJSONStream(r.substitute(answer.body), out)
-		} else {
-			mismatch = matchLines(r.substitute(answer.body), out)
-		}
-		if mismatch != nil {
-			t.Errorf("%s:%d: the answer does not match what came back: %v\ncommand:\n%s\ncame back:\n%s", name, answer.line, mismatch, b.body, out)
+		if e, ok := r.runAnswered(b, answer, update); ok {
+			edits = append(edits, e)
 		}
 	}
 	if ran == 0 {
 		t.Fatalf("%s has no runnable ```sh block", name)
 	}
 	if len(edits) > 0 {
-		slices.SortFunc(edits, func(a, b edit) int { return b.start - a.start })
+		slices.SortFunc(edits, func(a, b answerEdit) int { return b.start - a.start })
 		for _, e := range edits {
 			page = page[:e.start] + e.text + page[e.end:]
 		}
-		if err := os.WriteFile(name, []byte(page), 0o644); err != nil {
+		if err := os.WriteFile(repoFile(name), []byte(page), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s: filled %d answer blocks", name, len(edits))
 	}
+}
+
+// newPageRun makes the directory a page's blocks run in, holding the
+// binary as ./chatd and the file that carries exported variables.
+func newPageRun(t *testing.T, name string) *pageRun {
+	dir := t.TempDir()
+	if err := os.Symlink(chatdBin, filepath.Join(dir, "chatd")); err != nil {
+		t.Fatal(err)
+	}
+	r := &pageRun{t: t, name: name, dir: dir, dirs: []string{dir}, state: filepath.Join(dir, ".doctest-state")}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		r.dirs = append(r.dirs, real)
+	}
+	if err := os.WriteFile(r.state, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.stopServers)
+	return r
+}
+
+// answerEdit fills an empty answer block with what came back.
+type answerEdit struct {
+	start, end int
+	text       string
+}
+
+// runAnswered runs a block of commands, wants the exit status its
+// annotation says (0 without one), and compares what it printed with its
+// answer block, if it has one. An empty answer block is an error, unless
+// update: then the edit that fills it is returned.
+func (r *pageRun) runAnswered(b mdBlock, answer *mdBlock, update bool) (answerEdit, bool) {
+	t, name := r.t, r.name
+	wantExit := 0
+	if n, ok := strings.CutPrefix(b.annotation, "exit "); ok {
+		var err error
+		if wantExit, err = strconv.Atoi(n); err != nil {
+			t.Fatalf("%s:%d: bad annotation %q", name, b.line, b.annotation)
+		}
+	}
+	stdoutOnly := answer != nil && answer.info == "json"
+	out, code := r.runBlock(b, stdoutOnly)
+	if code != wantExit {
+		t.Fatalf("%s:%d: the block exited %d, the page says %d:\n%s\noutput:\n%s", name, b.line, code, wantExit, b.body, out)
+	}
+	if answer == nil {
+		return answerEdit{}, false
+	}
+	if strings.TrimSpace(answer.body) == "" {
+		if update {
+			return answerEdit{answer.start, answer.end, r.unsubstitute(prettyAnswer(answer.info, out))}, true
+		}
+		t.Errorf("%s:%d: an empty answer block (run with CHATD_DOCS_UPDATE=1 to fill it); the block printed:\n%s", name, answer.line, out)
+		return answerEdit{}, false
+	}
+	var mismatch error
+	if answer.info == "json" {
+		mismatch = matchJSONStream(r.substitute(answer.body), out)
+	} else {
+		mismatch = matchLines(r.substitute(answer.body), out)
+	}
+	if mismatch != nil {
+		t.Errorf("%s:%d: the answer does not match what came back: %v\ncommand:\n%s\ncame back:\n%s", name, answer.line, mismatch, b.body, out)
+	}
+	return answerEdit{}, false
 }
 
 var serveLineRe = regexp.MustCompile(`^(?:go build -o chatd \. && )?(\./chatd serve(?: [^|]*)?(?: \| tee \S+)?)$`)
@@ -490,72 +515,9 @@ func matchJSON(want, got any, ptr string) error {
 	}
 	switch w := want.(type) {
 	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s: the page shows an object, %s came back", at, brief(got))
-		}
-		keys := make([]string, 0, len(w))
-		for k := range w {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		used := map[string]bool{}
-		for _, k := range keys {
-			if k == "…" {
-				continue // "…": "…" marks the fields left out
-			}
-			if gv, ok := g[k]; ok {
-				used[k] = true
-				if err := matchJSON(w[k], gv, ptr+"/"+k); err != nil {
-					return err
-				}
-				continue
-			}
-			// A key that is an id (delivery_status is keyed by agent)
-			// matches a key of its kind whose value matches.
-			var firstErr error
-			found := false
-			if pat := textPattern(k, false); pat.String() != "^"+regexp.QuoteMeta(k)+"$" {
-				gkeys := make([]string, 0, len(g))
-				for gk := range g {
-					gkeys = append(gkeys, gk)
-				}
-				slices.Sort(gkeys)
-				for _, gk := range gkeys {
-					if used[gk] || !pat.MatchString(gk) {
-						continue
-					}
-					if err := matchJSON(w[k], g[gk], ptr+"/"+gk); err != nil {
-						firstErr = cmp.Or(firstErr, err)
-						continue
-					}
-					used[gk], found = true, true
-					break
-				}
-			}
-			if !found {
-				return cmp.Or(firstErr, fmt.Errorf("%s/%s: not in the answer", ptr, k))
-			}
-		}
+		return matchObject(w, got, ptr, at)
 	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			return fmt.Errorf("%s: the page shows an array, %s came back", at, brief(got))
-		}
-		n := len(w)
-		if n > 0 && w[n-1] == "…" {
-			n--
-			if len(g) < n {
-				return fmt.Errorf("%s: the page shows at least %d elements, %d came back", at, n, len(g))
-			}
-		} else if len(g) != n {
-			return fmt.Errorf("%s: the page shows %d elements, %d came back", at, n, len(g))
-		}
-		for i := 0; i < n; i++ {
-			if err := matchJSON(w[i], g[i], fmt.Sprintf("%s/%d", ptr, i)); err != nil {
-				return err
-			}
-		}
+		return matchArray(w, got, ptr, at)
 	case string:
 		g, ok := got.(string)
 		if !ok || !textPattern(w, true).MatchString(g) {
@@ -571,6 +533,77 @@ func matchJSON(want, got any, ptr string) error {
 	default:
 		if want != got {
 			return fmt.Errorf("%s: the page shows %v, %s came back", at, want, brief(got))
+		}
+	}
+	return nil
+}
+
+// matchObject compares an object the page shows: the fields it shows must
+// be there with the values shown, others may be too.
+func matchObject(w map[string]any, got any, ptr, at string) error {
+	g, ok := got.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s: the page shows an object, %s came back", at, brief(got))
+	}
+	used := map[string]bool{}
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if k == "…" {
+			continue // "…": "…" marks the fields left out
+		}
+		if gv, ok := g[k]; ok {
+			used[k] = true
+			if err := matchJSON(w[k], gv, ptr+"/"+k); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := matchKeyOfKind(k, w[k], g, used, ptr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// matchKeyOfKind matches a key the page shows that did not come back, if it
+// is an id (delivery_status is keyed by agent), to a key of its kind not
+// matched yet whose value matches.
+func matchKeyOfKind(k string, want any, g map[string]any, used map[string]bool, ptr string) error {
+	var firstErr error
+	if pat := textPattern(k, false); pat.String() != "^"+regexp.QuoteMeta(k)+"$" {
+		for _, gk := range slices.Sorted(maps.Keys(g)) {
+			if used[gk] || !pat.MatchString(gk) {
+				continue
+			}
+			if err := matchJSON(want, g[gk], ptr+"/"+gk); err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			used[gk] = true
+			return nil
+		}
+	}
+	return cmp.Or(firstErr, fmt.Errorf("%s/%s: not in the answer", ptr, k))
+}
+
+// matchArray compares an array the page shows: as many elements, or at
+// least as many when its last is "…", each matching.
+func matchArray(w []any, got any, ptr, at string) error {
+	g, ok := got.([]any)
+	if !ok {
+		return fmt.Errorf("%s: the page shows an array, %s came back", at, brief(got))
+	}
+	n := len(w)
+	if n > 0 && w[n-1] == "…" {
+		n--
+		if len(g) < n {
+			return fmt.Errorf("%s: the page shows at least %d elements, %d came back", at, n, len(g))
+		}
+	} else if len(g) != n {
+		return fmt.Errorf("%s: the page shows %d elements, %d came back", at, n, len(g))
+	}
+	for i := 0; i < n; i++ {
+		if err := matchJSON(w[i], g[i], fmt.Sprintf("%s/%d", ptr, i)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -750,9 +783,10 @@ func TestDocsMatcher(t *testing.T) {
 // docPages are the manual's pages: the README, CONTRIBUTING.md and docs/.
 func docPages(t *testing.T) []string {
 	pages := []string{"README.md", "CONTRIBUTING.md"}
-	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(repoFile("docs"), func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
-			pages = append(pages, path)
+			name, _ := filepath.Rel(repoFile("."), path)
+			pages = append(pages, name)
 		}
 		return err
 	})
@@ -776,7 +810,7 @@ func TestDocsLinks(t *testing.T) {
 		if a, ok := anchors[page]; ok {
 			return a
 		}
-		raw, err := os.ReadFile(page)
+		raw, err := os.ReadFile(repoFile(page))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -784,7 +818,7 @@ func TestDocsLinks(t *testing.T) {
 		return anchors[page]
 	}
 	for _, page := range docPages(t) {
-		raw, err := os.ReadFile(page)
+		raw, err := os.ReadFile(repoFile(page))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -799,7 +833,7 @@ func TestDocsLinks(t *testing.T) {
 				if file != "" {
 					path = filepath.Clean(filepath.Join(filepath.Dir(page), file))
 				}
-				if _, err := os.Stat(path); err != nil {
+				if _, err := os.Stat(repoFile(path)); err != nil {
 					t.Errorf("%s:%d: %s: no such file", page, i+1, target)
 					continue
 				}
@@ -863,7 +897,7 @@ func headingAnchors(page string) map[string]bool {
 
 // TestReadmeIsAFrontPage keeps the README short: the manual is docs/.
 func TestReadmeIsAFrontPage(t *testing.T) {
-	info, err := os.Stat("README.md")
+	info, err := os.Stat(repoFile("README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -973,12 +1007,12 @@ func sameDefault(doc, help string) bool {
 // "## `chatd <command>`"; the flags every command takes (--db) are under
 // "## Every command".
 func TestConfigurationListsEveryFlag(t *testing.T) {
-	raw, err := os.ReadFile("docs/configuration.md")
+	raw, err := os.ReadFile(repoFile("docs/configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	page := string(raw)
-	root := chatd(t, nil, "--help").ok(t).stdout
+	root := runChatd(t, nil, "--help").ok(t).stdout
 	var commands []string
 	inCommands := false
 	for _, l := range strings.Split(root, "\n") {
@@ -1041,7 +1075,7 @@ func TestConfigurationListsEveryFlag(t *testing.T) {
 	slices.SortFunc(globalFlags, func(a, b helpFlag) int { return strings.Compare(a.name, b.name) })
 	check("## Every command", globalFlags)
 	for _, c := range commands {
-		own, global := helpFlags(chatd(t, nil, c, "--help").ok(t).stdout)
+		own, global := helpFlags(runChatd(t, nil, c, "--help").ok(t).stdout)
 		for _, g := range global {
 			if _, ok := globals[g.name]; !ok {
 				t.Errorf("chatd %s --help lists a global flag --%s that chatd --help does not", c, g.name)

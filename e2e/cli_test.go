@@ -1,17 +1,11 @@
-package main
+package e2e
 
 import (
-	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -24,42 +18,25 @@ import (
 	"github.com/gobwas/ws/wsutil"
 
 	"github.com/chatd/chatd/store"
-	_ "modernc.org/sqlite"
 )
-
-// countRows counts rows in a table of a database file.
-func countRows(t testing.TB, db, table string) int {
-	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var n int
-	if err := conn.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 func TestCreateUserAndRegisterAgent(t *testing.T) {
 	db := newDatabase(t, filepath.Join(t.TempDir(), "sub", "dir", "chatd.db"))
 
-	text := chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell").ok(t)
+	text := runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell").ok(t)
 	if !strings.Contains(text.stdout, "band_u_") || !strings.Contains(text.stdout, "shown only now") {
 		t.Fatalf("text output: %s", text.stdout)
 	}
 	// With exactly one person, --owner may be left out.
-	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Research Helper", "--description", "Finds sources", "--json").ok(t).stdout)
+	agent := registerAgent(t, db, "--name", "Research Helper", "--description", "Finds sources")
 	if agent.Handle != "alice/research-helper" || !strings.HasPrefix(agent.APIKey, "band_a_") {
 		t.Fatalf("agent = %+v", agent)
 	}
-	bob := parseCreated(t, chatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "bob", "--name", "Bob", "--email", "bob@example.com", "--json").ok(t).stdout)
+	bob := parseCreated(t, runChatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "bob", "--name", "Bob", "--email", "bob@example.com", "--json").ok(t).stdout)
 	if bob.Handle != "bob" || !strings.HasPrefix(bob.APIKey, "band_u_") {
 		t.Fatalf("bob = %+v", bob)
 	}
-	helper := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "@BOB", "--name", "Helper", "--slug", "h1",
-		"--tag", "one", "--tag", "two", "--json").ok(t).stdout)
+	helper := registerAgent(t, db, "--owner", "@BOB", "--name", "Helper", "--slug", "h1", "--tag", "one", "--tag", "two")
 	if helper.Handle != "bob/h1" {
 		t.Fatalf("helper = %+v", helper)
 	}
@@ -86,7 +63,7 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 		{"bad env value", []string{"CHATD_WRITE_QUEUE=lots"}, []string{"serve"}, "CHATD_WRITE_QUEUE", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := chatd(t, tc.env, append(tc.args, "--db", db)...)
+			r := runChatd(t, tc.env, append(tc.args, "--db", db)...)
 			r.failsWithOneLine(t, tc.want)
 			if r.code != tc.exit {
 				t.Fatalf("exit %d, want %d", r.code, tc.exit)
@@ -98,7 +75,7 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 	}
 
 	legacy := "thnv_a_1712345678_" + strings.Repeat("q", 32)
-	old := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "alice", "--name", "Old Timer", "--api-key", legacy, "--json").ok(t).stdout)
+	old := registerAgent(t, db, "--owner", "alice", "--name", "Old Timer", "--api-key", legacy)
 	if old.APIKey != legacy {
 		t.Fatalf("adopted key = %q", old.APIKey)
 	}
@@ -108,24 +85,15 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 // changed no key.
 func keyDigests(t testing.TB, db string) string {
 	t.Helper()
-	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var s string
-	if err := conn.QueryRow(`SELECT group_concat(hex(digest), ',') FROM (SELECT digest FROM api_keys ORDER BY digest)`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return queryValue[string](t, db, `SELECT group_concat(hex(digest), ',') FROM (SELECT digest FROM api_keys ORDER BY digest)`)
 }
 
 func TestRotateAgentKey(t *testing.T) {
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
-	chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
-	helper := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--owner", "alice", "--name", "Helper", "--json").ok(t).stdout)
-	chatd(t, nil, "register-agent", "--db", db, "--owner", "bob", "--name", "Rover").ok(t)
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
+	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper")
+	runChatd(t, nil, "register-agent", "--db", db, "--owner", "bob", "--name", "Rover").ok(t)
 
 	before := keyDigests(t, db)
 	for _, tc := range []struct {
@@ -142,7 +110,7 @@ func TestRotateAgentKey(t *testing.T) {
 		{"unknown agent", []string{"--agent", "alice/rover"}, "@alice has no agent with the handle alice/rover", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := chatd(t, nil, append([]string{"rotate-agent-key", "--db", db}, tc.args...)...)
+			r := runChatd(t, nil, append([]string{"rotate-agent-key", "--db", db}, tc.args...)...)
 			r.failsWithOneLine(t, tc.want)
 			if r.code != tc.exit {
 				t.Fatalf("exit %d, want %d", r.code, tc.exit)
@@ -153,11 +121,11 @@ func TestRotateAgentKey(t *testing.T) {
 		})
 	}
 
-	text := chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper").ok(t).stdout
+	text := runChatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper").ok(t).stdout
 	if !strings.Contains(text, "Replaced the key of Helper (@alice/helper, id "+helper.ID+")") || !strings.Contains(text, "shown only now") {
 		t.Fatalf("text output: %s", text)
 	}
-	rotated := parseCreated(t, chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "@alice/helper", "--json").ok(t).stdout)
+	rotated := parseCreated(t, runChatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "@alice/helper", "--json").ok(t).stdout)
 	if rotated.ID != helper.ID || rotated.Handle != "alice/helper" || !strings.HasPrefix(rotated.APIKey, "band_a_") ||
 		rotated.APIKey == helper.APIKey || strings.Contains(text, rotated.APIKey) {
 		t.Fatalf("rotated = %+v", rotated)
@@ -173,14 +141,14 @@ func TestRotateAgentKey(t *testing.T) {
 func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
-	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
-	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--json").ok(t).stdout)
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	agent := registerAgent(t, db, "--name", "Helper")
 	if status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil); status != 200 {
 		t.Fatalf("agent/me: %d %s", status, body)
 	}
 	closed := watchSocket(t, srv, "api_key="+url.QueryEscape(agent.APIKey))
 
-	rotated := parseCreated(t, chatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper", "--json").ok(t).stdout)
+	rotated := parseCreated(t, runChatd(t, nil, "rotate-agent-key", "--db", db, "--agent", "alice/helper", "--json").ok(t).stdout)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		status, _ := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil)
 		if status == 401 {
@@ -201,9 +169,9 @@ func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
 func TestSetPasswordAgainstARunningServerClosesSessionSockets(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
-	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
-	chatdWithInput(t, "first long password\n", "set-password", "--db", db, "--user", "alice").ok(t)
-	status, body, err := srv.send("POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "alice", "password": "first long password"})
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	runChatdWithInput(t, "first long password\n", "set-password", "--db", db, "--user", "alice").ok(t)
+	status, body, err := send(srv.url, "POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "alice", "password": "first long password"})
 	if err != nil || status != 200 {
 		t.Fatalf("sign-in: %d %s %v", status, body, err)
 	}
@@ -217,7 +185,7 @@ func TestSetPasswordAgainstARunningServerClosesSessionSockets(t *testing.T) {
 	}
 	closed := watchSocket(t, srv, "token="+url.QueryEscape(signedIn.Data.AccessToken))
 
-	chatdWithInput(t, "second long password\n", "set-password", "--db", db, "--user", "alice").ok(t)
+	runChatdWithInput(t, "second long password\n", "set-password", "--db", db, "--user", "alice").ok(t)
 	awaitSocketClose(t, closed, 1008, "the session's socket")
 }
 
@@ -225,18 +193,16 @@ func TestSetPasswordAgainstARunningServerClosesSessionSockets(t *testing.T) {
 // reports the code the server closes it with.
 func watchSocket(t *testing.T, srv *serverProc, query string) <-chan ws.StatusCode {
 	t.Helper()
-	u := strings.Replace(srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&" + query
-	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	conn, err := srv.dialSocket(query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	closed := make(chan ws.StatusCode, 1)
 	go func() {
-		rw := wsReadWriter(conn, br)
 		for {
 			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if _, err := wsutil.ReadServerText(rw); err != nil {
+			if _, err := wsutil.ReadServerText(conn); err != nil {
 				var c wsutil.ClosedError
 				errors.As(err, &c)
 				closed <- c.Code
@@ -271,35 +237,37 @@ func TestCommandsRefuseUnusableDatabasePaths(t *testing.T) {
 		{filepath.Join(notADir, "chatd.db"), "create database directory"},
 		{garbage, "not a SQLite database"},
 	} {
-		chatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.want)
-		chatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.want)
+		runChatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.want)
+		runChatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.want)
 	}
 	if os.Getuid() != 0 { // root can write anywhere
 		ro := filepath.Join(dir, "ro")
 		os.Mkdir(ro, 0o500)
-		chatd(t, nil, "create-user", "--db", filepath.Join(ro, "chatd.db"), "--handle", "alice", "--name", "A").failsWithOneLine(t, "chatd.db")
+		runChatd(t, nil, "create-user", "--db", filepath.Join(ro, "chatd.db"), "--handle", "alice", "--name", "A").failsWithOneLine(t, "chatd.db")
 	}
 }
 
 func TestMigrate(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
-	current, err := store.SchemaVersionOf(schemaSQL)
+	schema, err := os.ReadFile("../schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := store.SchemaVersionOf(string(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := fmt.Sprintf("schema version %d", current)
-	if out := chatd(t, nil, "migrate", "--db", db).ok(t).stdout; !strings.Contains(out, "created") || !strings.Contains(out, at) {
+	if out := runChatd(t, nil, "migrate", "--db", db).ok(t).stdout; !strings.Contains(out, "created") || !strings.Contains(out, at) {
 		t.Fatalf("first migrate: %s", out)
 	}
-	if out := chatd(t, nil, "migrate", "--db", db).ok(t).stdout; !strings.Contains(out, "already at "+at) {
+	if out := runChatd(t, nil, "migrate", "--db", db).ok(t).stdout; !strings.Contains(out, "already at "+at) {
 		t.Fatalf("second migrate: %s", out)
 	}
 
-	conn, _ := sql.Open("sqlite", db)
-	conn.Exec("PRAGMA user_version = 42")
-	conn.Close()
-	chatd(t, nil, "migrate", "--db", db).failsWithOneLine(t, "schema version 42")
-	r := chatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
+	sqliteFile(t, db, "PRAGMA user_version = 42")
+	runChatd(t, nil, "migrate", "--db", db).failsWithOneLine(t, "schema version 42")
+	r := runChatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
 	r.failsWithOneLine(t, "upgrade chatd")
 	if strings.Contains(r.stdout, "listening") {
 		t.Fatal("serve started on a newer schema")
@@ -309,29 +277,29 @@ func TestMigrate(t *testing.T) {
 func TestBackup(t *testing.T) {
 	dir := t.TempDir()
 	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
-	chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
 	copyPath := filepath.Join(dir, "backups", "copy.db")
 	os.Mkdir(filepath.Dir(copyPath), 0o700)
 
-	if out := chatd(t, nil, "backup", "--db", db, copyPath).ok(t).stdout; !strings.Contains(out, "integrity check ok") {
+	if out := runChatd(t, nil, "backup", "--db", db, copyPath).ok(t).stdout; !strings.Contains(out, "integrity check ok") {
 		t.Fatalf("backup: %s", out)
 	}
 	if n := countRows(t, copyPath, "users"); n != 1 {
 		t.Fatalf("users in the copy = %d", n)
 	}
-	chatd(t, nil, "backup", "--db", db, copyPath).failsWithOneLine(t, "already exists")
-	chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
-	chatd(t, nil, "backup", "--db", db, "--force", copyPath).ok(t)
+	runChatd(t, nil, "backup", "--db", db, copyPath).failsWithOneLine(t, "already exists")
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
+	runChatd(t, nil, "backup", "--db", db, "--force", copyPath).ok(t)
 	if n := countRows(t, copyPath, "users"); n != 2 {
 		t.Fatalf("users in the replaced copy = %d", n)
 	}
-	chatd(t, nil, "backup", "--db", filepath.Join(dir, "missing.db"), filepath.Join(dir, "x.db")).failsWithOneLine(t, "no database")
+	runChatd(t, nil, "backup", "--db", filepath.Join(dir, "missing.db"), filepath.Join(dir, "x.db")).failsWithOneLine(t, "no database")
 	// A folder that does not exist yet is created.
-	chatd(t, nil, "backup", "--db", db, filepath.Join(dir, "new", "dir", "x.db")).ok(t)
+	runChatd(t, nil, "backup", "--db", db, filepath.Join(dir, "new", "dir", "x.db")).ok(t)
 	if n := countRows(t, filepath.Join(dir, "new", "dir", "x.db"), "users"); n != 2 {
 		t.Fatalf("users in the copy in a new folder = %d", n)
 	}
-	chatd(t, nil, "backup", "--db", db).failsWithOneLine(t, "takes 1 argument")
+	runChatd(t, nil, "backup", "--db", db).failsWithOneLine(t, "takes 1 argument")
 	entries, _ := os.ReadDir(filepath.Dir(copyPath))
 	for _, e := range entries {
 		if strings.Contains(e.Name(), ".tmp-") {
@@ -347,8 +315,8 @@ func TestCommandsAgainstARunningServer(t *testing.T) {
 	db := filepath.Join(dir, "chatd.db")
 	srv := startServer(t, db)
 
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
-	agent := parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--json").ok(t).stdout)
+	alice := createUser(t, db, "alice", "Alice")
+	agent := registerAgent(t, db, "--name", "Helper")
 	status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil)
 	if status != 200 || !strings.Contains(string(body), `"handle":"alice/helper"`) {
 		t.Fatalf("agent/me: %d %s", status, body)
@@ -360,28 +328,19 @@ func TestCommandsAgainstARunningServer(t *testing.T) {
 			t.Fatalf("register over HTTP: %d %s", status, body)
 		}
 	}
-	chatd(t, nil, "migrate", "--db", db).ok(t)
+	runChatd(t, nil, "migrate", "--db", db).ok(t)
 	copyPath := filepath.Join(dir, "live-copy.db")
-	chatd(t, nil, "backup", "--db", db, copyPath).ok(t)
+	runChatd(t, nil, "backup", "--db", db, copyPath).ok(t)
 	if n := countRows(t, copyPath, "agents"); n != 21 {
 		t.Fatalf("agents in the live copy = %d, want 21", n)
 	}
-	tok := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "10m").ok(t).stdout)
-	req := func(auth string) int {
-		s, _, err := srv.tryWith("GET", "/api/v1/me", map[string]string{"Authorization": auth})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	tok := strings.TrimSpace(runChatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "10m").ok(t).stdout)
+	if s, body, err := send(srv.url, "GET", "/api/v1/me", bearer(tok), nil); err != nil || s != 200 {
+		t.Fatalf("token from the CLI: %d %s %v", s, body, err)
 	}
-	if s := req("Bearer " + tok); s != 200 {
-		t.Fatalf("token from the CLI: %d", s)
-	}
-	chatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "9999h").failsWithOneLine(t, "--ttl")
+	runChatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "9999h").failsWithOneLine(t, "--ttl")
 
-	if code := srv.stop(t, syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit %d after SIGTERM: %s", code, srv.stderr)
-	}
+	srv.stop(t)
 	if !strings.Contains(srv.stderr.String(), "stopped cleanly") {
 		t.Fatalf("no clean stop: %s", srv.stderr)
 	}
@@ -389,11 +348,7 @@ func TestCommandsAgainstARunningServer(t *testing.T) {
 	if fi, err := os.Stat(db + "-wal"); err == nil && fi.Size() != 0 {
 		t.Fatalf("WAL holds %d bytes after a clean stop", fi.Size())
 	}
-	var check string
-	conn, _ := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	conn.QueryRow("PRAGMA integrity_check").Scan(&check)
-	conn.Close()
-	if check != "ok" {
+	if check := integrityCheck(t, db); check != "ok" {
 		t.Fatalf("integrity_check = %s", check)
 	}
 }
@@ -415,17 +370,17 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		{[]string{"serve", "--header-timeout", "0s"}, "--header-timeout"},
 		{[]string{"serve", "--transfer-timeout", "0s"}, "--transfer-timeout"},
 	} {
-		chatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
+		runChatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
 	}
-	chatd(t, []string{"CHATD_RATE_BURST=0"}, "serve", "--db", filepath.Join(dir, "chatd.db")).failsWithOneLine(t, "--rate-burst")
+	runChatd(t, []string{"CHATD_RATE_BURST=0"}, "serve", "--db", filepath.Join(dir, "chatd.db")).failsWithOneLine(t, "--rate-burst")
 	// CHATD_DB and CHATD_ADDR stand in for the flags.
 	db := filepath.Join(dir, "env.db")
-	chatd(t, []string{"CHATD_DB=" + db}, "migrate").ok(t)
-	chatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "alice", "--name", "A").ok(t)
+	runChatd(t, []string{"CHATD_DB=" + db}, "migrate").ok(t)
+	runChatd(t, []string{"CHATD_DB=" + db}, "create-user", "--handle", "alice", "--name", "A").ok(t)
 	if n := countRows(t, db, "users"); n != 1 {
 		t.Fatal("CHATD_DB was not used")
 	}
-	out := chatd(t, nil, "serve", "--help").ok(t).stdout
+	out := runChatd(t, nil, "serve", "--help").ok(t).stdout
 	for _, want := range []string{"CHATD_ADDR", "127.0.0.1:8080", "--write-queue", "--sync", "CHATD_DB", "CHATD_RATE_LIMIT"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
@@ -434,9 +389,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 }
 
 func TestServeRateLimitFlags(t *testing.T) {
-	dir := t.TempDir()
-	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	db, alice := newDatabaseWithAlice(t)
 	statuses := func(srv *serverProc, n int) string {
 		var out []string
 		for range n {
@@ -449,7 +402,7 @@ func TestServeRateLimitFlags(t *testing.T) {
 	if got := statuses(srv, 3); got != "200 200 429" {
 		t.Fatalf("with a burst of 2: %s", got)
 	}
-	srv.stop(t, syscall.SIGTERM)
+	srv.signal(t, syscall.SIGTERM)
 	srv = startServer(t, db, "--rate-limit", "0", "--rate-burst", "1")
 	if got := statuses(srv, 5); got != "200 200 200 200 200" {
 		t.Fatalf("with the limit off: %s", got)
@@ -459,54 +412,27 @@ func TestServeRateLimitFlags(t *testing.T) {
 // --metrics-addr serves /metrics on a listener of its own; the API's
 // listener does not.
 func TestServeMetricsListener(t *testing.T) {
-	dir := t.TempDir()
-	db := newDatabase(t, filepath.Join(dir, "chatd.db"))
-	alice := parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
+	db, alice := newDatabaseWithAlice(t)
+	dir := filepath.Dir(db)
 	srv := startServer(t, db, "--metrics-addr", "127.0.0.1:0")
-	var metricsURL string
-	select {
-	case metricsURL = <-srv.metrics:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no metrics URL printed")
-	}
+	metricsURL := srv.awaitMetrics(t)
 	for i := 0; i < 2; i++ {
 		if status, body := srv.call(t, "GET", "/api/v1/me", alice.APIKey, nil); status != 200 {
 			t.Fatalf("me: %d %s", status, body)
 		}
 	}
-	res, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	body := scrapeMetrics(t, metricsURL)
 	for _, want := range []string{`chatd_http_requests_total{method="GET",route="/api/v1/me",status="200"} 2`,
 		"chatd_write_queue_depth 0", "chatd_wal_bytes ", "go_goroutines ", "process_cpu_seconds_total "} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Fatalf("no %q in\n%s", want, body)
 		}
 	}
 	if status, _ := srv.call(t, "GET", "/metrics", "", nil); status != 404 {
 		t.Fatalf("/metrics on the API listener: %d", status)
 	}
-	chatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0", "--metrics-addr", "nonsense").failsWithOneLine(t, "for metrics")
-	chatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--checkpoints", "sometimes").failsWithOneLine(t, "--checkpoints")
-}
-
-// chatdWithInput runs the binary with stdin, as chatd does with none.
-func chatdWithInput(t testing.TB, stdin string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(chatdBin, args...)
-	cmd.Env = cleanEnv()
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatal(err)
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+	runChatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0", "--metrics-addr", "nonsense").failsWithOneLine(t, "for metrics")
+	runChatd(t, nil, "serve", "--db", filepath.Join(dir, "x.db"), "--checkpoints", "sometimes").failsWithOneLine(t, "--checkpoints")
 }
 
 // A new database: serve prints one setup link for the web app, with the
@@ -516,12 +442,7 @@ func chatdWithInput(t testing.TB, stdin string, args ...string) result {
 func TestSetupLinkAndSetPassword(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
-	var printed setupPrint
-	select {
-	case printed = <-srv.setup:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no setup link printed for an empty database")
-	}
+	printed := srv.awaitSetup(t)
 	if want := strconv.Itoa(int(store.SetupTokenTTL.Minutes())); printed.minutes != want {
 		t.Fatalf("the link works for %s minutes, says serve; want %s", printed.minutes, want)
 	}
@@ -541,36 +462,29 @@ func TestSetupLinkAndSetPassword(t *testing.T) {
 	if s, b := srv.call(t, "GET", link.Path, "", nil); s != 200 || !strings.Contains(strings.ToLower(string(b)), "<!doctype html") {
 		t.Fatalf("GET %s: %d %.80s", link.Path, s, b)
 	}
-	signIn := func(password string) int {
-		s, _, err := srv.send("POST", "/api/v1/auth/sign-in", nil, map[string]any{"handle": "ada", "password": password})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	setup := map[string]any{"token": token, "handle": "ada", "name": "Ada Lovelace", "password": "first long password"}
-	if s, b, err := srv.send("POST", "/api/v1/auth/setup", nil, setup); err != nil || s != 201 {
+	if s, b, err := send(srv.url, "POST", "/api/v1/auth/setup", nil, setup); err != nil || s != 201 {
 		t.Fatalf("setup: %d %s %v", s, b, err)
 	}
-	if s, _, _ := srv.send("POST", "/api/v1/auth/setup", nil, setup); s != 401 {
+	if s, _, _ := send(srv.url, "POST", "/api/v1/auth/setup", nil, setup); s != 401 {
 		t.Fatalf("setup link used twice: %d", s)
 	}
-	if s := signIn("first long password"); s != 200 {
+	if s := signIn(t, srv.url, "ada", "first long password"); s != 200 {
 		t.Fatalf("sign-in after setup: %d", s)
 	}
 
-	chatdWithInput(t, "second long password\n", "set-password", "--db", db, "--user", "ada").ok(t)
-	if s := signIn("second long password"); s != 200 {
+	runChatdWithInput(t, "second long password\n", "set-password", "--db", db, "--user", "ada").ok(t)
+	if s := signIn(t, srv.url, "ada", "second long password"); s != 200 {
 		t.Fatalf("sign-in with the new password: %d", s)
 	}
-	if s := signIn("first long password"); s != 401 {
+	if s := signIn(t, srv.url, "ada", "first long password"); s != 401 {
 		t.Fatalf("sign-in with the old password: %d", s)
 	}
-	chatdWithInput(t, "too short\n", "set-password", "--db", db, "--user", "ada").failsWithOneLine(t, "12 to 256 characters")
-	chatdWithInput(t, "", "set-password", "--db", db, "--user", "ada").failsWithOneLine(t, "no password on standard input")
-	chatdWithInput(t, "a long enough password\n", "set-password", "--db", db, "--user", "nobody").failsWithOneLine(t, "nobody")
-	chatdWithInput(t, "", "set-password", "--db", db).failsWithOneLine(t, "--user")
-	if help := chatd(t, nil, "set-password", "--help").ok(t).stdout; !strings.Contains(help, "standard input") {
+	runChatdWithInput(t, "too short\n", "set-password", "--db", db, "--user", "ada").failsWithOneLine(t, "12 to 256 characters")
+	runChatdWithInput(t, "", "set-password", "--db", db, "--user", "ada").failsWithOneLine(t, "no password on standard input")
+	runChatdWithInput(t, "a long enough password\n", "set-password", "--db", db, "--user", "nobody").failsWithOneLine(t, "nobody")
+	runChatdWithInput(t, "", "set-password", "--db", db).failsWithOneLine(t, "--user")
+	if help := runChatd(t, nil, "set-password", "--help").ok(t).stdout; !strings.Contains(help, "standard input") {
 		t.Fatalf("set-password --help: %s", help)
 	}
 }
@@ -582,18 +496,18 @@ func TestSetupLinkAndSetPassword(t *testing.T) {
 func TestFirstHourEdges(t *testing.T) {
 	t.Run("usage mistakes exit 2", func(t *testing.T) {
 		for _, args := range [][]string{{"foo"}, {"create-user", "--nope"}, {"version", "extra"}} {
-			r := chatd(t, nil, args...)
+			r := runChatd(t, nil, args...)
 			if r.code != 2 {
 				t.Errorf("chatd %v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
 			}
 		}
 	})
 	t.Run("version", func(t *testing.T) {
-		line := chatd(t, nil, "version").ok(t).stdout
+		line := runChatd(t, nil, "version").ok(t).stdout
 		if !regexp.MustCompile(`^chatd \S+, commit \S+.*, go1\.\S+ \w+/\w+\n$`).MatchString(line) {
 			t.Fatalf("chatd version: %q", line)
 		}
-		if flag := chatd(t, nil, "--version").ok(t).stdout; flag != line {
+		if flag := runChatd(t, nil, "--version").ok(t).stdout; flag != line {
 			t.Fatalf("--version %q differs from version %q", flag, line)
 		}
 	})
@@ -607,9 +521,9 @@ func TestFirstHourEdges(t *testing.T) {
 			{"token", "--user", "alice"},
 			{"backup", filepath.Join(dir, "copy.db")},
 		} {
-			chatd(t, nil, append(args, "--db", db)...).failsWithOneLine(t, "no database at "+db)
+			runChatd(t, nil, append(args, "--db", db)...).failsWithOneLine(t, "no database at "+db)
 		}
-		chatdWithInput(t, "a long enough password\n", "set-password", "--db", db, "--user", "alice").
+		runChatdWithInput(t, "a long enough password\n", "set-password", "--db", db, "--user", "alice").
 			failsWithOneLine(t, "no database at "+db)
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Fatalf("the refused commands left %v behind", entries)
@@ -618,7 +532,7 @@ func TestFirstHourEdges(t *testing.T) {
 	t.Run("commands name their database", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "chatd.db")
 		for _, args := range [][]string{{"migrate"}, {"create-user", "--handle", "alice", "--name", "Alice"}, {"backup", db + ".copy"}} {
-			r := chatd(t, nil, append(args, "--db", db)...).ok(t)
+			r := runChatd(t, nil, append(args, "--db", db)...).ok(t)
 			if first, _, _ := strings.Cut(r.stderr, "\n"); first != "chatd: database "+db {
 				t.Errorf("chatd %s: stderr %q does not name the database", args[0], r.stderr)
 			}
@@ -626,9 +540,9 @@ func TestFirstHourEdges(t *testing.T) {
 	})
 	t.Run("register-agent names the people to choose from", func(t *testing.T) {
 		db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-		chatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
-		chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
-		r := chatd(t, nil, "register-agent", "--db", db, "--name", "Helper")
+		runChatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
+		runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+		r := runChatd(t, nil, "register-agent", "--db", db, "--name", "Helper")
 		r.failsWithOneLine(t, "there is more than one person: alice, bob; name the owner with --owner")
 		if r.code != 2 {
 			t.Fatalf("exit %d, want 2", r.code)
@@ -636,16 +550,15 @@ func TestFirstHourEdges(t *testing.T) {
 	})
 	t.Run("create-user --password-stdin", func(t *testing.T) {
 		db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-		chatdWithInput(t, "too short\n", "create-user", "--db", db, "--handle", "ada", "--name", "Ada", "--password-stdin").
+		runChatdWithInput(t, "too short\n", "create-user", "--db", db, "--handle", "ada", "--name", "Ada", "--password-stdin").
 			failsWithOneLine(t, "12 to 256 characters")
 		if n := countRows(t, db, "users"); n != 0 {
 			t.Fatalf("a refused password left %d people behind", n)
 		}
-		chatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "ada", "--name", "Ada", "--password-stdin").ok(t)
+		runChatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "ada", "--name", "Ada", "--password-stdin").ok(t)
 		srv := startServer(t, db)
-		if status, body, err := srv.send("POST", "/api/v1/auth/sign-in", nil,
-			map[string]any{"handle": "ada", "password": "a long enough password"}); err != nil || status != 200 {
-			t.Fatalf("sign-in with the password given at creation: %d %s %v", status, body, err)
+		if status := signIn(t, srv.url, "ada", "a long enough password"); status != 200 {
+			t.Fatalf("sign-in with the password given at creation: %d", status)
 		}
 	})
 	t.Run("serve on every interface prints a link that opens", func(t *testing.T) {

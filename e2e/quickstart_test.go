@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -23,15 +23,15 @@ func TestQuickstartAnswersFollowTheOpenAPIDocument(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
-	text := chatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell",
+	text := runChatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell",
 		"--password-stdin").ok(t).stdout
 	humanKey := keyIn(t, text, "band_u_")
-	agentKey := keyIn(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Helper").ok(t).stdout, "band_a_")
-	token := strings.TrimSpace(chatd(t, nil, "token", "--db", db, "--user", "alice").ok(t).stdout)
+	agentKey := keyIn(t, runChatd(t, nil, "register-agent", "--db", db, "--name", "Helper").ok(t).stdout, "band_a_")
+	token := strings.TrimSpace(runChatd(t, nil, "token", "--db", db, "--user", "alice").ok(t).stdout)
 
 	get := func(path string, headers map[string]string) []byte {
 		t.Helper()
-		status, body, err := srv.tryWith("GET", path, headers)
+		status, body, err := send(srv.url, "GET", path, headers, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,16 +1,10 @@
-package main
+package e2e
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +34,7 @@ const socketAttackConns = 8
 // them, and its resident memory may not have grown by more than
 // socketMemoryBound per connection at its peak.
 func TestSocketMemoryPerConnectionIsBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("attacks a running server")
-	}
+	skipIfShort(t, "attacks a running server")
 	huge := strings.Repeat("<", 60000) // JSON-escaped as \u003c: six bytes for one
 	for _, a := range []socketAttack{
 		{name: "unknown event", frame: func(w *attackTarget) []byte {
@@ -97,18 +89,11 @@ type attackTarget struct {
 }
 
 func newAttackTarget(t *testing.T) *attackTarget {
-	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
-	w := &attackTarget{
-		alice: parseCreated(t, chatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout),
-		agent: parseCreated(t, chatd(t, nil, "register-agent", "--db", db, "--name", "Echo Agent", "--json").ok(t).stdout),
-	}
+	db, alice := newDatabaseWithAlice(t)
+	w := &attackTarget{alice: alice, agent: registerAgent(t, db, "--name", "Echo Agent")}
 	w.srv = startServer(t, db, "--rate-limit", "0", "--metrics-addr", "127.0.0.1:0")
-	select {
-	case w.metrics = <-w.srv.metrics:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no metrics URL printed")
-	}
-	w.room = createRoomWith(t, w.srv, w.alice.APIKey, w.agent.ID)
+	w.metrics = w.srv.awaitMetrics(t)
+	w.room = w.srv.createRoom(t, w.alice.APIKey, w.agent.ID)
 	return w
 }
 
@@ -216,24 +201,13 @@ func postLargeMessages(t *testing.T, w *attackTarget, stop <-chan struct{}) {
 // dial opens a raw connection as alice that reads nothing unless asked.
 func (w *attackTarget) dial(t *testing.T) net.Conn {
 	t.Helper()
-	u := strings.Replace(w.srv.url, "http", "ws", 1) + "/api/v1/socket/websocket?vsn=2.0.0&api_key=" + url.QueryEscape(w.alice.APIKey)
-	conn, br, _, err := ws.Dialer{Timeout: 10 * time.Second}.Dial(context.Background(), u)
+	conn, err := w.srv.dialSocket("api_key=" + url.QueryEscape(w.alice.APIKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if br != nil {
-		return &bufferedConn{Conn: conn, r: br}
-	}
 	return conn
 }
-
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // awaitSockets waits until the server holds n real-time connections, and
 // says whether it did in time.
@@ -255,13 +229,8 @@ func (w *attackTarget) awaitSockets(t *testing.T, n int, limit time.Duration) bo
 // reports at metricsURL.
 func realtimeSockets(t *testing.T, metricsURL string) int {
 	t.Helper()
-	res, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	body := scrapeMetrics(t, metricsURL)
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, "chatd_sockets_open "); ok {
 			n, _ := strconv.Atoi(v)
 			return n
@@ -307,18 +276,3 @@ func textFrame(s string) []byte {
 }
 
 func quote(s string) string { return strconv.Quote(s) }
-
-// createRoomWith creates a room of key's person with participant in it.
-func createRoomWith(t *testing.T, srv *serverProc, key, participant string) string {
-	t.Helper()
-	status, body := srv.call(t, "POST", "/api/v1/me/chats", key, map[string]any{})
-	var room struct{ Data struct{ ID string } }
-	if status != 201 || json.Unmarshal(body, &room) != nil {
-		t.Fatalf("create room: %d %s", status, body)
-	}
-	if status, body := srv.call(t, "POST", "/api/v1/me/chats/"+room.Data.ID+"/participants", key,
-		map[string]any{"participant": map[string]any{"participant_id": participant}}); status != 201 {
-		t.Fatalf("add participant: %d %s", status, body)
-	}
-	return room.Data.ID
-}
