@@ -13,7 +13,7 @@ var devMCPLine = regexp.MustCompile(`^# Or over MCP \(docs/mcp\.md\): claude mcp
 // The MCP line chatd dev prints for an agent names a URL and header that
 // open an MCP session acting as that agent.
 func TestDevMCPLineActsAsItsAgent(t *testing.T) {
-	d := startDev(t, buildChatd(t), nil, "--addr", "127.0.0.1:0", "--agents", "1")
+	d := startDev(t, nil, "--addr", "127.0.0.1:0", "--agents", "1")
 	defer d.stop(t)
 	var m []string
 	for _, line := range strings.Split(d.blocks[0], "\n") {
