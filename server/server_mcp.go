@@ -159,13 +159,12 @@ type mcpSessions struct {
 }
 
 type mcpSession struct {
-	session   *mcp.ServerSession
-	ended     chan struct{} // closed by end: the waits of its tools stop
-	endOnce   sync.Once
-	owner     string // credentialLimitKey of the credential that opened it
-	agentID   string // the agent it acts as, if any
-	keyID     string
-	sessionID string
+	session *mcp.ServerSession
+	ended   chan struct{} // closed by end: the waits of its tools stop
+	endOnce sync.Once
+	owner   string // credentialLimitKey of the credential that opened it
+	agentID string // the agent it acts as, if any
+	heldCredential
 }
 
 func newMCPSessions(s *Server) *mcpSessions {
@@ -201,8 +200,8 @@ func (m *mcpSessions) owns(id string, p *store.Principal) bool {
 // serveMCP adopts the session.
 func (m *mcpSessions) reserve(opening *openingSession) string {
 	opening.id = rand.Text()
-	ms := &mcpSession{owner: opening.owner, keyID: opening.principal.KeyID, sessionID: opening.principal.SessionID,
-		ended: opening.ended}
+	ms := &mcpSession{owner: opening.owner, ended: opening.ended,
+		heldCredential: heldCredential{keyID: opening.principal.KeyID, sessionID: opening.principal.SessionID}}
 	if a := opening.principal.Agent; a != nil {
 		ms.agentID = a.ID
 	}
@@ -266,21 +265,11 @@ func (m *mcpSessions) sessions(match func(*mcpSession) bool) []*mcpSession {
 // no longer authenticates.
 func (m *mcpSessions) closeEndedCredentials() {
 	open := m.sessions(func(*mcpSession) bool { return true })
-	var keys, sessions []string
-	for _, ms := range open {
-		if ms.keyID != "" {
-			keys = append(keys, ms.keyID)
-		}
-		if ms.sessionID != "" {
-			sessions = append(sessions, ms.sessionID)
-		}
+	held := make([]heldCredential, len(open))
+	for i, ms := range open {
+		held[i] = ms.heldCredential
 	}
-	if len(keys)+len(sessions) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ended, err := m.s.db.EndedCredentials(ctx, keys, sessions)
+	ended, err := m.s.endedCredentials(held)
 	if err != nil {
 		m.s.log.Warn("checking the credentials of open MCP sessions failed", "err", err)
 		return

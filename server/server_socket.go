@@ -37,8 +37,8 @@ type socketConn struct {
 	// whenever credentials end (credentials.go): the API key (an agent's
 	// or a person's, with agent_id or not), or the session of a sign-in
 	// token, and when a bearer token expires (zero for keys).
-	keyID, sessionID string
-	expires          time.Time
+	heldCredential
+	expires time.Time
 	// expiry closes the connection at expires; gone is set once it
 	// closed. Both are guarded by socketRegistry.mu.
 	expiry *time.Timer
@@ -204,7 +204,7 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 		return nil, store.Errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: credentialLimitKey(p),
-		keyID: p.KeyID, sessionID: p.SessionID, expires: p.Expires}
+		heldCredential: heldCredential{keyID: p.KeyID, sessionID: p.SessionID}, expires: p.Expires}
 	agentID := store.NormalizeID(q.Get("agent_id"))
 	switch {
 	case agentID == "":
