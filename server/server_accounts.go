@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
 )
@@ -63,7 +62,7 @@ type setupRequest struct {
 
 // setup is POST /api/v1/auth/setup: the first-run link's token creates the
 // first person (admin of the default organization) and signs them in.
-func (s *Server) setup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) setup(w http.ResponseWriter, r *http.Request) error {
 	var req setupRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -96,7 +95,7 @@ type signInRequest struct {
 // signIn is POST /api/v1/auth/sign-in: a handle and password for a session
 // token. A wrong handle and a wrong password answer the same 401, and count
 // against the address's failed-authentication limit as a bad key does.
-func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 	var req signInRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -121,7 +120,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 // signOut is POST /api/v1/auth/sign-out: the session behind the bearer
 // token ends, and the token with it. Only a session has anything to end: an
 // API key is deleted instead, and a `chatd token` token lapses.
-func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
@@ -154,7 +153,7 @@ func newKeyView(k store.KeyInfo) keyView {
 }
 
 // listKeys is GET /api/v1/me/keys: the caller's own human API keys.
-func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	keys, err := s.db.UserKeys(r.Context(), callerUser(r).ID)
 	if err != nil {
 		return err
@@ -174,7 +173,7 @@ type createKeyRequest struct {
 }
 
 // createKey is POST /api/v1/me/keys: 201 with the new key, shown this once.
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	var req createKeyRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -193,8 +192,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.
 }
 
 // deleteKey is DELETE /api/v1/me/keys/{id}: the key stops working at once.
-func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, ps.ByName("id")); err != nil {
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -27,7 +25,7 @@ type activityRequest struct {
 // reportActivity is POST /agent/chats/{id}/activity: the agent says it is
 // working (re-sent every few seconds; it lapses after activityTTL) or done.
 // Room readers see it as "working" on the agent's participant entry.
-func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request) error {
 	var req activityRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -36,7 +34,7 @@ func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, ps httpr
 		return store.Problems{"/working": {"is required"}}.Err(store.CodeValidation)
 	}
 	agent := callerAgent(r)
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	if _, err := s.db.Room(r.Context(), store.AgentActor(agent), roomID); err != nil {
 		return err
 	}
@@ -75,13 +73,13 @@ func newBoardView(b *store.Board, withHistory bool) boardView {
 }
 
 // getBoard is GET .../chats/{id}/board[?include=history].
-func (s *Server) getBoard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) getBoard(w http.ResponseWriter, r *http.Request) error {
 	p := store.Problems{}
 	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	b, err := s.db.Board(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), withHistory)
+	b, err := s.db.Board(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), withHistory)
 	if err != nil {
 		return err
 	}
@@ -95,12 +93,12 @@ type putBoardRequest struct {
 }
 
 // putBoard is PUT .../chats/{id}/board: only the fields sent change.
-func (s *Server) putBoard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) putBoard(w http.ResponseWriter, r *http.Request) error {
 	var req putBoardRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	b, err := s.db.UpdateBoard(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+	b, err := s.db.UpdateBoard(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		store.BoardUpdate{GoalTitle: req.GoalTitle, GoalSummary: req.GoalSummary})
 	if err != nil {
 		return err

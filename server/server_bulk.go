@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -75,7 +73,7 @@ func bulkIDs(ids *[]*string) ([]string, error) {
 }
 
 // bulkDeleteChats is POST /api/v1/me/chats/bulk-delete.
-func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request) error {
 	var req bulkDeleteChatsRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -89,7 +87,7 @@ func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request, _ httpr
 
 // bulkDeleteAgents is POST /api/v1/me/agents/bulk-delete: force as in DELETE
 // /me/agents/{id}?force=true, for every agent of the job.
-func (s *Server) bulkDeleteAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) bulkDeleteAgents(w http.ResponseWriter, r *http.Request) error {
 	var req bulkDeleteAgentsRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -112,9 +110,9 @@ func (s *Server) queueBulkDeletion(w http.ResponseWriter, r *http.Request, kind 
 
 // pollBulkDeletion is GET /api/v1/me/bulk-deletions/{id}: only the job's
 // creator sees it.
-func (s *Server) pollBulkDeletion(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) pollBulkDeletion(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	job, err := s.db.BulkJobOf(r.Context(), p.User, ps.ByName("id"))
+	job, err := s.db.BulkJobOf(r.Context(), p.User, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

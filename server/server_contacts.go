@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -144,7 +142,7 @@ type requestStatusView struct {
 }
 
 // listContacts is GET /agent/contacts and GET /me/contacts.
-func (s *Server) listContacts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listContacts(w http.ResponseWriter, r *http.Request) error {
 	op, err := parseOffsetPage(r.URL.Query(), contactListing)
 	if err != nil {
 		return err
@@ -179,7 +177,7 @@ type addContactRequest struct {
 
 // addAgentContact is POST /agent/contacts/add: 201 {id, status} where status
 // is approved when the other side had already asked.
-func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request) error {
 	var req addContactRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -203,7 +201,7 @@ type createContactRequestBody struct {
 }
 
 // createContactRequest is POST /me/contacts/requests: 201 ContactRequest.
-func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request) error {
 	var req createContactRequestBody
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -226,7 +224,7 @@ type removeContactRequest struct {
 }
 
 // removeContact is POST /agent/contacts/remove and /me/contacts/remove.
-func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) removeContact(w http.ResponseWriter, r *http.Request) error {
 	var req removeContactRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -250,7 +248,7 @@ func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, _ httprou
 // listAgentContactRequests is GET /agent/contacts/requests: the pending
 // requests received and the sent ones with sent_status, each direction paged
 // on its own by the same page and page_size.
-func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	op, err := parseOffsetPage(q, contactListing)
 	if err != nil {
@@ -306,7 +304,7 @@ type respondContactRequest struct {
 }
 
 // respondAgentContactRequest is POST /agent/contacts/requests/respond.
-func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request) error {
 	var req respondContactRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -335,14 +333,14 @@ func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Reque
 // answerContactRequest is POST /me/contacts/requests/{id}/approve|reject and
 // DELETE /me/contacts/requests/{id} (cancel).
 func (s *Server) answerContactRequest(action string) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method != http.MethodDelete {
 			var none struct{}
 			if err := s.decodeBody(w, r, &none); err != nil {
 				return err
 			}
 		}
-		cr, err := s.db.RespondContactRequest(r.Context(), principal(r).Actor(), action, ps.ByName("id"), "")
+		cr, err := s.db.RespondContactRequest(r.Context(), principal(r).Actor(), action, r.PathValue("id"), "")
 		if err != nil {
 			return err
 		}
@@ -353,12 +351,12 @@ func (s *Server) answerContactRequest(action string) handlerFunc {
 
 // listReceivedContactRequests is GET /me/contacts/requests: pending
 // requests made to the caller.
-func (s *Server) listReceivedContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listReceivedContactRequests(w http.ResponseWriter, r *http.Request) error {
 	return s.listHumanContactRequests(w, r, true, "pending")
 }
 
 // listSentContactRequests is GET /me/contacts/requests/sent?status=.
-func (s *Server) listSentContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listSentContactRequests(w http.ResponseWriter, r *http.Request) error {
 	p := store.Problems{}
 	status := enumParam(r.URL.Query(), "status", "all", []string{"all", "pending", "approved", "rejected", "cancelled"}, p)
 	if err := p.Err(store.CodeValidation); err != nil {
@@ -390,7 +388,7 @@ type resolveHandleRequest struct {
 
 // resolveHandle is POST /me/contacts/resolve: who a handle names, without
 // their id or email (those are for contacts).
-func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
 	var req resolveHandleRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
 )
@@ -206,7 +205,7 @@ type createDelegationRequest struct {
 
 // createDelegation is POST /me/agents/{id}/delegations: 201 with the
 // delegation and its one-time grant.
-func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request) error {
 	var req createDelegationRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -233,7 +232,7 @@ func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, ps htt
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	d, grant, err := s.db.CreateDelegation(r.Context(), callerUser(r), ps.ByName("id"), nd)
+	d, grant, err := s.db.CreateDelegation(r.Context(), callerUser(r), r.PathValue("id"), nd)
 	if err != nil {
 		return err
 	}
@@ -244,8 +243,8 @@ func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, ps htt
 }
 
 // listDelegations is GET /me/agents/{id}/delegations, newest first.
-func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	list, err := s.db.ListDelegations(r.Context(), callerUser(r), ps.ByName("id"))
+func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.db.ListDelegations(r.Context(), callerUser(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -258,8 +257,8 @@ func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request, ps http
 }
 
 // revokeDelegation is DELETE /me/agents/{id}/delegations/{delegation_id}.
-func (s *Server) revokeDelegation(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	d, err := s.db.RevokeDelegation(r.Context(), callerUser(r), ps.ByName("id"), ps.ByName("delegation_id"))
+func (s *Server) revokeDelegation(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.db.RevokeDelegation(r.Context(), callerUser(r), r.PathValue("id"), r.PathValue("delegation_id"))
 	if err != nil {
 		return err
 	}
@@ -276,7 +275,7 @@ type tokenExchangeRequest struct {
 
 // exchangeDelegation is POST /agent/delegation/token: the agent redeems its
 // grant (once) for a token, optionally asking for fewer scopes.
-func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request) error {
 	var req tokenExchangeRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err

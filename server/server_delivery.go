@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -21,9 +19,9 @@ func (s *Server) deliveryRoutes() {
 
 // nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
 // processed yet, or 204 with no body.
-func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request) error {
 	agent := callerAgent(r)
-	msg, err := s.db.NextMessage(r.Context(), store.AgentActor(agent), ps.ByName("chat_id"))
+	msg, err := s.db.NextMessage(r.Context(), store.AgentActor(agent), r.PathValue("chat_id"))
 	if err != nil {
 		return err
 	}
@@ -45,11 +43,11 @@ func (s *Server) writeOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) {
 type emptyBody struct{}
 
 // markProcessing is POST .../messages/{id}/processing.
-func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
 		return err
 	}
-	o, err := s.db.MarkProcessing(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+	o, err := s.db.MarkProcessing(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -58,11 +56,11 @@ func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, ps httpr
 }
 
 // markProcessed is POST .../messages/{id}/processed.
-func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
 		return err
 	}
-	o, err := s.db.MarkProcessed(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+	o, err := s.db.MarkProcessed(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -75,7 +73,7 @@ type failedRequest struct {
 }
 
 // markFailed is POST .../messages/{id}/failed with {"error": "..."}.
-func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) markFailed(w http.ResponseWriter, r *http.Request) error {
 	var req failedRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -83,7 +81,7 @@ func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, ps httproute
 	if req.Error == nil {
 		return store.Problems{"/error": {"is required"}}.Err(store.CodeValidation)
 	}
-	o, err := s.db.MarkFailed(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), *req.Error)
+	o, err := s.db.MarkFailed(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), *req.Error)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -45,7 +43,7 @@ type agentMeView struct {
 
 // getAgentMe is GET /api/v1/agent/me: the calling agent's profile. A 200 here
 // is how SDKs check that a key is valid.
-func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request) error {
 	a := callerAgent(r)
 	writeJSON(w, http.StatusOK, data(agentMeView{
 		ID: a.ID, Name: a.Name, Handle: a.Handle, Description: a.Description, Bio: a.Bio,
@@ -81,7 +79,7 @@ func newUserView(u *store.User) userView {
 }
 
 // getMe is GET /api/v1/me and GET /api/v1/me/profile: the calling human.
-func (s *Server) getMe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) getMe(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, data(newUserView(callerUser(r))))
 	return nil
 }
@@ -97,7 +95,7 @@ type updateProfileRequest struct {
 }
 
 // updateProfile is PUT /api/v1/me/profile: only the fields sent change.
-func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request) error {
 	var req updateProfileRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -39,11 +37,11 @@ var errMemoriesOff = &httpError{Code: codeFeatureDisabled, Message: "memories ar
 
 // memoryGate answers 403 feature_disabled when memories are switched off.
 func (s *Server) memoryGate(h handlerFunc) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.memories {
 			return errMemoriesOff
 		}
-		return h(w, r, ps)
+		return h(w, r)
 	}
 }
 
@@ -143,7 +141,7 @@ type memoryRequest struct {
 }
 
 // createMemory is POST /agent/memories: 201 with the memory.
-func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) createMemory(w http.ResponseWriter, r *http.Request) error {
 	var req memoryRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -160,8 +158,8 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, _ httprout
 }
 
 // getMemory is GET /agent/memories/{id} and GET /me/memories/{id}.
-func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	m, err := s.db.Memory(r.Context(), principal(r).Actor(), ps.ByName("id"))
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.db.Memory(r.Context(), principal(r).Actor(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -171,11 +169,11 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, ps httprouter
 
 // archiveMemory is POST /agent/memories/{id}/archive and POST
 // /me/memories/{id}/archive. It takes no body.
-func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	m, err := s.db.ArchiveMemory(r.Context(), principal(r).Actor(), ps.ByName("id"))
+	m, err := s.db.ArchiveMemory(r.Context(), principal(r).Actor(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -184,11 +182,11 @@ func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, ps httpro
 }
 
 // restoreMemory is POST /me/memories/{id}/restore. It takes no body.
-func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	m, err := s.db.RestoreMemory(r.Context(), principal(r).Actor(), ps.ByName("id"))
+	m, err := s.db.RestoreMemory(r.Context(), principal(r).Actor(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -199,12 +197,12 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, ps httpro
 // supersedeAgentMemory is POST /agent/memories/{id}/supersede. The body is
 // optional: {"memory": {...}} also stores the replacement (a chatd
 // extension), atomically with the supersede.
-func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request) error {
 	var req memoryRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), ps.ByName("id"), req.Memory.newMemory())
+	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), req.Memory.newMemory())
 	if err != nil {
 		return err
 	}
@@ -213,11 +211,11 @@ func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, ps
 }
 
 // supersedeMyMemory is POST /me/memories/{id}/supersede. It takes no body.
-func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), ps.ByName("id"), nil)
+	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), nil)
 	if err != nil {
 		return err
 	}
@@ -226,8 +224,8 @@ func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, ps ht
 }
 
 // deleteMemory is DELETE /me/memories/{id}: a hard delete, answered 204.
-func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.db.DeleteMemory(r.Context(), principal(r).Actor(), ps.ByName("id")); err != nil {
+func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.DeleteMemory(r.Context(), principal(r).Actor(), r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -305,7 +303,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, scope stri
 // subject_id; without a scope, a subject_id lists the memories about that
 // subject and the organization-wide ones. scope agent (newer servers') lists
 // the memories about the calling agent, as an agent-scope memory is stored.
-func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := memoryFilters(q, p)
@@ -323,7 +321,7 @@ func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request, _ htt
 // listMyMemories is GET /me/memories. scope: about_me, organization, room
 // (stored from a room the person can read, or from chat_room_id) or all
 // (the default: every memory the person sees).
-func (s *Server) listMyMemories(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listMyMemories(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := memoryFilters(q, p)

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -158,7 +156,7 @@ type sendMessageRequest struct {
 
 // sendMessage is POST /agent/chats/{id}/messages and POST
 // /me/chats/{id}/messages: a text message with at least one mention.
-func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	var req sendMessageRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -195,7 +193,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprout
 			in.Mentions[i] = mi
 		}
 	}
-	msg, err := s.db.SendText(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), in)
+	msg, err := s.db.SendText(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), in)
 	if err != nil {
 		return err
 	}
@@ -224,7 +222,7 @@ type postEventRequest struct {
 
 // postEvent is POST /agent/chats/{id}/events: a tool call, result, thought,
 // error, task or attention record. No mentions; delivered to no agent.
-func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) error {
 	var req postEventRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -243,7 +241,7 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	msg, err := s.db.PostEvent(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), store.EventInput{
+	msg, err := s.db.PostEvent(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), store.EventInput{
 		Content: *req.Event.Content, Type: *req.Event.MessageType, Metadata: req.Event.Metadata,
 	})
 	if err != nil {
@@ -267,7 +265,7 @@ type messagesMeta struct {
 
 // listAgentMessages is GET /agent/chats/{id}/messages: the text messages
 // that mention the agent, by delivery status, oldest first by default.
-func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	status := enumParam(q, "status", "", store.DeliveryStatuses, p)
@@ -275,7 +273,7 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps ht
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	scope := "agent/messages:" + roomID + ":" + orderName(desc)
 	pq, err := s.parsePage(q, scope, messageListing)
 	if err != nil {
@@ -297,8 +295,8 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps ht
 // listContext is GET /agent/chats/{id}/context: what the agent sent and the
 // text messages that mention it, oldest first. The metadata is also under
 // the deprecated key meta.
-func (s *Server) listContext(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	roomID := ps.ByName("chat_id")
+func (s *Server) listContext(w http.ResponseWriter, r *http.Request) error {
+	roomID := r.PathValue("chat_id")
 	scope := "agent/context:" + roomID
 	pq, err := s.parsePage(r.URL.Query(), scope, contextListing)
 	if err != nil {
@@ -316,7 +314,7 @@ func (s *Server) listContext(w http.ResponseWriter, r *http.Request, ps httprout
 
 // listHistory is GET /me/chats/{id}/messages: every message of a readable
 // room, newest first, optionally of one type or after a time.
-func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := store.HistoryFilter{Type: enumParam(q, "message_type", "", store.MessageTypes, p)}
@@ -333,7 +331,7 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprout
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	scope := "me/messages:" + roomID + ":" + f.Type
 	pq, err := s.parsePage(q, scope, messageListing)
 	if err != nil {

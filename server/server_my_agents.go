@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -80,7 +78,7 @@ type myAgentsMeta struct {
 
 // listMyAgents is GET /api/v1/me/agents: the caller's agents, filtered,
 // sorted and paged.
-func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := store.AgentFilter{
@@ -130,7 +128,7 @@ type registerAgentRequest struct {
 
 // registerAgent is POST /api/v1/me/agents/register: a new external agent and
 // its API key, which is shown in this response only.
-func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	var req registerAgentRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -177,11 +175,11 @@ func agentWithKey(a *store.Agent, key string) map[string]any {
 // this answer only. The old key is refused from now on, and the agent's
 // connections opened with it are closed; its rooms, contacts and history
 // stay.
-func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), ps.ByName("id"))
+	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -191,13 +189,13 @@ func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, ps httpr
 
 // deleteAgent is DELETE /api/v1/me/agents/{id}[?force=true]: the agent's keys
 // stop working at once and its handle becomes free.
-func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
 	p := store.Problems{}
 	force := boolParam(r.URL.Query(), "force", p)
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	d, err := s.db.DeleteAgent(r.Context(), callerUser(r), ps.ByName("id"), force != nil && *force)
+	d, err := s.db.DeleteAgent(r.Context(), callerUser(r), r.PathValue("id"), force != nil && *force)
 	if err != nil {
 		return err
 	}

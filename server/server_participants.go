@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -90,9 +88,9 @@ func participantRemovedEvent(p *store.Participant) map[string]string {
 // no paging, as the OpenAPI document defines it) and GET
 // /me/chats/{id}/participants (participant_type filter, cursor or page
 // paging).
-func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	if p.IsAgent() {
 		page, err := s.db.ListParticipants(r.Context(), p.Actor(), roomID, "",
 			store.PageRequest{Limit: s.db.Limits().ParticipantsPerRoom})
@@ -140,7 +138,7 @@ type addParticipantRequest struct {
 }
 
 // addParticipant is POST .../participants: add one of the caller's peers.
-func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request) error {
 	var req addParticipantRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -148,7 +146,7 @@ func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, ps httpr
 	if req.Participant == nil || req.Participant.ParticipantID == nil {
 		return store.Problems{"/participant/participant_id": {"is required"}}.Err(store.CodeValidation)
 	}
-	added, err := s.db.AddParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+	added, err := s.db.AddParticipant(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		*req.Participant.ParticipantID, req.Participant.Role)
 	if err != nil {
 		return err
@@ -158,8 +156,8 @@ func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, ps httpr
 }
 
 // removeParticipant is DELETE .../participants/{id}.
-func (s *Server) removeParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	removed, err := s.db.RemoveParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+func (s *Server) removeParticipant(w http.ResponseWriter, r *http.Request) error {
+	removed, err := s.db.RemoveParticipant(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -177,7 +175,7 @@ type updateParticipantRequest struct {
 // updateParticipant is PATCH /me/chats/{id}/participants/{id}: change a
 // participant's role, or block and unblock it (a blocked participant reads
 // nothing, and a blocked agent's execution in the room is stopped).
-func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request) error {
 	var req updateParticipantRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -185,7 +183,7 @@ func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, ps ht
 	if req.Participant == nil || (req.Participant.Role == nil && req.Participant.Status == nil) {
 		return store.Problems{"/participant": {"needs a role or a status"}}.Err(store.CodeValidation)
 	}
-	updated, err := s.db.UpdateParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"),
+	updated, err := s.db.UpdateParticipant(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"),
 		store.ParticipantUpdate{Role: req.Participant.Role, Status: req.Participant.Status})
 	if err != nil {
 		return err
@@ -195,7 +193,7 @@ func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, ps ht
 }
 
 // listPeers is GET /agent/peers and GET /me/peers.
-func (s *Server) listPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listPeers(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := principal(r)
 	problems := store.Problems{}

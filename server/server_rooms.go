@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -88,7 +86,7 @@ type createRoomRequest struct {
 
 // createRoom is POST /agent/chats and POST /me/chats. {} and {"chat":{}}
 // are both accepted.
-func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) createRoom(w http.ResponseWriter, r *http.Request) error {
 	var req createRoomRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -115,9 +113,9 @@ func (s *Server) roomView(p *store.Principal, room *store.Room) any {
 }
 
 // getRoom is GET /agent/chats/{id} and GET /me/chats/{id}.
-func (s *Server) getRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) getRoom(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	room, err := s.db.Room(r.Context(), p.Actor(), ps.ByName("chat_id"))
+	room, err := s.db.Room(r.Context(), p.Actor(), r.PathValue("chat_id"))
 	if err != nil {
 		return err
 	}
@@ -132,7 +130,7 @@ type renameRoomRequest struct {
 }
 
 // renameRoom is PATCH /agent/chats/{id} and PATCH /me/chats/{id}.
-func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request) error {
 	var req renameRoomRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
@@ -141,7 +139,7 @@ func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, ps httproute
 		return store.Problems{"/chat/title": {"is required"}}.Err(store.CodeValidation)
 	}
 	p := principal(r)
-	room, err := s.db.RenameRoom(r.Context(), p.Actor(), ps.ByName("chat_id"), *req.Chat.Title)
+	room, err := s.db.RenameRoom(r.Context(), p.Actor(), r.PathValue("chat_id"), *req.Chat.Title)
 	if err != nil {
 		return err
 	}
@@ -157,12 +155,12 @@ type markReadRequest struct {
 // read marker up to message_id (absent or null: the newest message), never
 // back, and answers the room with its unread count. A message_id that is
 // not a message of the room is 404, as an unreadable room.
-func (s *Server) markRead(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) markRead(w http.ResponseWriter, r *http.Request) error {
 	var req markReadRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	room, err := s.db.MarkRead(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), req.MessageID)
+	room, err := s.db.MarkRead(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), req.MessageID)
 	if err != nil {
 		return err
 	}
@@ -171,8 +169,8 @@ func (s *Server) markRead(w http.ResponseWriter, r *http.Request, ps httprouter.
 }
 
 // deleteRoom is DELETE /me/chats/{id}: a soft delete, answered 204.
-func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), ps.ByName("chat_id")); err != nil {
+func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), r.PathValue("chat_id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -181,7 +179,7 @@ func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httproute
 
 // listAgentRooms is GET /agent/chats: the rooms the agent is in, newest
 // first, paged by page/page_size.
-func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request) error {
 	op, err := parseOffsetPage(r.URL.Query(), offsetListing)
 	if err != nil {
 		return err
@@ -203,7 +201,7 @@ var roomListing = listing{defaultLimit: 20, maxLimit: 100}
 // listMyRooms is GET /me/chats: the rooms the human is in (and, with
 // include=agent_rooms, the rooms its agents are in), with status and type
 // filters, sort_by and order, cursor or page paging.
-func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := store.RoomFilter{

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -75,14 +73,14 @@ var (
 
 // listTasks is GET /agent/chats/{id}/tasks?state=: the board by number,
 // active tasks unless another state (or all) is asked for.
-func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	state := enumParam(q, "state", "active", append(append([]string{}, store.TaskStates...), "all"), p)
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	// The state is part of the scope: a cursor pages the listing it came from.
 	scope := "agent/tasks:" + roomID + ":" + state
 	pq, err := s.parsePage(q, scope, taskListing)
@@ -112,12 +110,12 @@ type createTaskRequest struct {
 }
 
 // createTask is POST /agent/chats/{id}/tasks.
-func (s *Server) createTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	var req createTaskRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	t, err := s.db.CreateTask(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+	t, err := s.db.CreateTask(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		store.NewTask{Subject: req.Subject, Detail: req.Detail, SupersedesID: req.SupersedesID})
 	if err != nil {
 		return err
@@ -127,13 +125,13 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request, ps httproute
 }
 
 // getTask is GET /agent/chats/{id}/tasks/{task}[?include=history].
-func (s *Server) getTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 	p := store.Problems{}
 	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	t, err := s.db.Task(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), withHistory)
+	t, err := s.db.Task(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), withHistory)
 	if err != nil {
 		return err
 	}
@@ -153,12 +151,12 @@ type updateTaskRequest struct {
 
 // updateTask is POST /agent/chats/{id}/tasks/{task}: the caller's work,
 // a comment, edits and lifecycle, in one call (POST, as the API has it).
-func (s *Server) updateTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) updateTask(w http.ResponseWriter, r *http.Request) error {
 	var req updateTaskRequest
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	t, err := s.db.UpdateTask(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), store.TaskUpdate{
+	t, err := s.db.UpdateTask(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), store.TaskUpdate{
 		Status: req.Status, ActiveForm: req.ActiveForm, LinkedNativeID: req.LinkedNativeID, Comment: req.Comment,
 		Subject: req.Subject, Detail: req.Detail, State: req.State,
 	})
@@ -171,8 +169,8 @@ func (s *Server) updateTask(w http.ResponseWriter, r *http.Request, ps httproute
 
 // listTaskHistory is GET /agent/chats/{id}/tasks/{task}/history: the whole
 // ledger, oldest first.
-func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	roomID, ref := ps.ByName("chat_id"), ps.ByName("id")
+func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request) error {
+	roomID, ref := r.PathValue("chat_id"), r.PathValue("id")
 	// The task as the path names it (id or number) scopes the cursor.
 	scope := "agent/task_history:" + roomID + ":" + ref
 	pq, err := s.parsePage(r.URL.Query(), scope, taskHistoryListing)
