@@ -92,6 +92,22 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	return nil
 }
 
+// withBody serves h, an endpoint that takes a JSON body, with the body
+// decoded into h's request type by decodeBody, whose refusals are answered
+// before h runs.
+func withBody[T any](s *Server, h func(w http.ResponseWriter, r *http.Request, req T) error) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var req T
+		if err := s.decodeBody(w, r, &req); err != nil {
+			return err
+		}
+		return h(w, r, req)
+	}
+}
+
+// emptyBody is the request of an endpoint that takes none: no body, or {}.
+type emptyBody struct{}
+
 // bodyReadError answers a request body that could not be read to its end:
 // tooLarge past its size limit, 408 request_timeout when it came slower than
 // the minimum rate, 400 otherwise (a broken chunked encoding, a client gone).

@@ -19,11 +19,11 @@ import (
 // jti carry no session and keep working until they expire.
 
 func (s *Server) accountRoutes() {
-	s.handle("POST", "/api/v1/auth/setup", public, s.setup)
-	s.handle("POST", "/api/v1/auth/sign-in", public, s.signIn)
-	s.handle("POST", "/api/v1/auth/sign-out", humansOnly, s.signOut)
+	s.handle("POST", "/api/v1/auth/setup", public, withBody(s, s.setup))
+	s.handle("POST", "/api/v1/auth/sign-in", public, withBody(s, s.signIn))
+	s.handle("POST", "/api/v1/auth/sign-out", humansOnly, withBody(s, s.signOut))
 	s.handle("GET", "/api/v1/me/keys", humansOnly, s.listKeys)
-	s.handle("POST", "/api/v1/me/keys", humansOnly, s.createKey)
+	s.handle("POST", "/api/v1/me/keys", humansOnly, withBody(s, s.createKey))
 	s.handle("DELETE", "/api/v1/me/keys/:id", humansOnly, s.deleteKey)
 }
 
@@ -62,11 +62,7 @@ type setupRequest struct {
 
 // setup is POST /api/v1/auth/setup: the first-run link's token creates the
 // first person (admin of the default organization) and signs them in.
-func (s *Server) setup(w http.ResponseWriter, r *http.Request) error {
-	var req setupRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) setup(w http.ResponseWriter, r *http.Request, req setupRequest) error {
 	var u *store.User
 	var sess *store.Session
 	err := s.underAuthFailureLimit(r, func() error {
@@ -95,11 +91,7 @@ type signInRequest struct {
 // signIn is POST /api/v1/auth/sign-in: a handle and password for a session
 // token. A wrong handle and a wrong password answer the same 401, and count
 // against the address's failed-authentication limit as a bad key does.
-func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
-	var req signInRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request, req signInRequest) error {
 	var sess *store.Session
 	err := s.underAuthFailureLimit(r, func() error {
 		var err error
@@ -120,10 +112,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 // signOut is POST /api/v1/auth/sign-out: the session behind the bearer
 // token ends, and the token with it. Only a session has anything to end: an
 // API key is deleted instead, and a `chatd token` token lapses.
-func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	p := principal(r)
 	if p.SessionID == "" {
 		return store.Errorf(store.CodeBadRequest,
@@ -173,11 +162,7 @@ type createKeyRequest struct {
 }
 
 // createKey is POST /api/v1/me/keys: 201 with the new key, shown this once.
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
-	var req createKeyRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, req createKeyRequest) error {
 	if req.Key == nil {
 		return store.Problems{"/key": {"is required"}}.Err(store.CodeValidation)
 	}

@@ -10,12 +10,12 @@ import (
 // goal (board) with its audit trail, and the agents' activity reports.
 
 func (s *Server) boardRoutes() {
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, s.reportActivity)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, withBody(s, s.reportActivity))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.getBoard)
-	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.putBoard)
+	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, withBody(s, s.putBoard))
 
 	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
-	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
+	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, withBody(s, s.putBoard))
 }
 
 type activityRequest struct {
@@ -25,11 +25,7 @@ type activityRequest struct {
 // reportActivity is POST /agent/chats/{id}/activity: the agent says it is
 // working (re-sent every few seconds; it lapses after activityTTL) or done.
 // Room readers see it as "working" on the agent's participant entry.
-func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request) error {
-	var req activityRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, req activityRequest) error {
 	if req.Working == nil {
 		return store.Problems{"/working": {"is required"}}.Err(store.CodeValidation)
 	}
@@ -93,11 +89,7 @@ type putBoardRequest struct {
 }
 
 // putBoard is PUT .../chats/{id}/board: only the fields sent change.
-func (s *Server) putBoard(w http.ResponseWriter, r *http.Request) error {
-	var req putBoardRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) putBoard(w http.ResponseWriter, r *http.Request, req putBoardRequest) error {
 	b, err := s.db.UpdateBoard(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		store.BoardUpdate{GoalTitle: req.GoalTitle, GoalSummary: req.GoalSummary})
 	if err != nil {

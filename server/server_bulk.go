@@ -16,8 +16,8 @@ import (
 // no other name.
 
 func (s *Server) bulkRoutes() {
-	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", "bulk-delete", humansOnly, s.bulkDeleteChats)
-	s.handleNamed("POST", "/api/v1/me/agents/:id", "bulk-delete", humansOnly, s.bulkDeleteAgents)
+	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", "bulk-delete", humansOnly, withBody(s, s.bulkDeleteChats))
+	s.handleNamed("POST", "/api/v1/me/agents/:id", "bulk-delete", humansOnly, withBody(s, s.bulkDeleteAgents))
 	s.handle("GET", "/api/v1/me/bulk-deletions/:id", humansOnly, s.pollBulkDeletion)
 }
 
@@ -73,11 +73,7 @@ func bulkIDs(ids *[]*string) ([]string, error) {
 }
 
 // bulkDeleteChats is POST /api/v1/me/chats/bulk-delete.
-func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request) error {
-	var req bulkDeleteChatsRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request, req bulkDeleteChatsRequest) error {
 	ids, err := bulkIDs(req.IDs)
 	if err != nil {
 		return err
@@ -87,11 +83,7 @@ func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request) error {
 
 // bulkDeleteAgents is POST /api/v1/me/agents/bulk-delete: force as in DELETE
 // /me/agents/{id}?force=true, for every agent of the job.
-func (s *Server) bulkDeleteAgents(w http.ResponseWriter, r *http.Request) error {
-	var req bulkDeleteAgentsRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) bulkDeleteAgents(w http.ResponseWriter, r *http.Request, req bulkDeleteAgentsRequest) error {
 	ids, err := bulkIDs(req.IDs)
 	if err != nil {
 		return err

@@ -13,16 +13,16 @@ import (
 
 func (s *Server) contactRoutes() {
 	s.handle("GET", "/api/v1/agent/contacts", agentsOnly, s.listContacts)
-	s.handle("POST", "/api/v1/agent/contacts/add", agentsOnly, s.addAgentContact)
-	s.handle("POST", "/api/v1/agent/contacts/remove", agentsOnly, s.removeContact)
+	s.handle("POST", "/api/v1/agent/contacts/add", agentsOnly, withBody(s, s.addAgentContact))
+	s.handle("POST", "/api/v1/agent/contacts/remove", agentsOnly, withBody(s, s.removeContact))
 	s.handle("GET", "/api/v1/agent/contacts/requests", agentsOnly, s.listAgentContactRequests)
-	s.handle("POST", "/api/v1/agent/contacts/requests/respond", agentsOnly, s.respondAgentContactRequest)
+	s.handle("POST", "/api/v1/agent/contacts/requests/respond", agentsOnly, withBody(s, s.respondAgentContactRequest))
 
 	s.handle("GET", "/api/v1/me/contacts", humansOnly, s.listContacts)
-	s.handle("POST", "/api/v1/me/contacts/remove", humansOnly, s.removeContact)
-	s.handle("POST", "/api/v1/me/contacts/resolve", humansOnly, s.resolveHandle)
+	s.handle("POST", "/api/v1/me/contacts/remove", humansOnly, withBody(s, s.removeContact))
+	s.handle("POST", "/api/v1/me/contacts/resolve", humansOnly, withBody(s, s.resolveHandle))
 	s.handle("GET", "/api/v1/me/contacts/requests", humansOnly, s.listReceivedContactRequests)
-	s.handle("POST", "/api/v1/me/contacts/requests", humansOnly, s.createContactRequest)
+	s.handle("POST", "/api/v1/me/contacts/requests", humansOnly, withBody(s, s.createContactRequest))
 	s.handle("GET", "/api/v1/me/contacts/requests/sent", humansOnly, s.listSentContactRequests)
 	s.handle("DELETE", "/api/v1/me/contacts/requests/:id", humansOnly, s.answerContactRequest("cancel"))
 	s.handle("POST", "/api/v1/me/contacts/requests/:id/approve", humansOnly, s.answerContactRequest("approve"))
@@ -177,11 +177,7 @@ type addContactRequest struct {
 
 // addAgentContact is POST /agent/contacts/add: 201 {id, status} where status
 // is approved when the other side had already asked.
-func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request) error {
-	var req addContactRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, req addContactRequest) error {
 	if req.Handle == nil {
 		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
@@ -201,11 +197,7 @@ type createContactRequestBody struct {
 }
 
 // createContactRequest is POST /me/contacts/requests: 201 ContactRequest.
-func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request) error {
-	var req createContactRequestBody
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, req createContactRequestBody) error {
 	if req.ContactRequest == nil || req.ContactRequest.RecipientHandle == nil {
 		return store.Errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
 	}
@@ -224,11 +216,7 @@ type removeContactRequest struct {
 }
 
 // removeContact is POST /agent/contacts/remove and /me/contacts/remove.
-func (s *Server) removeContact(w http.ResponseWriter, r *http.Request) error {
-	var req removeContactRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, req removeContactRequest) error {
 	var id, handle string
 	switch {
 	case req.ContactID != nil && *req.ContactID != "":
@@ -304,11 +292,7 @@ type respondContactRequest struct {
 }
 
 // respondAgentContactRequest is POST /agent/contacts/requests/respond.
-func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request) error {
-	var req respondContactRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request, req respondContactRequest) error {
 	var id, handle string
 	switch {
 	case req.RequestID != nil && *req.RequestID != "":
@@ -335,8 +319,7 @@ func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Reque
 func (s *Server) answerContactRequest(action string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method != http.MethodDelete {
-			var none struct{}
-			if err := s.decodeBody(w, r, &none); err != nil {
+			if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
 				return err
 			}
 		}
@@ -388,11 +371,7 @@ type resolveHandleRequest struct {
 
 // resolveHandle is POST /me/contacts/resolve: who a handle names, without
 // their id or email (those are for contacts).
-func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
-	var req resolveHandleRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, req resolveHandleRequest) error {
 	if req.Handle == nil {
 		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}

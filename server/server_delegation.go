@@ -27,9 +27,9 @@ import (
 
 func (s *Server) delegationRoutes() {
 	s.handle("GET", "/api/v1/me/agents/:id/delegations", humansOnly, s.listDelegations)
-	s.handle("POST", "/api/v1/me/agents/:id/delegations", humansOnly, s.createDelegation)
+	s.handle("POST", "/api/v1/me/agents/:id/delegations", humansOnly, withBody(s, s.createDelegation))
 	s.handle("DELETE", "/api/v1/me/agents/:id/delegations/:delegation_id", humansOnly, s.revokeDelegation)
-	s.handle("POST", "/api/v1/agent/delegation/token", agentsOnly, s.exchangeDelegation)
+	s.handle("POST", "/api/v1/agent/delegation/token", agentsOnly, withBody(s, s.exchangeDelegation))
 }
 
 // The token exchange's names (RFC 8693). The grant is chatd's own token type.
@@ -205,11 +205,7 @@ type createDelegationRequest struct {
 
 // createDelegation is POST /me/agents/{id}/delegations: 201 with the
 // delegation and its one-time grant.
-func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request) error {
-	var req createDelegationRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, req createDelegationRequest) error {
 	if req.Delegation == nil {
 		return store.Problems{"/delegation": {"is required"}}.Err(store.CodeValidation)
 	}
@@ -275,11 +271,7 @@ type tokenExchangeRequest struct {
 
 // exchangeDelegation is POST /agent/delegation/token: the agent redeems its
 // grant (once) for a token, optionally asking for fewer scopes.
-func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request) error {
-	var req tokenExchangeRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request, req tokenExchangeRequest) error {
 	p := store.Problems{}
 	if req.GrantType == nil || *req.GrantType != tokenExchangeGrant {
 		p.Add("/grant_type", "must be %s", tokenExchangeGrant)

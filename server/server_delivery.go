@@ -12,9 +12,9 @@ import (
 
 func (s *Server) deliveryRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, s.markProcessing)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, s.markProcessed)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, s.markFailed)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, withBody(s, s.markProcessing))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, withBody(s, s.markProcessed))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, withBody(s, s.markFailed))
 }
 
 // nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
@@ -39,14 +39,8 @@ func (s *Server) writeOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) {
 	}))
 }
 
-// emptyBody is the body of /processing and /processed: nothing, or {}.
-type emptyBody struct{}
-
 // markProcessing is POST .../messages/{id}/processing.
-func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
-		return err
-	}
+func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	o, err := s.db.MarkProcessing(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -56,10 +50,7 @@ func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request) error {
 }
 
 // markProcessed is POST .../messages/{id}/processed.
-func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
-		return err
-	}
+func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	o, err := s.db.MarkProcessed(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -73,11 +64,7 @@ type failedRequest struct {
 }
 
 // markFailed is POST .../messages/{id}/failed with {"error": "..."}.
-func (s *Server) markFailed(w http.ResponseWriter, r *http.Request) error {
-	var req failedRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, req failedRequest) error {
 	if req.Error == nil {
 		return store.Problems{"/error": {"is required"}}.Err(store.CodeValidation)
 	}

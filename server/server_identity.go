@@ -13,7 +13,7 @@ func (s *Server) identityRoutes() {
 	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
 	s.handle("GET", "/api/v1/me", humansOnly, s.getMe)
 	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
-	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
+	s.handle("PUT", "/api/v1/me/profile", humansOnly, withBody(s, s.updateProfile))
 }
 
 // featureFlags are the capabilities the Band SDKs negotiate from /agent/me:
@@ -95,11 +95,7 @@ type updateProfileRequest struct {
 }
 
 // updateProfile is PUT /api/v1/me/profile: only the fields sent change.
-func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request) error {
-	var req updateProfileRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, req updateProfileRequest) error {
 	if req.User == nil {
 		return store.Problems{"/user": {"is required"}}.Err(store.CodeValidation)
 	}

@@ -20,17 +20,17 @@ import (
 
 func (s *Server) memoryRoutes() {
 	s.handle("GET", "/api/v1/agent/memories", agentsOnly, s.memoryGate(s.listAgentMemories))
-	s.handle("POST", "/api/v1/agent/memories", agentsOnly, s.memoryGate(s.createMemory))
+	s.handle("POST", "/api/v1/agent/memories", agentsOnly, s.memoryGate(withBody(s, s.createMemory)))
 	s.handle("GET", "/api/v1/agent/memories/:id", agentsOnly, s.memoryGate(s.getMemory))
-	s.handle("POST", "/api/v1/agent/memories/:id/archive", agentsOnly, s.memoryGate(s.archiveMemory))
-	s.handle("POST", "/api/v1/agent/memories/:id/supersede", agentsOnly, s.memoryGate(s.supersedeAgentMemory))
+	s.handle("POST", "/api/v1/agent/memories/:id/archive", agentsOnly, s.memoryGate(withBody(s, s.archiveMemory)))
+	s.handle("POST", "/api/v1/agent/memories/:id/supersede", agentsOnly, s.memoryGate(withBody(s, s.supersedeAgentMemory)))
 
 	s.handle("GET", "/api/v1/me/memories", humansOnly, s.memoryGate(s.listMyMemories))
 	s.handle("GET", "/api/v1/me/memories/:id", humansOnly, s.memoryGate(s.getMemory))
 	s.handle("DELETE", "/api/v1/me/memories/:id", humansOnly, s.memoryGate(s.deleteMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/archive", humansOnly, s.memoryGate(s.archiveMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/restore", humansOnly, s.memoryGate(s.restoreMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, s.memoryGate(s.supersedeMyMemory))
+	s.handle("POST", "/api/v1/me/memories/:id/archive", humansOnly, s.memoryGate(withBody(s, s.archiveMemory)))
+	s.handle("POST", "/api/v1/me/memories/:id/restore", humansOnly, s.memoryGate(withBody(s, s.restoreMemory)))
+	s.handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, s.memoryGate(withBody(s, s.supersedeMyMemory)))
 }
 
 var errMemoriesOff = &httpError{Code: codeFeatureDisabled, Message: "memories are switched off on this server"}
@@ -141,11 +141,7 @@ type memoryRequest struct {
 }
 
 // createMemory is POST /agent/memories: 201 with the memory.
-func (s *Server) createMemory(w http.ResponseWriter, r *http.Request) error {
-	var req memoryRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, req memoryRequest) error {
 	if req.Memory == nil {
 		return store.Problems{"/memory": {"is required"}}.Err(store.CodeValidation)
 	}
@@ -169,10 +165,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) error {
 
 // archiveMemory is POST /agent/memories/{id}/archive and POST
 // /me/memories/{id}/archive. It takes no body.
-func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
+func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	m, err := s.db.ArchiveMemory(r.Context(), principal(r).Actor(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -182,10 +175,7 @@ func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request) error {
 }
 
 // restoreMemory is POST /me/memories/{id}/restore. It takes no body.
-func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
+func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	m, err := s.db.RestoreMemory(r.Context(), principal(r).Actor(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -197,11 +187,7 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request) error {
 // supersedeAgentMemory is POST /agent/memories/{id}/supersede. The body is
 // optional: {"memory": {...}} also stores the replacement (a chatd
 // extension), atomically with the supersede.
-func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request) error {
-	var req memoryRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, req memoryRequest) error {
 	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), req.Memory.newMemory())
 	if err != nil {
 		return err
@@ -211,10 +197,7 @@ func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request) er
 }
 
 // supersedeMyMemory is POST /me/memories/{id}/supersede. It takes no body.
-func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
+func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), nil)
 	if err != nil {
 		return err

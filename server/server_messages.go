@@ -16,12 +16,12 @@ import (
 
 func (s *Server) messageRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.listAgentMessages)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.sendMessage)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, s.postEvent)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, withBody(s, s.sendMessage))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, withBody(s, s.postEvent))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/context", agentsOnly, s.listContext)
 
 	s.handle("GET", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.listHistory)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, withBody(s, s.sendMessage))
 }
 
 // messageView is ChatMessage, in the REST answers and the chat_room
@@ -156,11 +156,7 @@ type sendMessageRequest struct {
 
 // sendMessage is POST /agent/chats/{id}/messages and POST
 // /me/chats/{id}/messages: a text message with at least one mention.
-func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
-	var req sendMessageRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, req sendMessageRequest) error {
 	if req.Message == nil {
 		return store.Problems{"/message": {"is required"}}.Err(store.CodeValidation)
 	}
@@ -222,11 +218,7 @@ type postEventRequest struct {
 
 // postEvent is POST /agent/chats/{id}/events: a tool call, result, thought,
 // error, task or attention record. No mentions; delivered to no agent.
-func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) error {
-	var req postEventRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, req postEventRequest) error {
 	p := store.Problems{}
 	if req.Event == nil {
 		p.Add("/event", "is required")

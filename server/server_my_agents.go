@@ -12,9 +12,9 @@ import (
 
 func (s *Server) myAgentRoutes() {
 	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
-	s.handleNamed("POST", "/api/v1/me/agents/:id", "register", humansOnly, s.registerAgent)
+	s.handleNamed("POST", "/api/v1/me/agents/:id", "register", humansOnly, withBody(s, s.registerAgent))
 	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
-	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, s.rotateAgentKey)
+	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, withBody(s, s.rotateAgentKey))
 }
 
 // myAgentView is MyAgent: an agent as its owner sees it. chatd hosts only
@@ -128,11 +128,7 @@ type registerAgentRequest struct {
 
 // registerAgent is POST /api/v1/me/agents/register: a new external agent and
 // its API key, which is shown in this response only.
-func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
-	var req registerAgentRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, req registerAgentRequest) error {
 	p := store.Problems{}
 	if req.Agent == nil {
 		p.Add("/agent", "is required")
@@ -175,10 +171,7 @@ func agentWithKey(a *store.Agent, key string) map[string]any {
 // this answer only. The old key is refused from now on, and the agent's
 // connections opened with it are closed; its rooms, contacts and history
 // stay.
-func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
+func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), r.PathValue("id"))
 	if err != nil {
 		return err

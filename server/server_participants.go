@@ -12,13 +12,13 @@ import (
 
 func (s *Server) participantRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.listParticipants)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.addParticipant)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, withBody(s, s.addParticipant))
 	s.handle("DELETE", "/api/v1/agent/chats/:chat_id/participants/:id", agentsOnly, s.removeParticipant)
 	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
 
 	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
-	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, withBody(s, s.addParticipant))
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, withBody(s, s.updateParticipant))
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
 	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
 }
@@ -138,11 +138,7 @@ type addParticipantRequest struct {
 }
 
 // addParticipant is POST .../participants: add one of the caller's peers.
-func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request) error {
-	var req addParticipantRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, req addParticipantRequest) error {
 	if req.Participant == nil || req.Participant.ParticipantID == nil {
 		return store.Problems{"/participant/participant_id": {"is required"}}.Err(store.CodeValidation)
 	}
@@ -175,11 +171,7 @@ type updateParticipantRequest struct {
 // updateParticipant is PATCH /me/chats/{id}/participants/{id}: change a
 // participant's role, or block and unblock it (a blocked participant reads
 // nothing, and a blocked agent's execution in the room is stopped).
-func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request) error {
-	var req updateParticipantRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, req updateParticipantRequest) error {
 	if req.Participant == nil || (req.Participant.Role == nil && req.Participant.Status == nil) {
 		return store.Problems{"/participant": {"needs a role or a status"}}.Err(store.CodeValidation)
 	}

@@ -14,16 +14,16 @@ import (
 
 func (s *Server) roomRoutes() {
 	s.handle("GET", "/api/v1/agent/chats", agentsOnly, s.listAgentRooms)
-	s.handle("POST", "/api/v1/agent/chats", agentsOnly, s.createRoom)
+	s.handle("POST", "/api/v1/agent/chats", agentsOnly, withBody(s, s.createRoom))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id", agentsOnly, s.getRoom)
-	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, s.renameRoom)
+	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, withBody(s, s.renameRoom))
 
 	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
-	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
+	s.handle("POST", "/api/v1/me/chats", humansOnly, withBody(s, s.createRoom))
 	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
-	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, withBody(s, s.renameRoom))
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, withBody(s, s.markRead))
 }
 
 // chatRoomView is the agent API's ChatRoom.
@@ -86,11 +86,7 @@ type createRoomRequest struct {
 
 // createRoom is POST /agent/chats and POST /me/chats. {} and {"chat":{}}
 // are both accepted.
-func (s *Server) createRoom(w http.ResponseWriter, r *http.Request) error {
-	var req createRoomRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, req createRoomRequest) error {
 	var nr store.NewRoom
 	if req.Chat != nil {
 		nr.Title, nr.TaskID = req.Chat.Title, req.Chat.TaskID
@@ -130,11 +126,7 @@ type renameRoomRequest struct {
 }
 
 // renameRoom is PATCH /agent/chats/{id} and PATCH /me/chats/{id}.
-func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request) error {
-	var req renameRoomRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, req renameRoomRequest) error {
 	if req.Chat == nil || req.Chat.Title == nil {
 		return store.Problems{"/chat/title": {"is required"}}.Err(store.CodeValidation)
 	}
@@ -155,11 +147,7 @@ type markReadRequest struct {
 // read marker up to message_id (absent or null: the newest message), never
 // back, and answers the room with its unread count. A message_id that is
 // not a message of the room is 404, as an unreadable room.
-func (s *Server) markRead(w http.ResponseWriter, r *http.Request) error {
-	var req markReadRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) markRead(w http.ResponseWriter, r *http.Request, req markReadRequest) error {
 	room, err := s.db.MarkRead(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), req.MessageID)
 	if err != nil {
 		return err

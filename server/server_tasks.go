@@ -12,9 +12,9 @@ import (
 
 func (s *Server) taskRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, s.listTasks)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, s.createTask)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, withBody(s, s.createTask))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, s.getTask)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, s.updateTask)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, withBody(s, s.updateTask))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks/:id/history", agentsOnly, s.listTaskHistory)
 }
 
@@ -110,11 +110,7 @@ type createTaskRequest struct {
 }
 
 // createTask is POST /agent/chats/{id}/tasks.
-func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
-	var req createTaskRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request, req createTaskRequest) error {
 	t, err := s.db.CreateTask(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		store.NewTask{Subject: req.Subject, Detail: req.Detail, SupersedesID: req.SupersedesID})
 	if err != nil {
@@ -151,11 +147,7 @@ type updateTaskRequest struct {
 
 // updateTask is POST /agent/chats/{id}/tasks/{task}: the caller's work,
 // a comment, edits and lifecycle, in one call (POST, as the API has it).
-func (s *Server) updateTask(w http.ResponseWriter, r *http.Request) error {
-	var req updateTaskRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) updateTask(w http.ResponseWriter, r *http.Request, req updateTaskRequest) error {
 	t, err := s.db.UpdateTask(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), store.TaskUpdate{
 		Status: req.Status, ActiveForm: req.ActiveForm, LinkedNativeID: req.LinkedNativeID, Comment: req.Comment,
 		Subject: req.Subject, Detail: req.Detail, State: req.State,
