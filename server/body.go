@@ -36,8 +36,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// data wraps a resource as the API's success body {"data": ...}.
-func data(v any) map[string]any { return map[string]any{"data": v} }
+// reply answers v as the data of a response with status: {"data": v}.
+func reply(w http.ResponseWriter, status int, v any) error {
+	writeJSON(w, status, map[string]any{"data": v})
+	return nil
+}
+
+// replyPage answers a page of a listing: its items as data, with its
+// metadata.
+func replyPage(w http.ResponseWriter, items, metadata any) error {
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": metadata})
+	return nil
+}
+
+// noContent answers 204, with no body.
+func noContent(w http.ResponseWriter) error {
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// viewsOf renders each of items with view.
+func viewsOf[T, V any](items []T, view func(T) V) []V {
+	out := make([]V, len(items))
+	for i, it := range items {
+		out[i] = view(it)
+	}
+	return out
+}
 
 // decodeBody reads the JSON request body into dst, a pointer to a struct.
 //

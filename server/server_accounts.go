@@ -79,8 +79,7 @@ func (s *Server) setup(w http.ResponseWriter, r *http.Request, req setupRequest)
 		return err
 	}
 	out["user"] = newUserView(u)
-	writeJSON(w, http.StatusCreated, data(out))
-	return nil
+	return reply(w, http.StatusCreated, out)
 }
 
 type signInRequest struct {
@@ -105,8 +104,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, req signInReques
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(out))
-	return nil
+	return reply(w, http.StatusOK, out)
 }
 
 // signOut is POST /api/v1/auth/sign-out: the session behind the bearer
@@ -121,8 +119,7 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ emptyBody) er
 	if err := s.db.EndSession(r.Context(), p.SessionID); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // keyView is a human API key as its person sees it: never the key, except
@@ -147,12 +144,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	views := make([]keyView, len(keys))
-	for i, k := range keys {
-		views[i] = newKeyView(k)
-	}
-	writeJSON(w, http.StatusOK, data(views))
-	return nil
+	return reply(w, http.StatusOK, viewsOf(keys, newKeyView))
 }
 
 type createKeyRequest struct {
@@ -172,8 +164,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, req createKey
 	}
 	v := newKeyView(info)
 	v.APIKey = key
-	writeJSON(w, http.StatusCreated, data(v))
-	return nil
+	return reply(w, http.StatusCreated, v)
 }
 
 // deleteKey is DELETE /api/v1/me/keys/{id}: the key stops working at once.
@@ -181,6 +172,5 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, r.PathValue("id")); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }

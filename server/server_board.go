@@ -35,8 +35,7 @@ func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, req acti
 		return err
 	}
 	s.activity.set(roomID, agent.ID, *req.Working)
-	writeJSON(w, http.StatusOK, data(map[string]bool{"working": *req.Working}))
-	return nil
+	return reply(w, http.StatusOK, map[string]bool{"working": *req.Working})
 }
 
 // boardView is Board.
@@ -79,8 +78,7 @@ func (s *Server) getBoard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newBoardView(b, withHistory)))
-	return nil
+	return reply(w, http.StatusOK, newBoardView(b, withHistory))
 }
 
 type putBoardRequest struct {
@@ -95,6 +93,5 @@ func (s *Server) putBoard(w http.ResponseWriter, r *http.Request, req putBoardRe
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newBoardView(b, false)))
-	return nil
+	return reply(w, http.StatusOK, newBoardView(b, false))
 }

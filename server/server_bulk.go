@@ -96,8 +96,7 @@ func (s *Server) queueBulkDeletion(w http.ResponseWriter, r *http.Request, kind 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, data(newBulkJobView(job)))
-	return nil
+	return reply(w, http.StatusAccepted, newBulkJobView(job))
 }
 
 // pollBulkDeletion is GET /api/v1/me/bulk-deletions/{id}: only the job's
@@ -113,8 +112,7 @@ func (s *Server) pollBulkDeletion(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, data(newBulkJobView(job)))
-	return nil
+	return reply(w, http.StatusOK, newBulkJobView(job))
 }
 
 // bulkPart is the delegation part of a job's resource type.

@@ -125,6 +125,11 @@ type receivedRequestView struct {
 	InsertedAt string  `json:"inserted_at"`
 }
 
+func newReceivedRequestView(cr *store.ContactRequest) receivedRequestView {
+	return receivedRequestView{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
+		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+}
+
 // sentRequestView is SentContactRequest.
 type sentRequestView struct {
 	ID         string  `json:"id"`
@@ -133,6 +138,11 @@ type sentRequestView struct {
 	Message    *string `json:"message"`
 	Status     string  `json:"status"`
 	InsertedAt string  `json:"inserted_at"`
+}
+
+func newSentRequestView(cr *store.ContactRequest) sentRequestView {
+	return sentRequestView{ID: cr.ID, ToHandle: cr.Recipient.Handle, ToName: cr.Recipient.Name,
+		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
 }
 
 // requestStatusView is the answer to an action on a request.
@@ -152,22 +162,10 @@ func (s *Server) listContacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var items any
 	if p.IsAgent() {
-		views := make([]agentContactView, len(page.Items))
-		for i, c := range page.Items {
-			views[i] = newAgentContactView(c)
-		}
-		items = views
-	} else {
-		views := make([]contactView, len(page.Items))
-		for i, c := range page.Items {
-			views[i] = newContactView(c)
-		}
-		items = views
+		return replyPage(w, viewsOf(page.Items, newAgentContactView), op.meta(page.Total))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newContactView), op.meta(page.Total))
 }
 
 type addContactRequest struct {
@@ -185,8 +183,7 @@ func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, req add
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
-	return nil
+	return reply(w, http.StatusCreated, requestStatusView{ID: cr.ID, Status: cr.Status})
 }
 
 type createContactRequestBody struct {
@@ -206,8 +203,7 @@ func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, re
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(newContactRequestView(cr)))
-	return nil
+	return reply(w, http.StatusCreated, newContactRequestView(cr))
 }
 
 type removeContactRequest struct {
@@ -229,8 +225,7 @@ func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, req remov
 	if err := s.db.RemoveContact(r.Context(), principal(r).Actor(), id, handle); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]string{"status": "removed"}))
-	return nil
+	return reply(w, http.StatusOK, map[string]string{"status": "removed"})
 }
 
 // listAgentContactRequests is GET /agent/contacts/requests: the pending
@@ -256,25 +251,17 @@ func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	rv := make([]receivedRequestView, len(received.Items))
-	for i, cr := range received.Items {
-		rv[i] = receivedRequestView{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
-			Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
-	}
-	sv := make([]sentRequestView, len(sent.Items))
-	for i, cr := range sent.Items {
-		sv[i] = sentRequestView{ID: cr.ID, ToHandle: cr.Recipient.Handle, ToName: cr.Recipient.Name,
-			Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
-	}
 	direction := func(total int) map[string]int {
 		return map[string]int{"total": total, "total_pages": op.meta(total).TotalPages}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data": map[string]any{"received": rv, "sent": sv},
-		"metadata": map[string]any{"page": op.page, "page_size": op.pageSize,
-			"received": direction(received.Total), "sent": direction(sent.Total)},
+	listed := map[string]any{
+		"received": viewsOf(received.Items, newReceivedRequestView),
+		"sent":     viewsOf(sent.Items, newSentRequestView),
+	}
+	return replyPage(w, listed, map[string]any{
+		"page": op.page, "page_size": op.pageSize,
+		"received": direction(received.Total), "sent": direction(sent.Total),
 	})
-	return nil
 }
 
 // statusFilter turns a status query value into the store's filter.
@@ -310,8 +297,7 @@ func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
-	return nil
+	return reply(w, http.StatusOK, requestStatusView{ID: cr.ID, Status: cr.Status})
 }
 
 // answerContactRequest is POST /me/contacts/requests/{id}/approve|reject and
@@ -327,8 +313,7 @@ func (s *Server) answerContactRequest(action string) handlerFunc {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
-		return nil
+		return reply(w, http.StatusOK, requestStatusView{ID: cr.ID, Status: cr.Status})
 	}
 }
 
@@ -357,12 +342,7 @@ func (s *Server) listHumanContactRequests(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	items := make([]contactRequestView, len(page.Items))
-	for i, cr := range page.Items {
-		items[i] = newContactRequestView(cr)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newContactRequestView), op.meta(page.Total))
 }
 
 type resolveHandleRequest struct {
@@ -379,8 +359,7 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, req resol
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]string{"handle": p.Handle, "name": p.Name, "type": p.Type}))
-	return nil
+	return reply(w, http.StatusOK, map[string]string{"handle": p.Handle, "name": p.Name, "type": p.Type})
 }
 
 // contactsTopic is a person's or agent's own contacts channel.
@@ -435,8 +414,7 @@ type receivedRequestEvent struct {
 }
 
 func newReceivedRequestEvent(cr *store.ContactRequest) receivedRequestEvent {
-	return receivedRequestEvent{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
-		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+	return receivedRequestEvent(newReceivedRequestView(cr))
 }
 
 // contactPartyView names the other side of a contact.

@@ -234,8 +234,7 @@ func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, req cr
 	}
 	v := newDelegationView(d)
 	v.Grant = grant
-	writeJSON(w, http.StatusCreated, data(v))
-	return nil
+	return reply(w, http.StatusCreated, v)
 }
 
 // listDelegations is GET /me/agents/{id}/delegations, newest first.
@@ -244,12 +243,7 @@ func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	views := make([]delegationView, len(list))
-	for i, d := range list {
-		views[i] = newDelegationView(d)
-	}
-	writeJSON(w, http.StatusOK, data(views))
-	return nil
+	return reply(w, http.StatusOK, viewsOf(list, newDelegationView))
 }
 
 // revokeDelegation is DELETE /me/agents/{id}/delegations/{delegation_id}.
@@ -258,8 +252,7 @@ func (s *Server) revokeDelegation(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newDelegationView(d)))
-	return nil
+	return reply(w, http.StatusOK, newDelegationView(d))
 }
 
 type tokenExchangeRequest struct {
@@ -297,9 +290,8 @@ func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request, req 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]any{
+	return reply(w, http.StatusOK, map[string]any{
 		"access_token": token, "issued_token_type": issuedTokenTypeJWT, "token_type": "Bearer",
 		"expires_in": int(d.TokenTTL.Seconds()), "scope": strings.Join(d.Scopes, " "), "delegation_id": d.ID,
-	}))
-	return nil
+	})
 }

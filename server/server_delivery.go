@@ -26,17 +26,16 @@ func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if msg == nil {
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return noContent(w)
 	}
-	writeJSON(w, http.StatusOK, data(newMessageView(msg, agent.ID)))
-	return nil
+	return reply(w, http.StatusOK, newMessageView(msg, agent.ID))
 }
 
-func (s *Server) writeOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) {
-	writeJSON(w, http.StatusOK, data(map[string]any{
+// replyOutcome answers a step of a message's delivery: where it stands now.
+func replyOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) error {
+	return reply(w, http.StatusOK, map[string]any{
 		"id": o.MessageID, "status": o.Status, "attempt_number": o.AttemptNumber, "success": true,
-	}))
+	})
 }
 
 // markProcessing is POST .../messages/{id}/processing.
@@ -45,8 +44,7 @@ func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, _ emptyB
 	if err != nil {
 		return err
 	}
-	s.writeOutcome(w, o)
-	return nil
+	return replyOutcome(w, o)
 }
 
 // markProcessed is POST .../messages/{id}/processed.
@@ -55,8 +53,7 @@ func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, _ emptyBo
 	if err != nil {
 		return err
 	}
-	s.writeOutcome(w, o)
-	return nil
+	return replyOutcome(w, o)
 }
 
 type failedRequest struct {
@@ -72,6 +69,5 @@ func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, req failedRe
 	if err != nil {
 		return err
 	}
-	s.writeOutcome(w, o)
-	return nil
+	return replyOutcome(w, o)
 }

@@ -45,8 +45,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(f.Attachment()))
-	return nil
+	return reply(w, http.StatusCreated, f.Attachment())
 }
 
 func (s *Server) fileTooLarge() error {

@@ -45,12 +45,11 @@ type agentMeView struct {
 // is how SDKs check that a key is valid.
 func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request) error {
 	a := callerAgent(r)
-	writeJSON(w, http.StatusOK, data(agentMeView{
+	return reply(w, http.StatusOK, agentMeView{
 		ID: a.ID, Name: a.Name, Handle: a.Handle, Description: a.Description, Bio: a.Bio,
 		OwnerUUID: a.OwnerID, IsExternal: a.IsExternal, ListedInDirectory: a.ListedInDirectory, Tags: a.Tags,
 		FeatureFlags: s.featureFlags(), InsertedAt: timestamp(a.InsertedAt), UpdatedAt: timestamp(a.UpdatedAt),
-	}))
-	return nil
+	})
 }
 
 // userView is UserDetails: /me and /me/profile. Its email is required there,
@@ -80,8 +79,7 @@ func newUserView(u *store.User) userView {
 
 // getMe is GET /api/v1/me and GET /api/v1/me/profile: the calling human.
 func (s *Server) getMe(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, data(newUserView(callerUser(r))))
-	return nil
+	return reply(w, http.StatusOK, newUserView(callerUser(r)))
 }
 
 // updateProfileRequest is the document's profile update, plus chatd's
@@ -105,6 +103,5 @@ func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, req updat
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newUserView(u)))
-	return nil
+	return reply(w, http.StatusOK, newUserView(u))
 }

@@ -149,8 +149,7 @@ func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, req memory
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(newMemoryView(m)))
-	return nil
+	return reply(w, http.StatusCreated, newMemoryView(m))
 }
 
 // getMemory is GET /agent/memories/{id} and GET /me/memories/{id}.
@@ -159,8 +158,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
 // archiveMemory is POST /agent/memories/{id}/archive and POST
@@ -170,8 +168,7 @@ func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, _ emptyBo
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
 // restoreMemory is POST /me/memories/{id}/restore. It takes no body.
@@ -180,8 +177,7 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, _ emptyBo
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
 // supersedeAgentMemory is POST /agent/memories/{id}/supersede. The body is
@@ -192,8 +188,7 @@ func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, re
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
 // supersedeMyMemory is POST /me/memories/{id}/supersede. It takes no body.
@@ -202,8 +197,7 @@ func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, _ emp
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
 // deleteMemory is DELETE /me/memories/{id}: a hard delete, answered 204.
@@ -211,8 +205,7 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request) error {
 	if err := s.db.DeleteMemory(r.Context(), principal(r).Actor(), r.PathValue("id")); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // Memory listings page by cursor and limit (1..100); the deprecated

@@ -125,11 +125,7 @@ func writeString(b *bytes.Buffer, s string) {
 }
 
 func messageViews(ms []*store.Message, forAgent string) []messageView {
-	out := make([]messageView, len(ms))
-	for i, m := range ms {
-		out[i] = newMessageView(m, forAgent)
-	}
-	return out
+	return viewsOf(ms, func(m *store.Message) messageView { return newMessageView(m, forAgent) })
 }
 
 type mentionRequest struct {
@@ -204,8 +200,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, req sendMes
 			recipients = append(recipients, recipient{ID: m.ID, Handle: m.Handle, Name: m.Name})
 		}
 	}
-	writeJSON(w, http.StatusCreated, data(map[string]any{"id": msg.ID, "success": true, "recipients": recipients}))
-	return nil
+	return reply(w, http.StatusCreated, map[string]any{"id": msg.ID, "success": true, "recipients": recipients})
 }
 
 type postEventRequest struct {
@@ -239,8 +234,7 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, req postEvent
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(map[string]any{"id": msg.ID, "message_type": msg.Type, "success": true}))
-	return nil
+	return reply(w, http.StatusCreated, map[string]any{"id": msg.ID, "message_type": msg.Type, "success": true})
 }
 
 var (
@@ -280,8 +274,7 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request) error
 	if _, given := q["status"]; given {
 		meta.StatusFilter = &status
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agent.ID), "metadata": meta})
-	return nil
+	return replyPage(w, messageViews(page.Items, agent.ID), meta)
 }
 
 // listContext is GET /agent/chats/{id}/context: what the agent sent and the
@@ -333,9 +326,5 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data":     messageViews(page.Items, ""),
-		"metadata": s.meta(w, pq, scope, page.PageInfo),
-	})
-	return nil
+	return replyPage(w, messageViews(page.Items, ""), s.meta(w, pq, scope, page.PageInfo))
 }

@@ -100,19 +100,11 @@ func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]myAgentView, len(page.Items))
-	for i, a := range page.Items {
-		items[i] = newMyAgentView(a)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data": items,
-		"metadata": myAgentsMeta{
-			pageMeta:         s.meta(w, pq, scope, page.PageInfo),
-			AvailableFilters: agentFilters,
-			SortableFields:   agentSortFields,
-		},
+	return replyPage(w, viewsOf(page.Items, newMyAgentView), myAgentsMeta{
+		pageMeta:         s.meta(w, pq, scope, page.PageInfo),
+		AvailableFilters: agentFilters,
+		SortableFields:   agentSortFields,
 	})
-	return nil
 }
 
 // registerAgentRequest is the OpenAPI AgentRegisterRequest, plus the optional
@@ -150,8 +142,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, req regis
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(agentWithKey(a, key)))
-	return nil
+	return reply(w, http.StatusCreated, agentWithKey(a, key))
 }
 
 // agentWithKey is the answer that hands out an agent's key: the agent and
@@ -176,8 +167,7 @@ func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, _ emptyB
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(agentWithKey(a, key)))
-	return nil
+	return reply(w, http.StatusOK, agentWithKey(a, key))
 }
 
 // deleteAgent is DELETE /api/v1/me/agents/{id}[?force=true]: the agent's keys
@@ -192,9 +182,8 @@ func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]any{
+	return reply(w, http.StatusOK, map[string]any{
 		"id": d.Agent.ID, "name": d.Agent.Name, "description": d.Agent.Description,
 		"executions_deleted": d.ExecutionsDeleted,
-	}))
-	return nil
+	})
 }

@@ -97,8 +97,7 @@ func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request) error 
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, data(s.participantViews(page.Items)))
-		return nil
+		return reply(w, http.StatusOK, viewsOf(page.Items, s.newParticipantView))
 	}
 	q := r.URL.Query()
 	problems := store.Problems{}
@@ -115,19 +114,7 @@ func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data":     s.participantViews(page.Items),
-		"metadata": s.meta(w, pq, scope, page.PageInfo),
-	})
-	return nil
-}
-
-func (s *Server) participantViews(ps []*store.Participant) []participantView {
-	out := make([]participantView, len(ps))
-	for i, p := range ps {
-		out[i] = s.newParticipantView(p)
-	}
-	return out
+	return replyPage(w, viewsOf(page.Items, s.newParticipantView), s.meta(w, pq, scope, page.PageInfo))
 }
 
 type addParticipantRequest struct {
@@ -147,8 +134,7 @@ func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, req addP
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(s.newParticipantView(added)))
-	return nil
+	return reply(w, http.StatusCreated, s.newParticipantView(added))
 }
 
 // removeParticipant is DELETE .../participants/{id}.
@@ -157,8 +143,7 @@ func (s *Server) removeParticipant(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.newParticipantView(removed)))
-	return nil
+	return reply(w, http.StatusOK, s.newParticipantView(removed))
 }
 
 type updateParticipantRequest struct {
@@ -180,8 +165,7 @@ func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, req u
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.newParticipantView(updated)))
-	return nil
+	return reply(w, http.StatusOK, s.newParticipantView(updated))
 }
 
 // listPeers is GET /agent/peers and GET /me/peers.
@@ -207,10 +191,5 @@ func (s *Server) listPeers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]peerView, len(page.Items))
-	for i, peer := range page.Items {
-		items[i] = newPeerView(peer)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newPeerView), op.meta(page.Total))
 }

@@ -96,8 +96,7 @@ func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, req createRo
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(s.roomView(p, room)))
-	return nil
+	return reply(w, http.StatusCreated, s.roomView(p, room))
 }
 
 // roomView renders a room in the caller's API's shape.
@@ -115,8 +114,7 @@ func (s *Server) getRoom(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.roomView(p, room)))
-	return nil
+	return reply(w, http.StatusOK, s.roomView(p, room))
 }
 
 type renameRoomRequest struct {
@@ -135,8 +133,7 @@ func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, req renameRo
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.roomView(p, room)))
-	return nil
+	return reply(w, http.StatusOK, s.roomView(p, room))
 }
 
 type markReadRequest struct {
@@ -152,8 +149,7 @@ func (s *Server) markRead(w http.ResponseWriter, r *http.Request, req markReadRe
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMeChatRoomView(room)))
-	return nil
+	return reply(w, http.StatusOK, newMeChatRoomView(room))
 }
 
 // deleteRoom is DELETE /me/chats/{id}: a soft delete, answered 204.
@@ -161,8 +157,7 @@ func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request) error {
 	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), r.PathValue("chat_id")); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // listAgentRooms is GET /agent/chats: the rooms the agent is in, newest
@@ -176,12 +171,7 @@ func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]chatRoomView, len(page.Items))
-	for i, room := range page.Items {
-		items[i] = newChatRoomView(room)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newChatRoomView), op.meta(page.Total))
 }
 
 var roomListing = listing{defaultLimit: 20, maxLimit: 100}
@@ -217,10 +207,5 @@ func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]meChatRoomView, len(page.Items))
-	for i, room := range page.Items {
-		items[i] = newMeChatRoomView(room)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newMeChatRoomView), s.meta(w, pq, scope, page.PageInfo))
 }

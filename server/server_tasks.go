@@ -95,12 +95,8 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	views := make([]taskView, len(page.Items))
-	for i, t := range page.Items {
-		views[i] = newTaskView(t, false)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": views, "metadata": s.meta(w, pq, scope, page.PageInfo)})
-	return nil
+	views := viewsOf(page.Items, func(t *store.Task) taskView { return newTaskView(t, false) })
+	return replyPage(w, views, s.meta(w, pq, scope, page.PageInfo))
 }
 
 type createTaskRequest struct {
@@ -116,8 +112,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request, req createTa
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(newTaskView(t, false)))
-	return nil
+	return reply(w, http.StatusCreated, newTaskView(t, false))
 }
 
 // getTask is GET /agent/chats/{id}/tasks/{task}[?include=history].
@@ -131,8 +126,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newTaskView(t, withHistory)))
-	return nil
+	return reply(w, http.StatusOK, newTaskView(t, withHistory))
 }
 
 type updateTaskRequest struct {
@@ -155,8 +149,7 @@ func (s *Server) updateTask(w http.ResponseWriter, r *http.Request, req updateTa
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newTaskView(t, false)))
-	return nil
+	return reply(w, http.StatusOK, newTaskView(t, false))
 }
 
 // listTaskHistory is GET /agent/chats/{id}/tasks/{task}/history: the whole
@@ -173,6 +166,5 @@ func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": page.Items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
-	return nil
+	return replyPage(w, page.Items, s.meta(w, pq, scope, page.PageInfo))
 }
