@@ -70,8 +70,9 @@ func viewsOf[T, V any](items []T, view func(T) V) []V {
 // are all optional). A body that is not exactly one JSON value is 400
 // invalid_json; a field dst does not declare is 400 unknown_field, with the
 // JSON Pointer of each such field; a value of the wrong type is 422
-// validation_error at its pointer. A body over the size limit is 413, one
-// that arrives too slowly 408. The ids in dst's id fields are normalized
+// validation_error at its pointer, as is a field tagged chatd:"required"
+// that is absent or null (missingFields). A body over the size limit is 413,
+// one that arrives too slowly 408. The ids in dst's id fields are normalized
 // (normalizeIDs).
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	// A declared length over the limit is refused before the body is read:
@@ -114,7 +115,9 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 		return errorf(codeInvalidJSON, "request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	normalizeIDs(reflect.ValueOf(dst), false)
-	return nil
+	missing := store.Problems{}
+	missingFields(reflect.ValueOf(dst), "", missing)
+	return missing.Err(store.CodeValidation)
 }
 
 // withBody serves h, an endpoint that takes a JSON body, with the body
@@ -181,6 +184,36 @@ func normalizeIDs(v reflect.Value, isID bool) {
 		if isID && v.CanSet() {
 			v.SetString(store.NormalizeID(v.String()))
 		}
+	}
+}
+
+// missingFields records, under their JSON Pointers, the pointer fields
+// tagged chatd:"required" that a decoded body v lacks (absent or null). The
+// fields of an object that is itself absent are not looked at: the object
+// is what is missing.
+func missingFields(v reflect.Value, at string, missing store.Problems) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		field := v.Field(i)
+		if f.Tag.Get("chatd") == "required" && field.Kind() == reflect.Pointer && field.IsNil() {
+			missing.Add(at+store.Pointer(name), "is required")
+			continue
+		}
+		missingFields(field, at+store.Pointer(name), missing)
 	}
 }
 

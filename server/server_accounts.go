@@ -150,14 +150,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 type createKeyRequest struct {
 	Key *struct {
 		Name string `json:"name"`
-	} `json:"key"`
+	} `json:"key" chatd:"required"`
 }
 
 // createKey is POST /api/v1/me/keys: 201 with the new key, shown this once.
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, req createKeyRequest) error {
-	if req.Key == nil {
-		return store.Problems{"/key": {"is required"}}.Err(store.CodeValidation)
-	}
 	info, key, err := s.db.CreateUserKey(r.Context(), callerUser(r).ID, req.Key.Name)
 	if err != nil {
 		return err

@@ -19,16 +19,13 @@ func (s *Server) boardRoutes() {
 }
 
 type activityRequest struct {
-	Working *bool `json:"working"`
+	Working *bool `json:"working" chatd:"required"`
 }
 
 // reportActivity is POST /agent/chats/{id}/activity: the agent says it is
 // working (re-sent every few seconds; it lapses after activityTTL) or done.
 // Room readers see it as "working" on the agent's participant entry.
 func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, req activityRequest) error {
-	if req.Working == nil {
-		return store.Problems{"/working": {"is required"}}.Err(store.CodeValidation)
-	}
 	agent := callerAgent(r)
 	roomID := r.PathValue("chat_id")
 	if _, err := s.db.Room(r.Context(), store.AgentActor(agent), roomID); err != nil {

@@ -200,15 +200,12 @@ type createDelegationRequest struct {
 		Scopes          []string `json:"scopes"`
 		GrantTTLSeconds *int     `json:"grant_ttl_seconds"`
 		TokenTTLSeconds *int     `json:"token_ttl_seconds"`
-	} `json:"delegation"`
+	} `json:"delegation" chatd:"required"`
 }
 
 // createDelegation is POST /me/agents/{id}/delegations: 201 with the
 // delegation and its one-time grant.
 func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, req createDelegationRequest) error {
-	if req.Delegation == nil {
-		return store.Problems{"/delegation": {"is required"}}.Err(store.CodeValidation)
-	}
 	nd := store.NewDelegation{Scopes: req.Delegation.Scopes}
 	p := store.Problems{}
 	for _, ttl := range []struct {

@@ -57,14 +57,11 @@ func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, _ emptyBo
 }
 
 type failedRequest struct {
-	Error *string `json:"error"`
+	Error *string `json:"error" chatd:"required"`
 }
 
 // markFailed is POST .../messages/{id}/failed with {"error": "..."}.
 func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, req failedRequest) error {
-	if req.Error == nil {
-		return store.Problems{"/error": {"is required"}}.Err(store.CodeValidation)
-	}
 	o, err := s.db.MarkFailed(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), *req.Error)
 	if err != nil {
 		return err

@@ -89,14 +89,11 @@ type updateProfileRequest struct {
 		FirstName *string `json:"first_name"`
 		LastName  *string `json:"last_name"`
 		Email     *string `json:"email"`
-	} `json:"user"`
+	} `json:"user" chatd:"required"`
 }
 
 // updateProfile is PUT /api/v1/me/profile: only the fields sent change.
 func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, req updateProfileRequest) error {
-	if req.User == nil {
-		return store.Problems{"/user": {"is required"}}.Err(store.CodeValidation)
-	}
 	u, err := s.db.UpdateProfile(r.Context(), callerUser(r).ID, store.ProfileUpdate{
 		FirstName: req.User.FirstName, LastName: req.User.LastName, Email: req.User.Email,
 	})

@@ -136,15 +136,12 @@ func (f *memoryFields) newMemory() *store.NewMemory {
 		Scope: f.Scope, SubjectID: f.SubjectID, ChatRoomID: f.ChatRoomID, Metadata: f.Metadata}
 }
 
-type memoryRequest struct {
-	Memory *memoryFields `json:"memory"`
+type createMemoryRequest struct {
+	Memory *memoryFields `json:"memory" chatd:"required"`
 }
 
 // createMemory is POST /agent/memories: 201 with the memory.
-func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, req memoryRequest) error {
-	if req.Memory == nil {
-		return store.Problems{"/memory": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, req createMemoryRequest) error {
 	m, err := s.db.CreateMemory(r.Context(), principal(r).Actor(), *req.Memory.newMemory())
 	if err != nil {
 		return err
@@ -180,10 +177,15 @@ func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, _ emptyBo
 	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
+// supersedeMemoryRequest is the optional body of a supersede.
+type supersedeMemoryRequest struct {
+	Memory *memoryFields `json:"memory"`
+}
+
 // supersedeAgentMemory is POST /agent/memories/{id}/supersede. The body is
 // optional: {"memory": {...}} also stores the replacement (a chatd
 // extension), atomically with the supersede.
-func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, req memoryRequest) error {
+func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, req supersedeMemoryRequest) error {
 	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), req.Memory.newMemory())
 	if err != nil {
 		return err

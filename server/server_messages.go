@@ -147,15 +147,12 @@ type sendMessageRequest struct {
 		// gateway attaches metadata, and its events fallback names the type.
 		Metadata    json.RawMessage `json:"metadata"`
 		MessageType *string         `json:"message_type"`
-	} `json:"message"`
+	} `json:"message" chatd:"required"`
 }
 
 // sendMessage is POST /agent/chats/{id}/messages and POST
 // /me/chats/{id}/messages: a text message with at least one mention.
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, req sendMessageRequest) error {
-	if req.Message == nil {
-		return store.Problems{"/message": {"is required"}}.Err(store.CodeValidation)
-	}
 	if mt := req.Message.MessageType; mt != nil && *mt != "text" {
 		return store.Problems{"/message/message_type": {"must be text: post other types to /events"}}.Err(store.CodeValidation)
 	}
@@ -205,29 +202,15 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, req sendMes
 
 type postEventRequest struct {
 	Event *struct {
-		Content     *string         `json:"content"`
-		MessageType *string         `json:"message_type"`
+		Content     *string         `json:"content" chatd:"required"`
+		MessageType *string         `json:"message_type" chatd:"required"`
 		Metadata    json.RawMessage `json:"metadata"`
-	} `json:"event"`
+	} `json:"event" chatd:"required"`
 }
 
 // postEvent is POST /agent/chats/{id}/events: a tool call, result, thought,
 // error, task or attention record. No mentions; delivered to no agent.
 func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, req postEventRequest) error {
-	p := store.Problems{}
-	if req.Event == nil {
-		p.Add("/event", "is required")
-	} else {
-		if req.Event.Content == nil {
-			p.Add("/event/content", "is required")
-		}
-		if req.Event.MessageType == nil {
-			p.Add("/event/message_type", "is required")
-		}
-	}
-	if err := p.Err(store.CodeValidation); err != nil {
-		return err
-	}
 	msg, err := s.db.PostEvent(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), store.EventInput{
 		Content: *req.Event.Content, Type: *req.Event.MessageType, Metadata: req.Event.Metadata,
 	})

@@ -111,30 +111,16 @@ func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request) error {
 // bio and tags (chatd has no other endpoint that sets them).
 type registerAgentRequest struct {
 	Agent *struct {
-		Name        *string  `json:"name"`
-		Description *string  `json:"description"`
+		Name        *string  `json:"name" chatd:"required"`
+		Description *string  `json:"description" chatd:"required"`
 		Bio         string   `json:"bio"`
 		Tags        []string `json:"tags"`
-	} `json:"agent"`
+	} `json:"agent" chatd:"required"`
 }
 
 // registerAgent is POST /api/v1/me/agents/register: a new external agent and
 // its API key, which is shown in this response only.
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, req registerAgentRequest) error {
-	p := store.Problems{}
-	if req.Agent == nil {
-		p.Add("/agent", "is required")
-	} else {
-		if req.Agent.Name == nil {
-			p.Add("/agent/name", "is required")
-		}
-		if req.Agent.Description == nil {
-			p.Add("/agent/description", "is required")
-		}
-	}
-	if err := p.Err(store.CodeValidation); err != nil {
-		return err
-	}
 	a, key, err := s.db.RegisterAgent(r.Context(), store.NewAgent{
 		OwnerID: callerUser(r).ID, Name: *req.Agent.Name, Description: *req.Agent.Description,
 		Bio: req.Agent.Bio, Tags: req.Agent.Tags, PickSlug: true,
