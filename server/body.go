@@ -120,10 +120,12 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	return missing.Err(store.CodeValidation)
 }
 
-// withBody serves h, an endpoint that takes a JSON body, with the body
-// decoded into h's request type by decodeBody, whose refusals are answered
-// before h runs.
-func withBody[T any](s *Server, h func(w http.ResponseWriter, r *http.Request, req T) error) handlerFunc {
+// bodyHandler is an endpoint that takes a JSON body, decoded into req.
+type bodyHandler[T any] func(w http.ResponseWriter, r *http.Request, req T) error
+
+// withBody serves h with the request's body decoded into h's request type
+// by decodeBody, whose refusals are answered before h runs.
+func withBody[T any](s *Server, h bodyHandler[T]) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		var req T
 		if err := s.decodeBody(w, r, &req); err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/chatd/chatd/store"
@@ -12,8 +13,8 @@ import (
 
 func (s *Server) deliveryRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, withBody(s, s.markProcessing))
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, withBody(s, s.markProcessed))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessing)))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessed)))
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, withBody(s, s.markFailed))
 }
 
@@ -38,22 +39,17 @@ func replyOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) error {
 	})
 }
 
-// markProcessing is POST .../messages/{id}/processing.
-func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
-	o, err := s.db.MarkProcessing(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
-	if err != nil {
-		return err
+// markDelivery is POST .../messages/{id}/processing and .../processed,
+// which take no body (nothing, or {}): mark records the step for the caller
+// on the message the path names.
+func (s *Server) markDelivery(mark func(ctx context.Context, caller store.Actor, roomID, messageID string) (*store.DeliveryOutcome, error)) bodyHandler[emptyBody] {
+	return func(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
+		o, err := mark(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return replyOutcome(w, o)
 	}
-	return replyOutcome(w, o)
-}
-
-// markProcessed is POST .../messages/{id}/processed.
-func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
-	o, err := s.db.MarkProcessed(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return replyOutcome(w, o)
 }
 
 type failedRequest struct {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -19,18 +20,21 @@ import (
 // then answer 403 feature_disabled.
 
 func (s *Server) memoryRoutes() {
-	s.handle("GET", "/api/v1/agent/memories", agentsOnly, s.memoryGate(s.listAgentMemories))
-	s.handle("POST", "/api/v1/agent/memories", agentsOnly, s.memoryGate(withBody(s, s.createMemory)))
-	s.handle("GET", "/api/v1/agent/memories/:id", agentsOnly, s.memoryGate(s.getMemory))
-	s.handle("POST", "/api/v1/agent/memories/:id/archive", agentsOnly, s.memoryGate(withBody(s, s.archiveMemory)))
-	s.handle("POST", "/api/v1/agent/memories/:id/supersede", agentsOnly, s.memoryGate(withBody(s, s.supersedeAgentMemory)))
+	handle := func(method, path string, aud audience, h handlerFunc) {
+		s.handle(method, path, aud, s.memoryGate(h))
+	}
+	handle("GET", "/api/v1/agent/memories", agentsOnly, s.listAgentMemories)
+	handle("POST", "/api/v1/agent/memories", agentsOnly, withBody(s, s.createMemory))
+	handle("GET", "/api/v1/agent/memories/:id", agentsOnly, s.getMemory)
+	handle("POST", "/api/v1/agent/memories/:id/archive", agentsOnly, withBody(s, s.changeMemory(s.db.ArchiveMemory)))
+	handle("POST", "/api/v1/agent/memories/:id/supersede", agentsOnly, withBody(s, s.supersedeAgentMemory))
 
-	s.handle("GET", "/api/v1/me/memories", humansOnly, s.memoryGate(s.listMyMemories))
-	s.handle("GET", "/api/v1/me/memories/:id", humansOnly, s.memoryGate(s.getMemory))
-	s.handle("DELETE", "/api/v1/me/memories/:id", humansOnly, s.memoryGate(s.deleteMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/archive", humansOnly, s.memoryGate(withBody(s, s.archiveMemory)))
-	s.handle("POST", "/api/v1/me/memories/:id/restore", humansOnly, s.memoryGate(withBody(s, s.restoreMemory)))
-	s.handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, s.memoryGate(withBody(s, s.supersedeMyMemory)))
+	handle("GET", "/api/v1/me/memories", humansOnly, s.listMyMemories)
+	handle("GET", "/api/v1/me/memories/:id", humansOnly, s.getMemory)
+	handle("DELETE", "/api/v1/me/memories/:id", humansOnly, s.deleteMemory)
+	handle("POST", "/api/v1/me/memories/:id/archive", humansOnly, withBody(s, s.changeMemory(s.db.ArchiveMemory)))
+	handle("POST", "/api/v1/me/memories/:id/restore", humansOnly, withBody(s, s.changeMemory(s.db.RestoreMemory)))
+	handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, withBody(s, s.supersedeMyMemory))
 }
 
 var errMemoriesOff = &httpError{Code: codeFeatureDisabled, Message: "memories are switched off on this server"}
@@ -158,23 +162,17 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) error {
 	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
-// archiveMemory is POST /agent/memories/{id}/archive and POST
-// /me/memories/{id}/archive. It takes no body.
-func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
-	m, err := s.db.ArchiveMemory(r.Context(), principal(r).Actor(), r.PathValue("id"))
-	if err != nil {
-		return err
+// changeMemory is POST .../memories/{id}/archive (both APIs) and POST
+// /me/memories/{id}/restore, which take no body: change, made by the caller
+// to the memory the path names, answered with the memory.
+func (s *Server) changeMemory(change func(context.Context, store.Actor, string) (*store.Memory, error)) bodyHandler[emptyBody] {
+	return func(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
+		m, err := change(r.Context(), principal(r).Actor(), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return reply(w, http.StatusOK, memoryOut(r, m))
 	}
-	return reply(w, http.StatusOK, memoryOut(r, m))
-}
-
-// restoreMemory is POST /me/memories/{id}/restore. It takes no body.
-func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
-	m, err := s.db.RestoreMemory(r.Context(), principal(r).Actor(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
 // supersedeMemoryRequest is the optional body of a supersede.
@@ -193,13 +191,10 @@ func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, re
 	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
-// supersedeMyMemory is POST /me/memories/{id}/supersede. It takes no body.
+// supersedeMyMemory is POST /me/memories/{id}/supersede: the agent's
+// supersede without a replacement, as it takes no body.
 func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
-	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), nil)
-	if err != nil {
-		return err
-	}
-	return reply(w, http.StatusOK, memoryOut(r, m))
+	return s.supersedeAgentMemory(w, r, supersedeMemoryRequest{})
 }
 
 // deleteMemory is DELETE /me/memories/{id}: a hard delete, answered 204.
