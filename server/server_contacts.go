@@ -213,19 +213,26 @@ type removeContactRequest struct {
 
 // removeContact is POST /agent/contacts/remove and /me/contacts/remove.
 func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, req removeContactRequest) error {
-	var id, handle string
-	switch {
-	case req.ContactID != nil && *req.ContactID != "":
-		id = *req.ContactID
-	case req.Handle != nil && *req.Handle != "":
-		handle = *req.Handle
-	default:
-		return store.Errorf(store.CodeBadRequest, "send contact_id or handle")
+	id, handle, err := idOrHandle(req.ContactID, req.Handle, "contact_id")
+	if err != nil {
+		return err
 	}
 	if err := s.db.RemoveContact(r.Context(), principal(r).Actor(), id, handle); err != nil {
 		return err
 	}
 	return reply(w, http.StatusOK, map[string]string{"status": "removed"})
+}
+
+// idOrHandle reads whom or what an agent's contact action names: the id
+// when one is sent, else the handle; neither is 400, naming idField.
+func idOrHandle(id, handle *string, idField string) (string, string, error) {
+	switch {
+	case id != nil && *id != "":
+		return *id, "", nil
+	case handle != nil && *handle != "":
+		return "", *handle, nil
+	}
+	return "", "", store.Errorf(store.CodeBadRequest, "send %s or handle", idField)
 }
 
 // listAgentContactRequests is GET /agent/contacts/requests: the pending
@@ -280,14 +287,9 @@ type respondContactRequest struct {
 
 // respondAgentContactRequest is POST /agent/contacts/requests/respond.
 func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request, req respondContactRequest) error {
-	var id, handle string
-	switch {
-	case req.RequestID != nil && *req.RequestID != "":
-		id = *req.RequestID
-	case req.Handle != nil && *req.Handle != "":
-		handle = *req.Handle
-	default:
-		return store.Errorf(store.CodeBadRequest, "send request_id or handle")
+	id, handle, err := idOrHandle(req.RequestID, req.Handle, "request_id")
+	if err != nil {
+		return err
 	}
 	action := ""
 	if req.Action != nil {
