@@ -353,6 +353,15 @@ func jsonKind(t reflect.Type) string {
 	return "of another type"
 }
 
+// shownHistory is a record's history as include=history shows it: [] when
+// there is none, where an absent history is left out.
+func shownHistory[E any](events []E) *[]E {
+	if events == nil {
+		events = []E{}
+	}
+	return &events
+}
+
 // timestamp renders a time as the API does: RFC 3339 in UTC with microseconds.
 func timestamp(t time.Time) string { return store.FormatTime(t) }
 

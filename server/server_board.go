@@ -55,20 +55,15 @@ func newBoardView(b *store.Board, withHistory bool) boardView {
 		v.InsertedAt, v.UpdatedAt = &t, &u
 	}
 	if withHistory {
-		history := b.History
-		if history == nil {
-			history = []store.BoardEvent{}
-		}
-		v.History, v.HistoryTruncated = &history, &b.HistoryTruncated
+		v.History, v.HistoryTruncated = shownHistory(b.History), &b.HistoryTruncated
 	}
 	return v
 }
 
 // getBoard is GET .../chats/{id}/board[?include=history].
 func (s *Server) getBoard(w http.ResponseWriter, r *http.Request) error {
-	p := store.Problems{}
-	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
-	if err := p.Err(store.CodeValidation); err != nil {
+	withHistory, err := includeHistory(r.URL.Query())
+	if err != nil {
 		return err
 	}
 	b, err := s.db.Board(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), withHistory)

@@ -57,11 +57,7 @@ func newTaskView(t *store.Task, withHistory bool) taskView {
 			LinkedNativeID: a.LinkedNativeID, UpdatedAt: timestamp(a.UpdatedAt)}
 	}
 	if withHistory {
-		history := t.History
-		if history == nil {
-			history = []store.TaskEvent{}
-		}
-		v.History, v.HistoryTruncated = &history, &t.HistoryTruncated
+		v.History, v.HistoryTruncated = shownHistory(t.History), &t.HistoryTruncated
 	}
 	return v
 }
@@ -117,9 +113,8 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request, req createTa
 
 // getTask is GET /agent/chats/{id}/tasks/{task}[?include=history].
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
-	p := store.Problems{}
-	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
-	if err := p.Err(store.CodeValidation); err != nil {
+	withHistory, err := includeHistory(r.URL.Query())
+	if err != nil {
 		return err
 	}
 	t, err := s.db.Task(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), withHistory)
