@@ -42,14 +42,29 @@ func (s *Server) SessionToken(sess *store.Session) (string, error) {
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.tokenKey)
 }
 
-// sessionAnswer is the token part of the answer to a sign-in or a setup.
-func (s *Server) sessionAnswer(sess *store.Session) (map[string]any, error) {
+// startSession answers, with status, the session that signIn starts: its
+// bearer token and, when signIn names one, its user. A refusal counts
+// against the address's failed-authentication limit, as a bad key does.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int, signIn func() (*store.User, *store.Session, error)) error {
+	var u *store.User
+	var sess *store.Session
+	err := s.underAuthFailureLimit(r, func() (err error) {
+		u, sess, err = signIn()
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	tok, err := s.SessionToken(sess)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return map[string]any{"access_token": tok, "token_type": "Bearer",
-		"expires_in": int(time.Until(sess.ExpiresAt).Round(time.Second).Seconds())}, nil
+	out := map[string]any{"access_token": tok, "token_type": "Bearer",
+		"expires_in": int(time.Until(sess.ExpiresAt).Round(time.Second).Seconds())}
+	if u != nil {
+		out["user"] = newUserView(u)
+	}
+	return reply(w, status, out)
 }
 
 type setupRequest struct {
@@ -63,23 +78,10 @@ type setupRequest struct {
 // setup is POST /api/v1/auth/setup: the first-run link's token creates the
 // first person (admin of the default organization) and signs them in.
 func (s *Server) setup(w http.ResponseWriter, r *http.Request, req setupRequest) error {
-	var u *store.User
-	var sess *store.Session
-	err := s.underAuthFailureLimit(r, func() error {
-		var err error
-		u, sess, err = s.db.SetUpFirstUser(r.Context(), req.Token,
+	return s.startSession(w, r, http.StatusCreated, func() (*store.User, *store.Session, error) {
+		return s.db.SetUpFirstUser(r.Context(), req.Token,
 			store.NewUser{Handle: req.Handle, Name: req.Name, Email: req.Email}, req.Password)
-		return err
 	})
-	if err != nil {
-		return err
-	}
-	out, err := s.sessionAnswer(sess)
-	if err != nil {
-		return err
-	}
-	out["user"] = newUserView(u)
-	return reply(w, http.StatusCreated, out)
 }
 
 type signInRequest struct {
@@ -88,23 +90,13 @@ type signInRequest struct {
 }
 
 // signIn is POST /api/v1/auth/sign-in: a handle and password for a session
-// token. A wrong handle and a wrong password answer the same 401, and count
-// against the address's failed-authentication limit as a bad key does.
+// token, answered without the user. A wrong handle and a wrong password
+// answer the same 401.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request, req signInRequest) error {
-	var sess *store.Session
-	err := s.underAuthFailureLimit(r, func() error {
-		var err error
-		_, sess, err = s.db.SignIn(r.Context(), req.Handle, req.Password)
-		return err
+	return s.startSession(w, r, http.StatusOK, func() (*store.User, *store.Session, error) {
+		_, sess, err := s.db.SignIn(r.Context(), req.Handle, req.Password)
+		return nil, sess, err
 	})
-	if err != nil {
-		return err
-	}
-	out, err := s.sessionAnswer(sess)
-	if err != nil {
-		return err
-	}
-	return reply(w, http.StatusOK, out)
 }
 
 // signOut is POST /api/v1/auth/sign-out: the session behind the bearer
