@@ -75,8 +75,8 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
 	// Every path parameter is an id (or a task's board number): one
 	// normalization here serves every route.
-	for _, p := range ps {
-		r.SetPathValue(p.Key, store.NormalizeID(p.Value))
+	for _, param := range ps {
+		r.SetPathValue(param.Key, store.NormalizeID(param.Value))
 	}
 	if aud != public {
 		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
