@@ -66,29 +66,13 @@ func BenchmarkPostMessage(b *testing.B) {
 	ts := newTestServer(b, func(o *store.Options) { o.Sync = store.SyncNormal; o.Limits.MessagesPerRoom = 1 << 30 })
 	_, posterKey, workerID, roomID := benchRoom(b, ts)
 	body := []byte(`{"message":{"content":"please look at this","mentions":[{"id":"` + workerID + `"}]}}`)
-	client := ts.http.Client()
 	b.SetParallelism(8)
 	before := ts.db.WriterStats()
 	defer func() {
 		after := ts.db.WriterStats()
 		b.ReportMetric(float64(after.Jobs-before.Jobs)/float64(max(1, after.Commits-before.Commits)), "jobs/commit")
 	}()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			req, _ := http.NewRequest("POST", ts.http.URL+"/api/v1/agent/chats/"+roomID+"/messages", bytes.NewReader(body))
-			req.Header.Set("X-API-Key", posterKey)
-			res, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode != 201 {
-				b.Fatalf("status %d", res.StatusCode)
-			}
-		}
-	})
+	benchRequests(b, ts, "POST", "/api/v1/agent/chats/"+roomID+"/messages", posterKey, body, 201)
 }
 
 // BenchmarkHistoryRead measures a person reading a page of 50 messages.
@@ -99,20 +83,30 @@ func BenchmarkHistoryRead(b *testing.B) {
 		ts.do(b, "POST", "/api/v1/agent/chats/"+roomID+"/messages", apiKey(posterKey),
 			map[string]any{"message": map[string]any{"content": "message body of a typical length, say a sentence or two", "mentions": []map[string]string{{"id": workerID}}}})
 	}
-	client := ts.http.Client()
 	b.SetParallelism(4)
+	benchRequests(b, ts, "GET", "/api/v1/me/chats/"+roomID+"/messages?limit=50", ownerKey, nil, 200)
+}
+
+// benchRequests times b.N requests of method and path with key (and body,
+// when not nil), sent by b's parallel goroutines, each answered status.
+func benchRequests(b *testing.B, ts *testServer, method, path, key string, body []byte, status int) {
+	client := ts.http.Client()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req, _ := http.NewRequest("GET", ts.http.URL+"/api/v1/me/chats/"+roomID+"/messages?limit=50", nil)
-			req.Header.Set("X-API-Key", ownerKey)
+			var content io.Reader
+			if body != nil {
+				content = bytes.NewReader(body)
+			}
+			req, _ := http.NewRequest(method, ts.http.URL+path, content)
+			req.Header.Set("X-API-Key", key)
 			res, err := client.Do(req)
 			if err != nil {
 				b.Fatal(err)
 			}
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode != 200 {
+			if res.StatusCode != status {
 				b.Fatalf("status %d", res.StatusCode)
 			}
 		}

@@ -36,8 +36,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// data wraps a resource as the API's success body {"data": ...}.
-func data(v any) map[string]any { return map[string]any{"data": v} }
+// reply answers v as the data of a response with status: {"data": v}.
+func reply(w http.ResponseWriter, status int, v any) error {
+	writeJSON(w, status, map[string]any{"data": v})
+	return nil
+}
+
+// replyPage answers a page of a listing: its items as data, with its
+// metadata.
+func replyPage(w http.ResponseWriter, items, metadata any) error {
+	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": metadata})
+	return nil
+}
+
+// noContent answers 204, with no body.
+func noContent(w http.ResponseWriter) error {
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// viewsOf renders each of items with view.
+func viewsOf[T, V any](items []T, view func(T) V) []V {
+	out := make([]V, len(items))
+	for i, it := range items {
+		out[i] = view(it)
+	}
+	return out
+}
 
 // decodeBody reads the JSON request body into dst, a pointer to a struct.
 //
@@ -45,8 +70,9 @@ func data(v any) map[string]any { return map[string]any{"data": v} }
 // are all optional). A body that is not exactly one JSON value is 400
 // invalid_json; a field dst does not declare is 400 unknown_field, with the
 // JSON Pointer of each such field; a value of the wrong type is 422
-// validation_error at its pointer. A body over the size limit is 413, one
-// that arrives too slowly 408. The ids in dst's id fields are normalized
+// validation_error at its pointer, as is a field tagged chatd:"required"
+// that is absent or null (missingFields). A body over the size limit is 413,
+// one that arrives too slowly 408. The ids in dst's id fields are normalized
 // (normalizeIDs).
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	// A declared length over the limit is refused before the body is read:
@@ -89,8 +115,28 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 		return errorf(codeInvalidJSON, "request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	normalizeIDs(reflect.ValueOf(dst), false)
-	return nil
+	missing := store.Problems{}
+	missingFields(reflect.ValueOf(dst), "", missing)
+	return missing.Err(store.CodeValidation)
 }
+
+// bodyHandler is an endpoint that takes a JSON body, decoded into req.
+type bodyHandler[T any] func(w http.ResponseWriter, r *http.Request, req T) error
+
+// withBody serves h with the request's body decoded into h's request type
+// by decodeBody, whose refusals are answered before h runs.
+func withBody[T any](s *Server, h bodyHandler[T]) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var req T
+		if err := s.decodeBody(w, r, &req); err != nil {
+			return err
+		}
+		return h(w, r, req)
+	}
+}
+
+// emptyBody is the request of an endpoint that takes none: no body, or {}.
+type emptyBody struct{}
 
 // bodyReadError answers a request body that could not be read to its end:
 // tooLarge past its size limit, 408 request_timeout when it came slower than
@@ -140,6 +186,36 @@ func normalizeIDs(v reflect.Value, isID bool) {
 		if isID && v.CanSet() {
 			v.SetString(store.NormalizeID(v.String()))
 		}
+	}
+}
+
+// missingFields records, under their JSON Pointers, the pointer fields
+// tagged chatd:"required" that a decoded body v lacks (absent or null). The
+// fields of an object that is itself absent are not looked at: the object
+// is what is missing.
+func missingFields(v reflect.Value, at string, missing store.Problems) {
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		field := v.Field(i)
+		if f.Tag.Get("chatd") == "required" && field.Kind() == reflect.Pointer && field.IsNil() {
+			missing.Add(at+store.Pointer(name), "is required")
+			continue
+		}
+		missingFields(field, at+store.Pointer(name), missing)
 	}
 }
 
@@ -275,6 +351,15 @@ func jsonKind(t reflect.Type) string {
 		return "an object"
 	}
 	return "of another type"
+}
+
+// shownHistory is a record's history as include=history shows it: [] when
+// there is none, where an absent history is left out.
+func shownHistory[E any](events []E) *[]E {
+	if events == nil {
+		events = []E{}
+	}
+	return &events
 }
 
 // timestamp renders a time as the API does: RFC 3339 in UTC with microseconds.

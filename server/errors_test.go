@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/julienschmidt/httprouter"
 )
 
 // Every code the source declares must have a status in the one table.
@@ -65,7 +63,7 @@ func TestPanicsBecomeInternalErrorsAndAreLogged(t *testing.T) {
 	ts := newTestServer(t)
 	var logs bytes.Buffer
 	ts.srv.log = slog.New(slog.NewTextHandler(&logs, nil))
-	ts.srv.handle("GET", "/test/panic", public, func(http.ResponseWriter, *http.Request, httprouter.Params) error {
+	ts.srv.handle("GET", "/test/panic", public, func(http.ResponseWriter, *http.Request) error {
 		panic("secret internals")
 	})
 	r := ts.do(t, "GET", "/test/panic", noCred, nil)

@@ -186,6 +186,14 @@ func enumParam[T ~string](q url.Values, name string, def T, allowed []T, p store
 	return def
 }
 
+// includeHistory reads include=history, which asks for a record with its
+// history.
+func includeHistory(q url.Values) (bool, error) {
+	p := store.Problems{}
+	history := enumParam(q, "include", "", []string{"history"}, p) == "history"
+	return history, p.Err(store.CodeValidation)
+}
+
 // pageMeta is the paging part of a listing's metadata. The cursor fields are
 // always present (clients require them even in page mode); the offset fields
 // when page/page_size were used or the listing answers both shapes.

@@ -53,8 +53,8 @@ func (s *Server) routes() {
 }
 
 // handlerFunc is an endpoint: it writes a success response or returns the
-// error to answer.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error
+// error to answer. It reads the route's parameters with r.PathValue.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 type registeredRoute struct {
 	method, path string
@@ -78,8 +78,8 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, aud audience, scope string, h handlerFunc) {
 	// Every path parameter is an id (or a task's board number): one
 	// normalization here serves every route.
-	for i := range ps {
-		ps[i].Value = store.NormalizeID(ps[i].Value)
+	for _, param := range ps {
+		r.SetPathValue(param.Key, store.NormalizeID(param.Value))
 	}
 	if aud != public {
 		p, err := s.authenticateLimited(w, r, codeRateLimited, func(cachedOnly bool) (*store.Principal, error) {
@@ -95,7 +95,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		noteCaller(r, p)
 		r = r.WithContext(withCaller(r.Context(), p))
 	}
-	if err := h(w, r, ps); err != nil {
+	if err := h(w, r); err != nil {
 		s.writeError(w, r, err)
 	}
 }

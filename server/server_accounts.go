@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
 )
@@ -20,11 +19,11 @@ import (
 // jti carry no session and keep working until they expire.
 
 func (s *Server) accountRoutes() {
-	s.handle("POST", "/api/v1/auth/setup", public, s.setup)
-	s.handle("POST", "/api/v1/auth/sign-in", public, s.signIn)
-	s.handle("POST", "/api/v1/auth/sign-out", humansOnly, s.signOut)
+	s.handle("POST", "/api/v1/auth/setup", public, withBody(s, s.setup))
+	s.handle("POST", "/api/v1/auth/sign-in", public, withBody(s, s.signIn))
+	s.handle("POST", "/api/v1/auth/sign-out", humansOnly, withBody(s, s.signOut))
 	s.handle("GET", "/api/v1/me/keys", humansOnly, s.listKeys)
-	s.handle("POST", "/api/v1/me/keys", humansOnly, s.createKey)
+	s.handle("POST", "/api/v1/me/keys", humansOnly, withBody(s, s.createKey))
 	s.handle("DELETE", "/api/v1/me/keys/:id", humansOnly, s.deleteKey)
 }
 
@@ -43,14 +42,29 @@ func (s *Server) SessionToken(sess *store.Session) (string, error) {
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.tokenKey)
 }
 
-// sessionAnswer is the token part of the answer to a sign-in or a setup.
-func (s *Server) sessionAnswer(sess *store.Session) (map[string]any, error) {
+// startSession answers, with status, the session that signIn starts: its
+// bearer token and, when signIn names one, its user. A refusal counts
+// against the address's failed-authentication limit, as a bad key does.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int, signIn func() (*store.User, *store.Session, error)) error {
+	var u *store.User
+	var sess *store.Session
+	err := s.underAuthFailureLimit(r, func() (err error) {
+		u, sess, err = signIn()
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	tok, err := s.SessionToken(sess)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return map[string]any{"access_token": tok, "token_type": "Bearer",
-		"expires_in": int(time.Until(sess.ExpiresAt).Round(time.Second).Seconds())}, nil
+	out := map[string]any{"access_token": tok, "token_type": "Bearer",
+		"expires_in": int(time.Until(sess.ExpiresAt).Round(time.Second).Seconds())}
+	if u != nil {
+		out["user"] = newUserView(u)
+	}
+	return reply(w, status, out)
 }
 
 type setupRequest struct {
@@ -63,29 +77,11 @@ type setupRequest struct {
 
 // setup is POST /api/v1/auth/setup: the first-run link's token creates the
 // first person (admin of the default organization) and signs them in.
-func (s *Server) setup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req setupRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	var u *store.User
-	var sess *store.Session
-	err := s.underAuthFailureLimit(r, func() error {
-		var err error
-		u, sess, err = s.db.SetUpFirstUser(r.Context(), req.Token,
+func (s *Server) setup(w http.ResponseWriter, r *http.Request, req setupRequest) error {
+	return s.startSession(w, r, http.StatusCreated, func() (*store.User, *store.Session, error) {
+		return s.db.SetUpFirstUser(r.Context(), req.Token,
 			store.NewUser{Handle: req.Handle, Name: req.Name, Email: req.Email}, req.Password)
-		return err
 	})
-	if err != nil {
-		return err
-	}
-	out, err := s.sessionAnswer(sess)
-	if err != nil {
-		return err
-	}
-	out["user"] = newUserView(u)
-	writeJSON(w, http.StatusCreated, data(out))
-	return nil
 }
 
 type signInRequest struct {
@@ -94,37 +90,19 @@ type signInRequest struct {
 }
 
 // signIn is POST /api/v1/auth/sign-in: a handle and password for a session
-// token. A wrong handle and a wrong password answer the same 401, and count
-// against the address's failed-authentication limit as a bad key does.
-func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req signInRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	var sess *store.Session
-	err := s.underAuthFailureLimit(r, func() error {
-		var err error
-		_, sess, err = s.db.SignIn(r.Context(), req.Handle, req.Password)
-		return err
+// token, answered without the user. A wrong handle and a wrong password
+// answer the same 401.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request, req signInRequest) error {
+	return s.startSession(w, r, http.StatusOK, func() (*store.User, *store.Session, error) {
+		_, sess, err := s.db.SignIn(r.Context(), req.Handle, req.Password)
+		return nil, sess, err
 	})
-	if err != nil {
-		return err
-	}
-	out, err := s.sessionAnswer(sess)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, data(out))
-	return nil
 }
 
 // signOut is POST /api/v1/auth/sign-out: the session behind the bearer
 // token ends, and the token with it. Only a session has anything to end: an
 // API key is deleted instead, and a `chatd token` token lapses.
-func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	p := principal(r)
 	if p.SessionID == "" {
 		return store.Errorf(store.CodeBadRequest,
@@ -133,8 +111,7 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if err := s.db.EndSession(r.Context(), p.SessionID); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // keyView is a human API key as its person sees it: never the key, except
@@ -154,49 +131,35 @@ func newKeyView(k store.KeyInfo) keyView {
 }
 
 // listKeys is GET /api/v1/me/keys: the caller's own human API keys.
-func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	keys, err := s.db.UserKeys(r.Context(), callerUser(r).ID)
 	if err != nil {
 		return err
 	}
-	views := make([]keyView, len(keys))
-	for i, k := range keys {
-		views[i] = newKeyView(k)
-	}
-	writeJSON(w, http.StatusOK, data(views))
-	return nil
+	return reply(w, http.StatusOK, viewsOf(keys, newKeyView))
 }
 
 type createKeyRequest struct {
 	Key *struct {
 		Name string `json:"name"`
-	} `json:"key"`
+	} `json:"key" chatd:"required"`
 }
 
 // createKey is POST /api/v1/me/keys: 201 with the new key, shown this once.
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req createKeyRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Key == nil {
-		return store.Problems{"/key": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, req createKeyRequest) error {
 	info, key, err := s.db.CreateUserKey(r.Context(), callerUser(r).ID, req.Key.Name)
 	if err != nil {
 		return err
 	}
 	v := newKeyView(info)
 	v.APIKey = key
-	writeJSON(w, http.StatusCreated, data(v))
-	return nil
+	return reply(w, http.StatusCreated, v)
 }
 
 // deleteKey is DELETE /api/v1/me/keys/{id}: the key stops working at once.
-func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, ps.ByName("id")); err != nil {
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, r.PathValue("id")); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }

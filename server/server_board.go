@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -12,37 +10,29 @@ import (
 // goal (board) with its audit trail, and the agents' activity reports.
 
 func (s *Server) boardRoutes() {
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, s.reportActivity)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/activity", agentsOnly, withBody(s, s.reportActivity))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.getBoard)
-	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, s.putBoard)
+	s.handle("PUT", "/api/v1/agent/chats/:chat_id/board", agentsOnly, withBody(s, s.putBoard))
 
 	s.handle("GET", "/api/v1/me/chats/:chat_id/board", humansOnly, s.getBoard)
-	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, s.putBoard)
+	s.handle("PUT", "/api/v1/me/chats/:chat_id/board", humansOnly, withBody(s, s.putBoard))
 }
 
 type activityRequest struct {
-	Working *bool `json:"working"`
+	Working *bool `json:"working" chatd:"required"`
 }
 
 // reportActivity is POST /agent/chats/{id}/activity: the agent says it is
 // working (re-sent every few seconds; it lapses after activityTTL) or done.
 // Room readers see it as "working" on the agent's participant entry.
-func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req activityRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Working == nil {
-		return store.Problems{"/working": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) reportActivity(w http.ResponseWriter, r *http.Request, req activityRequest) error {
 	agent := callerAgent(r)
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	if _, err := s.db.Room(r.Context(), store.AgentActor(agent), roomID); err != nil {
 		return err
 	}
 	s.activity.set(roomID, agent.ID, *req.Working)
-	writeJSON(w, http.StatusOK, data(map[string]bool{"working": *req.Working}))
-	return nil
+	return reply(w, http.StatusOK, map[string]bool{"working": *req.Working})
 }
 
 // boardView is Board.
@@ -65,28 +55,22 @@ func newBoardView(b *store.Board, withHistory bool) boardView {
 		v.InsertedAt, v.UpdatedAt = &t, &u
 	}
 	if withHistory {
-		history := b.History
-		if history == nil {
-			history = []store.BoardEvent{}
-		}
-		v.History, v.HistoryTruncated = &history, &b.HistoryTruncated
+		v.History, v.HistoryTruncated = shownHistory(b.History), &b.HistoryTruncated
 	}
 	return v
 }
 
 // getBoard is GET .../chats/{id}/board[?include=history].
-func (s *Server) getBoard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p := store.Problems{}
-	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
-	if err := p.Err(store.CodeValidation); err != nil {
-		return err
-	}
-	b, err := s.db.Board(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), withHistory)
+func (s *Server) getBoard(w http.ResponseWriter, r *http.Request) error {
+	withHistory, err := includeHistory(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newBoardView(b, withHistory)))
-	return nil
+	b, err := s.db.Board(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), withHistory)
+	if err != nil {
+		return err
+	}
+	return reply(w, http.StatusOK, newBoardView(b, withHistory))
 }
 
 type putBoardRequest struct {
@@ -95,16 +79,11 @@ type putBoardRequest struct {
 }
 
 // putBoard is PUT .../chats/{id}/board: only the fields sent change.
-func (s *Server) putBoard(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req putBoardRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	b, err := s.db.UpdateBoard(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+func (s *Server) putBoard(w http.ResponseWriter, r *http.Request, req putBoardRequest) error {
+	b, err := s.db.UpdateBoard(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		store.BoardUpdate{GoalTitle: req.GoalTitle, GoalSummary: req.GoalSummary})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newBoardView(b, false)))
-	return nil
+	return reply(w, http.StatusOK, newBoardView(b, false))
 }

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -18,8 +16,8 @@ import (
 // no other name.
 
 func (s *Server) bulkRoutes() {
-	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", "bulk-delete", humansOnly, s.bulkDeleteChats)
-	s.handleNamed("POST", "/api/v1/me/agents/:id", "bulk-delete", humansOnly, s.bulkDeleteAgents)
+	s.handleNamed("POST", "/api/v1/me/chats/:chat_id", "bulk-delete", humansOnly, withBody(s, s.bulkDeleteChats))
+	s.handleNamed("POST", "/api/v1/me/agents/:id", "bulk-delete", humansOnly, withBody(s, s.bulkDeleteAgents))
 	s.handle("GET", "/api/v1/me/bulk-deletions/:id", humansOnly, s.pollBulkDeletion)
 }
 
@@ -75,11 +73,7 @@ func bulkIDs(ids *[]*string) ([]string, error) {
 }
 
 // bulkDeleteChats is POST /api/v1/me/chats/bulk-delete.
-func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req bulkDeleteChatsRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request, req bulkDeleteChatsRequest) error {
 	ids, err := bulkIDs(req.IDs)
 	if err != nil {
 		return err
@@ -89,11 +83,7 @@ func (s *Server) bulkDeleteChats(w http.ResponseWriter, r *http.Request, _ httpr
 
 // bulkDeleteAgents is POST /api/v1/me/agents/bulk-delete: force as in DELETE
 // /me/agents/{id}?force=true, for every agent of the job.
-func (s *Server) bulkDeleteAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req bulkDeleteAgentsRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) bulkDeleteAgents(w http.ResponseWriter, r *http.Request, req bulkDeleteAgentsRequest) error {
 	ids, err := bulkIDs(req.IDs)
 	if err != nil {
 		return err
@@ -106,15 +96,14 @@ func (s *Server) queueBulkDeletion(w http.ResponseWriter, r *http.Request, kind 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, data(newBulkJobView(job)))
-	return nil
+	return reply(w, http.StatusAccepted, newBulkJobView(job))
 }
 
 // pollBulkDeletion is GET /api/v1/me/bulk-deletions/{id}: only the job's
 // creator sees it.
-func (s *Server) pollBulkDeletion(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) pollBulkDeletion(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	job, err := s.db.BulkJobOf(r.Context(), p.User, ps.ByName("id"))
+	job, err := s.db.BulkJobOf(r.Context(), p.User, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -123,8 +112,7 @@ func (s *Server) pollBulkDeletion(w http.ResponseWriter, r *http.Request, ps htt
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, data(newBulkJobView(job)))
-	return nil
+	return reply(w, http.StatusOK, newBulkJobView(job))
 }
 
 // bulkPart is the delegation part of a job's resource type.

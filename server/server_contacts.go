@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -15,16 +13,16 @@ import (
 
 func (s *Server) contactRoutes() {
 	s.handle("GET", "/api/v1/agent/contacts", agentsOnly, s.listContacts)
-	s.handle("POST", "/api/v1/agent/contacts/add", agentsOnly, s.addAgentContact)
-	s.handle("POST", "/api/v1/agent/contacts/remove", agentsOnly, s.removeContact)
+	s.handle("POST", "/api/v1/agent/contacts/add", agentsOnly, withBody(s, s.addAgentContact))
+	s.handle("POST", "/api/v1/agent/contacts/remove", agentsOnly, withBody(s, s.removeContact))
 	s.handle("GET", "/api/v1/agent/contacts/requests", agentsOnly, s.listAgentContactRequests)
-	s.handle("POST", "/api/v1/agent/contacts/requests/respond", agentsOnly, s.respondAgentContactRequest)
+	s.handle("POST", "/api/v1/agent/contacts/requests/respond", agentsOnly, withBody(s, s.respondAgentContactRequest))
 
 	s.handle("GET", "/api/v1/me/contacts", humansOnly, s.listContacts)
-	s.handle("POST", "/api/v1/me/contacts/remove", humansOnly, s.removeContact)
-	s.handle("POST", "/api/v1/me/contacts/resolve", humansOnly, s.resolveHandle)
+	s.handle("POST", "/api/v1/me/contacts/remove", humansOnly, withBody(s, s.removeContact))
+	s.handle("POST", "/api/v1/me/contacts/resolve", humansOnly, withBody(s, s.resolveHandle))
 	s.handle("GET", "/api/v1/me/contacts/requests", humansOnly, s.listReceivedContactRequests)
-	s.handle("POST", "/api/v1/me/contacts/requests", humansOnly, s.createContactRequest)
+	s.handle("POST", "/api/v1/me/contacts/requests", humansOnly, withBody(s, s.createContactRequest))
 	s.handle("GET", "/api/v1/me/contacts/requests/sent", humansOnly, s.listSentContactRequests)
 	s.handle("DELETE", "/api/v1/me/contacts/requests/:id", humansOnly, s.answerContactRequest("cancel"))
 	s.handle("POST", "/api/v1/me/contacts/requests/:id/approve", humansOnly, s.answerContactRequest("approve"))
@@ -127,6 +125,11 @@ type receivedRequestView struct {
 	InsertedAt string  `json:"inserted_at"`
 }
 
+func newReceivedRequestView(cr *store.ContactRequest) receivedRequestView {
+	return receivedRequestView{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
+		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+}
+
 // sentRequestView is SentContactRequest.
 type sentRequestView struct {
 	ID         string  `json:"id"`
@@ -137,6 +140,11 @@ type sentRequestView struct {
 	InsertedAt string  `json:"inserted_at"`
 }
 
+func newSentRequestView(cr *store.ContactRequest) sentRequestView {
+	return sentRequestView{ID: cr.ID, ToHandle: cr.Recipient.Handle, ToName: cr.Recipient.Name,
+		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+}
+
 // requestStatusView is the answer to an action on a request.
 type requestStatusView struct {
 	ID     string `json:"id"`
@@ -144,7 +152,7 @@ type requestStatusView struct {
 }
 
 // listContacts is GET /agent/contacts and GET /me/contacts.
-func (s *Server) listContacts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listContacts(w http.ResponseWriter, r *http.Request) error {
 	op, err := parseOffsetPage(r.URL.Query(), contactListing)
 	if err != nil {
 		return err
@@ -154,22 +162,10 @@ func (s *Server) listContacts(w http.ResponseWriter, r *http.Request, _ httprout
 	if err != nil {
 		return err
 	}
-	var items any
 	if p.IsAgent() {
-		views := make([]agentContactView, len(page.Items))
-		for i, c := range page.Items {
-			views[i] = newAgentContactView(c)
-		}
-		items = views
-	} else {
-		views := make([]contactView, len(page.Items))
-		for i, c := range page.Items {
-			views[i] = newContactView(c)
-		}
-		items = views
+		return replyPage(w, viewsOf(page.Items, newAgentContactView), op.meta(page.Total))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newContactView), op.meta(page.Total))
 }
 
 type addContactRequest struct {
@@ -179,11 +175,7 @@ type addContactRequest struct {
 
 // addAgentContact is POST /agent/contacts/add: 201 {id, status} where status
 // is approved when the other side had already asked.
-func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req addContactRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, req addContactRequest) error {
 	if req.Handle == nil {
 		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
@@ -191,8 +183,7 @@ func (s *Server) addAgentContact(w http.ResponseWriter, r *http.Request, _ httpr
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
-	return nil
+	return reply(w, http.StatusCreated, requestStatusView{ID: cr.ID, Status: cr.Status})
 }
 
 type createContactRequestBody struct {
@@ -203,11 +194,7 @@ type createContactRequestBody struct {
 }
 
 // createContactRequest is POST /me/contacts/requests: 201 ContactRequest.
-func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req createContactRequestBody
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, req createContactRequestBody) error {
 	if req.ContactRequest == nil || req.ContactRequest.RecipientHandle == nil {
 		return store.Errorf(store.CodeBadRequest, "contact_request.recipient_handle is required")
 	}
@@ -216,8 +203,7 @@ func (s *Server) createContactRequest(w http.ResponseWriter, r *http.Request, _ 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(newContactRequestView(cr)))
-	return nil
+	return reply(w, http.StatusCreated, newContactRequestView(cr))
 }
 
 type removeContactRequest struct {
@@ -226,31 +212,33 @@ type removeContactRequest struct {
 }
 
 // removeContact is POST /agent/contacts/remove and /me/contacts/remove.
-func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req removeContactRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+func (s *Server) removeContact(w http.ResponseWriter, r *http.Request, req removeContactRequest) error {
+	id, handle, err := idOrHandle(req.ContactID, req.Handle, "contact_id")
+	if err != nil {
 		return err
-	}
-	var id, handle string
-	switch {
-	case req.ContactID != nil && *req.ContactID != "":
-		id = *req.ContactID
-	case req.Handle != nil && *req.Handle != "":
-		handle = *req.Handle
-	default:
-		return store.Errorf(store.CodeBadRequest, "send contact_id or handle")
 	}
 	if err := s.db.RemoveContact(r.Context(), principal(r).Actor(), id, handle); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]string{"status": "removed"}))
-	return nil
+	return reply(w, http.StatusOK, map[string]string{"status": "removed"})
+}
+
+// idOrHandle reads whom or what an agent's contact action names: the id
+// when one is sent, else the handle; neither is 400, naming idField.
+func idOrHandle(id, handle *string, idField string) (string, string, error) {
+	switch {
+	case id != nil && *id != "":
+		return *id, "", nil
+	case handle != nil && *handle != "":
+		return "", *handle, nil
+	}
+	return "", "", store.Errorf(store.CodeBadRequest, "send %s or handle", idField)
 }
 
 // listAgentContactRequests is GET /agent/contacts/requests: the pending
 // requests received and the sent ones with sent_status, each direction paged
 // on its own by the same page and page_size.
-func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	op, err := parseOffsetPage(q, contactListing)
 	if err != nil {
@@ -270,25 +258,17 @@ func (s *Server) listAgentContactRequests(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	rv := make([]receivedRequestView, len(received.Items))
-	for i, cr := range received.Items {
-		rv[i] = receivedRequestView{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
-			Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
-	}
-	sv := make([]sentRequestView, len(sent.Items))
-	for i, cr := range sent.Items {
-		sv[i] = sentRequestView{ID: cr.ID, ToHandle: cr.Recipient.Handle, ToName: cr.Recipient.Name,
-			Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
-	}
 	direction := func(total int) map[string]int {
 		return map[string]int{"total": total, "total_pages": op.meta(total).TotalPages}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data": map[string]any{"received": rv, "sent": sv},
-		"metadata": map[string]any{"page": op.page, "page_size": op.pageSize,
-			"received": direction(received.Total), "sent": direction(sent.Total)},
+	listed := map[string]any{
+		"received": viewsOf(received.Items, newReceivedRequestView),
+		"sent":     viewsOf(sent.Items, newSentRequestView),
+	}
+	return replyPage(w, listed, map[string]any{
+		"page": op.page, "page_size": op.pageSize,
+		"received": direction(received.Total), "sent": direction(sent.Total),
 	})
-	return nil
 }
 
 // statusFilter turns a status query value into the store's filter.
@@ -306,19 +286,10 @@ type respondContactRequest struct {
 }
 
 // respondAgentContactRequest is POST /agent/contacts/requests/respond.
-func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req respondContactRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Request, req respondContactRequest) error {
+	id, handle, err := idOrHandle(req.RequestID, req.Handle, "request_id")
+	if err != nil {
 		return err
-	}
-	var id, handle string
-	switch {
-	case req.RequestID != nil && *req.RequestID != "":
-		id = *req.RequestID
-	case req.Handle != nil && *req.Handle != "":
-		handle = *req.Handle
-	default:
-		return store.Errorf(store.CodeBadRequest, "send request_id or handle")
 	}
 	action := ""
 	if req.Action != nil {
@@ -328,37 +299,34 @@ func (s *Server) respondAgentContactRequest(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
-	return nil
+	return reply(w, http.StatusOK, requestStatusView{ID: cr.ID, Status: cr.Status})
 }
 
 // answerContactRequest is POST /me/contacts/requests/{id}/approve|reject and
 // DELETE /me/contacts/requests/{id} (cancel).
 func (s *Server) answerContactRequest(action string) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method != http.MethodDelete {
-			var none struct{}
-			if err := s.decodeBody(w, r, &none); err != nil {
+			if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
 				return err
 			}
 		}
-		cr, err := s.db.RespondContactRequest(r.Context(), principal(r).Actor(), action, ps.ByName("id"), "")
+		cr, err := s.db.RespondContactRequest(r.Context(), principal(r).Actor(), action, r.PathValue("id"), "")
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, data(requestStatusView{ID: cr.ID, Status: cr.Status}))
-		return nil
+		return reply(w, http.StatusOK, requestStatusView{ID: cr.ID, Status: cr.Status})
 	}
 }
 
 // listReceivedContactRequests is GET /me/contacts/requests: pending
 // requests made to the caller.
-func (s *Server) listReceivedContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listReceivedContactRequests(w http.ResponseWriter, r *http.Request) error {
 	return s.listHumanContactRequests(w, r, true, "pending")
 }
 
 // listSentContactRequests is GET /me/contacts/requests/sent?status=.
-func (s *Server) listSentContactRequests(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listSentContactRequests(w http.ResponseWriter, r *http.Request) error {
 	p := store.Problems{}
 	status := enumParam(r.URL.Query(), "status", "all", []string{"all", "pending", "approved", "rejected", "cancelled"}, p)
 	if err := p.Err(store.CodeValidation); err != nil {
@@ -376,12 +344,7 @@ func (s *Server) listHumanContactRequests(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return err
 	}
-	items := make([]contactRequestView, len(page.Items))
-	for i, cr := range page.Items {
-		items[i] = newContactRequestView(cr)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newContactRequestView), op.meta(page.Total))
 }
 
 type resolveHandleRequest struct {
@@ -390,11 +353,7 @@ type resolveHandleRequest struct {
 
 // resolveHandle is POST /me/contacts/resolve: who a handle names, without
 // their id or email (those are for contacts).
-func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req resolveHandleRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, req resolveHandleRequest) error {
 	if req.Handle == nil {
 		return store.Errorf(store.CodeBadRequest, "handle is required")
 	}
@@ -402,8 +361,7 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]string{"handle": p.Handle, "name": p.Name, "type": string(p.Type)}))
-	return nil
+	return reply(w, http.StatusOK, map[string]string{"handle": p.Handle, "name": p.Name, "type": string(p.Type)})
 }
 
 // contactsTopic is a person's or agent's own contacts channel.
@@ -458,8 +416,7 @@ type receivedRequestEvent struct {
 }
 
 func newReceivedRequestEvent(cr *store.ContactRequest) receivedRequestEvent {
-	return receivedRequestEvent{ID: cr.ID, FromHandle: cr.Requester.Handle, FromName: cr.Requester.Name,
-		Message: cr.Message, Status: cr.Status, InsertedAt: timestamp(cr.InsertedAt)}
+	return receivedRequestEvent(newReceivedRequestView(cr))
 }
 
 // contactPartyView names the other side of a contact.

@@ -51,6 +51,13 @@ func (k *contactsWorld) human(handle string, org ...string) *contactsParty {
 	return &contactsParty{handle: u.Handle, id: u.ID, name: u.Name(), key: key, user: u}
 }
 
+// twoOrganizations is alice with her agent helper, and carol, of another
+// organization, with hers, scout.
+func (k *contactsWorld) twoOrganizations() (alice, carol, helper, scout *contactsParty) {
+	alice, carol = k.human("alice"), k.human("carol", "Other Org")
+	return alice, carol, k.bot(alice, "Helper"), k.bot(carol, "Scout")
+}
+
 func (k *contactsWorld) bot(owner *contactsParty, name string) *contactsParty {
 	a, key := k.ts.agent(owner.user, name)
 	return &contactsParty{handle: a.Handle, id: a.ID, name: a.Name, key: key, agent: true}
@@ -139,6 +146,21 @@ func (k *contactsWorld) respond(t testing.TB, p *contactsParty, action, id strin
 	r := k.ts.do(t, method, path, p.cred(), body)
 	expect(t, r, 200, "")
 	sameJSON(t, method+" "+path, r.data(t), map[string]any{"id": id, "status": statusAfter[action]})
+}
+
+// askAndSettle has from ask each of to; then the first approves, the second
+// rejects, and from cancels its request to the third. It returns the
+// requests' ids, in the order of to.
+func (k *contactsWorld) askAndSettle(t testing.TB, from *contactsParty, to []*contactsParty) []string {
+	t.Helper()
+	var ids []string
+	for _, p := range to {
+		ids = append(ids, k.request(t, from, p))
+	}
+	k.respond(t, to[0], "approve", ids[0])
+	k.respond(t, to[1], "reject", ids[1])
+	k.respond(t, from, "cancel", ids[2])
+	return ids
 }
 
 // connect makes from and to contacts: from asks, to approves.
@@ -287,29 +309,8 @@ func TestContactsAdd(t *testing.T) {
 			k.label(id)
 
 			// The recipient sees it received, the requester sent.
-			if tc.to.agent {
-				items := k.agentRequestItems(t, tc.to, "received")
-				it := findByID(t, items, id)
-				sameJSON(t, "received request keys", strings.Join(keysOf(it), ","), "from_handle,from_name,id,inserted_at,message,status")
-				if it["from_handle"] != tc.from.handle || it["from_name"] != tc.from.name || it["status"] != "pending" ||
-					!reflect.DeepEqual(it["message"], tc.savedMessage) {
-					t.Fatalf("received request = %v", it)
-				}
-			} else {
-				it := findByID(t, k.humanRequestItems(t, tc.to, "/api/v1/me/contacts/requests"), id)
-				checkRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
-			}
-			if tc.from.agent {
-				it := findByID(t, k.agentRequestItems(t, tc.from, "sent"), id)
-				sameJSON(t, "sent request keys", strings.Join(keysOf(it), ","), "id,inserted_at,message,status,to_handle,to_name")
-				if it["to_handle"] != tc.to.handle || it["to_name"] != tc.to.name || it["status"] != "pending" ||
-					!reflect.DeepEqual(it["message"], tc.savedMessage) {
-					t.Fatalf("sent request = %v", it)
-				}
-			} else {
-				it := findByID(t, k.humanRequestItems(t, tc.from, "/api/v1/me/contacts/requests/sent"), id)
-				checkRequestView(t, it, id, tc.from, tc.to, tc.savedMessage, "pending", false)
-			}
+			k.checkPendingRequest(t, tc.to, true, id, tc.from, tc.to, tc.savedMessage)
+			k.checkPendingRequest(t, tc.from, false, id, tc.from, tc.to, tc.savedMessage)
 			// A request makes no contact.
 			for _, p := range []*contactsParty{tc.from, tc.to} {
 				for _, c := range k.contactItems(t, p) {
@@ -369,6 +370,31 @@ func partyType(p *contactsParty) string {
 }
 
 // checkRequestView checks a human API ContactRequest.
+// checkPendingRequest finds request id, from from to to and pending, among
+// p's received requests (or sent ones) and checks it in the shape of p's
+// API.
+func (k *contactsWorld) checkPendingRequest(t testing.TB, p *contactsParty, received bool, id string, from, to *contactsParty, message any) {
+	t.Helper()
+	if !p.agent {
+		path := "/api/v1/me/contacts/requests/sent"
+		if received {
+			path = "/api/v1/me/contacts/requests"
+		}
+		checkRequestView(t, findByID(t, k.humanRequestItems(t, p, path), id), id, from, to, message, "pending", false)
+		return
+	}
+	direction, side, other, keys := "sent", "to", to, "id,inserted_at,message,status,to_handle,to_name"
+	if received {
+		direction, side, other, keys = "received", "from", from, "from_handle,from_name,id,inserted_at,message,status"
+	}
+	it := findByID(t, k.agentRequestItems(t, p, direction), id)
+	sameJSON(t, direction+" request keys", strings.Join(keysOf(it), ","), keys)
+	if it[side+"_handle"] != other.handle || it[side+"_name"] != other.name || it["status"] != "pending" ||
+		!reflect.DeepEqual(it["message"], message) {
+		t.Fatalf("%s request = %v", direction, it)
+	}
+}
+
 func checkRequestView(t testing.TB, v map[string]any, id string, from, to *contactsParty, message any, status string, responded bool) {
 	t.Helper()
 	want := map[string]any{
@@ -449,9 +475,7 @@ func TestContactsAddMeetsTheInverseRequest(t *testing.T) {
 
 func TestContactsAddRefusals(t *testing.T) {
 	k := newContactsWorld(t)
-	alice := k.human("alice")
-	carol := k.human("carol", "Other Org")
-	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
+	alice, carol, helper, scout := k.twoOrganizations()
 	gone := k.bot(alice, "Gone")
 	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+gone.id, alice.cred(), nil), 200, "")
 	k.connect(t, helper, carol) // helper and carol are contacts
@@ -549,9 +573,7 @@ func addRefusals(helper, alice *contactsParty) []scenario {
 // TestContactsLists: both APIs' contact records, oldest first, paged.
 func TestContactsLists(t *testing.T) {
 	k := newContactsWorld(t)
-	alice := k.human("alice")
-	carol := k.human("carol", "Other Org")
-	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
+	alice, carol, helper, scout := k.twoOrganizations()
 	k.connect(t, helper, carol)
 	k.connect(t, scout, helper)
 	k.connect(t, alice, helper)
@@ -696,13 +718,7 @@ func TestContactsAgentRequestListing(t *testing.T) {
 	}
 	expect(t, k.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", hub.cred(), map[string]any{"action": "reject", "handle": "u05"}), 200, "")
 	// hub asks u06..u12; u06 approves, u07 rejects, hub cancels its request to u08.
-	var out []string
-	for _, u := range us[5:] {
-		out = append(out, k.request(t, hub, u))
-	}
-	k.respond(t, us[5], "approve", out[0])
-	k.respond(t, us[6], "reject", out[1])
-	k.respond(t, hub, "cancel", out[2])
+	out := k.askAndSettle(t, hub, us[5:])
 
 	t.Run("paging and the sent_status filter, per direction", func(t *testing.T) { agentRequestPages(t, k, hub) })
 
@@ -815,13 +831,7 @@ func TestContactsHumanRequestListing(t *testing.T) {
 	}
 	k.respond(t, hub, "reject", in[3])
 	// hub asks u04..u08; u04 approves, u05 rejects, hub cancels u06.
-	var out []string
-	for _, u := range us[3:] {
-		out = append(out, k.request(t, hub, u))
-	}
-	k.respond(t, us[3], "approve", out[0])
-	k.respond(t, us[4], "reject", out[1])
-	k.respond(t, hub, "cancel", out[2])
+	out := k.askAndSettle(t, hub, us[3:])
 
 	t.Run("paging and the status filter", func(t *testing.T) { humanRequestPages(t, k, hub) })
 	// The records, in the ContactRequest shape.
@@ -1191,9 +1201,7 @@ func TestContactsResolve(t *testing.T) {
 // again.
 func TestContactsRemove(t *testing.T) {
 	k := newContactsWorld(t)
-	alice := k.human("alice")
-	carol := k.human("carol", "Other Org")
-	helper, scout := k.bot(alice, "Helper"), k.bot(carol, "Scout")
+	alice, carol, helper, scout := k.twoOrganizations()
 	k.connect(t, helper, carol)
 	k.connect(t, scout, helper)
 	k.connect(t, alice, carol)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
 )
@@ -28,9 +27,9 @@ import (
 
 func (s *Server) delegationRoutes() {
 	s.handle("GET", "/api/v1/me/agents/:id/delegations", humansOnly, s.listDelegations)
-	s.handle("POST", "/api/v1/me/agents/:id/delegations", humansOnly, s.createDelegation)
+	s.handle("POST", "/api/v1/me/agents/:id/delegations", humansOnly, withBody(s, s.createDelegation))
 	s.handle("DELETE", "/api/v1/me/agents/:id/delegations/:delegation_id", humansOnly, s.revokeDelegation)
-	s.handle("POST", "/api/v1/agent/delegation/token", agentsOnly, s.exchangeDelegation)
+	s.handle("POST", "/api/v1/agent/delegation/token", agentsOnly, withBody(s, s.exchangeDelegation))
 }
 
 // The token exchange's names (RFC 8693). The grant is chatd's own token type.
@@ -201,19 +200,12 @@ type createDelegationRequest struct {
 		Scopes          []string `json:"scopes"`
 		GrantTTLSeconds *int     `json:"grant_ttl_seconds"`
 		TokenTTLSeconds *int     `json:"token_ttl_seconds"`
-	} `json:"delegation"`
+	} `json:"delegation" chatd:"required"`
 }
 
 // createDelegation is POST /me/agents/{id}/delegations: 201 with the
 // delegation and its one-time grant.
-func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req createDelegationRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Delegation == nil {
-		return store.Problems{"/delegation": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, req createDelegationRequest) error {
 	nd := store.NewDelegation{Scopes: req.Delegation.Scopes}
 	p := store.Problems{}
 	for _, ttl := range []struct {
@@ -233,38 +225,31 @@ func (s *Server) createDelegation(w http.ResponseWriter, r *http.Request, ps htt
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	d, grant, err := s.db.CreateDelegation(r.Context(), callerUser(r), ps.ByName("id"), nd)
+	d, grant, err := s.db.CreateDelegation(r.Context(), callerUser(r), r.PathValue("id"), nd)
 	if err != nil {
 		return err
 	}
 	v := newDelegationView(d)
 	v.Grant = grant
-	writeJSON(w, http.StatusCreated, data(v))
-	return nil
+	return reply(w, http.StatusCreated, v)
 }
 
 // listDelegations is GET /me/agents/{id}/delegations, newest first.
-func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	list, err := s.db.ListDelegations(r.Context(), callerUser(r), ps.ByName("id"))
+func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.db.ListDelegations(r.Context(), callerUser(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	views := make([]delegationView, len(list))
-	for i, d := range list {
-		views[i] = newDelegationView(d)
-	}
-	writeJSON(w, http.StatusOK, data(views))
-	return nil
+	return reply(w, http.StatusOK, viewsOf(list, newDelegationView))
 }
 
 // revokeDelegation is DELETE /me/agents/{id}/delegations/{delegation_id}.
-func (s *Server) revokeDelegation(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	d, err := s.db.RevokeDelegation(r.Context(), callerUser(r), ps.ByName("id"), ps.ByName("delegation_id"))
+func (s *Server) revokeDelegation(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.db.RevokeDelegation(r.Context(), callerUser(r), r.PathValue("id"), r.PathValue("delegation_id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newDelegationView(d)))
-	return nil
+	return reply(w, http.StatusOK, newDelegationView(d))
 }
 
 type tokenExchangeRequest struct {
@@ -276,11 +261,7 @@ type tokenExchangeRequest struct {
 
 // exchangeDelegation is POST /agent/delegation/token: the agent redeems its
 // grant (once) for a token, optionally asking for fewer scopes.
-func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req tokenExchangeRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request, req tokenExchangeRequest) error {
 	p := store.Problems{}
 	if req.GrantType == nil || *req.GrantType != tokenExchangeGrant {
 		p.Add("/grant_type", "must be %s", tokenExchangeGrant)
@@ -306,9 +287,8 @@ func (s *Server) exchangeDelegation(w http.ResponseWriter, r *http.Request, _ ht
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]any{
+	return reply(w, http.StatusOK, map[string]any{
 		"access_token": token, "issued_token_type": issuedTokenTypeJWT, "token_type": "Bearer",
 		"expires_in": int(d.TokenTTL.Seconds()), "scope": strings.Join(d.Scopes, " "), "delegation_id": d.ID,
-	}))
-	return nil
+	})
 }

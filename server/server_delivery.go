@@ -1,9 +1,8 @@
 package server
 
 import (
+	"context"
 	"net/http"
-
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
 )
@@ -14,79 +13,54 @@ import (
 
 func (s *Server) deliveryRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, s.markProcessing)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, s.markProcessed)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, s.markFailed)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessing)))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessed)))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, withBody(s, s.markFailed))
 }
 
 // nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
 // processed yet, or 204 with no body.
-func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request) error {
 	agent := callerAgent(r)
-	msg, err := s.db.NextMessage(r.Context(), store.AgentActor(agent), ps.ByName("chat_id"))
+	msg, err := s.db.NextMessage(r.Context(), store.AgentActor(agent), r.PathValue("chat_id"))
 	if err != nil {
 		return err
 	}
 	if msg == nil {
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return noContent(w)
 	}
-	writeJSON(w, http.StatusOK, data(newMessageView(msg, agent.ID)))
-	return nil
+	return reply(w, http.StatusOK, newMessageView(msg, agent.ID))
 }
 
-func (s *Server) writeOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) {
-	writeJSON(w, http.StatusOK, data(map[string]any{
+// replyOutcome answers a step of a message's delivery: where it stands now.
+func replyOutcome(w http.ResponseWriter, o *store.DeliveryOutcome) error {
+	return reply(w, http.StatusOK, map[string]any{
 		"id": o.MessageID, "status": o.Status, "attempt_number": o.AttemptNumber, "success": true,
-	}))
+	})
 }
 
-// emptyBody is the body of /processing and /processed: nothing, or {}.
-type emptyBody struct{}
-
-// markProcessing is POST .../messages/{id}/processing.
-func (s *Server) markProcessing(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
-		return err
+// markDelivery is POST .../messages/{id}/processing and .../processed,
+// which take no body (nothing, or {}): mark records the step for the caller
+// on the message the path names.
+func (s *Server) markDelivery(mark func(ctx context.Context, caller store.Actor, roomID, messageID string) (*store.DeliveryOutcome, error)) bodyHandler[emptyBody] {
+	return func(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
+		o, err := mark(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return replyOutcome(w, o)
 	}
-	o, err := s.db.MarkProcessing(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
-	if err != nil {
-		return err
-	}
-	s.writeOutcome(w, o)
-	return nil
-}
-
-// markProcessed is POST .../messages/{id}/processed.
-func (s *Server) markProcessed(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.decodeBody(w, r, &emptyBody{}); err != nil {
-		return err
-	}
-	o, err := s.db.MarkProcessed(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
-	if err != nil {
-		return err
-	}
-	s.writeOutcome(w, o)
-	return nil
 }
 
 type failedRequest struct {
-	Error *string `json:"error"`
+	Error *string `json:"error" chatd:"required"`
 }
 
 // markFailed is POST .../messages/{id}/failed with {"error": "..."}.
-func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req failedRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Error == nil {
-		return store.Problems{"/error": {"is required"}}.Err(store.CodeValidation)
-	}
-	o, err := s.db.MarkFailed(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), *req.Error)
+func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, req failedRequest) error {
+	o, err := s.db.MarkFailed(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), *req.Error)
 	if err != nil {
 		return err
 	}
-	s.writeOutcome(w, o)
-	return nil
+	return replyOutcome(w, o)
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -30,7 +28,7 @@ func (s *Server) fileRoutes() {
 // uploadFile is POST /{agent,me}/chats/{id}/files: 201 {data: Attachment}.
 // The body is the file itself, under its own size bound (not the JSON
 // bound), and is streamed to the database chunk by chunk.
-func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > s.maxFile {
 		return s.fileTooLarge()
 	}
@@ -38,7 +36,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, ps httproute
 	// (transfer.go), so a trickled upload is cut off, and the store removes
 	// what it had written of it.
 	body := &uploadBody{r: http.MaxBytesReader(w, r.Body, s.maxFile)}
-	f, err := s.db.UploadFile(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), store.FileInput{
+	f, err := s.db.UploadFile(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), store.FileInput{
 		Name: r.Header.Get("X-File-Name"), ContentType: r.Header.Get("Content-Type"), SHA256: r.Header.Get("X-File-Sha256"),
 	}, body)
 	if body.err != nil {
@@ -47,8 +45,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, ps httproute
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(f.Attachment()))
-	return nil
+	return reply(w, http.StatusCreated, f.Attachment())
 }
 
 func (s *Server) fileTooLarge() error {
@@ -72,8 +69,8 @@ func (b *uploadBody) Read(p []byte) (int, error) {
 
 // downloadFile is GET /{agent,me}/chats/{id}/files/{id}: the file as a
 // download, whole (200) or one range of it (206), streamed from its chunks.
-func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	f, err := s.db.RoomFile(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.db.RoomFile(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}

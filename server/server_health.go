@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -17,14 +15,14 @@ func (s *Server) healthRoutes() {
 
 // healthz says the process is alive and serving HTTP; it touches nothing else,
 // so a slow disk never gets a healthy server restarted.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
 	return nil
 }
 
 // readyz says the server can take writes: the database answers a read and a
 // commit through the writer, and the write queue is not saturated.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.db.Ping(ctx); err != nil {

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -15,7 +13,7 @@ func (s *Server) identityRoutes() {
 	s.handle("GET", "/api/v1/agent/me", agentsOnly, s.getAgentMe)
 	s.handle("GET", "/api/v1/me", humansOnly, s.getMe)
 	s.handle("GET", "/api/v1/me/profile", humansOnly, s.getMe)
-	s.handle("PUT", "/api/v1/me/profile", humansOnly, s.updateProfile)
+	s.handle("PUT", "/api/v1/me/profile", humansOnly, withBody(s, s.updateProfile))
 }
 
 // featureFlags are the capabilities the Band SDKs negotiate from /agent/me:
@@ -45,14 +43,13 @@ type agentMeView struct {
 
 // getAgentMe is GET /api/v1/agent/me: the calling agent's profile. A 200 here
 // is how SDKs check that a key is valid.
-func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) getAgentMe(w http.ResponseWriter, r *http.Request) error {
 	a := callerAgent(r)
-	writeJSON(w, http.StatusOK, data(agentMeView{
+	return reply(w, http.StatusOK, agentMeView{
 		ID: a.ID, Name: a.Name, Handle: a.Handle, Description: a.Description, Bio: a.Bio,
 		OwnerUUID: a.OwnerID, IsExternal: a.IsExternal, ListedInDirectory: a.ListedInDirectory, Tags: a.Tags,
 		FeatureFlags: s.featureFlags(), InsertedAt: timestamp(a.InsertedAt), UpdatedAt: timestamp(a.UpdatedAt),
-	}))
-	return nil
+	})
 }
 
 // userView is UserDetails: /me and /me/profile. Its email is required there,
@@ -81,9 +78,8 @@ func newUserView(u *store.User) userView {
 }
 
 // getMe is GET /api/v1/me and GET /api/v1/me/profile: the calling human.
-func (s *Server) getMe(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	writeJSON(w, http.StatusOK, data(newUserView(callerUser(r))))
-	return nil
+func (s *Server) getMe(w http.ResponseWriter, r *http.Request) error {
+	return reply(w, http.StatusOK, newUserView(callerUser(r)))
 }
 
 // updateProfileRequest is the document's profile update, plus chatd's
@@ -93,24 +89,16 @@ type updateProfileRequest struct {
 		FirstName *string `json:"first_name"`
 		LastName  *string `json:"last_name"`
 		Email     *string `json:"email"`
-	} `json:"user"`
+	} `json:"user" chatd:"required"`
 }
 
 // updateProfile is PUT /api/v1/me/profile: only the fields sent change.
-func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req updateProfileRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.User == nil {
-		return store.Problems{"/user": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) updateProfile(w http.ResponseWriter, r *http.Request, req updateProfileRequest) error {
 	u, err := s.db.UpdateProfile(r.Context(), callerUser(r).ID, store.ProfileUpdate{
 		FirstName: req.User.FirstName, LastName: req.User.LastName, Email: req.User.Email,
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newUserView(u)))
-	return nil
+	return reply(w, http.StatusOK, newUserView(u))
 }

@@ -1,12 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
-
-	"github.com/julienschmidt/httprouter"
 
 	"github.com/chatd/chatd/store"
 )
@@ -21,29 +20,32 @@ import (
 // then answer 403 feature_disabled.
 
 func (s *Server) memoryRoutes() {
-	s.handle("GET", "/api/v1/agent/memories", agentsOnly, s.memoryGate(s.listAgentMemories))
-	s.handle("POST", "/api/v1/agent/memories", agentsOnly, s.memoryGate(s.createMemory))
-	s.handle("GET", "/api/v1/agent/memories/:id", agentsOnly, s.memoryGate(s.getMemory))
-	s.handle("POST", "/api/v1/agent/memories/:id/archive", agentsOnly, s.memoryGate(s.archiveMemory))
-	s.handle("POST", "/api/v1/agent/memories/:id/supersede", agentsOnly, s.memoryGate(s.supersedeAgentMemory))
+	handle := func(method, path string, aud audience, h handlerFunc) {
+		s.handle(method, path, aud, s.memoryGate(h))
+	}
+	handle("GET", "/api/v1/agent/memories", agentsOnly, s.listAgentMemories)
+	handle("POST", "/api/v1/agent/memories", agentsOnly, withBody(s, s.createMemory))
+	handle("GET", "/api/v1/agent/memories/:id", agentsOnly, s.getMemory)
+	handle("POST", "/api/v1/agent/memories/:id/archive", agentsOnly, withBody(s, s.changeMemory(s.db.ArchiveMemory)))
+	handle("POST", "/api/v1/agent/memories/:id/supersede", agentsOnly, withBody(s, s.supersedeAgentMemory))
 
-	s.handle("GET", "/api/v1/me/memories", humansOnly, s.memoryGate(s.listMyMemories))
-	s.handle("GET", "/api/v1/me/memories/:id", humansOnly, s.memoryGate(s.getMemory))
-	s.handle("DELETE", "/api/v1/me/memories/:id", humansOnly, s.memoryGate(s.deleteMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/archive", humansOnly, s.memoryGate(s.archiveMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/restore", humansOnly, s.memoryGate(s.restoreMemory))
-	s.handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, s.memoryGate(s.supersedeMyMemory))
+	handle("GET", "/api/v1/me/memories", humansOnly, s.listMyMemories)
+	handle("GET", "/api/v1/me/memories/:id", humansOnly, s.getMemory)
+	handle("DELETE", "/api/v1/me/memories/:id", humansOnly, s.deleteMemory)
+	handle("POST", "/api/v1/me/memories/:id/archive", humansOnly, withBody(s, s.changeMemory(s.db.ArchiveMemory)))
+	handle("POST", "/api/v1/me/memories/:id/restore", humansOnly, withBody(s, s.changeMemory(s.db.RestoreMemory)))
+	handle("POST", "/api/v1/me/memories/:id/supersede", humansOnly, withBody(s, s.supersedeMyMemory))
 }
 
 var errMemoriesOff = &httpError{Code: codeFeatureDisabled, Message: "memories are switched off on this server"}
 
 // memoryGate answers 403 feature_disabled when memories are switched off.
 func (s *Server) memoryGate(h handlerFunc) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.memories {
 			return errMemoriesOff
 		}
-		return h(w, r, ps)
+		return h(w, r)
 	}
 }
 
@@ -138,100 +140,69 @@ func (f *memoryFields) newMemory() *store.NewMemory {
 		Scope: f.Scope, SubjectID: f.SubjectID, ChatRoomID: f.ChatRoomID, Metadata: f.Metadata}
 }
 
-type memoryRequest struct {
-	Memory *memoryFields `json:"memory"`
+type createMemoryRequest struct {
+	Memory *memoryFields `json:"memory" chatd:"required"`
 }
 
 // createMemory is POST /agent/memories: 201 with the memory.
-func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req memoryRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Memory == nil {
-		return store.Problems{"/memory": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) createMemory(w http.ResponseWriter, r *http.Request, req createMemoryRequest) error {
 	m, err := s.db.CreateMemory(r.Context(), principal(r).Actor(), *req.Memory.newMemory())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(newMemoryView(m)))
-	return nil
+	return reply(w, http.StatusCreated, newMemoryView(m))
 }
 
 // getMemory is GET /agent/memories/{id} and GET /me/memories/{id}.
-func (s *Server) getMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	m, err := s.db.Memory(r.Context(), principal(r).Actor(), ps.ByName("id"))
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.db.Memory(r.Context(), principal(r).Actor(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
-// archiveMemory is POST /agent/memories/{id}/archive and POST
-// /me/memories/{id}/archive. It takes no body.
-func (s *Server) archiveMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
+// changeMemory is POST .../memories/{id}/archive (both APIs) and POST
+// /me/memories/{id}/restore, which take no body: change, made by the caller
+// to the memory the path names, answered with the memory.
+func (s *Server) changeMemory(change func(context.Context, store.Actor, string) (*store.Memory, error)) bodyHandler[emptyBody] {
+	return func(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
+		m, err := change(r.Context(), principal(r).Actor(), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return reply(w, http.StatusOK, memoryOut(r, m))
 	}
-	m, err := s.db.ArchiveMemory(r.Context(), principal(r).Actor(), ps.ByName("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
 }
 
-// restoreMemory is POST /me/memories/{id}/restore. It takes no body.
-func (s *Server) restoreMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
-	m, err := s.db.RestoreMemory(r.Context(), principal(r).Actor(), ps.ByName("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+// supersedeMemoryRequest is the optional body of a supersede.
+type supersedeMemoryRequest struct {
+	Memory *memoryFields `json:"memory"`
 }
 
 // supersedeAgentMemory is POST /agent/memories/{id}/supersede. The body is
 // optional: {"memory": {...}} also stores the replacement (a chatd
 // extension), atomically with the supersede.
-func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req memoryRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), ps.ByName("id"), req.Memory.newMemory())
+func (s *Server) supersedeAgentMemory(w http.ResponseWriter, r *http.Request, req supersedeMemoryRequest) error {
+	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), r.PathValue("id"), req.Memory.newMemory())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+	return reply(w, http.StatusOK, memoryOut(r, m))
 }
 
-// supersedeMyMemory is POST /me/memories/{id}/supersede. It takes no body.
-func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
-	m, err := s.db.SupersedeMemory(r.Context(), principal(r).Actor(), ps.ByName("id"), nil)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, data(memoryOut(r, m)))
-	return nil
+// supersedeMyMemory is POST /me/memories/{id}/supersede: the agent's
+// supersede without a replacement, as it takes no body.
+func (s *Server) supersedeMyMemory(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
+	return s.supersedeAgentMemory(w, r, supersedeMemoryRequest{})
 }
 
 // deleteMemory is DELETE /me/memories/{id}: a hard delete, answered 204.
-func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.db.DeleteMemory(r.Context(), principal(r).Actor(), ps.ByName("id")); err != nil {
+func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.DeleteMemory(r.Context(), principal(r).Actor(), r.PathValue("id")); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // Memory listings page by cursor and limit (1..100); the deprecated
@@ -305,7 +276,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request, scope stri
 // subject_id; without a scope, a subject_id lists the memories about that
 // subject and the organization-wide ones. scope agent (newer servers') lists
 // the memories about the calling agent, as an agent-scope memory is stored.
-func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := memoryFilters(q, p)
@@ -323,7 +294,7 @@ func (s *Server) listAgentMemories(w http.ResponseWriter, r *http.Request, _ htt
 // listMyMemories is GET /me/memories. scope: about_me, organization, room
 // (stored from a room the person can read, or from chat_room_id) or all
 // (the default: every memory the person sees).
-func (s *Server) listMyMemories(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listMyMemories(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := memoryFilters(q, p)

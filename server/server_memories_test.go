@@ -54,6 +54,14 @@ func (k *memoriesWorld) path(who, rest string) string {
 	return "/api/v1/agent/memories" + rest
 }
 
+// listingRefusal makes the scenarios of who's listing with a query refused
+// 422 validation_error at a pointer.
+func (k *memoriesWorld) listingRefusal(who string) func(query, pointer string) scenario {
+	return func(query, pointer string) scenario {
+		return refusalCase("refused "+query, k.cred(who), "GET", k.path(who, "?"+query), nil, 422, "validation_error", pointer)
+	}
+}
+
 // absent removes a field from memoryBody's defaults.
 var absent = &struct{}{}
 
@@ -558,9 +566,7 @@ func TestMemoryAgentFilters(t *testing.T) {
 			}
 		})
 	}
-	refused := func(query, pointer string) scenario {
-		return refusalCase("refused "+query, k.cred("a1"), "GET", k.path("a1", "?"+query), nil, 422, "validation_error", pointer)
-	}
+	refused := k.listingRefusal("a1")
 	k.ts.run(t, []scenario{
 		// a1
 		refused("scope=self", "/scope"),
@@ -741,9 +747,7 @@ func TestMemoryHumanFilters(t *testing.T) {
 			}
 		})
 	}
-	refused := func(query, pointer string) scenario {
-		return refusalCase("refused "+query, k.cred("alice"), "GET", k.path("alice", "?"+query), nil, 422, "validation_error", pointer)
-	}
+	refused := k.listingRefusal("alice")
 	k.ts.run(t, []scenario{
 		// alice
 		refused("scope=subject", "/scope"),

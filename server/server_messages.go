@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -18,12 +16,12 @@ import (
 
 func (s *Server) messageRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.listAgentMessages)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, s.sendMessage)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, s.postEvent)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages", agentsOnly, withBody(s, s.sendMessage))
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/events", agentsOnly, withBody(s, s.postEvent))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/context", agentsOnly, s.listContext)
 
 	s.handle("GET", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.listHistory)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, s.sendMessage)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/messages", humansOnly, withBody(s, s.sendMessage))
 }
 
 // messageView is ChatMessage, in the REST answers and the chat_room
@@ -127,11 +125,7 @@ func writeString(b *bytes.Buffer, s string) {
 }
 
 func messageViews(ms []*store.Message, forAgent string) []messageView {
-	out := make([]messageView, len(ms))
-	for i, m := range ms {
-		out[i] = newMessageView(m, forAgent)
-	}
-	return out
+	return viewsOf(ms, func(m *store.Message) messageView { return newMessageView(m, forAgent) })
 }
 
 type mentionRequest struct {
@@ -153,19 +147,12 @@ type sendMessageRequest struct {
 		// gateway attaches metadata, and its events fallback names the type.
 		Metadata    json.RawMessage `json:"metadata"`
 		MessageType *string         `json:"message_type"`
-	} `json:"message"`
+	} `json:"message" chatd:"required"`
 }
 
 // sendMessage is POST /agent/chats/{id}/messages and POST
 // /me/chats/{id}/messages: a text message with at least one mention.
-func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req sendMessageRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Message == nil {
-		return store.Problems{"/message": {"is required"}}.Err(store.CodeValidation)
-	}
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, req sendMessageRequest) error {
 	if mt := req.Message.MessageType; mt != nil && *mt != "text" {
 		return store.Problems{"/message/message_type": {"must be text: post other types to /events"}}.Err(store.CodeValidation)
 	}
@@ -195,7 +182,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprout
 			in.Mentions[i] = mi
 		}
 	}
-	msg, err := s.db.SendText(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), in)
+	msg, err := s.db.SendText(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), in)
 	if err != nil {
 		return err
 	}
@@ -210,47 +197,27 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, ps httprout
 			recipients = append(recipients, recipient{ID: m.ID, Handle: m.Handle, Name: m.Name})
 		}
 	}
-	writeJSON(w, http.StatusCreated, data(map[string]any{"id": msg.ID, "success": true, "recipients": recipients}))
-	return nil
+	return reply(w, http.StatusCreated, map[string]any{"id": msg.ID, "success": true, "recipients": recipients})
 }
 
 type postEventRequest struct {
 	Event *struct {
-		Content     *string         `json:"content"`
-		MessageType *string         `json:"message_type"`
+		Content     *string         `json:"content" chatd:"required"`
+		MessageType *string         `json:"message_type" chatd:"required"`
 		Metadata    json.RawMessage `json:"metadata"`
-	} `json:"event"`
+	} `json:"event" chatd:"required"`
 }
 
 // postEvent is POST /agent/chats/{id}/events: a tool call, result, thought,
 // error, task or attention record. No mentions; delivered to no agent.
-func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req postEventRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	p := store.Problems{}
-	if req.Event == nil {
-		p.Add("/event", "is required")
-	} else {
-		if req.Event.Content == nil {
-			p.Add("/event/content", "is required")
-		}
-		if req.Event.MessageType == nil {
-			p.Add("/event/message_type", "is required")
-		}
-	}
-	if err := p.Err(store.CodeValidation); err != nil {
-		return err
-	}
-	msg, err := s.db.PostEvent(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), store.EventInput{
+func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, req postEventRequest) error {
+	msg, err := s.db.PostEvent(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), store.EventInput{
 		Content: *req.Event.Content, Type: *req.Event.MessageType, Metadata: req.Event.Metadata,
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(map[string]any{"id": msg.ID, "message_type": msg.Type, "success": true}))
-	return nil
+	return reply(w, http.StatusCreated, map[string]any{"id": msg.ID, "message_type": msg.Type, "success": true})
 }
 
 var (
@@ -267,7 +234,7 @@ type messagesMeta struct {
 
 // listAgentMessages is GET /agent/chats/{id}/messages: the text messages
 // that mention the agent, by delivery status, oldest first by default.
-func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	status := enumParam(q, "status", "", store.DeliveryStatuses, p)
@@ -275,7 +242,7 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps ht
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	scope := "agent/messages:" + roomID + ":" + orderName(desc)
 	pq, err := s.parsePage(q, scope, messageListing)
 	if err != nil {
@@ -290,15 +257,14 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request, ps ht
 	if _, given := q["status"]; given {
 		meta.StatusFilter = &status
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agent.ID), "metadata": meta})
-	return nil
+	return replyPage(w, messageViews(page.Items, agent.ID), meta)
 }
 
 // listContext is GET /agent/chats/{id}/context: what the agent sent and the
 // text messages that mention it, oldest first. The metadata is also under
 // the deprecated key meta.
-func (s *Server) listContext(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	roomID := ps.ByName("chat_id")
+func (s *Server) listContext(w http.ResponseWriter, r *http.Request) error {
+	roomID := r.PathValue("chat_id")
 	scope := "agent/context:" + roomID
 	pq, err := s.parsePage(r.URL.Query(), scope, contextListing)
 	if err != nil {
@@ -316,7 +282,7 @@ func (s *Server) listContext(w http.ResponseWriter, r *http.Request, ps httprout
 
 // listHistory is GET /me/chats/{id}/messages: every message of a readable
 // room, newest first, optionally of one type or after a time.
-func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := store.HistoryFilter{Type: enumParam(q, "message_type", "", store.MessageTypes, p)}
@@ -333,7 +299,7 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprout
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	scope := "me/messages:" + roomID + ":" + f.Type
 	pq, err := s.parsePage(q, scope, messageListing)
 	if err != nil {
@@ -343,9 +309,5 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request, ps httprout
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data":     messageViews(page.Items, ""),
-		"metadata": s.meta(w, pq, scope, page.PageInfo),
-	})
-	return nil
+	return replyPage(w, messageViews(page.Items, ""), s.meta(w, pq, scope, page.PageInfo))
 }

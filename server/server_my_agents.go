@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -14,9 +12,9 @@ import (
 
 func (s *Server) myAgentRoutes() {
 	s.handle("GET", "/api/v1/me/agents", humansOnly, s.listMyAgents)
-	s.handleNamed("POST", "/api/v1/me/agents/:id", "register", humansOnly, s.registerAgent)
+	s.handleNamed("POST", "/api/v1/me/agents/:id", "register", humansOnly, withBody(s, s.registerAgent))
 	s.handle("DELETE", "/api/v1/me/agents/:id", humansOnly, s.deleteAgent)
-	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, s.rotateAgentKey)
+	s.handle("POST", "/api/v1/me/agents/:id/rotate-key", humansOnly, withBody(s, s.rotateAgentKey))
 }
 
 // myAgentView is MyAgent: an agent as its owner sees it. chatd hosts only
@@ -80,7 +78,7 @@ type myAgentsMeta struct {
 
 // listMyAgents is GET /api/v1/me/agents: the caller's agents, filtered,
 // sorted and paged.
-func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := store.AgentFilter{
@@ -102,53 +100,27 @@ func (s *Server) listMyAgents(w http.ResponseWriter, r *http.Request, _ httprout
 	if err != nil {
 		return err
 	}
-	items := make([]myAgentView, len(page.Items))
-	for i, a := range page.Items {
-		items[i] = newMyAgentView(a)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data": items,
-		"metadata": myAgentsMeta{
-			pageMeta:         s.meta(w, pq, scope, page.PageInfo),
-			AvailableFilters: agentFilters,
-			SortableFields:   agentSortFields,
-		},
+	return replyPage(w, viewsOf(page.Items, newMyAgentView), myAgentsMeta{
+		pageMeta:         s.meta(w, pq, scope, page.PageInfo),
+		AvailableFilters: agentFilters,
+		SortableFields:   agentSortFields,
 	})
-	return nil
 }
 
 // registerAgentRequest is the OpenAPI AgentRegisterRequest, plus the optional
 // bio and tags (chatd has no other endpoint that sets them).
 type registerAgentRequest struct {
 	Agent *struct {
-		Name        *string  `json:"name"`
-		Description *string  `json:"description"`
+		Name        *string  `json:"name" chatd:"required"`
+		Description *string  `json:"description" chatd:"required"`
 		Bio         string   `json:"bio"`
 		Tags        []string `json:"tags"`
-	} `json:"agent"`
+	} `json:"agent" chatd:"required"`
 }
 
 // registerAgent is POST /api/v1/me/agents/register: a new external agent and
 // its API key, which is shown in this response only.
-func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req registerAgentRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	p := store.Problems{}
-	if req.Agent == nil {
-		p.Add("/agent", "is required")
-	} else {
-		if req.Agent.Name == nil {
-			p.Add("/agent/name", "is required")
-		}
-		if req.Agent.Description == nil {
-			p.Add("/agent/description", "is required")
-		}
-	}
-	if err := p.Err(store.CodeValidation); err != nil {
-		return err
-	}
+func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, req registerAgentRequest) error {
 	a, key, err := s.db.RegisterAgent(r.Context(), store.NewAgent{
 		OwnerID: callerUser(r).ID, Name: *req.Agent.Name, Description: *req.Agent.Description,
 		Bio: req.Agent.Bio, Tags: req.Agent.Tags, PickSlug: true,
@@ -156,8 +128,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request, _ httprou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(agentWithKey(a, key)))
-	return nil
+	return reply(w, http.StatusCreated, agentWithKey(a, key))
 }
 
 // agentWithKey is the answer that hands out an agent's key: the agent and
@@ -177,33 +148,28 @@ func agentWithKey(a *store.Agent, key string) map[string]any {
 // this answer only. The old key is refused from now on, and the agent's
 // connections opened with it are closed; its rooms, contacts and history
 // stay.
-func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.decodeBody(w, r, &struct{}{}); err != nil {
-		return err
-	}
-	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), ps.ByName("id"))
+func (s *Server) rotateAgentKey(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
+	a, key, err := s.db.RotateAgentKey(r.Context(), callerUser(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(agentWithKey(a, key)))
-	return nil
+	return reply(w, http.StatusOK, agentWithKey(a, key))
 }
 
 // deleteAgent is DELETE /api/v1/me/agents/{id}[?force=true]: the agent's keys
 // stop working at once and its handle becomes free.
-func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
 	p := store.Problems{}
 	force := boolParam(r.URL.Query(), "force", p)
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	d, err := s.db.DeleteAgent(r.Context(), callerUser(r), ps.ByName("id"), force != nil && *force)
+	d, err := s.db.DeleteAgent(r.Context(), callerUser(r), r.PathValue("id"), force != nil && *force)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(map[string]any{
+	return reply(w, http.StatusOK, map[string]any{
 		"id": d.Agent.ID, "name": d.Agent.Name, "description": d.Agent.Description,
 		"executions_deleted": d.ExecutionsDeleted,
-	}))
-	return nil
+	})
 }

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/server/openapi"
 )
 
@@ -20,7 +18,7 @@ var apiDocument = newWebFile("openapi.json", openapi.JSON)
 // openAPIDocument is GET /api/v1/openapi.json: the description of every
 // route this server has, public like the web app that renders it at
 // /docs/api.
-func (s *Server) openAPIDocument(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) openAPIDocument(w http.ResponseWriter, r *http.Request) error {
 	serveWebFile(w, r, apiDocument)
 	return nil
 }

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -14,13 +12,13 @@ import (
 
 func (s *Server) participantRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.listParticipants)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, s.addParticipant)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/participants", agentsOnly, withBody(s, s.addParticipant))
 	s.handle("DELETE", "/api/v1/agent/chats/:chat_id/participants/:id", agentsOnly, s.removeParticipant)
 	s.handle("GET", "/api/v1/agent/peers", agentsOnly, s.listPeers)
 
 	s.handle("GET", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.listParticipants)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, s.addParticipant)
-	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.updateParticipant)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/participants", humansOnly, withBody(s, s.addParticipant))
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, withBody(s, s.updateParticipant))
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
 	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
 }
@@ -90,17 +88,16 @@ func participantRemovedEvent(p *store.Participant) map[string]string {
 // no paging, as the OpenAPI document defines it) and GET
 // /me/chats/{id}/participants (participant_type filter, cursor or page
 // paging).
-func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	if p.IsAgent() {
 		page, err := s.db.ListParticipants(r.Context(), p.Actor(), roomID, "",
 			store.PageRequest{Limit: s.db.Limits().ParticipantsPerRoom})
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, data(s.participantViews(page.Items)))
-		return nil
+		return reply(w, http.StatusOK, viewsOf(page.Items, s.newParticipantView))
 	}
 	q := r.URL.Query()
 	problems := store.Problems{}
@@ -117,19 +114,7 @@ func (s *Server) listParticipants(w http.ResponseWriter, r *http.Request, ps htt
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"data":     s.participantViews(page.Items),
-		"metadata": s.meta(w, pq, scope, page.PageInfo),
-	})
-	return nil
-}
-
-func (s *Server) participantViews(ps []*store.Participant) []participantView {
-	out := make([]participantView, len(ps))
-	for i, p := range ps {
-		out[i] = s.newParticipantView(p)
-	}
-	return out
+	return replyPage(w, viewsOf(page.Items, s.newParticipantView), s.meta(w, pq, scope, page.PageInfo))
 }
 
 type addParticipantRequest struct {
@@ -140,31 +125,25 @@ type addParticipantRequest struct {
 }
 
 // addParticipant is POST .../participants: add one of the caller's peers.
-func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req addParticipantRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) addParticipant(w http.ResponseWriter, r *http.Request, req addParticipantRequest) error {
 	if req.Participant == nil || req.Participant.ParticipantID == nil {
 		return store.Problems{"/participant/participant_id": {"is required"}}.Err(store.CodeValidation)
 	}
-	added, err := s.db.AddParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+	added, err := s.db.AddParticipant(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		*req.Participant.ParticipantID, req.Participant.Role)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(s.newParticipantView(added)))
-	return nil
+	return reply(w, http.StatusCreated, s.newParticipantView(added))
 }
 
 // removeParticipant is DELETE .../participants/{id}.
-func (s *Server) removeParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	removed, err := s.db.RemoveParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"))
+func (s *Server) removeParticipant(w http.ResponseWriter, r *http.Request) error {
+	removed, err := s.db.RemoveParticipant(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.newParticipantView(removed)))
-	return nil
+	return reply(w, http.StatusOK, s.newParticipantView(removed))
 }
 
 type updateParticipantRequest struct {
@@ -177,25 +156,20 @@ type updateParticipantRequest struct {
 // updateParticipant is PATCH /me/chats/{id}/participants/{id}: change a
 // participant's role, or block and unblock it (a blocked participant reads
 // nothing, and a blocked agent's execution in the room is stopped).
-func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req updateParticipantRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) updateParticipant(w http.ResponseWriter, r *http.Request, req updateParticipantRequest) error {
 	if req.Participant == nil || (req.Participant.Role == nil && req.Participant.Status == nil) {
 		return store.Problems{"/participant": {"needs a role or a status"}}.Err(store.CodeValidation)
 	}
-	updated, err := s.db.UpdateParticipant(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"),
+	updated, err := s.db.UpdateParticipant(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"),
 		store.ParticipantUpdate{Role: req.Participant.Role, Status: req.Participant.Status})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.newParticipantView(updated)))
-	return nil
+	return reply(w, http.StatusOK, s.newParticipantView(updated))
 }
 
 // listPeers is GET /agent/peers and GET /me/peers.
-func (s *Server) listPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listPeers(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := principal(r)
 	problems := store.Problems{}
@@ -217,10 +191,5 @@ func (s *Server) listPeers(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if err != nil {
 		return err
 	}
-	items := make([]peerView, len(page.Items))
-	for i, peer := range page.Items {
-		items[i] = newPeerView(peer)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newPeerView), op.meta(page.Total))
 }

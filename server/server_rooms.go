@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -16,16 +14,16 @@ import (
 
 func (s *Server) roomRoutes() {
 	s.handle("GET", "/api/v1/agent/chats", agentsOnly, s.listAgentRooms)
-	s.handle("POST", "/api/v1/agent/chats", agentsOnly, s.createRoom)
+	s.handle("POST", "/api/v1/agent/chats", agentsOnly, withBody(s, s.createRoom))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id", agentsOnly, s.getRoom)
-	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, s.renameRoom)
+	s.handle("PATCH", "/api/v1/agent/chats/:chat_id", agentsOnly, withBody(s, s.renameRoom))
 
 	s.handle("GET", "/api/v1/me/chats", humansOnly, s.listMyRooms)
-	s.handle("POST", "/api/v1/me/chats", humansOnly, s.createRoom)
+	s.handle("POST", "/api/v1/me/chats", humansOnly, withBody(s, s.createRoom))
 	s.handle("GET", "/api/v1/me/chats/:chat_id", humansOnly, s.getRoom)
-	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, s.renameRoom)
+	s.handle("PATCH", "/api/v1/me/chats/:chat_id", humansOnly, withBody(s, s.renameRoom))
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id", humansOnly, s.deleteRoom)
-	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, s.markRead)
+	s.handle("POST", "/api/v1/me/chats/:chat_id/read", humansOnly, withBody(s, s.markRead))
 }
 
 // chatRoomView is the agent API's ChatRoom.
@@ -88,11 +86,7 @@ type createRoomRequest struct {
 
 // createRoom is POST /agent/chats and POST /me/chats. {} and {"chat":{}}
 // are both accepted.
-func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
-	var req createRoomRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, req createRoomRequest) error {
 	var nr store.NewRoom
 	if req.Chat != nil {
 		nr.Title, nr.TaskID = req.Chat.Title, req.Chat.TaskID
@@ -102,8 +96,7 @@ func (s *Server) createRoom(w http.ResponseWriter, r *http.Request, _ httprouter
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(s.roomView(p, room)))
-	return nil
+	return reply(w, http.StatusCreated, s.roomView(p, room))
 }
 
 // roomView renders a room in the caller's API's shape.
@@ -115,14 +108,13 @@ func (s *Server) roomView(p *store.Principal, room *store.Room) any {
 }
 
 // getRoom is GET /agent/chats/{id} and GET /me/chats/{id}.
-func (s *Server) getRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) getRoom(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	room, err := s.db.Room(r.Context(), p.Actor(), ps.ByName("chat_id"))
+	room, err := s.db.Room(r.Context(), p.Actor(), r.PathValue("chat_id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.roomView(p, room)))
-	return nil
+	return reply(w, http.StatusOK, s.roomView(p, room))
 }
 
 type renameRoomRequest struct {
@@ -132,21 +124,16 @@ type renameRoomRequest struct {
 }
 
 // renameRoom is PATCH /agent/chats/{id} and PATCH /me/chats/{id}.
-func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req renameRoomRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
+func (s *Server) renameRoom(w http.ResponseWriter, r *http.Request, req renameRoomRequest) error {
 	if req.Chat == nil || req.Chat.Title == nil {
 		return store.Problems{"/chat/title": {"is required"}}.Err(store.CodeValidation)
 	}
 	p := principal(r)
-	room, err := s.db.RenameRoom(r.Context(), p.Actor(), ps.ByName("chat_id"), *req.Chat.Title)
+	room, err := s.db.RenameRoom(r.Context(), p.Actor(), r.PathValue("chat_id"), *req.Chat.Title)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(s.roomView(p, room)))
-	return nil
+	return reply(w, http.StatusOK, s.roomView(p, room))
 }
 
 type markReadRequest struct {
@@ -157,31 +144,25 @@ type markReadRequest struct {
 // read marker up to message_id (absent or null: the newest message), never
 // back, and answers the room with its unread count. A message_id that is
 // not a message of the room is 404, as an unreadable room.
-func (s *Server) markRead(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req markReadRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	room, err := s.db.MarkRead(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), req.MessageID)
+func (s *Server) markRead(w http.ResponseWriter, r *http.Request, req markReadRequest) error {
+	room, err := s.db.MarkRead(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), req.MessageID)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newMeChatRoomView(room)))
-	return nil
+	return reply(w, http.StatusOK, newMeChatRoomView(room))
 }
 
 // deleteRoom is DELETE /me/chats/{id}: a soft delete, answered 204.
-func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), ps.ByName("chat_id")); err != nil {
+func (s *Server) deleteRoom(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.DeleteRoom(r.Context(), principal(r).Actor(), r.PathValue("chat_id")); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w)
 }
 
 // listAgentRooms is GET /agent/chats: the rooms the agent is in, newest
 // first, paged by page/page_size.
-func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request) error {
 	op, err := parseOffsetPage(r.URL.Query(), offsetListing)
 	if err != nil {
 		return err
@@ -190,12 +171,7 @@ func (s *Server) listAgentRooms(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return err
 	}
-	items := make([]chatRoomView, len(page.Items))
-	for i, room := range page.Items {
-		items[i] = newChatRoomView(room)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": op.meta(page.Total)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newChatRoomView), op.meta(page.Total))
 }
 
 var roomListing = listing{defaultLimit: 20, maxLimit: 100}
@@ -203,7 +179,7 @@ var roomListing = listing{defaultLimit: 20, maxLimit: 100}
 // listMyRooms is GET /me/chats: the rooms the human is in (and, with
 // include=agent_rooms, the rooms its agents are in), with status and type
 // filters, sort_by and order, cursor or page paging.
-func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	f := store.RoomFilter{
@@ -231,10 +207,5 @@ func (s *Server) listMyRooms(w http.ResponseWriter, r *http.Request, _ httproute
 	if err != nil {
 		return err
 	}
-	items := make([]meChatRoomView, len(page.Items))
-	for i, room := range page.Items {
-		items[i] = newMeChatRoomView(room)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
-	return nil
+	return replyPage(w, viewsOf(page.Items, newMeChatRoomView), s.meta(w, pq, scope, page.PageInfo))
 }

@@ -1188,26 +1188,16 @@ func ownersAndAdminsBlock(t *testing.T, k *roomsWorld, room string, alice, bob, 
 
 func TestPeersOfAnAgent(t *testing.T) {
 	k, w := newPeerCast(t)
-	r := k.ts.do(t, "GET", "/api/v1/agent/peers", w.helper.cred, nil)
-	expect(t, r, 200, "")
+	const path = "/api/v1/agent/peers"
 	// The owner, then agents by name: siblings, global agents (of any
 	// organization) and agents shared with the organization.
-	if got := k.listed(t, r); got != "alice,bobglobal,bobshared,carolglobal,sibling" {
-		t.Fatalf("peers = %s", got)
-	}
-	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 5, 1)) {
-		t.Fatalf("metadata = %v", m)
-	}
-	checkPeers(t, k, r)
+	checkPeers(t, k, k.listPeers(t, w.helper, path, peerListing{"", "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)}))
 
 	room := k.newRoom(t, w.helper, "room", nil)
 	k.add(t, w.helper, room, w.sibling, "")
 	k.add(t, w.helper, room, w.alice, "")
 	elsewhere := k.newRoom(t, w.bob, "elsewhere", nil)
-	for _, tc := range []struct {
-		query, peers string
-		meta         map[string]any
-	}{
+	for _, l := range []peerListing{
 		{"page=2&page_size=2", "bobshared,carolglobal", offsetMetaJSON(2, 2, 5, 3)},
 		{"page=9&page_size=2", "", offsetMetaJSON(9, 2, 5, 3)},
 		{"not_in_chat=" + room, "bobglobal,bobshared,carolglobal", offsetMetaJSON(1, 20, 3, 1)},
@@ -1216,46 +1206,25 @@ func TestPeersOfAnAgent(t *testing.T) {
 		{"not_in_chat=" + elsewhere, "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)},
 		{"not_in_chat=" + nilID, "alice,bobglobal,bobshared,carolglobal,sibling", offsetMetaJSON(1, 20, 5, 1)},
 	} {
-		r := k.ts.do(t, "GET", "/api/v1/agent/peers?"+tc.query, w.helper.cred, nil)
-		expect(t, r, 200, "")
-		if got := k.listed(t, r); got != tc.peers {
-			t.Errorf("?%s = %s, want %s", tc.query, got, tc.peers)
-		}
-		if m := r.meta(t); !reflect.DeepEqual(m, tc.meta) {
-			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
-		}
+		k.listPeers(t, w.helper, path, l)
 	}
 
 	// Carol's agent: her, her other agents, and the global ones, but not
 	// what is shared with alice's organization.
-	r = k.ts.do(t, "GET", "/api/v1/agent/peers", w.carolPrivate.cred, nil)
-	expect(t, r, 200, "")
-	if got := k.listed(t, r); got != "carol,bobglobal,carolglobal,carolshared" {
-		t.Errorf("carol's agent's peers = %s", got)
-	}
-	k.ts.run(t, peerRefusals(w.helper, "/api/v1/agent/peers"))
+	k.listPeers(t, w.carolPrivate, path, peerListing{peers: "carol,bobglobal,carolglobal,carolshared"})
+	k.ts.run(t, peerRefusals(w.helper, path))
 }
 
 func TestPeersOfAPerson(t *testing.T) {
 	k, w := newPeerCast(t)
-	r := k.ts.do(t, "GET", "/api/v1/me/peers", w.alice.cred, nil)
-	expect(t, r, 200, "")
+	const path = "/api/v1/me/peers"
 	// The other people of the organization, then her agents and global ones.
-	if got := k.listed(t, r); got != "bob,dave,bobglobal,carolglobal,helper,sibling" {
-		t.Fatalf("peers = %s", got)
-	}
-	if m := r.meta(t); !reflect.DeepEqual(m, offsetMetaJSON(1, 20, 6, 1)) {
-		t.Fatalf("metadata = %v", m)
-	}
-	checkPeers(t, k, r)
+	checkPeers(t, k, k.listPeers(t, w.alice, path, peerListing{"", "bob,dave,bobglobal,carolglobal,helper,sibling", offsetMetaJSON(1, 20, 6, 1)}))
 
 	room := k.newRoom(t, w.alice, "room", nil)
 	k.add(t, w.alice, room, w.bob, "")
 	k.add(t, w.alice, room, w.helper, "")
-	for _, tc := range []struct {
-		query, peers string
-		meta         map[string]any
-	}{
+	for _, l := range []peerListing{
 		{"type=User", "bob,dave", offsetMetaJSON(1, 20, 2, 1)},
 		{"type=Agent", "bobglobal,carolglobal,helper,sibling", offsetMetaJSON(1, 20, 4, 1)},
 		{"type=Agent&page=2&page_size=3", "sibling", offsetMetaJSON(2, 3, 4, 2)},
@@ -1263,26 +1232,15 @@ func TestPeersOfAPerson(t *testing.T) {
 		{"not_in_chat=" + room, "dave,bobglobal,carolglobal,sibling", offsetMetaJSON(1, 20, 4, 1)},
 		{"not_in_chat=" + room + "&type=User", "dave", offsetMetaJSON(1, 20, 1, 1)},
 	} {
-		r := k.ts.do(t, "GET", "/api/v1/me/peers?"+tc.query, w.alice.cred, nil)
-		expect(t, r, 200, "")
-		if got := k.listed(t, r); got != tc.peers {
-			t.Errorf("?%s = %s, want %s", tc.query, got, tc.peers)
-		}
-		if m := r.meta(t); !reflect.DeepEqual(m, tc.meta) {
-			t.Errorf("?%s metadata = %v, want %v", tc.query, m, tc.meta)
-		}
+		k.listPeers(t, w.alice, path, l)
 	}
 
 	// Carol is alone in her organization: her agents and the global ones,
 	// each once although one of hers is global.
-	r = k.ts.do(t, "GET", "/api/v1/me/peers", w.carol.cred, nil)
-	expect(t, r, 200, "")
-	if got := k.listed(t, r); got != "bobglobal,carolglobal,carolprivate,carolshared" {
-		t.Errorf("carol's peers = %s", got)
-	}
-	refusals := append(peerRefusals(w.alice, "/api/v1/me/peers"),
-		scenario{name: "bad type", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=Bot", status: 422, code: "validation_error", pointers: []string{"/type"}},
-		scenario{name: "type in lower case", cred: w.alice.cred, method: "GET", path: "/api/v1/me/peers?type=user", status: 422, code: "validation_error", pointers: []string{"/type"}})
+	k.listPeers(t, w.carol, path, peerListing{peers: "bobglobal,carolglobal,carolprivate,carolshared"})
+	refusals := append(peerRefusals(w.alice, path),
+		scenario{name: "bad type", cred: w.alice.cred, method: "GET", path: path + "?type=Bot", status: 422, code: "validation_error", pointers: []string{"/type"}},
+		scenario{name: "type in lower case", cred: w.alice.cred, method: "GET", path: path + "?type=user", status: 422, code: "validation_error", pointers: []string{"/type"}})
 	k.ts.run(t, refusals)
 }
 
@@ -1310,6 +1268,33 @@ func newPeerCast(t *testing.T) (*roomsWorld, *peerCast) {
 	gone := k.bot(w.alice, "Gone")
 	expect(t, k.ts.do(t, "DELETE", "/api/v1/me/agents/"+gone.id, w.alice.cred, nil), 200, "")
 	return k, w
+}
+
+// peerListing is a query of a peer listing, the peers it names (listed) and,
+// unless nil, its metadata.
+type peerListing struct {
+	query, peers string
+	meta         map[string]any
+}
+
+// listPeers lists path?l.query as as and checks what l expects of it.
+func (k *roomsWorld) listPeers(t *testing.T, as roomsParty, path string, l peerListing) *response {
+	t.Helper()
+	if l.query != "" {
+		path += "?" + l.query
+	}
+	r := k.ts.do(t, "GET", path, as.cred, nil)
+	expect(t, r, 200, "")
+	if got := k.listed(t, r); got != l.peers {
+		t.Errorf("%s = %s, want %s", path, got, l.peers)
+	}
+	if l.meta == nil {
+		return r
+	}
+	if m := r.meta(t); !reflect.DeepEqual(m, l.meta) {
+		t.Errorf("%s metadata = %v, want %v", path, m, l.meta)
+	}
+	return r
 }
 
 // checkPeers checks the fields every peer has: registry peers that are no

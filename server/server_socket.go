@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/server/phx"
 	"github.com/chatd/chatd/store"
 )
@@ -64,7 +62,7 @@ var (
 )
 
 // socket is GET /api/v1/socket/websocket.
-func (s *Server) socket(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) socket(w http.ResponseWriter, r *http.Request) error {
 	if err := checkHandshake(w, r); err != nil {
 		return err
 	}

@@ -204,16 +204,21 @@ func (w *socketWorld) post(t *testing.T, content string, mention string) string 
 	return r.data(t)["id"].(string)
 }
 
+// postUnseen posts content to the worker and checks that s is not pushed
+// it: the next frame s gets is the reply to a heartbeat (ref) sent after
+// the post. what says what a push would mean.
+func (w *socketWorld) postUnseen(t *testing.T, s *rawSocket, content, ref, what string) {
+	t.Helper()
+	w.post(t, content, w.workerID)
+	s.send(t, `["","`+ref+`","phoenix","heartbeat",{}]`)
+	if m := s.next(t); m[1] != ref {
+		t.Fatalf("%s: %v", what, m)
+	}
+}
+
 func TestSocketJoinsAreAuthorized(t *testing.T) {
 	w := newSocketWorld(t)
-	dial := func(key string) *rawSocket {
-		s, err := dialRaw(t, w.ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {key}}), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	worker, carol, alice := dial(w.workerKey), dial(w.carolKey), dial(w.aliceKey)
+	worker, carol, alice := w.dial(t, w.workerKey), w.dial(t, w.carolKey), w.dial(t, w.aliceKey)
 	for i, tc := range []struct {
 		c     *rawSocket
 		topic string
@@ -238,13 +243,8 @@ func TestSocketJoinsAreAuthorized(t *testing.T) {
 			t.Errorf("joining %s: %v, want an unauthorized error", tc.topic, m)
 		}
 	}
-	// A refused join subscribes to nothing: the next frame carol gets is the
-	// reply to her heartbeat, not the message.
-	w.post(t, "hello", w.workerID)
-	carol.send(t, `["","99","phoenix","heartbeat",{}]`)
-	if m := carol.next(t); m[1] != "99" {
-		t.Fatalf("an unauthorized join received %v", m)
-	}
+	// A refused join subscribes to nothing.
+	w.postUnseen(t, carol, "hello", "99", "an unauthorized join received")
 }
 
 func TestSocketLosingAccessEndsTheSubscription(t *testing.T) {
@@ -408,10 +408,7 @@ func TestSocketCredentialsAndIdentity(t *testing.T) {
 
 func TestSocketProtocolDetails(t *testing.T) {
 	w := newSocketWorld(t)
-	s, err := dialRaw(t, w.ts.socketURL(url.Values{"vsn": {"2.0.0"}, "api_key": {w.workerKey}}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := w.dial(t, w.workerKey)
 	// nshafer/phx: "" join_ref and null payload; refs echo back as strings.
 	s.send(t, `["","7","phoenix","heartbeat",null]`)
 	if m := s.next(t); m[0] != nil || m[1] != "7" || m[2] != "phoenix" || m[3] != "phx_reply" || m[4].(map[string]any)["status"] != "ok" {
@@ -439,11 +436,7 @@ func TestSocketProtocolDetails(t *testing.T) {
 	if m := s.next(t); m[3] != "phx_close" {
 		t.Fatalf("after the leave reply: %v", m)
 	}
-	w.post(t, "after leaving", w.workerID)
-	s.send(t, `["","11","phoenix","heartbeat",{}]`)
-	if m := s.next(t); m[1] != "11" {
-		t.Fatalf("a push arrived after leaving: %v", m)
-	}
+	w.postUnseen(t, s, "after leaving", "11", "a push arrived after leaving")
 }
 
 func TestSocketSupersedeAndReject(t *testing.T) {

@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/chatd/chatd/store"
 )
 
@@ -14,9 +12,9 @@ import (
 
 func (s *Server) taskRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, s.listTasks)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, s.createTask)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, withBody(s, s.createTask))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, s.getTask)
-	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, s.updateTask)
+	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, withBody(s, s.updateTask))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks/:id/history", agentsOnly, s.listTaskHistory)
 }
 
@@ -59,11 +57,7 @@ func newTaskView(t *store.Task, withHistory bool) taskView {
 			LinkedNativeID: a.LinkedNativeID, UpdatedAt: timestamp(a.UpdatedAt)}
 	}
 	if withHistory {
-		history := t.History
-		if history == nil {
-			history = []store.TaskEvent{}
-		}
-		v.History, v.HistoryTruncated = &history, &t.HistoryTruncated
+		v.History, v.HistoryTruncated = shownHistory(t.History), &t.HistoryTruncated
 	}
 	return v
 }
@@ -75,14 +69,14 @@ var (
 
 // listTasks is GET /agent/chats/{id}/tasks?state=: the board by number,
 // active tasks unless another state (or all) is asked for.
-func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
 	state := enumParam(q, "state", "active", append(append([]string{}, store.TaskStates...), "all"), p)
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	roomID := ps.ByName("chat_id")
+	roomID := r.PathValue("chat_id")
 	// The state is part of the scope: a cursor pages the listing it came from.
 	scope := "agent/tasks:" + roomID + ":" + state
 	pq, err := s.parsePage(q, scope, taskListing)
@@ -97,12 +91,8 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return err
 	}
-	views := make([]taskView, len(page.Items))
-	for i, t := range page.Items {
-		views[i] = newTaskView(t, false)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": views, "metadata": s.meta(w, pq, scope, page.PageInfo)})
-	return nil
+	views := viewsOf(page.Items, func(t *store.Task) taskView { return newTaskView(t, false) })
+	return replyPage(w, views, s.meta(w, pq, scope, page.PageInfo))
 }
 
 type createTaskRequest struct {
@@ -112,33 +102,26 @@ type createTaskRequest struct {
 }
 
 // createTask is POST /agent/chats/{id}/tasks.
-func (s *Server) createTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req createTaskRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	t, err := s.db.CreateTask(r.Context(), principal(r).Actor(), ps.ByName("chat_id"),
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request, req createTaskRequest) error {
+	t, err := s.db.CreateTask(r.Context(), principal(r).Actor(), r.PathValue("chat_id"),
 		store.NewTask{Subject: req.Subject, Detail: req.Detail, SupersedesID: req.SupersedesID})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, data(newTaskView(t, false)))
-	return nil
+	return reply(w, http.StatusCreated, newTaskView(t, false))
 }
 
 // getTask is GET /agent/chats/{id}/tasks/{task}[?include=history].
-func (s *Server) getTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	p := store.Problems{}
-	withHistory := enumParam(r.URL.Query(), "include", "", []string{"history"}, p) == "history"
-	if err := p.Err(store.CodeValidation); err != nil {
-		return err
-	}
-	t, err := s.db.Task(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), withHistory)
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
+	withHistory, err := includeHistory(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newTaskView(t, withHistory)))
-	return nil
+	t, err := s.db.Task(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), withHistory)
+	if err != nil {
+		return err
+	}
+	return reply(w, http.StatusOK, newTaskView(t, withHistory))
 }
 
 type updateTaskRequest struct {
@@ -153,26 +136,21 @@ type updateTaskRequest struct {
 
 // updateTask is POST /agent/chats/{id}/tasks/{task}: the caller's work,
 // a comment, edits and lifecycle, in one call (POST, as the API has it).
-func (s *Server) updateTask(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	var req updateTaskRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	t, err := s.db.UpdateTask(r.Context(), principal(r).Actor(), ps.ByName("chat_id"), ps.ByName("id"), store.TaskUpdate{
+func (s *Server) updateTask(w http.ResponseWriter, r *http.Request, req updateTaskRequest) error {
+	t, err := s.db.UpdateTask(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), store.TaskUpdate{
 		Status: req.Status, ActiveForm: req.ActiveForm, LinkedNativeID: req.LinkedNativeID, Comment: req.Comment,
 		Subject: req.Subject, Detail: req.Detail, State: req.State,
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, data(newTaskView(t, false)))
-	return nil
+	return reply(w, http.StatusOK, newTaskView(t, false))
 }
 
 // listTaskHistory is GET /agent/chats/{id}/tasks/{task}/history: the whole
 // ledger, oldest first.
-func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request, ps httprouter.Params) error {
-	roomID, ref := ps.ByName("chat_id"), ps.ByName("id")
+func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request) error {
+	roomID, ref := r.PathValue("chat_id"), r.PathValue("id")
 	// The task as the path names it (id or number) scopes the cursor.
 	scope := "agent/task_history:" + roomID + ":" + ref
 	pq, err := s.parsePage(r.URL.Query(), scope, taskHistoryListing)
@@ -183,6 +161,5 @@ func (s *Server) listTaskHistory(w http.ResponseWriter, r *http.Request, ps http
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": page.Items, "metadata": s.meta(w, pq, scope, page.PageInfo)})
-	return nil
+	return replyPage(w, page.Items, s.meta(w, pq, scope, page.PageInfo))
 }
