@@ -46,7 +46,7 @@ func (s *Server) callRoute(ctx context.Context, p *store.Principal, rc routeCall
 	if err := allowedFor(p, rt.scope); err != nil {
 		return nil, s.toolError(err, "")
 	}
-	path, ps := fillRoute(rc.route, rc.params)
+	path, values := fillRoute(rc.route, rc.params)
 	if len(rc.query) > 0 {
 		path += "?" + rc.query.Encode()
 	}
@@ -63,8 +63,11 @@ func (s *Server) callRoute(ctx context.Context, p *store.Principal, rc routeCall
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for _, v := range values {
+		req.SetPathValue(v.Key, v.Value)
+	}
 	answer := newAnswerBuffer()
-	if err := rt.h(answer, req, ps); err != nil {
+	if err := rt.h(answer, req); err != nil {
 		return nil, s.toolError(err, rc.bodyKey)
 	}
 	return answer.result(rc.result)

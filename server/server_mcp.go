@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chatd/chatd/store"
@@ -48,7 +47,7 @@ func (s *Server) mcpRoutes() {
 // serveMCP passes a request to the SDK's handler once it is known to be
 // the caller's: a request of a session the caller owns, or a new session
 // within the caller's connection limit.
-func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, _ httprouter.Params) error {
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		if !s.mcp.owns(id, p) {
