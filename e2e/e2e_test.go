@@ -1,6 +1,7 @@
 // Package e2e drives chatd with real clients in their own runtimes: the
 // phoenix JS client (over the ws transport, as the Band TypeScript SDK uses
-// it) against a real `chatd serve`, across a server restart; the web app in
+// it) against a real `chatd serve`, across a server restart; an agent on
+// the official TypeScript MCP client (mcp_test.go); the web app in
 // headless Chromium (web_test.go); `chatd dev` and the lines it prints,
 // pasted into a shell (dev_test.go); and the sample agents of examples/
 // (samples_test.go).
