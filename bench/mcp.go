@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,7 +31,7 @@ import (
 const wakeGap = 20 * time.Millisecond
 
 func mcpWorkload(bin string, clients []int, d time.Duration, rounds int) error {
-	base, personKey, _, stop, _, err := wsServer(bin)
+	base, personKey, _, stop, pid, err := wsServer(bin)
 	if err != nil {
 		return err
 	}
@@ -45,42 +50,105 @@ func mcpWorkload(bin string, clients []int, d time.Duration, rounds int) error {
 		defer sessions[i].Close()
 	}
 
+	// The load tool shares the machine with the server, so req/s alone
+	// would charge the server for the client SDK's work too: the CPU each
+	// side spent per request tells them apart.
 	fmt.Println("mcp: the same post over REST and as the send_message tool, sync normal")
-	fmt.Printf("%-22s %7s %10s %9s %9s %8s\n", "via", "clients", "req/s", "p50", "p99", "errors")
+	fmt.Printf("%-22s %7s %10s %9s %9s %8s %12s %12s\n", "via", "clients", "req/s", "p50", "p99", "errors",
+		"server CPU", "bench CPU")
 	for _, n := range clients {
 		// Each for d in all, in halves ordered REST, MCP, MCP, REST: a
 		// drift in the machine's load (it is shared) or in the database's
 		// size then weighs on both alike.
-		postREST := func() result { return c.run(n, d/2, f.post) }
-		postMCP := func() result { return c.run(n, d/2, func(i int) error { return f.sendMessage(sessions[i], i) }) }
+		postREST := func() cpuRun { return timeCPU(pid, func() result { return c.run(n, d/2, f.post) }) }
+		postMCP := func() cpuRun {
+			return timeCPU(pid, func() result {
+				return c.run(n, d/2, func(i int) error { return f.sendMessage(sessions[i], i) })
+			})
+		}
 		rest, overMCP := postREST(), postMCP()
-		overMCP = merge(overMCP, postMCP())
-		rest = merge(rest, postREST())
+		overMCP = overMCP.merge(postMCP())
+		rest = rest.merge(postREST())
 		for _, row := range []struct {
 			name string
-			res  result
+			run  cpuRun
 		}{{"REST POST messages", rest}, {"MCP send_message", overMCP}} {
-			fmt.Printf("%-22s %7d %10.0f %9s %9s %8d\n", row.name, n, row.res.rate(), ms(row.res.p(0.50)), ms(row.res.p(0.99)), row.res.errors)
-			if row.res.firstErr != nil {
-				fmt.Printf("  first error: %v\n", row.res.firstErr)
+			res := row.run.res
+			fmt.Printf("%-22s %7d %10.0f %9s %9s %8d %12s %12s\n", row.name, n, res.rate(), ms(res.p(0.50)), ms(res.p(0.99)),
+				res.errors, row.run.perRequest(row.run.server), row.run.perRequest(row.run.bench))
+			if res.firstErr != nil {
+				fmt.Printf("  first error: %v\n", res.firstErr)
 			}
 		}
-		fmt.Printf("%-22s %7d %9.2fx\n", "MCP / REST", n, overMCP.rate()/rest.rate())
+		fmt.Printf("%-22s %7d %9.2fx %28s %11.2fx %11.2fx\n", "MCP / REST", n, overMCP.res.rate()/rest.res.rate(), "",
+			overMCP.serverPerRequest()/rest.serverPerRequest(), overMCP.benchPerRequest()/rest.benchPerRequest())
 	}
 	return wakeLatency(c, personKey, rounds)
 }
 
-// merge is the result of two runs, as if one.
-func merge(a, b result) result {
-	a.lat = append(a.lat, b.lat...)
-	slices.Sort(a.lat)
-	a.elapsed += b.elapsed
-	a.errors += b.errors
-	a.drained += b.drained
-	if a.firstErr == nil {
-		a.firstErr = b.firstErr
+// cpuRun is a run with the CPU time the server and the load tool spent
+// in it.
+type cpuRun struct {
+	res           result
+	server, bench time.Duration
+}
+
+func timeCPU(serverPID int, run func() result) cpuRun {
+	server, bench := processCPU(serverPID), ownCPU()
+	res := run()
+	return cpuRun{res: res, server: processCPU(serverPID) - server, bench: ownCPU() - bench}
+}
+
+// merge is the two runs as if one.
+func (a cpuRun) merge(b cpuRun) cpuRun {
+	a.res.lat = append(a.res.lat, b.res.lat...)
+	slices.Sort(a.res.lat)
+	a.res.elapsed += b.res.elapsed
+	a.res.errors += b.res.errors
+	if a.res.firstErr == nil {
+		a.res.firstErr = b.res.firstErr
 	}
+	a.server += b.server
+	a.bench += b.bench
 	return a
+}
+
+func (a cpuRun) serverPerRequest() float64 { return float64(a.server) / float64(len(a.res.lat)) }
+func (a cpuRun) benchPerRequest() float64  { return float64(a.bench) / float64(len(a.res.lat)) }
+
+// perRequest renders CPU time per acknowledged request.
+func (a cpuRun) perRequest(cpu time.Duration) string {
+	if len(a.res.lat) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fµs", float64(cpu.Microseconds())/float64(len(a.res.lat)))
+}
+
+// processCPU is the user and system CPU time a process has used, from
+// /proc (in clock ticks of 10 ms, USER_HZ on Linux).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the first, utime the 12th, stime the 13th.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(fields[11], 10, 64)
+	system, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(user+system) * 10 * time.Millisecond
+}
+
+// ownCPU is the CPU time the load tool has used.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // sendMessage is f.post as the send_message tool: the same room, mention
