@@ -499,3 +499,56 @@ func TestMCPDocsNameEveryToolAndArgument(t *testing.T) {
 		}
 	}
 }
+
+// Each room the caller reads is a resource holding its recent transcript
+// as the caller sees it, and the agent prompt frames a turn.
+func TestMCPRoomResourcesAndPrompt(t *testing.T) {
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	helper, helperKey := ts.agent(alice, "Helper")
+	room := ts.room(t, helperKey, alice.ID)
+	expect(t, ts.do(t, "POST", humanChatsPath+"/"+room+"/messages", apiKey(aliceKey),
+		map[string]any{"message": map[string]any{"content": "@alice/helper for you", "mentions": []any{map[string]any{"id": helper.ID}}}}), 201, "")
+	expect(t, ts.do(t, "POST", humanChatsPath+"/"+room+"/messages", apiKey(aliceKey),
+		map[string]any{"message": map[string]any{"content": "@alice/helper and this", "mentions": []any{map[string]any{"id": helper.ID}}}}), 201, "")
+	ctx := context.Background()
+	uri := "chatd://rooms/" + room
+
+	for _, c := range []struct {
+		name string
+		cred cred
+	}{{"the agent", apiKey(helperKey)}, {"the person", apiKey(aliceKey)}} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := ts.mcpSession(t, c.cred)
+			listed, err := cs.ListResources(ctx, nil)
+			if err != nil || len(listed.Resources) != 1 || listed.Resources[0].URI != uri {
+				t.Fatalf("resources/list = %+v, %v; want the room", listed, err)
+			}
+			read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err != nil || len(read.Contents) != 1 {
+				t.Fatalf("resources/read: %+v, %v", read, err)
+			}
+			text := read.Contents[0].Text
+			if !strings.Contains(text, "room_id: "+room) || strings.Index(text, "for you") > strings.Index(text, "and this") {
+				t.Fatalf("the transcript, oldest first, lacks a message:\n%s", text)
+			}
+			if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "chatd://rooms/" + nilID}); err == nil {
+				t.Fatal("a room that does not exist was read")
+			}
+		})
+	}
+
+	_, bobKey := ts.user("bob")
+	if _, err := ts.mcpSession(t, apiKey(bobKey)).ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+		t.Fatal("a stranger read the room")
+	}
+
+	cs := ts.mcpSession(t, apiKey(helperKey))
+	prompt, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "chatd_agent", Arguments: map[string]string{"room_id": room}})
+	if err != nil || len(prompt.Messages) != 1 {
+		t.Fatalf("prompts/get: %+v, %v", prompt, err)
+	}
+	if text := prompt.Messages[0].Content.(*mcp.TextContent).Text; !strings.Contains(text, "wait_for_message") || !strings.Contains(text, room) {
+		t.Fatalf("the prompt does not frame a turn in the room:\n%s", text)
+	}
+}
