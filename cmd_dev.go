@@ -206,6 +206,8 @@ func printDev(w io.Writer, url string, d *devDatabase, s *devSetup) {
 		for _, kv := range [][2]string{{"BAND_REST_URL", url}, {"BAND_WS_URL", wsURL}, {"BAND_AGENT_ID", a.id}, {"BAND_API_KEY", a.key}} {
 			fmt.Fprintf(w, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 		}
+		fmt.Fprintf(w, "# Or over MCP (docs/mcp.md): claude mcp add --transport http chatd-%s %s/mcp --header %s\n",
+			strings.TrimPrefix(a.handle, s.person.Handle+"/"), url, shellQuote("X-API-Key: "+a.key))
 	}
 	fmt.Fprintf(w, "\n# Ready. Ctrl-C stops chatd dev.\n")
 }

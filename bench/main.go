@@ -19,9 +19,15 @@
 //
 //   - targeted: agents spread over rooms, each message mentioning one of them
 //
+// and over MCP (/mcp, the official Go SDK's client):
+//
+//   - mcp:      send_message tool calls against the same post over REST, at
+//     each --clients count; then wait_for_message wake-up latency
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
+//     go run ./bench -workloads mcp -clients 16 -duration 5s -rounds 1000
 package main
 
 import (
@@ -45,13 +51,14 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket)")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
 	rate := flag.Float64("rate", 0, "fanout: posts per second in all (0: as fast as they are acknowledged)")
 	agents := flag.Int("agents", 1000, "targeted: agents")
 	rooms := flag.Int("rooms", 100, "targeted: rooms")
+	rounds := flag.Int("rounds", 1000, "mcp: wait_for_message wake-ups to time")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -85,6 +92,8 @@ func main() {
 			err = fanOut(bin, *subscribers, *posters, *rate, *duration)
 		case "targeted":
 			err = targeted(bin, *agents, *rooms, *posters, *duration)
+		case "mcp":
+			err = mcpWorkload(bin, clients, *duration, *rounds)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}

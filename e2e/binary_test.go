@@ -4,8 +4,8 @@
 // socket memory, backup and restore, every command of the CLI, the
 // manual's examples run with bash and curl, `chatd dev` and the lines it
 // prints pasted into a shell, the phoenix JS client across a server
-// restart, the sample agents of examples/, and the web app in headless
-// Chromium.
+// restart, an agent on the official TypeScript MCP client, the sample
+// agents of examples/, and the web app in headless Chromium.
 //
 // TestMain builds the binary once, from the module's root, for every test.
 // Most tests need nothing more. Those of the phoenix JS client and the web

@@ -21,6 +21,7 @@ const (
 	public     audience = iota // no credentials
 	agentsOnly                 // /api/v1/agent/*: an agent API key
 	humansOnly                 // /api/v1/me/*: a human API key or a bearer token
+	anyCaller                  // /mcp: an agent's or a person's credential; a bearer may carry an API key
 )
 
 var (
@@ -60,7 +61,13 @@ func (s *Server) authenticate(r *http.Request, aud audience, cachedOnly bool) (*
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return nil, &store.Error{Code: store.CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
 		}
-		p, err = s.principalFromToken(r.Context(), strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		if aud == anyCaller && store.KindOfKey(token) != "" {
+			// MCP clients send whatever they hold as a bearer.
+			p, err = s.lookupKey(r, token, cachedOnly)
+		} else {
+			p, err = s.principalFromToken(r.Context(), token)
+		}
 	}
 	if err != nil {
 		return nil, err

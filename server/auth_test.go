@@ -108,6 +108,9 @@ var authedRoutes = []struct {
 	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID, agentsOnly},
 	{"POST", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID, agentsOnly},
 	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID + "/history", agentsOnly},
+	{"POST", "/mcp", anyCaller},
+	{"GET", "/mcp", anyCaller},
+	{"DELETE", "/mcp", anyCaller},
 }
 
 // nilID is a well-formed id that names nothing.

@@ -29,35 +29,47 @@ import (
 // session no longer authenticates. A connection opened with a new key, even
 // before this runs, stays.
 func (rt *realtime) closeEndedCredentials(conns []*phx.Conn) {
-	var keys, sessions []string
-	for _, conn := range conns {
-		sc := conn.Value.(*socketConn)
-		if sc.keyID != "" {
-			keys = append(keys, sc.keyID)
-		}
-		if sc.sessionID != "" {
-			sessions = append(sessions, sc.sessionID)
-		}
+	held := make([]heldCredential, len(conns))
+	for i, conn := range conns {
+		held[i] = conn.Value.(*socketConn).heldCredential
 	}
-	if len(keys)+len(sessions) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ended, err := rt.s.db.EndedCredentials(ctx, keys, sessions)
+	ended, err := rt.s.endedCredentials(held)
 	if err != nil {
 		rt.log.Warn("checking the credentials of open connections failed", "err", err)
 		return
 	}
-	for _, conn := range conns {
-		sc := conn.Value.(*socketConn)
+	for i, conn := range conns {
 		switch {
-		case ended[sc.keyID]:
+		case ended[held[i].keyID]:
 			conn.Close(phx.ClosePolicy, "the API key was deleted or replaced")
-		case ended[sc.sessionID]:
+		case ended[held[i].sessionID]:
 			conn.Close(phx.ClosePolicy, "the session ended")
 		}
 	}
+}
+
+// heldCredential is what a connection or MCP session was opened with: an
+// API key, or a sign-in session (a bearer token's, which signing out ends).
+type heldCredential struct{ keyID, sessionID string }
+
+// endedCredentials returns which of the held keys and sessions no longer
+// authenticate, by id, in one read.
+func (s *Server) endedCredentials(held []heldCredential) (map[string]bool, error) {
+	var keys, sessions []string
+	for _, h := range held {
+		if h.keyID != "" {
+			keys = append(keys, h.keyID)
+		}
+		if h.sessionID != "" {
+			sessions = append(sessions, h.sessionID)
+		}
+	}
+	if len(keys)+len(sessions) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.db.EndedCredentials(ctx, keys, sessions)
 }
 
 // recheckIfCredentialsEnded rechecks a new connection's credential if

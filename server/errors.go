@@ -39,6 +39,7 @@ const (
 	codeRangeNotSatisfiable    errorCode = "range_not_satisfiable" // file download: the Range starts past the end
 	codeRateLimited            errorCode = "rate_limited"          // over a rate limit (ratelimit.go)
 	codeRequestTimeout         errorCode = "request_timeout"       // the request body came slower than the minimum rate (transfer.go)
+	codeInvalidMCPRequest      errorCode = "invalid_mcp_request"   // /mcp: a request the MCP transport refuses (headers, JSON-RPC)
 
 	// Refusals of requests that are not valid HTTP/1.1, which net/http
 	// decides before any handler runs (refusal.go rewrites its answers into
@@ -104,6 +105,7 @@ var statusOf = map[errorCode]int{
 	codePayloadTooLarge:             http.StatusRequestEntityTooLarge,
 	codeRangeNotSatisfiable:         http.StatusRequestedRangeNotSatisfiable,
 	codeInvalidCursor:               http.StatusUnprocessableEntity,
+	codeInvalidMCPRequest:           http.StatusBadRequest,
 }
 
 // httpError is a refusal in the envelope's terms. A transport refusal is

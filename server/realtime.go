@@ -145,6 +145,7 @@ func roomsTopic(p *store.Participant) string {
 var roomTopics = []string{"chat_room:", "room_participants:", "room_tasks:"}
 
 func (rt *realtime) route(c store.Change) {
+	rt.s.waiters.route(c)
 	room := c.Room
 	switch c.Kind {
 	case store.MessageCreated:
@@ -183,10 +184,12 @@ func (rt *realtime) route(c store.Change) {
 		for _, conn := range rt.sockets.agentConns(c.Agent.ID) {
 			conn.Close(phx.ClosePolicy, "the agent was deleted")
 		}
+		rt.s.mcp.closeAgent(c.Agent.ID)
 	case store.CredentialsEnded, store.OtherProcessWrote:
 		// A chatd command (another process) may have ended credentials too.
 		rt.credentialsEnded.Add(1)
 		rt.closeEndedCredentials(rt.sockets.all())
+		rt.s.mcp.closeEndedCredentials()
 	}
 }
 

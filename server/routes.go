@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	s.healthRoutes()
 	s.openAPIRoutes()
 	s.socketRoutes()
+	s.mcpRoutes()
 	s.identityRoutes()
 	s.roomRoutes()
 	s.participantRoutes()
@@ -58,12 +59,14 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 type registeredRoute struct {
 	method, path string
 	aud          audience
+	scope        string      // what a delegated token needs (delegationScope)
+	h            handlerFunc // nil for a fixed name handleNamed dispatches
 }
 
 // handle registers h for method and path, serving the callers aud admits.
 func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
-	s.registered = append(s.registered, registeredRoute{method, path, aud})
 	scope := delegationScope(method, path)
+	s.registered = append(s.registered, registeredRoute{method, path, aud, scope, h})
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		noteRoute(r, path)
 		s.serve(w, r, ps, aud, scope, h)
@@ -90,15 +93,31 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return
 		}
 		noteCaller(r, p)
-		ctx := context.WithValue(r.Context(), principalKey, p)
-		if p.Delegation != nil {
-			ctx = store.WithDelegation(ctx, p.Delegation)
-		}
-		r = r.WithContext(ctx)
+		r = r.WithContext(withCaller(r.Context(), p))
 	}
 	if err := h(w, r); err != nil {
 		s.writeError(w, r, err)
 	}
+}
+
+// withCaller is ctx carrying the authenticated caller, as handlers read it.
+func withCaller(ctx context.Context, p *store.Principal) context.Context {
+	ctx = context.WithValue(ctx, principalKey, p)
+	if p.Delegation != nil {
+		ctx = store.WithDelegation(ctx, p.Delegation)
+	}
+	return ctx
+}
+
+// route returns the route registered for method and path (as registered,
+// with its :parameters).
+func (s *Server) route(method, path string) (registeredRoute, bool) {
+	for _, rt := range s.registered {
+		if rt.method == method && rt.path == path && rt.h != nil {
+			return rt, true
+		}
+	}
+	return registeredRoute{}, false
 }
 
 // namedRoute is one fixed name served at a parameter's position.
@@ -119,7 +138,7 @@ type namedRoute struct {
 func (s *Server) handleNamed(method, path, name string, aud audience, h handlerFunc) {
 	param := path[strings.LastIndexByte(path, ':')+1:]
 	named := strings.Replace(path, ":"+param, name, 1)
-	s.registered = append(s.registered, registeredRoute{method, named, aud})
+	s.registered = append(s.registered, registeredRoute{method: method, path: named, aud: aud})
 	key := method + " " + path
 	if names, ok := s.named[key]; ok {
 		names[name] = namedRoute{aud, delegationScope(method, named), h}

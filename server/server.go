@@ -31,6 +31,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/julienschmidt/httprouter"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chatd/chatd/store"
 )
@@ -105,6 +106,11 @@ type Server struct {
 	activity      *activityTracker
 	rt            *realtime
 	upgrader      ws.HTTPUpgrader
+	// waiters are the requests waiting for an agent's next message
+	// (waiters.go); mcp the open MCP sessions (server_mcp.go).
+	waiters    *deliveryWaiters
+	mcp        *mcpSessions
+	mcpSchemas *mcp.SchemaCache
 
 	// transferTimeout is Config.TransferTimeout (transfer.go).
 	transferTimeout time.Duration
@@ -178,6 +184,9 @@ func New(cfg Config) (*Server, error) {
 	s.cursorKey = deriveKey(secret, "chatd/cursor/v1")
 	s.delegationKey = deriveKey(secret, "chatd/delegation/v1")
 
+	s.waiters = newDeliveryWaiters()
+	s.mcpSchemas = mcp.NewSchemaCache()
+	s.mcp = newMCPSessions(s)
 	s.buildRouter()
 	s.handler = s.withRequestScope(s.router)
 	s.rt = newRealtime(s)
@@ -193,12 +202,15 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Close stops the bulk deletion worker (open jobs resume on the next start),
-// closes the real-time connections (telling clients the server restarts) and
-// stops publishing changes.
+// ends the waits for messages and the MCP sessions, closes the real-time
+// connections (telling clients the server restarts) and stops publishing
+// changes.
 func (s *Server) Close() {
 	s.db.SetCommitObserver(nil)
 	s.db.StopBulkWorker()
 	s.db.SetPublisher(nil)
+	s.waiters.close()
+	s.mcp.closeAll()
 	s.rt.close()
 }
 

@@ -55,6 +55,7 @@ var audienceSchemes = map[audience][]string{
 	public:     nil,
 	agentsOnly: {"agentKey"},
 	humansOnly: {"bearerToken", "humanKey"},
+	anyCaller:  {"agentKey", "bearerToken", "humanKey"},
 }
 
 func securitySchemes(op apitest.Operation) []string {

@@ -35,8 +35,8 @@ type socketConn struct {
 	// whenever credentials end (credentials.go): the API key (an agent's
 	// or a person's, with agent_id or not), or the session of a sign-in
 	// token, and when a bearer token expires (zero for keys).
-	keyID, sessionID string
-	expires          time.Time
+	heldCredential
+	expires time.Time
 	// expiry closes the connection at expires; gone is set once it
 	// closed. Both are guarded by socketRegistry.mu.
 	expiry *time.Timer
@@ -201,11 +201,8 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 	if p.Delegation != nil {
 		return nil, store.Errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
-	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: "token:" + p.Actor().ID,
-		keyID: p.KeyID, sessionID: p.SessionID, expires: p.Expires}
-	if p.KeyID != "" {
-		sc.limitKey = "key:" + p.KeyID
-	}
+	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: credentialLimitKey(p),
+		heldCredential: heldCredential{keyID: p.KeyID, sessionID: p.SessionID}, expires: p.Expires}
 	agentID := store.NormalizeID(q.Get("agent_id"))
 	switch {
 	case agentID == "":
@@ -249,24 +246,47 @@ func newSocketRegistry() socketRegistry {
 func (reg *socketRegistry) admit(sc *socketConn, maxTotal, maxPerKey int, reject bool) error {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	switch {
-	case reg.total >= maxTotal || reg.perKey[sc.limitKey] >= maxPerKey:
-		return errTooManySockets
-	case sc.agent != nil && reject && len(reg.agents[sc.agent.ID]) > 0:
+	if err := reg.admitLocked(sc.limitKey, maxTotal, maxPerKey); err != nil {
+		return err
+	}
+	if sc.agent != nil && reject && len(reg.agents[sc.agent.ID]) > 0 {
+		reg.releaseLocked(sc.limitKey)
 		return errConnectionConflict
 	}
+	return nil
+}
+
+// admitKey counts a connection of the credential limitKey (an MCP session)
+// against the same limits, or refuses it.
+func (reg *socketRegistry) admitKey(limitKey string, maxTotal, maxPerKey int) error {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	return reg.admitLocked(limitKey, maxTotal, maxPerKey)
+}
+
+func (reg *socketRegistry) admitLocked(limitKey string, maxTotal, maxPerKey int) error {
+	if reg.total >= maxTotal || reg.perKey[limitKey] >= maxPerKey {
+		return errTooManySockets
+	}
 	reg.total++
-	reg.perKey[sc.limitKey]++
+	reg.perKey[limitKey]++
 	return nil
 }
 
 // release gives back the limits a connection held.
-func (reg *socketRegistry) release(sc *socketConn) {
+func (reg *socketRegistry) release(sc *socketConn) { reg.releaseKey(sc.limitKey) }
+
+// releaseKey gives back a connection slot of the credential limitKey.
+func (reg *socketRegistry) releaseKey(limitKey string) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	reg.releaseLocked(limitKey)
+}
+
+func (reg *socketRegistry) releaseLocked(limitKey string) {
 	reg.total--
-	if reg.perKey[sc.limitKey]--; reg.perKey[sc.limitKey] <= 0 {
-		delete(reg.perKey, sc.limitKey)
+	if reg.perKey[limitKey]--; reg.perKey[limitKey] <= 0 {
+		delete(reg.perKey, limitKey)
 	}
 }
 

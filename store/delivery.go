@@ -112,23 +112,27 @@ type DeliveryOutcome struct {
 
 // MarkProcessing records that the agent started working on a message.
 func (db *DB) MarkProcessing(ctx context.Context, agent Actor, roomID, messageID string) (*DeliveryOutcome, error) {
-	return db.transition(ctx, agent, roomID, messageID, func(d *Delivery, now time.Time) (bool, error) {
-		if d.Status == "processing" {
-			last := &d.Attempts[len(d.Attempts)-1]
-			started, _ := time.Parse(time.RFC3339Nano, last.StartedAt)
-			if now.Sub(started) < db.attemptTimeout {
-				return false, nil // the attempt is live: nothing to do
-			}
-			completeAttempt(last, "failed", now, abandonedError)
+	return db.transition(ctx, agent, roomID, messageID, db.startAttempt)
+}
+
+// startAttempt starts a processing attempt, unless one is live: an attempt
+// that outlived the attempt timeout is closed as abandoned first.
+func (db *DB) startAttempt(d *Delivery, now time.Time) (bool, error) {
+	if d.Status == "processing" {
+		last := &d.Attempts[len(d.Attempts)-1]
+		started, _ := time.Parse(time.RFC3339Nano, last.StartedAt)
+		if now.Sub(started) < db.attemptTimeout {
+			return false, nil // the attempt is live: nothing to do
 		}
-		d.CurrentAttempt++
-		d.Attempts = append(d.Attempts, Attempt{AttemptNumber: d.CurrentAttempt, Status: "processing", StartedAt: FormatTime(now)})
-		if len(d.Attempts) > maxAttemptsKept {
-			d.Attempts = d.Attempts[len(d.Attempts)-maxAttemptsKept:]
-		}
-		d.Status, d.ProcessedAt = "processing", nil
-		return true, nil
-	})
+		completeAttempt(last, "failed", now, abandonedError)
+	}
+	d.CurrentAttempt++
+	d.Attempts = append(d.Attempts, Attempt{AttemptNumber: d.CurrentAttempt, Status: "processing", StartedAt: FormatTime(now)})
+	if len(d.Attempts) > maxAttemptsKept {
+		d.Attempts = d.Attempts[len(d.Attempts)-maxAttemptsKept:]
+	}
+	d.Status, d.ProcessedAt = "processing", nil
+	return true, nil
 }
 
 // MarkProcessed records that the agent's current attempt succeeded: the
@@ -201,41 +205,56 @@ func (db *DB) transition(ctx context.Context, agent Actor, roomID, messageID str
 		if err != nil {
 			return err
 		}
-		if err := json.Unmarshal(d.AttemptsJSON, &d.Attempts); err != nil {
-			return err
-		}
-		changed, err := apply(d, tx.Now())
-		if err != nil {
-			return err
-		}
-		out = &DeliveryOutcome{MessageID: messageID, Status: d.Status, AttemptNumber: d.CurrentAttempt}
-		if !changed {
-			return nil
-		}
-		attempts, err := json.Marshal(d.Attempts)
-		if err != nil {
-			return err
-		}
-		d.AttemptsJSON = attempts
-		d.UpdatedAt = tx.Now()
-		var processed any
-		if d.ProcessedAt != nil {
-			processed = d.ProcessedAt.UnixMicro()
-		}
-		if _, err := tx.Exec(`UPDATE deliveries SET status = ?, current_attempt = ?, attempts = ?, processed_at = ?, updated_at = ?
-			WHERE agent_id = ? AND room_id = ? AND message_seq = ?`,
-			d.Status, d.CurrentAttempt, string(attempts), processed, d.UpdatedAt.UnixMicro(), agent.ID, roomID, seq); err != nil {
-			return err
-		}
-		msg, err := messageBySeq(tx, seq)
-		if err != nil {
-			return err
-		}
-		msg.Deliveries = []*Delivery{d}
-		db.publish(tx, Change{Kind: MessageUpdated, Room: a.room, Message: msg})
-		return nil
+		out, _, err = db.applyTransition(tx, a.room, seq, d, apply)
+		return err
 	})
 	return out, err
+}
+
+// applyTransition applies a change to delivery d of the message at seq in
+// room, saves it and publishes the message's new state. It returns the
+// outcome and, when anything changed, the message with d attached.
+func (db *DB) applyTransition(tx *Tx, room *Room, seq int64, d *Delivery,
+	apply func(*Delivery, time.Time) (bool, error)) (*DeliveryOutcome, *Message, error) {
+	if err := json.Unmarshal(d.AttemptsJSON, &d.Attempts); err != nil {
+		return nil, nil, err
+	}
+	changed, err := apply(d, tx.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	msg, err := messageBySeq(tx, seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &DeliveryOutcome{MessageID: msg.ID, Status: d.Status, AttemptNumber: d.CurrentAttempt}
+	if !changed {
+		return out, nil, nil
+	}
+	if err := saveDelivery(tx, room.ID, seq, d); err != nil {
+		return nil, nil, err
+	}
+	msg.Deliveries = []*Delivery{d}
+	db.publish(tx, Change{Kind: MessageUpdated, Room: room, Message: msg})
+	return out, msg, nil
+}
+
+// saveDelivery writes a changed delivery back.
+func saveDelivery(tx *Tx, roomID string, seq int64, d *Delivery) error {
+	attempts, err := json.Marshal(d.Attempts)
+	if err != nil {
+		return err
+	}
+	d.AttemptsJSON = attempts
+	d.UpdatedAt = tx.Now()
+	var processed any
+	if d.ProcessedAt != nil {
+		processed = d.ProcessedAt.UnixMicro()
+	}
+	_, err = tx.Exec(`UPDATE deliveries SET status = ?, current_attempt = ?, attempts = ?, processed_at = ?, updated_at = ?
+		WHERE agent_id = ? AND room_id = ? AND message_seq = ?`,
+		d.Status, d.CurrentAttempt, string(attempts), processed, d.UpdatedAt.UnixMicro(), d.AgentID, roomID, seq)
+	return err
 }
 
 // prefixed qualifies each column of a comma-separated list.

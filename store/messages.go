@@ -327,3 +327,30 @@ func messageBySeq(q queryer, seq int64) (*Message, error) {
 	}
 	return m, attachFiles(q, []*Message{m})
 }
+
+// Message returns one message of a room the actor may read, with every
+// agent's delivery state of it.
+func (db *DB) Message(ctx context.Context, actor Actor, roomID, messageID string) (*Message, error) {
+	if !ValidID(messageID) {
+		return nil, notFound("message")
+	}
+	var msg *Message
+	err := db.readTx(ctx, func(q readQ) error {
+		if _, err := loadAccess(q, actor, roomID); err != nil {
+			return err
+		}
+		m, err := scanMessage(q.QueryRow(`SELECT `+messageColumns+` FROM messages m WHERE m.id = ? AND m.room_id = ?`, messageID, roomID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("message")
+		}
+		if err != nil {
+			return err
+		}
+		msg = m
+		if err := attachFiles(q, []*Message{m}); err != nil {
+			return err
+		}
+		return attachDeliveries(q, []*Message{m}, "")
+	})
+	return msg, err
+}
