@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ func (s *Server) mcpRoutes() {
 // the caller's: a request of a session the caller owns, or a new session
 // within the caller's connection limit.
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) error {
+	if err := s.readMCPBody(w, r); err != nil {
+		return err
+	}
 	p := principal(r)
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		if !s.mcp.owns(id, p) {
@@ -126,6 +130,25 @@ func (p *plainRefusal) Flush() {
 }
 
 func (p *plainRefusal) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// readMCPBody reads a POST's body whole, within the body limit and the
+// minimum transfer rate, before the SDK looks at the request: a body too
+// large is 413 whatever else is wrong with the request, as on every route.
+func (s *Server) readMCPBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return nil
+	}
+	tooLarge := errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
+	if r.ContentLength > s.maxBody {
+		return tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		return s.bodyReadError(err, tooLarge)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
+}
 
 // openingSession is a session being opened by an initialize request: the
 // SDK asks for the server (newMCPServer) and its id (reserve) while it

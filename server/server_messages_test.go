@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -200,100 +201,114 @@ func (w *messagesWorld) walk(t testing.TB, p messagesParty, path, query string) 
 // ---------------------------------------------------------------------------
 // Sending text messages.
 
+// unknownAttachmentID is a well-formed file id that names no file.
+const unknownAttachmentID = "0190a000-0000-7000-8000-00000000f11e"
+
+// messageRefusals writes the rows of sendRefusals: messages one party posts
+// to one room.
+type messageRefusals struct {
+	cred cred
+	path string
+}
+
+// refused is a message refused with status and code, with a problem at each
+// of pointers.
+func (m messageRefusals) refused(name string, body any, status int, code string, pointers ...string) scenario {
+	return refusalCase(name, m.cred, "POST", m.path, body, status, code, pointers...)
+}
+
+// unprocessable is a message refused with 422 and code.
+func (m messageRefusals) unprocessable(name string, body any, code string, pointers ...string) scenario {
+	return m.refused(name, body, 422, code, pointers...)
+}
+
+// mentionsOf is a mentions array.
+func mentionsOf(ms ...any) []any { return ms }
+
+// referenceTo is mention m as kind reference: it names without mentioning.
+func referenceTo(m map[string]any) map[string]any {
+	out := map[string]any{"kind": "reference"}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 // sendRefusals are the 400 and 422 refusals of a text message sent by self
 // to the world's room; they hold for both APIs.
 func sendRefusals(w *messagesWorld, self messagesParty) []scenario {
-	path := self.at(w.room, "messages")
+	send := messageRefusals{cred: self.cred, path: self.at(w.room, "messages")}
 	coder := byID(w.coder)
-	ref := func(m map[string]any) map[string]any {
-		out := map[string]any{"kind": "reference"}
-		for k, v := range m {
-			out[k] = v
-		}
-		return out
-	}
-	manyMentions := make([]any, 51)
-	for i := range manyMentions {
-		manyMentions[i] = coder
-	}
-	attachment := []string{"0190a000-0000-7000-8000-00000000f11e"}
-	rf := func(name string, body any, status int, code string, pointers ...string) scenario {
-		return scenario{name: name, cred: self.cred, method: "POST", path: path, body: body, status: status, code: code, pointers: pointers}
-	}
-	v422 := func(name string, body any, code string, pointers ...string) scenario {
-		return rf(name, body, 422, code, pointers...)
-	}
-	mentions := func(ms ...any) []any { return ms }
 	return []scenario{
 		// validation_error: the body and the content.
-		v422("no body", nil, "validation_error", "/message"),
-		v422("no message object", map[string]any{}, "validation_error", "/message"),
-		v422("content missing", msgOf("mentions", mentions(coder)), "validation_error", "/message/content"),
-		v422("content empty", msgOf("content", "", "mentions", mentions(coder)), "validation_error", "/message/content"),
-		v422("content only spaces", msgOf("content", "  \t\n  ", "mentions", mentions(coder)), "validation_error", "/message/content"),
-		v422("content only zero-width and format characters", msgOf("content", "\u200b\u200d\ufeff\u2060\u200e", "mentions", mentions(coder)), "validation_error", "/message/content"),
-		v422("content only combining marks", msgOf("content", "\u0301\u0308\u20dd", "mentions", mentions(coder)), "validation_error", "/message/content"),
-		v422("content of the wrong type", msgOf("content", 42, "mentions", mentions(coder)), "validation_error", "/message/content"),
+		send.unprocessable("no body", nil, "validation_error", "/message"),
+		send.unprocessable("no message object", map[string]any{}, "validation_error", "/message"),
+		send.unprocessable("content missing", msgOf("mentions", mentionsOf(coder)), "validation_error", "/message/content"),
+		send.unprocessable("content empty", msgOf("content", "", "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
+		send.unprocessable("content only spaces", msgOf("content", "  \t\n  ", "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
+		send.unprocessable("content only zero-width and format characters", msgOf("content", "\u200b\u200d\ufeff\u2060\u200e", "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
+		send.unprocessable("content only combining marks", msgOf("content", "\u0301\u0308\u20dd", "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
+		send.unprocessable("content of the wrong type", msgOf("content", 42, "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
 		// A value of the wrong type inside an array is named by its index.
-		v422("mention id of the wrong type", msgOf("content", "hi", "mentions", mentions(mentionOf("id", 5))), "validation_error", "/message/mentions/0/id"),
-		v422("second mention's handle of the wrong type", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("handle", true))), "validation_error", "/message/mentions/1/handle"),
-		v422("a mention that is no object", msgOf("content", "hi", "mentions", mentions(5)), "validation_error", "/message/mentions/0"),
-		v422("an attachment id that is no string", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", []any{1}), "validation_error", "/message/attachment_ids/0"),
-		v422("mentions not an array", msgOf("content", "hi", "mentions", "coder"), "validation_error", "/message/mentions"),
-		v422("message not an object", map[string]any{"message": "hi"}, "validation_error", "/message"),
-		v422("content too long", msgOf("content", strings.Repeat("a", store.MaxTextLen+1), "mentions", mentions(coder)), "validation_error", "/message/content"),
-		v422("too many mentions", msgOf("content", "hi", "mentions", manyMentions), "validation_error", "/message/mentions"),
+		send.unprocessable("mention id of the wrong type", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", 5))), "validation_error", "/message/mentions/0/id"),
+		send.unprocessable("second mention's handle of the wrong type", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("handle", true))), "validation_error", "/message/mentions/1/handle"),
+		send.unprocessable("a mention that is no object", msgOf("content", "hi", "mentions", mentionsOf(5)), "validation_error", "/message/mentions/0"),
+		send.unprocessable("an attachment id that is no string", msgOf("content", "hi", "mentions", mentionsOf(coder), "attachment_ids", []any{1}), "validation_error", "/message/attachment_ids/0"),
+		send.unprocessable("mentions not an array", msgOf("content", "hi", "mentions", "coder"), "validation_error", "/message/mentions"),
+		send.unprocessable("message not an object", map[string]any{"message": "hi"}, "validation_error", "/message"),
+		send.unprocessable("content too long", msgOf("content", strings.Repeat("a", store.MaxTextLen+1), "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
+		send.unprocessable("too many mentions", msgOf("content", "hi", "mentions", slices.Repeat(mentionsOf(coder), 51)), "validation_error", "/message/mentions"),
 		// mentions_required.
-		v422("mentions missing", msgOf("content", "hi"), "mentions_required", "/message/mentions"),
-		v422("mentions null", msgOf("content", "hi", "mentions", nil), "mentions_required", "/message/mentions"),
-		v422("mentions empty", msgOf("content", "hi", "mentions", mentions()), "mentions_required", "/message/mentions"),
-		v422("only references", msgOf("content", "hi", "mentions", mentions(ref(coder), ref(mentionOf("handle", w.bob.handle)))), "mentions_required", "/message/mentions"),
+		send.unprocessable("mentions missing", msgOf("content", "hi"), "mentions_required", "/message/mentions"),
+		send.unprocessable("mentions null", msgOf("content", "hi", "mentions", nil), "mentions_required", "/message/mentions"),
+		send.unprocessable("mentions empty", msgOf("content", "hi", "mentions", mentionsOf()), "mentions_required", "/message/mentions"),
+		send.unprocessable("only references", msgOf("content", "hi", "mentions", mentionsOf(referenceTo(coder), referenceTo(mentionOf("handle", w.bob.handle)))), "mentions_required", "/message/mentions"),
 		// cannot_mention_self.
-		v422("self by id", msgOf("content", "hi", "mentions", mentions(byID(self))), "cannot_mention_self", "/message/mentions/0"),
-		v422("self as a reference", msgOf("content", "hi", "mentions", mentions(coder, ref(byID(self)))), "cannot_mention_self", "/message/mentions/1"),
-		v422("self by handle", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("handle", "@"+strings.ToUpper(self.handle)))), "cannot_mention_self", "/message/mentions/1"),
+		send.unprocessable("self by id", msgOf("content", "hi", "mentions", mentionsOf(byID(self))), "cannot_mention_self", "/message/mentions/0"),
+		send.unprocessable("self as a reference", msgOf("content", "hi", "mentions", mentionsOf(coder, referenceTo(byID(self)))), "cannot_mention_self", "/message/mentions/1"),
+		send.unprocessable("self by handle", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("handle", "@"+strings.ToUpper(self.handle)))), "cannot_mention_self", "/message/mentions/1"),
 		// duplicate_mentions.
-		v422("same participant by id and by handle", msgOf("content", "hi", "mentions", mentions(byID(w.helperOr(self)), mentionOf("handle", w.helperOr(self).handle))), "duplicate_mentions", "/message/mentions/1"),
-		v422("same participant twice by id", msgOf("content", "hi", "mentions", mentions(coder, coder)), "duplicate_mentions", "/message/mentions/1"),
-		v422("same participant as mention and reference", msgOf("content", "hi", "mentions", mentions(coder, ref(coder))), "duplicate_mentions", "/message/mentions/1"),
+		send.unprocessable("same participant by id and by handle", msgOf("content", "hi", "mentions", mentionsOf(byID(w.helperOr(self)), mentionOf("handle", w.helperOr(self).handle))), "duplicate_mentions", "/message/mentions/1"),
+		send.unprocessable("same participant twice by id", msgOf("content", "hi", "mentions", mentionsOf(coder, coder)), "duplicate_mentions", "/message/mentions/1"),
+		send.unprocessable("same participant as mention and reference", msgOf("content", "hi", "mentions", mentionsOf(coder, referenceTo(coder))), "duplicate_mentions", "/message/mentions/1"),
 		// mentioned_participant_not_in_room.
-		v422("an agent of alice's not added to the room", msgOf("content", "hi", "mentions", mentions(byID(w.idle))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
-		v422("a person of another organization", msgOf("content", "hi", "mentions", mentions(coder, byID(w.carol))), "mentioned_participant_not_in_room", "/message/mentions/1/id"),
-		v422("an id that names nothing", msgOf("content", "hi", "mentions", mentions(mentionOf("id", unknownID))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
-		v422("an id that is no UUID", msgOf("content", "hi", "mentions", mentions(mentionOf("id", "coder"))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
+		send.unprocessable("an agent of alice's not added to the room", msgOf("content", "hi", "mentions", mentionsOf(byID(w.idle))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
+		send.unprocessable("a person of another organization", msgOf("content", "hi", "mentions", mentionsOf(coder, byID(w.carol))), "mentioned_participant_not_in_room", "/message/mentions/1/id"),
+		send.unprocessable("an id that names nothing", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", unknownID))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
+		send.unprocessable("an id that is no UUID", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", "coder"))), "mentioned_participant_not_in_room", "/message/mentions/0/id"),
 		// invalid_mention_kind.
-		v422("kind shout", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("id", w.bob.id, "kind", "shout"))), "invalid_mention_kind", "/message/mentions/1/kind"),
-		v422("kind explicitly null", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("id", w.bob.id, "kind", nil))), "invalid_mention_kind", "/message/mentions/1/kind"),
-		v422("kind not a string", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("id", w.bob.id, "kind", 1))), "invalid_mention_kind", "/message/mentions/1/kind"),
-		v422("kind in upper case", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("id", w.bob.id, "kind", "MENTION"))), "invalid_mention_kind", "/message/mentions/1/kind"),
+		send.unprocessable("kind shout", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("id", w.bob.id, "kind", "shout"))), "invalid_mention_kind", "/message/mentions/1/kind"),
+		send.unprocessable("kind explicitly null", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("id", w.bob.id, "kind", nil))), "invalid_mention_kind", "/message/mentions/1/kind"),
+		send.unprocessable("kind not a string", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("id", w.bob.id, "kind", 1))), "invalid_mention_kind", "/message/mentions/1/kind"),
+		send.unprocessable("kind in upper case", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("id", w.bob.id, "kind", "MENTION"))), "invalid_mention_kind", "/message/mentions/1/kind"),
 		// handle_not_found.
-		v422("unknown handle", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "nobody"))), "handle_not_found", "/message/mentions/0/handle"),
-		v422("handle of someone not in the room", msgOf("content", "hi", "mentions", mentions(coder, mentionOf("handle", w.idle.handle))), "handle_not_found", "/message/mentions/1/handle"),
-		v422("an agent's slug without its owner", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "helper"))), "handle_not_found", "/message/mentions/0/handle"),
+		send.unprocessable("unknown handle", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("handle", "nobody"))), "handle_not_found", "/message/mentions/0/handle"),
+		send.unprocessable("handle of someone not in the room", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf("handle", w.idle.handle))), "handle_not_found", "/message/mentions/1/handle"),
+		send.unprocessable("an agent's slug without its owner", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("handle", "helper"))), "handle_not_found", "/message/mentions/0/handle"),
 		// mention_missing_identifier.
-		v422("neither id nor handle", msgOf("content", "hi", "mentions", mentions(mentionOf("name", "Coder"))), "mention_missing_identifier", "/message/mentions/0"),
-		v422("an empty entry beside a good one", msgOf("content", "hi", "mentions", mentions(coder, mentionOf())), "mention_missing_identifier", "/message/mentions/1"),
-		v422("empty id and a bare @ handle", msgOf("content", "hi", "mentions", mentions(mentionOf("id", "", "handle", " @ "))), "mention_missing_identifier", "/message/mentions/0"),
+		send.unprocessable("neither id nor handle", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("name", "Coder"))), "mention_missing_identifier", "/message/mentions/0"),
+		send.unprocessable("an empty entry beside a good one", msgOf("content", "hi", "mentions", mentionsOf(coder, mentionOf())), "mention_missing_identifier", "/message/mentions/1"),
+		send.unprocessable("empty id and a bare @ handle", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", "", "handle", " @ "))), "mention_missing_identifier", "/message/mentions/0"),
 		// unknown_attachment: ids that name no file of the room (files have their own tests).
-		v422("an attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", attachment), "unknown_attachment", "/message/attachment_ids/0"),
-		v422("a second attachment id", msgOf("content", "hi", "mentions", mentions(coder), "attachment_ids", []string{attachment[0], unknownID}), "unknown_attachment", "/message/attachment_ids/0", "/message/attachment_ids/1"),
+		send.unprocessable("an attachment id", msgOf("content", "hi", "mentions", mentionsOf(coder), "attachment_ids", []string{unknownAttachmentID}), "unknown_attachment", "/message/attachment_ids/0"),
+		send.unprocessable("a second attachment id", msgOf("content", "hi", "mentions", mentionsOf(coder), "attachment_ids", []string{unknownAttachmentID, unknownID}), "unknown_attachment", "/message/attachment_ids/0", "/message/attachment_ids/1"),
 		// The code of the first problem wins; the details name the others
 		// found in the same pass (the body's own checks run before those
 		// against the room's participants).
-		v422("blank content before missing mentions", msgOf("content", " "), "validation_error", "/message/content", "/message/mentions"),
-		v422("blank content before a mention problem", msgOf("content", "\u200b", "mentions", mentions(byID(self))), "validation_error", "/message/content"),
-		v422("a bad kind before a missing identifier", msgOf("content", "hi", "mentions", mentions(mentionOf("id", w.bob.id, "kind", "shout"), mentionOf("name", "x"), coder)), "invalid_mention_kind", "/message/mentions/0/kind", "/message/mentions/1"),
-		v422("a missing identifier before an unknown handle", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "nobody"), mentionOf())), "mention_missing_identifier", "/message/mentions/1"),
-		v422("the first entry's problem wins among entries", msgOf("content", "hi", "mentions", mentions(byID(w.idle), byID(self), mentionOf("handle", "nobody"))), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/mentions/1", "/message/mentions/2/handle"),
-		v422("a mention problem before an unknown attachment", msgOf("content", "hi", "mentions", mentions(mentionOf("handle", "nobody")), "attachment_ids", attachment), "handle_not_found", "/message/mentions/0/handle", "/message/attachment_ids/0"),
+		send.unprocessable("blank content before missing mentions", msgOf("content", " "), "validation_error", "/message/content", "/message/mentions"),
+		send.unprocessable("blank content before a mention problem", msgOf("content", "\u200b", "mentions", mentionsOf(byID(self))), "validation_error", "/message/content"),
+		send.unprocessable("a bad kind before a missing identifier", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", w.bob.id, "kind", "shout"), mentionOf("name", "x"), coder)), "invalid_mention_kind", "/message/mentions/0/kind", "/message/mentions/1"),
+		send.unprocessable("a missing identifier before an unknown handle", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("handle", "nobody"), mentionOf())), "mention_missing_identifier", "/message/mentions/1"),
+		send.unprocessable("the first entry's problem wins among entries", msgOf("content", "hi", "mentions", mentionsOf(byID(w.idle), byID(self), mentionOf("handle", "nobody"))), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/mentions/1", "/message/mentions/2/handle"),
+		send.unprocessable("a mention problem before an unknown attachment", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("handle", "nobody")), "attachment_ids", []string{unknownAttachmentID}), "handle_not_found", "/message/mentions/0/handle", "/message/attachment_ids/0"),
 		// The message leads with the problem the code names, though another
 		// pointer sorts first (checkResponse checks the message of every refusal).
-		v422("a mentioned outsider before an unknown attachment", msgOf("content", "hi", "mentions", mentions(byID(w.idle)), "attachment_ids", attachment), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/attachment_ids/0"),
+		send.unprocessable("a mentioned outsider before an unknown attachment", msgOf("content", "hi", "mentions", mentionsOf(byID(w.idle)), "attachment_ids", []string{unknownAttachmentID}), "mentioned_participant_not_in_room", "/message/mentions/0/id", "/message/attachment_ids/0"),
 		// Unknown fields are 400.
-		rf("unknown field in the message", msgOf("content", "hi", "mentions", mentions(coder), "priority", "high"), 400, "unknown_field", "/message/priority"),
-		rf("unknown field in a mention", msgOf("content", "hi", "mentions", mentions(mentionOf("id", w.coder.id, "email", "coder@example.com"))), 400, "unknown_field", "/message/mentions/0/email"),
-		rf("unknown top-level field", map[string]any{"message": msgOf("content", "hi", "mentions", mentions(coder))["message"], "chat_id": w.room}, 400, "unknown_field", "/chat_id"),
-		rf("not JSON", "{\"message\":", 400, "invalid_json"),
+		send.refused("unknown field in the message", msgOf("content", "hi", "mentions", mentionsOf(coder), "priority", "high"), 400, "unknown_field", "/message/priority"),
+		send.refused("unknown field in a mention", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", w.coder.id, "email", "coder@example.com"))), 400, "unknown_field", "/message/mentions/0/email"),
+		send.refused("unknown top-level field", map[string]any{"message": msgOf("content", "hi", "mentions", mentionsOf(coder))["message"], "chat_id": w.room}, 400, "unknown_field", "/chat_id"),
+		send.refused("not JSON", "{\"message\":", 400, "invalid_json"),
 	}
 }
 

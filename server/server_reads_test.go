@@ -59,89 +59,133 @@ func (k *roomsWorld) event(t testing.TB, a roomsParty, room, typ string) string 
 	return r.data(t)["id"].(string)
 }
 
-func TestReadsUnreadCounts(t *testing.T) {
+// unreadStory is the room TestReadsUnreadCounts follows: alice's room, with
+// bob and her agent helper in it, beside quiet, a room of hers where nothing
+// happens (it stays 0 beside the other).
+type unreadStory struct {
+	k                  *roomsWorld
+	alice, bob, helper roomsParty
+	room, quiet        string
+	ids                map[string]string // message ids by step name, for later steps to point at
+}
+
+func newUnreadStory(t *testing.T) *unreadStory {
 	k := newRoomsWorld(t)
-	alice := k.human("alice")
-	bob := k.human("bob")
-	helper := k.bot(alice, "Helper")
-	room := k.newRoom(t, alice, "room", nil)
-	quiet := k.newRoom(t, alice, "quiet", nil) // nothing happens here: it stays 0 beside the other
-	k.add(t, alice, room, bob, "")
-	k.add(t, alice, room, helper, "")
+	s := &unreadStory{k: k, ids: map[string]string{}}
+	s.alice = k.human("alice")
+	s.bob = k.human("bob")
+	s.helper = k.bot(s.alice, "Helper")
+	s.room = k.newRoom(t, s.alice, "room", nil)
+	s.quiet = k.newRoom(t, s.alice, "quiet", nil)
+	k.add(t, s.alice, s.room, s.bob, "")
+	k.add(t, s.alice, s.room, s.helper, "")
+	return s
+}
 
-	ids := map[string]string{} // message ids by step name, for later steps to point at
-	text := func(a, mention roomsParty) func(t *testing.T) string {
-		return func(t *testing.T) string {
-			r := k.send(t, a, room, "a word from "+a.name, mention)
-			expect(t, r, 201, "")
-			return r.data(t)["id"].(string)
+// unreadStep is what happens in the room and the counts alice and bob must
+// then read.
+type unreadStep struct {
+	name       string
+	do         func(t *testing.T) string // returns the id of a message it sent, if any
+	alice, bob int
+}
+
+// text is a step in which a sends a message that mentions mention.
+func (s *unreadStory) text(a, mention roomsParty) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		r := s.k.send(t, a, s.room, "a word from "+a.name, mention)
+		expect(t, r, 201, "")
+		return r.data(t)["id"].(string)
+	}
+}
+
+// event is a step in which helper posts an event of type typ.
+func (s *unreadStory) event(typ string) func(t *testing.T) string {
+	return func(t *testing.T) string { return s.k.event(t, s.helper, s.room, typ) }
+}
+
+// read is a step in which a marks the room read with body, and the answer
+// must count answers unread.
+func (s *unreadStory) read(a roomsParty, body func() any, answers int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		if got := s.k.markRead(t, a, s.room, body())["unread_count"]; got != float64(answers) {
+			t.Fatalf("read answers unread_count %v, want %d", got, answers)
+		}
+		return ""
+	}
+}
+
+// upTo is a read body naming the message an earlier step sent; it is made
+// when the read runs, as the id exists only then.
+func (s *unreadStory) upTo(step string) func() any {
+	return func() any { return map[string]any{"message_id": s.ids[step]} }
+}
+
+// noReadBody is a read with no body at all.
+func noReadBody() any { return nil }
+
+// play takes the step and checks both people's counts after it, and that
+// the quiet room stays unread-free.
+func (s *unreadStory) play(t *testing.T, step unreadStep) {
+	if step.do != nil {
+		if id := step.do(t); id != "" {
+			s.ids[step.name] = id
 		}
 	}
-	event := func(typ string) func(t *testing.T) string {
-		return func(t *testing.T) string { return k.event(t, helper, room, typ) }
+	if got := s.k.unreadIn(t, s.alice, s.room); got != step.alice {
+		t.Errorf("alice's unread_count = %d, want %d", got, step.alice)
 	}
-	read := func(a roomsParty, body func() any, answers int) func(t *testing.T) string {
-		return func(t *testing.T) string {
-			if got := k.markRead(t, a, room, body())["unread_count"]; got != float64(answers) {
-				t.Fatalf("read answers unread_count %v, want %d", got, answers)
-			}
-			return ""
-		}
+	if got := s.k.unreadIn(t, s.bob, s.room); got != step.bob {
+		t.Errorf("bob's unread_count = %d, want %d", got, step.bob)
 	}
-	none := func() any { return nil }
-	upTo := func(step string) func() any { return func() any { return map[string]any{"message_id": ids[step]} } }
-
-	for _, step := range []struct {
-		name       string
-		do         func(t *testing.T) string // returns the id of a message it sent, if any
-		alice, bob int
-	}{
-		{"a new room has nothing unread", nil, 0, 0},
-		{"reading an empty room changes nothing", read(bob, none, 0), 0, 0},
-		{"the agent's text", text(helper, alice), 1, 1},
-		{"the agent's thought is its working, not news", event("thought"), 1, 1},
-		{"nor is a tool call", event("tool_call"), 1, 1},
-		{"an internal event is not either", event("system"), 1, 1},
-		{"a request for attention is", event("attention"), 2, 2},
-		{"bob's message: unread to alice, not to bob", text(bob, helper), 3, 0},
-		{"alice answers: her own message marks the room read for her", text(alice, helper), 0, 1},
-		{"bob reads with no body", read(bob, none, 0), 0, 0},
-		{"more from the agent", text(helper, bob), 1, 1},
-		{"and more", event("error"), 2, 2},
-		{"bob marks an older message: his marker does not move back", read(bob, upTo("the agent's text"), 2), 2, 2},
-		{"bob reads up to the first new one", read(bob, upTo("more from the agent"), 1), 2, 1},
-		{"bob reads up to the newest by id", read(bob, upTo("and more"), 0), 2, 0},
-		{"alice reads with an empty object", read(alice, func() any { return map[string]any{} }, 0), 0, 0},
-		{"a null message_id is the newest too", read(alice, func() any { return map[string]any{"message_id": nil} }, 0), 0, 0},
-	} {
-		t.Run(step.name, func(t *testing.T) {
-			if step.do != nil {
-				if id := step.do(t); id != "" {
-					ids[step.name] = id
-				}
-			}
-			if got := k.unreadIn(t, alice, room); got != step.alice {
-				t.Errorf("alice's unread_count = %d, want %d", got, step.alice)
-			}
-			if got := k.unreadIn(t, bob, room); got != step.bob {
-				t.Errorf("bob's unread_count = %d, want %d", got, step.bob)
-			}
-			if got := k.unreadIn(t, alice, quiet); got != 0 {
-				t.Errorf("the quiet room's unread_count = %d", got)
-			}
-		})
+	if got := s.k.unreadIn(t, s.alice, s.quiet); got != 0 {
+		t.Errorf("the quiet room's unread_count = %d", got)
 	}
+}
 
-	// Reading what was read already answers 200 and writes nothing.
-	before := k.ts.snapshot(t)
-	k.markRead(t, bob, room, map[string]any{"message_id": ids["the agent's text"]})
-	k.markRead(t, bob, room, nil)
-	k.ts.unchanged(t, before)
+// rereadWritesNothing has bob read again what he read already, by id and
+// with no body: each answers 200, and the database is as it was.
+func (s *unreadStory) rereadWritesNothing(t *testing.T) {
+	before := s.k.ts.snapshot(t)
+	s.k.markRead(t, s.bob, s.room, map[string]any{"message_id": s.ids["the agent's text"]})
+	s.k.markRead(t, s.bob, s.room, nil)
+	s.k.ts.unchanged(t, before)
+}
 
-	// Agents see the terse ChatRoom, without the person's count.
-	if _, ok := k.get(t, helper, room)["unread_count"]; ok {
+// agentsSeeNoCount checks that helper reads the terse ChatRoom: the count
+// is the person's.
+func (s *unreadStory) agentsSeeNoCount(t *testing.T) {
+	if _, ok := s.k.get(t, s.helper, s.room)["unread_count"]; ok {
 		t.Error("an agent's ChatRoom carries unread_count")
 	}
+}
+
+func TestReadsUnreadCounts(t *testing.T) {
+	s := newUnreadStory(t)
+	alice, bob, helper := s.alice, s.bob, s.helper
+	for _, step := range []unreadStep{
+		{"a new room has nothing unread", nil, 0, 0},
+		{"reading an empty room changes nothing", s.read(bob, noReadBody, 0), 0, 0},
+		{"the agent's text", s.text(helper, alice), 1, 1},
+		{"the agent's thought is its working, not news", s.event("thought"), 1, 1},
+		{"nor is a tool call", s.event("tool_call"), 1, 1},
+		{"an internal event is not either", s.event("system"), 1, 1},
+		{"a request for attention is", s.event("attention"), 2, 2},
+		{"bob's message: unread to alice, not to bob", s.text(bob, helper), 3, 0},
+		{"alice answers: her own message marks the room read for her", s.text(alice, helper), 0, 1},
+		{"bob reads with no body", s.read(bob, noReadBody, 0), 0, 0},
+		{"more from the agent", s.text(helper, bob), 1, 1},
+		{"and more", s.event("error"), 2, 2},
+		{"bob marks an older message: his marker does not move back", s.read(bob, s.upTo("the agent's text"), 2), 2, 2},
+		{"bob reads up to the first new one", s.read(bob, s.upTo("more from the agent"), 1), 2, 1},
+		{"bob reads up to the newest by id", s.read(bob, s.upTo("and more"), 0), 2, 0},
+		{"alice reads with an empty object", s.read(alice, func() any { return map[string]any{} }, 0), 0, 0},
+		{"a null message_id is the newest too", s.read(alice, func() any { return map[string]any{"message_id": nil} }, 0), 0, 0},
+	} {
+		t.Run(step.name, func(t *testing.T) { s.play(t, step) })
+	}
+	t.Run("reading what was read already writes nothing", s.rereadWritesNothing)
+	t.Run("agents see no unread count", s.agentsSeeNoCount)
 }
 
 // A person reads the rooms of the agents they own without being in them;

@@ -90,87 +90,148 @@ func newPhxClient(t *testing.T, ts *testServer, key string, topics map[string][]
 }
 
 func TestSocketPhxGoClient(t *testing.T) {
+	p := newPhxPushes(t)
+	for _, step := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"a mention reaches the worker and alice", p.mentionReachesWorkerAndAlice},
+		{"a message without the worker reaches alice only", p.otherMessageReachesAlice},
+		{"events reach people", p.eventsReachPeople},
+		{"delivery progress reaches people", p.deliveryProgressReachesPeople},
+		{"renames and the goal reach members", p.roomChangesReachMembers},
+		{"tasks reach the task topic", p.tasksReachTheTaskTopic},
+		{"contacts reach the agent's contacts topic", p.contactsReachTheAgent},
+		{"the agent got only the message that mentions it", p.agentGotOnlyItsMessage},
+		{"the connection stays open", p.connectionStaysOpen},
+	} {
+		if !t.Run(step.name, step.run) {
+			return // each step builds on what the ones before it pushed
+		}
+	}
+}
+
+// phxPushes is what TestSocketPhxGoClient follows: the worker agent and
+// alice, each on the real Go client, joined to every topic of theirs with
+// the events it may carry, so that a push to the wrong topic or of the
+// wrong event goes unrecorded and its wait fails.
+type phxPushes struct {
+	w             *socketWorld
+	chat          string // the room's chat topic
+	worker, alice *phxClient
+	mentioning    string // the message that mentions the worker
+}
+
+func newPhxPushes(t *testing.T) *phxPushes {
 	w := newSocketWorld(t)
-	chat := "chat_room:" + w.room
+	p := &phxPushes{w: w, chat: "chat_room:" + w.room}
 	agentEvents := []string{"message_created", "message_updated", "room_added", "room_updated", "participant_added", "board_updated",
 		"task_created", "task_updated", "contact_request_received", "contact_added"}
-	worker := newPhxClient(t, w.ts, w.workerKey, map[string][]string{
+	p.worker = newPhxClient(t, w.ts, w.workerKey, map[string][]string{
 		"agent_control:" + w.workerID: agentEvents, "agent_rooms:" + w.workerID: agentEvents, "agent_contacts:" + w.workerID: agentEvents,
-		chat: agentEvents, "room_participants:" + w.room: agentEvents, "room_tasks:" + w.room: agentEvents,
+		p.chat: agentEvents, "room_participants:" + w.room: agentEvents, "room_tasks:" + w.room: agentEvents,
 	})
 	personEvents := []string{"message_created", "message_updated", "event_created", "room_updated", "participant_added"}
-	alice := newPhxClient(t, w.ts, w.aliceKey, map[string][]string{
-		"user_rooms:" + w.aliceID: personEvents, chat: personEvents, "room_participants:" + w.room: personEvents,
+	p.alice = newPhxClient(t, w.ts, w.aliceKey, map[string][]string{
+		"user_rooms:" + w.aliceID: personEvents, p.chat: personEvents, "room_participants:" + w.room: personEvents,
 	})
+	return p
+}
 
-	// A text message mentioning the worker reaches it, with its own
-	// delivery state; alice reads it too.
-	mentioning := w.post(t, "please check the build", w.workerID)
-	got := worker.await(t, chat, "message_created", func(p map[string]any) bool { return p["id"] == mentioning })
+// mentionReachesWorkerAndAlice sends a text message mentioning the worker:
+// it reaches the worker, with its own delivery state, and alice too.
+func (p *phxPushes) mentionReachesWorkerAndAlice(t *testing.T) {
+	p.mentioning = p.w.post(t, "please check the build", p.w.workerID)
+	got := p.worker.await(t, p.chat, "message_created", func(m map[string]any) bool { return m["id"] == p.mentioning })
 	meta := got["metadata"].(map[string]any)
 	if got["content"] != "@alice/worker please check the build" || meta["status"] != "pending" || got["sender_type"] != "Agent" {
 		t.Fatalf("pushed message = %v", got)
 	}
-	alice.await(t, chat, "message_created", func(p map[string]any) bool { return p["id"] == mentioning })
+	p.alice.await(t, p.chat, "message_created", func(m map[string]any) bool { return m["id"] == p.mentioning })
+}
 
-	// A message that does not mention the worker reaches alice only.
-	other := w.post(t, "alice, a word", w.aliceID)
-	alice.await(t, chat, "message_created", func(p map[string]any) bool { return p["id"] == other })
+// otherMessageReachesAlice sends what agentGotOnlyItsMessage later proves
+// the worker was not sent.
+func (p *phxPushes) otherMessageReachesAlice(t *testing.T) {
+	other := p.w.post(t, "alice, a word", p.w.aliceID)
+	p.alice.await(t, p.chat, "message_created", func(m map[string]any) bool { return m["id"] == other })
+}
 
-	// Events reach people (as message_created and event_created), never agents.
-	r := w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/events", apiKey(w.posterKey),
+// eventsReachPeople posts an event, which reaches people (as
+// message_created and event_created), never agents.
+func (p *phxPushes) eventsReachPeople(t *testing.T) {
+	r := p.w.ts.do(t, "POST", "/api/v1/agent/chats/"+p.w.room+"/events", apiKey(p.w.posterKey),
 		map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}})
 	expect(t, r, 201, "")
 	event := r.data(t)["id"].(string)
-	alice.await(t, chat, "event_created", func(p map[string]any) bool { return p["id"] == event })
+	p.alice.await(t, p.chat, "event_created", func(m map[string]any) bool { return m["id"] == event })
+}
 
-	// Delivery progress reaches people as message_updated.
-	expect(t, w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/messages/"+mentioning+"/processing", apiKey(w.workerKey), nil), 200, "")
-	upd := alice.await(t, chat, "message_updated", func(p map[string]any) bool { return p["id"] == mentioning })
-	if ds := upd["metadata"].(map[string]any)["delivery_status"].(map[string]any)[w.workerID].(map[string]any); ds["status"] != "processing" {
+// deliveryProgressReachesPeople moves the worker's delivery of the mention
+// on; people get the progress as message_updated.
+func (p *phxPushes) deliveryProgressReachesPeople(t *testing.T) {
+	expect(t, p.w.ts.do(t, "POST", "/api/v1/agent/chats/"+p.w.room+"/messages/"+p.mentioning+"/processing", apiKey(p.w.workerKey), nil), 200, "")
+	upd := p.alice.await(t, p.chat, "message_updated", func(m map[string]any) bool { return m["id"] == p.mentioning })
+	if ds := upd["metadata"].(map[string]any)["delivery_status"].(map[string]any)[p.w.workerID].(map[string]any); ds["status"] != "processing" {
 		t.Fatalf("message_updated delivery_status = %v", ds)
 	}
+}
 
-	// Renames and the goal reach members' topics.
+// roomChangesReachMembers renames the room and sets its goal; both reach
+// the members' topics.
+func (p *phxPushes) roomChangesReachMembers(t *testing.T) {
+	w := p.w
 	expect(t, w.ts.do(t, "PATCH", "/api/v1/agent/chats/"+w.room, apiKey(w.posterKey), map[string]any{"chat": map[string]any{"title": "Build room"}}), 200, "")
-	worker.await(t, "agent_rooms:"+w.workerID, "room_updated", func(p map[string]any) bool { return p["title"] == "Build room" })
-	alice.await(t, "user_rooms:"+w.aliceID, "room_updated", func(p map[string]any) bool { return p["title"] == "Build room" })
+	p.worker.await(t, "agent_rooms:"+w.workerID, "room_updated", func(m map[string]any) bool { return m["title"] == "Build room" })
+	p.alice.await(t, "user_rooms:"+w.aliceID, "room_updated", func(m map[string]any) bool { return m["title"] == "Build room" })
 	expect(t, w.ts.do(t, "PUT", "/api/v1/agent/chats/"+w.room+"/board", apiKey(w.posterKey), map[string]any{"goal_title": "Green CI"}), 200, "")
-	worker.await(t, "room_tasks:"+w.room, "board_updated", func(p map[string]any) bool { return p["goal_title"] == "Green CI" })
+	p.worker.await(t, "room_tasks:"+w.room, "board_updated", func(m map[string]any) bool { return m["goal_title"] == "Green CI" })
+}
 
-	// Tasks reach the room's task topic.
-	r = w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks", apiKey(w.posterKey), map[string]any{"subject": "Fix the flaky test"})
+// tasksReachTheTaskTopic creates a task and moves it on; both reach the
+// room's task topic.
+func (p *phxPushes) tasksReachTheTaskTopic(t *testing.T) {
+	w := p.w
+	r := w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks", apiKey(w.posterKey), map[string]any{"subject": "Fix the flaky test"})
 	expect(t, r, 201, "")
 	task := r.data(t)["id"].(string)
-	worker.await(t, "room_tasks:"+w.room, "task_created", func(p map[string]any) bool { return p["id"] == task && p["number"] == float64(1) })
+	p.worker.await(t, "room_tasks:"+w.room, "task_created", func(m map[string]any) bool { return m["id"] == task && m["number"] == float64(1) })
 	expect(t, w.ts.do(t, "POST", "/api/v1/agent/chats/"+w.room+"/tasks/1", apiKey(w.workerKey), map[string]any{"status": "in_progress"}), 200, "")
-	worker.await(t, "room_tasks:"+w.room, "task_updated", func(p map[string]any) bool {
-		return p["id"] == task && p["overall_status"] == "in_progress"
+	p.worker.await(t, "room_tasks:"+w.room, "task_updated", func(m map[string]any) bool {
+		return m["id"] == task && m["overall_status"] == "in_progress"
 	})
+}
 
-	// Contact requests and contacts reach the agent's contacts topic.
+// contactsReachTheAgent has carol ask the worker for contact and the worker
+// approve; the request and the contact reach the agent's contacts topic.
+func (p *phxPushes) contactsReachTheAgent(t *testing.T) {
+	w := p.w
 	contacts := "agent_contacts:" + w.workerID
 	expect(t, w.ts.do(t, "POST", "/api/v1/me/contacts/requests", apiKey(w.carolKey),
 		map[string]any{"contact_request": map[string]any{"recipient_handle": "alice/worker", "message": "hi"}}), 201, "")
-	worker.await(t, contacts, "contact_request_received", func(p map[string]any) bool { return p["from_handle"] == "carol" })
+	p.worker.await(t, contacts, "contact_request_received", func(m map[string]any) bool { return m["from_handle"] == "carol" })
 	expect(t, w.ts.do(t, "POST", "/api/v1/agent/contacts/requests/respond", apiKey(w.workerKey),
 		map[string]any{"action": "approve", "handle": "carol"}), 200, "")
-	worker.await(t, contacts, "contact_added", func(p map[string]any) bool { return p["handle"] == "carol" && p["type"] == "User" })
+	p.worker.await(t, contacts, "contact_added", func(m map[string]any) bool { return m["handle"] == "carol" && m["type"] == "User" })
+}
 
-	// Waiting for a pushed copy of the other message proves the agent was
-	// not sent it: pushes arrive in commit order.
+// agentGotOnlyItsMessage waits for a pushed copy of the other message, which
+// proves the agent was not sent it: pushes arrive in commit order.
+func (p *phxPushes) agentGotOnlyItsMessage(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
-	if n := worker.count(chat, "message_created"); n != 1 {
+	if n := p.worker.count(p.chat, "message_created"); n != 1 {
 		t.Fatalf("the worker got %d message_created, want only the one that mentions it", n)
 	}
-	if n := worker.count(chat, "message_updated"); n != 0 {
+	if n := p.worker.count(p.chat, "message_updated"); n != 0 {
 		t.Fatalf("agents get no message_updated, got %d", n)
 	}
+}
 
-	// Heartbeats are answered: with a short interval, the client keeps its
-	// connection for several of them.
+// connectionStaysOpen checks that heartbeats are answered: with a short
+// interval, the client keeps its connection for several of them.
+func (p *phxPushes) connectionStaysOpen(t *testing.T) {
 	select {
-	case <-worker.closed:
+	case <-p.worker.closed:
 		t.Fatal("the socket closed")
 	case <-time.After(100 * time.Millisecond):
 	}
