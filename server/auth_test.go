@@ -108,6 +108,8 @@ var authedRoutes = []struct {
 	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID, agentsOnly},
 	{"POST", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID, agentsOnly},
 	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID + "/history", agentsOnly},
+	{"GET", "/api/v1/agent/inbox", agentsOnly},
+	{"GET", "/api/v1/agent/inbox/next", agentsOnly},
 	{"POST", "/mcp", anyCaller},
 	{"GET", "/mcp", anyCaller},
 	{"DELETE", "/mcp", anyCaller},

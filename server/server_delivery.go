@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"time"
 
 	"github.com/chatd/chatd/store"
 )
@@ -19,10 +21,18 @@ func (s *Server) deliveryRoutes() {
 }
 
 // nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
-// processed yet, or 204 with no body.
+// processed yet, or 204 with no body. With ?wait=N (chatd's long-poll) it
+// holds the request up to N seconds for a message to arrive.
 func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request) error {
 	agent := callerAgent(r)
-	msg, err := s.db.NextMessage(r.Context(), store.AgentActor(agent), r.PathValue("chat_id"))
+	wait, err := waitParam(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	ctx, actor, roomID := r.Context(), store.AgentActor(agent), r.PathValue("chat_id")
+	msg, err := s.waitFor(ctx, agent.ID, wait, nil, func() (*store.Message, error) {
+		return s.db.NextMessage(ctx, actor, roomID)
+	})
 	if err != nil {
 		return err
 	}
@@ -30,6 +40,17 @@ func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request) error {
 		return noContent(w)
 	}
 	return reply(w, http.StatusOK, newMessageView(msg, agent.ID))
+}
+
+// maxWait bounds how long a long-poll (?wait=) holds its request.
+const maxWait = 60 * time.Second
+
+// waitParam reads a long-poll's ?wait=: whole seconds, 0 to 60; absent, 0
+// (answer at once).
+func waitParam(q url.Values) (time.Duration, error) {
+	p := store.Problems{}
+	seconds := intParam(q, "wait", 0, 0, int(maxWait/time.Second), p)
+	return time.Duration(seconds) * time.Second, p.Err(store.CodeValidation)
 }
 
 // replyOutcome answers a step of a message's delivery: where it stands now.

@@ -104,11 +104,24 @@ func (dw *deliveryWaiters) route(c store.Change) {
 // ended), or when the server is shutting down.
 func (s *Server) claimWithin(ctx context.Context, agent store.Actor, roomID string, wait time.Duration,
 	ended <-chan struct{}) (*store.Message, error) {
+	return s.waitFor(ctx, agent.ID, wait, ended, func() (*store.Message, error) {
+		return s.db.ClaimMessage(ctx, agent, roomID)
+	})
+}
+
+// waitFor calls take until it gives a message, sleeping between calls until
+// work may have arrived for the agent, for up to wait in all. It returns
+// nil when nothing came in time, when ended is closed, or at shutdown.
+func (s *Server) waitFor(ctx context.Context, agentID string, wait time.Duration, ended <-chan struct{},
+	take func() (*store.Message, error)) (*store.Message, error) {
+	if wait <= 0 {
+		return take()
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		woken, unregister := s.waiters.register(agent.ID)
-		msg, err := s.db.ClaimMessage(ctx, agent, roomID)
+		woken, unregister := s.waiters.register(agentID)
+		msg, err := take()
 		if err != nil || msg != nil {
 			unregister()
 			return msg, err

@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// An agent's inbox is the text messages addressed to it that it has not
+// processed, in every room it is an active participant of: what an agent
+// without a socket drains, one room at a time (NextMessage) or across its
+// rooms (InboxNext, ListInbox), or takes one message at a time with
+// ClaimMessage when several workers share the agent.
+
 // ClaimMessage takes work for an agent that has no socket: the oldest
 // message addressed to it that no worker holds — new, or in an attempt that
 // outlived the attempt timeout — in roomID, or in any room it is an active
@@ -57,14 +63,19 @@ type claim struct {
 	delivery *Delivery
 }
 
+// inboxDeliveries selects, from deliveries d, an agent's (the one
+// argument) in the live rooms it is an active participant of: its inbox.
+// A room it left or was blocked in keeps its deliveries, out of the inbox.
+const inboxDeliveries = `FROM deliveries d
+	JOIN rooms r ON r.id = d.room_id AND r.deleted_at IS NULL
+	JOIN participants p ON p.room_id = d.room_id AND p.member_id = d.agent_id AND p.status = 'active'
+	WHERE d.agent_id = ?`
+
 // claimable finds the delivery ClaimMessage takes next, if any.
 func (db *DB) claimable(q queryer, agent Actor, roomID string, at time.Time) (claim, error) {
 	stale := at.Add(-db.attemptTimeout).UnixMicro()
-	query := `SELECT d.room_id, d.message_seq, ` + prefixed("d.", deliveryColumns) + `
-		FROM deliveries d
-		JOIN rooms r ON r.id = d.room_id AND r.deleted_at IS NULL
-		JOIN participants p ON p.room_id = d.room_id AND p.member_id = d.agent_id AND p.status = 'active'
-		WHERE d.agent_id = ? AND (d.status IN ('pending', 'delivered') OR (d.status = 'processing' AND d.updated_at < ?))`
+	query := `SELECT d.room_id, d.message_seq, ` + prefixed("d.", deliveryColumns) + ` ` + inboxDeliveries + `
+		AND (d.status IN ('pending', 'delivered') OR (d.status = 'processing' AND d.updated_at < ?))`
 	args := []any{agent.ID, stale}
 	if roomID != "" {
 		query += ` AND d.room_id = ?`
@@ -95,4 +106,34 @@ type scanFirst struct {
 
 func (s scanFirst) Scan(dest ...any) error {
 	return s.row.Scan(append([]any{s.dest}, dest...)...)
+}
+
+// InboxNext returns the oldest message of the agent's inbox, as NextMessage
+// does for one room, or nil when the inbox is empty.
+func (db *DB) InboxNext(ctx context.Context, agent Actor) (*Message, error) {
+	var msg *Message
+	err := db.readTx(ctx, func(q readQ) error {
+		var seq int64
+		err := q.QueryRow(`SELECT d.message_seq `+inboxDeliveries+` AND d.status != 'processed'
+			ORDER BY d.message_seq LIMIT 1`, agent.ID).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if msg, err = messageBySeq(q, seq); err != nil {
+			return err
+		}
+		return attachDeliveries(q, []*Message{msg}, agent.ID)
+	})
+	return msg, err
+}
+
+// ListInbox lists the agent's inbox, oldest first, with its own delivery
+// state of each message.
+func (db *DB) ListInbox(ctx context.Context, agent Actor, pr PageRequest) (*Page[*Message], error) {
+	conds := []string{`m.seq IN (SELECT d.message_seq ` + inboxDeliveries + ` AND d.status != 'processed')`}
+	return db.readMessages(ctx, agent, "", agent.ID, `SELECT `+messageColumns+` FROM messages m`, conds, []any{agent.ID},
+		sortSpec{column: "m.seq", idCol: "m.id"}, pr)
 }
