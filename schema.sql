@@ -437,4 +437,53 @@ SELECT reader, room_id, seq FROM (
     FROM participants p LEFT JOIN agents a ON a.id = p.agent_id AND a.deleted_at IS NULL
 ) WHERE reader IS NOT NULL AND seq IS NOT NULL;
 
-PRAGMA user_version = 5;
+-- Version 6 ---------------------------------------------------------------
+
+-- Webhook endpoints: the URLs an agent registered for chatd to POST each new
+-- message addressed to it. Unlike an API key, the signing secret is stored
+-- as issued, not as a digest: chatd signs every request with it, so it must
+-- be able to read it back. It is answered once, when the endpoint is
+-- created, and never again. A paused endpoint (paused_at and pause_reason
+-- set) keeps its queue and is sent nothing until it is resumed;
+-- consecutive_failures counts the failed attempts since its last success.
+CREATE TABLE webhook_endpoints (
+    id                   TEXT PRIMARY KEY,
+    agent_id             TEXT NOT NULL REFERENCES agents (id),
+    url                  TEXT NOT NULL,
+    description          TEXT NOT NULL DEFAULT '',
+    secret               TEXT NOT NULL,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0,
+    paused_at            INTEGER,
+    pause_reason         TEXT,
+    inserted_at          INTEGER NOT NULL,
+    updated_at           INTEGER NOT NULL,
+    UNIQUE (agent_id, url),
+    CHECK ((paused_at IS NULL) = (pause_reason IS NULL))
+) STRICT;
+
+-- The webhook outbox and its delivery log in one: a row per endpoint and
+-- message, written in the transaction that stores the message, so a
+-- committed message always has its deliveries. id is the webhook-id header,
+-- the same on every attempt. A pending row waits for next_attempt_at; an
+-- endpoint is sent its pending rows one at a time, in message order (the
+-- partial index finds the first). The last_* columns describe the latest
+-- attempt.
+CREATE TABLE webhook_deliveries (
+    id               TEXT PRIMARY KEY,
+    endpoint_id      TEXT NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
+    message_seq      INTEGER NOT NULL REFERENCES messages (seq),
+    status           TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  INTEGER NOT NULL,
+    last_attempt_at  INTEGER,
+    last_status_code INTEGER,
+    last_latency_ms  INTEGER,
+    last_error       TEXT,
+    inserted_at      INTEGER NOT NULL,
+    completed_at     INTEGER,
+    UNIQUE (endpoint_id, message_seq)
+) STRICT;
+
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (endpoint_id, message_seq) WHERE status = 'pending';
+
+PRAGMA user_version = 6;

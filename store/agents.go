@@ -314,7 +314,7 @@ type DeletedAgent struct {
 }
 
 // DeleteAgent deletes an agent its caller owns. Its keys are revoked at once,
-// it leaves every room, and its handle is freed; the row stays so that what
+// it leaves every room, its webhooks are removed, and its handle is freed; the row stays so that what
 // it wrote keeps a sender. An agent that has processed messages (has
 // execution history) is only deleted with force, which also deletes that
 // history. Where the agent was a room's last owner, its owner takes over the
@@ -364,6 +364,11 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 		return nil, err
 	}
 	if err := deleteAgentMemories(tx, a.ID); err != nil {
+		return nil, err
+	}
+	// Its webhooks go with it, queue and log: nothing is sent for an agent
+	// that no longer exists.
+	if _, err := tx.Exec(`DELETE FROM webhook_endpoints WHERE agent_id = ?`, a.ID); err != nil {
 		return nil, err
 	}
 	ts := tx.Now().UnixMicro()

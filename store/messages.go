@@ -59,7 +59,9 @@ func scanMessage(row interface{ Scan(...any) error }) (*Message, error) {
 }
 
 // SendText posts a text message. Every mention-kind entry naming an agent
-// gives that agent a delivery to process. A refused message writes nothing.
+// gives that agent a delivery to process, and queues the message for each
+// of the agent's webhooks, in the same write. A refused message writes
+// nothing.
 func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in TextInput) (*Message, error) {
 	c := checkText(in)
 	if err := c.err(); err != nil {
@@ -96,6 +98,9 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 				d := &Delivery{AgentID: m.ID, Status: "pending", Attempts: []Attempt{}, AttemptsJSON: json.RawMessage("[]"), UpdatedAt: tx.Now()}
 				if _, err := tx.Exec(`INSERT INTO deliveries (agent_id, room_id, message_seq, updated_at) VALUES (?, ?, ?, ?)`,
 					m.ID, roomID, msg.Seq, tx.Now().UnixMicro()); err != nil {
+					return err
+				}
+				if err := db.enqueueWebhooks(tx, m.ID, msg.Seq); err != nil {
 					return err
 				}
 				msg.Deliveries = append(msg.Deliveries, d)

@@ -1,0 +1,588 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Webhooks: an agent registers endpoints (URLs), and chatd POSTs each new
+// text message addressed to the agent to each of them. This file keeps the
+// endpoints, the outbox and the delivery log; sending is the server's
+// (server/webhooks.go).
+//
+// The outbox is durable: SendText writes one webhook delivery per endpoint
+// of each agent the message is addressed to, in the message's own
+// transaction, so a committed message is never without its deliveries and a
+// restart (or a crash) loses none. A delivery stays pending until an
+// attempt succeeds or the sender gives up on it; an attempt is recorded
+// after it ended, so one cut short by a crash is made again, with the same
+// id (delivery is at least once; receivers deduplicate by the webhook-id
+// header). An endpoint is sent its pending deliveries one at a time, in
+// message order: the first pending one blocks those after it.
+//
+// Who manages an agent's endpoints: the agent itself, and the person who
+// owns it; anyone else is answered not found.
+
+// MaxWebhooksPerAgent bounds the endpoints of one agent: each is sent every
+// message, so a few are plenty, and the bound keeps a message's fan-out small.
+const MaxWebhooksPerAgent = 10
+
+// maxWebhookURLLen bounds a webhook's URL, in bytes.
+const maxWebhookURLLen = 2048
+
+// WebhookSecretPrefix starts every signing secret, as Standard Webhooks
+// writes symmetric secrets: the rest is the key, base64-encoded.
+const WebhookSecretPrefix = "whsec_"
+
+// Webhook is an endpoint an agent registered. Its secret is not here: it is
+// answered once, by CreateWebhook, and read again only to sign (WebhookSend).
+type Webhook struct {
+	ID                  string
+	AgentID             string
+	URL                 string
+	Description         string
+	ConsecutiveFailures int // failed attempts since the last success
+	PausedAt            *time.Time
+	PauseReason         *string // set when PausedAt is
+	InsertedAt          time.Time
+	UpdatedAt           time.Time
+}
+
+// NewWebhook is what CreateWebhook needs.
+type NewWebhook struct {
+	URL         string
+	Description string // optional
+}
+
+const webhookColumns = `e.id, e.agent_id, e.url, e.description, e.consecutive_failures, e.paused_at, e.pause_reason, e.inserted_at, e.updated_at`
+
+func scanWebhook(row interface{ Scan(...any) error }) (*Webhook, error) {
+	var w Webhook
+	var paused sql.NullInt64
+	var reason sql.NullString
+	var ins, upd int64
+	if err := row.Scan(&w.ID, &w.AgentID, &w.URL, &w.Description, &w.ConsecutiveFailures, &paused, &reason, &ins, &upd); err != nil {
+		return nil, err
+	}
+	w.PausedAt, w.PauseReason = optionalMicros(paused), nullString(reason)
+	w.InsertedAt, w.UpdatedAt = fromMicros(ins), fromMicros(upd)
+	return &w, nil
+}
+
+// WebhookURLPointer is where a body carries a webhook's URL: the problems
+// of a URL, the store's and the server's address checks alike, are
+// reported there.
+const WebhookURLPointer = "/webhook/url"
+
+// ParseWebhookURL checks a webhook URL's form and returns it parsed: an
+// absolute http or https URL with a host, without user information (it
+// would be a credential shown in every listing) or a fragment (never sent),
+// of at most 2048 bytes. Where it may lead is the server's to check.
+func ParseWebhookURL(raw string) (*url.URL, error) {
+	refuse := func(msg string) (*url.URL, error) {
+		return nil, Problems{WebhookURLPointer: {msg}}.Err(CodeValidation)
+	}
+	switch {
+	case raw == "":
+		return refuse("can't be blank")
+	case len(raw) > maxWebhookURLLen:
+		return refuse("must be at most " + strconv.Itoa(maxWebhookURLLen) + " bytes long")
+	case !utf8.ValidString(raw) || strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return refuse("must not contain spaces or control characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return refuse("is not a valid URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return refuse("must be an http:// or https:// URL")
+	case u.Opaque != "" || u.Host == "":
+		return refuse("must name a host (http://host/path)")
+	case u.User != nil:
+		return refuse("must not carry a user name or password")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return refuse("must not have a fragment (#...)")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return refuse("has a port that is not a number from 1 to 65535")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return refuse("has an empty port")
+	}
+	if u.Hostname() == "" {
+		return refuse("must name a host (http://host/path)")
+	}
+	if strings.Contains(u.Host, "[") && net.ParseIP(u.Hostname()) == nil {
+		return refuse("has a bracketed host that is not an IPv6 address")
+	}
+	return u, nil
+}
+
+// mintWebhookSecret returns a new signing secret: 32 random bytes (Standard
+// Webhooks asks at least 24), base64-encoded after the whsec_ prefix.
+func mintWebhookSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// webhookAgent checks that actor may manage the webhooks of agentID: the
+// agent itself, or the person who owns it (a live agent). Anyone else, and
+// a malformed or unknown id, is not found.
+func webhookAgent(q queryer, actor Actor, agentID string) error {
+	if actor.IsAgent() {
+		if actor.ID != agentID {
+			return notFound("agent")
+		}
+		return nil
+	}
+	if !ValidID(agentID) {
+		return notFound("agent")
+	}
+	var n int
+	if err := q.QueryRow(`SELECT count(*) FROM agents a WHERE a.id = ? AND a.owner_id = ? AND `+liveAgent, agentID, actor.ID).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return notFound("agent")
+	}
+	return nil
+}
+
+// loadWebhook returns an endpoint of agentID, which actor may manage, or
+// not_found.
+func loadWebhook(q queryer, actor Actor, agentID, id string) (*Webhook, error) {
+	if err := webhookAgent(q, actor, agentID); err != nil {
+		return nil, err
+	}
+	if !ValidID(id) {
+		return nil, notFound("webhook")
+	}
+	w, err := scanWebhook(q.QueryRow(`SELECT `+webhookColumns+` FROM webhook_endpoints e WHERE e.id = ? AND e.agent_id = ?`, id, agentID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("webhook")
+	}
+	return w, err
+}
+
+// CreateWebhook registers an endpoint for agentID and returns it with its
+// signing secret, which is answered this once.
+func (db *DB) CreateWebhook(ctx context.Context, actor Actor, agentID string, nw NewWebhook) (*Webhook, string, error) {
+	p := Problems{}
+	if _, err := ParseWebhookURL(nw.URL); err != nil {
+		var e *Error
+		errors.As(err, &e)
+		for ptr, msgs := range e.Details.(Problems) {
+			p[ptr] = msgs
+		}
+	}
+	description, msg := cleanText(nw.Description, 0, maxDescriptionLen)
+	if msg != "" {
+		p.Add("/webhook/description", "%s", msg)
+	}
+	if err := p.Err(CodeValidation); err != nil {
+		return nil, "", err
+	}
+	var out *Webhook
+	secret := mintWebhookSecret()
+	err := db.Write(ctx, func(tx *Tx) error {
+		if err := webhookAgent(tx, actor, agentID); err != nil {
+			return err
+		}
+		var count, same int
+		if err := tx.QueryRow(`SELECT count(*), count(*) FILTER (WHERE url = ?) FROM webhook_endpoints WHERE agent_id = ?`,
+			nw.URL, agentID).Scan(&count, &same); err != nil {
+			return err
+		}
+		if same > 0 {
+			return &Error{Code: CodeConflict, Message: "this URL is already a webhook of the agent",
+				Details: Problems{WebhookURLPointer: {"is already a webhook of the agent"}}}
+		}
+		if count >= MaxWebhooksPerAgent {
+			return limitReached("webhooks", MaxWebhooksPerAgent, count)
+		}
+		id, ts := newID(), tx.Now().UnixMicro()
+		if _, err := tx.Exec(`INSERT INTO webhook_endpoints (id, agent_id, url, description, secret, inserted_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, id, agentID, nw.URL, description, secret, ts, ts); err != nil {
+			return err
+		}
+		out = &Webhook{ID: id, AgentID: agentID, URL: nw.URL, Description: description, InsertedAt: tx.Now(), UpdatedAt: tx.Now()}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, secret, nil
+}
+
+// Webhook returns one endpoint of agentID.
+func (db *DB) Webhook(ctx context.Context, actor Actor, agentID, id string) (*Webhook, error) {
+	var w *Webhook
+	err := db.readTx(ctx, func(q readQ) (err error) {
+		w, err = loadWebhook(q, actor, agentID, id)
+		return err
+	})
+	return w, err
+}
+
+// ListWebhooks lists the endpoints of agentID, oldest first: all of them,
+// as there are at most MaxWebhooksPerAgent.
+func (db *DB) ListWebhooks(ctx context.Context, actor Actor, agentID string) ([]*Webhook, error) {
+	var out []*Webhook
+	err := db.readTx(ctx, func(q readQ) error {
+		if err := webhookAgent(q, actor, agentID); err != nil {
+			return err
+		}
+		rows, err := q.Query(`SELECT `+webhookColumns+` FROM webhook_endpoints e WHERE e.agent_id = ? ORDER BY e.inserted_at, e.id`, agentID)
+		if err != nil {
+			return err
+		}
+		out, err = scanAll(rows, scanWebhook)
+		return err
+	})
+	return out, err
+}
+
+// DeleteWebhook removes an endpoint and, with it, its queue and its
+// delivery log. An attempt in flight still ends, but is recorded nowhere.
+func (db *DB) DeleteWebhook(ctx context.Context, actor Actor, agentID, id string) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		w, err := loadWebhook(tx, actor, agentID, id)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(`DELETE FROM webhook_endpoints WHERE id = ?`, w.ID)
+		return err
+	})
+}
+
+// ResumeWebhook unpauses an endpoint: its failure count starts again from
+// zero and its pending deliveries are due at once, in order. Resuming an
+// endpoint that is not paused changes nothing.
+func (db *DB) ResumeWebhook(ctx context.Context, actor Actor, agentID, id string) (*Webhook, error) {
+	var out *Webhook
+	err := db.Write(ctx, func(tx *Tx) error {
+		w, err := loadWebhook(tx, actor, agentID, id)
+		if err != nil {
+			return err
+		}
+		out = w
+		if w.PausedAt == nil {
+			return nil
+		}
+		ts := tx.Now().UnixMicro()
+		if _, err := tx.Exec(`UPDATE webhook_endpoints SET paused_at = NULL, pause_reason = NULL, consecutive_failures = 0, updated_at = ?
+			WHERE id = ?`, ts, w.ID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE endpoint_id = ? AND status = 'pending'`, ts, w.ID); err != nil {
+			return err
+		}
+		w.PausedAt, w.PauseReason, w.ConsecutiveFailures, w.UpdatedAt = nil, nil, 0, tx.Now()
+		tx.AfterCommit(db.webhooks.poke)
+		return nil
+	})
+	return out, err
+}
+
+// WebhookDelivery is one line of an endpoint's delivery log: a message the
+// endpoint is or was to be sent, and how its attempts went.
+type WebhookDelivery struct {
+	ID             string // the webhook-id header of every attempt
+	MessageSeq     int64
+	MessageID      string
+	RoomID         string
+	Status         string // pending, delivered, failed
+	Attempts       int
+	NextAttemptAt  *time.Time // pending only
+	LastAttemptAt  *time.Time
+	LastStatusCode *int // the receiver's answer to the last attempt; nil when it gave none
+	LastLatency    *time.Duration
+	LastError      *string
+	InsertedAt     time.Time
+	CompletedAt    *time.Time
+}
+
+const webhookDeliveryColumns = `d.id, d.message_seq, m.id, m.room_id, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at,
+	d.last_status_code, d.last_latency_ms, d.last_error, d.inserted_at, d.completed_at`
+
+func scanWebhookDelivery(row interface{ Scan(...any) error }) (*WebhookDelivery, error) {
+	var d WebhookDelivery
+	var next, ins int64
+	var last, code, latency, completed sql.NullInt64
+	var lastErr sql.NullString
+	if err := row.Scan(&d.ID, &d.MessageSeq, &d.MessageID, &d.RoomID, &d.Status, &d.Attempts, &next, &last,
+		&code, &latency, &lastErr, &ins, &completed); err != nil {
+		return nil, err
+	}
+	if d.Status == "pending" {
+		t := fromMicros(next)
+		d.NextAttemptAt = &t
+	}
+	d.LastAttemptAt, d.CompletedAt, d.LastError = optionalMicros(last), optionalMicros(completed), nullString(lastErr)
+	if code.Valid {
+		c := int(code.Int64)
+		d.LastStatusCode = &c
+	}
+	if latency.Valid {
+		l := time.Duration(latency.Int64) * time.Millisecond
+		d.LastLatency = &l
+	}
+	d.InsertedAt = fromMicros(ins)
+	return &d, nil
+}
+
+// WebhookDeliveryKeyset is the paging position just after d.
+func WebhookDeliveryKeyset(d *WebhookDelivery) *Keyset { return &Keyset{Int: d.MessageSeq, ID: d.ID} }
+
+// ListWebhookDeliveries reads an endpoint's delivery log, newest message
+// first.
+func (db *DB) ListWebhookDeliveries(ctx context.Context, actor Actor, agentID, id string, pr PageRequest) (*Page[*WebhookDelivery], error) {
+	var page *Page[*WebhookDelivery]
+	err := db.readTx(ctx, func(q readQ) error {
+		w, err := loadWebhook(q, actor, agentID, id)
+		if err != nil {
+			return err
+		}
+		page, err = listPageIn(q, `SELECT `+webhookDeliveryColumns+` FROM webhook_deliveries d JOIN messages m ON m.seq = d.message_seq`,
+			[]string{"d.endpoint_id = ?"}, []any{w.ID}, sortSpec{column: "d.message_seq", idCol: "d.id", descend: true}, pr, scanWebhookDelivery)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := len(page.Items); n > 0 {
+		page.Next = WebhookDeliveryKeyset(page.Items[n-1])
+	}
+	return page, nil
+}
+
+// enqueueWebhooks queues the message at seq for every endpoint of the agent,
+// inside the transaction that stores the message.
+func (db *DB) enqueueWebhooks(tx *Tx, agentID string, seq int64) error {
+	rows, err := tx.Query(`SELECT id FROM webhook_endpoints WHERE agent_id = ?`, agentID)
+	if err != nil {
+		return err
+	}
+	var endpoints []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		endpoints = append(endpoints, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ts := tx.Now().UnixMicro()
+	for _, endpoint := range endpoints {
+		if _, err := tx.Exec(`INSERT INTO webhook_deliveries (id, endpoint_id, message_seq, next_attempt_at, inserted_at) VALUES (?, ?, ?, ?, ?)`,
+			newID(), endpoint, seq, ts, ts); err != nil {
+			return err
+		}
+	}
+	if len(endpoints) > 0 {
+		tx.AfterCommit(db.webhooks.poke)
+	}
+	return nil
+}
+
+// webhookWake tells the sender that deliveries were queued or an endpoint
+// resumed. It holds at most one wake-up: the sender looks at everything
+// that is due when it wakes, so wake-ups that come while one waits add
+// nothing.
+type webhookWake chan struct{}
+
+// poke never blocks: it runs after commit, on the writer goroutine.
+func (w webhookWake) poke() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// WebhooksQueued receives when webhook deliveries were queued or an endpoint
+// was resumed (by this process), so that the sender need not poll for new
+// work.
+func (db *DB) WebhooksQueued() <-chan struct{} { return db.webhooks }
+
+// WebhookDue is when an endpoint's next delivery is due.
+type WebhookDue struct {
+	EndpointID string
+	At         time.Time
+}
+
+// WebhooksDue lists the endpoints that have pending deliveries and are not
+// paused, each with when its first pending delivery (in message order) is
+// due, the earliest first.
+func (db *DB) WebhooksDue(ctx context.Context) ([]WebhookDue, error) {
+	rows, err := db.query(ctx, `SELECT e.id, d.next_attempt_at FROM webhook_endpoints e
+		JOIN webhook_deliveries d ON d.id = (SELECT h.id FROM webhook_deliveries h
+			WHERE h.endpoint_id = e.id AND h.status = 'pending' ORDER BY h.message_seq LIMIT 1)
+		WHERE e.paused_at IS NULL ORDER BY d.next_attempt_at, e.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []WebhookDue
+	for rows.Next() {
+		var due WebhookDue
+		var at int64
+		if err := rows.Scan(&due.EndpointID, &at); err != nil {
+			return nil, err
+		}
+		due.At = fromMicros(at)
+		out = append(out, due)
+	}
+	return out, rows.Err()
+}
+
+// WebhookSend is what sending one delivery takes.
+type WebhookSend struct {
+	DeliveryID string // the webhook-id header
+	EndpointID string
+	URL        string
+	Secret     string
+	AgentID    string
+	Attempts   int // made before this one
+	InsertedAt time.Time
+	// Message is the message to send, with the agent's own delivery state
+	// of it attached.
+	Message *Message
+}
+
+// NextWebhookSend returns the first pending delivery of an endpoint, in
+// message order, when it is due at the time given; nil when there is none,
+// it is not due yet, or the endpoint is paused or gone.
+func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Time) (*WebhookSend, error) {
+	var out *WebhookSend
+	err := db.readTx(ctx, func(q readQ) error {
+		var s WebhookSend
+		var seq, next, ins int64
+		err := q.QueryRow(`SELECT d.id, d.message_seq, d.attempts, d.next_attempt_at, d.inserted_at, e.id, e.url, e.secret, e.agent_id
+			FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.status = 'pending'
+			WHERE e.id = ? AND e.paused_at IS NULL ORDER BY d.message_seq LIMIT 1`, endpointID).
+			Scan(&s.DeliveryID, &seq, &s.Attempts, &next, &ins, &s.EndpointID, &s.URL, &s.Secret, &s.AgentID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fromMicros(next).After(at) {
+			return nil
+		}
+		s.InsertedAt = fromMicros(ins)
+		if s.Message, err = messageBySeq(q, seq); err != nil {
+			return err
+		}
+		if err := attachDeliveries(q, []*Message{s.Message}, s.AgentID); err != nil {
+			return err
+		}
+		out = &s
+		return nil
+	})
+	return out, err
+}
+
+// WebhookAttempt is how one attempt at a delivery went, and what follows
+// from it: the sender decides the retry schedule and when to stop, the
+// store records it all in one write.
+type WebhookAttempt struct {
+	DeliveryID string
+	EndpointID string
+	At         time.Time // when the attempt started
+	Latency    time.Duration
+	StatusCode int    // the receiver's status; 0 when it gave none
+	Error      string // why it failed; "" when it was delivered
+	// RetryAt is when to try a failed delivery again; zero gives up on it
+	// (it ends failed, and the endpoint's next delivery becomes due).
+	RetryAt time.Time
+	// PauseNow pauses the endpoint with this reason (the receiver said it
+	// wants no more); PauseAfter pauses it when its consecutive failures
+	// reach it (0: never).
+	PauseNow   string
+	PauseAfter int
+}
+
+// maxWebhookErrorLen bounds the error recorded for an attempt, in runes.
+const maxWebhookErrorLen = 500
+
+// RecordWebhookAttempt records an attempt's outcome on its delivery and its
+// endpoint: a success ends the delivery and clears the endpoint's failure
+// count; a failure schedules the next attempt (or gives up) and counts
+// against the endpoint, which is paused when PauseNow or PauseAfter says
+// so. An attempt at a delivery that is no longer pending (its endpoint was
+// deleted meanwhile) records nothing.
+func (db *DB) RecordWebhookAttempt(ctx context.Context, a WebhookAttempt) error {
+	var code any
+	if a.StatusCode != 0 {
+		code = a.StatusCode
+	}
+	var lastErr any
+	if a.Error != "" {
+		msg := strings.ToValidUTF8(a.Error, "?")
+		if utf8.RuneCountInString(msg) > maxWebhookErrorLen {
+			msg = string([]rune(msg)[:maxWebhookErrorLen-1]) + "…"
+		}
+		lastErr = msg
+	}
+	return db.Write(ctx, func(tx *Tx) error {
+		ts, at, latency := tx.Now().UnixMicro(), a.At.UnixMicro(), a.Latency.Milliseconds()
+		var status string
+		next := a.RetryAt.UnixMicro()
+		var completed any
+		switch {
+		case a.Error == "":
+			status, completed, next = "delivered", ts, at
+		case a.RetryAt.IsZero():
+			status, completed, next = "failed", ts, at
+		default:
+			status = "pending"
+		}
+		res, err := tx.Exec(`UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, last_attempt_at = ?,
+			last_status_code = ?, last_latency_ms = ?, last_error = ?, completed_at = ? WHERE id = ? AND endpoint_id = ? AND status = 'pending'`,
+			status, next, at, code, latency, lastErr, completed, a.DeliveryID, a.EndpointID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		if a.Error == "" {
+			_, err = tx.Exec(`UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = ?`, a.EndpointID)
+			return err
+		}
+		var failures int
+		if err := tx.QueryRow(`UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1 WHERE id = ?
+			RETURNING consecutive_failures`, a.EndpointID).Scan(&failures); err != nil {
+			return err
+		}
+		reason := a.PauseNow
+		if reason == "" && a.PauseAfter > 0 && failures >= a.PauseAfter {
+			reason = "paused after " + strconv.Itoa(failures) + " failed attempts in a row; the last: " + lastErr.(string)
+		}
+		if reason == "" {
+			return nil
+		}
+		_, err = tx.Exec(`UPDATE webhook_endpoints SET paused_at = ?, pause_reason = ?, updated_at = ? WHERE id = ? AND paused_at IS NULL`,
+			ts, reason, ts, a.EndpointID)
+		return err
+	})
+}
