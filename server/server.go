@@ -33,6 +33,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/chatd/chatd/server/webhook"
 	"github.com/chatd/chatd/store"
 )
 
@@ -84,6 +85,8 @@ type Config struct {
 	// Metrics collects request, writer and socket metrics for
 	// MetricsHandler; off, the request path does not pay for them.
 	Metrics bool
+	// Webhooks tunes the sending of messages to agents' webhooks.
+	Webhooks WebhookConfig
 
 	// now is the rate limits' clock; tests set a fake one.
 	now func() time.Time
@@ -111,6 +114,10 @@ type Server struct {
 	waiters    *deliveryWaiters
 	mcp        *mcpSessions
 	mcpSchemas *mcp.SchemaCache
+	// webhooks sends the webhook outbox (webhooks.go); webhookGuard checks
+	// where a webhook being registered leads.
+	webhooks     *webhookDispatcher
+	webhookGuard *webhook.Guard
 
 	// transferTimeout is Config.TransferTimeout (transfer.go).
 	transferTimeout time.Duration
@@ -185,6 +192,8 @@ func New(cfg Config) (*Server, error) {
 	s.delegationKey = deriveKey(secret, "chatd/delegation/v1")
 
 	s.waiters = newDeliveryWaiters()
+	s.webhooks = newWebhookDispatcher(cfg.DB, s.log, cfg.Webhooks)
+	s.webhookGuard = &webhook.Guard{}
 	s.mcpSchemas = mcp.NewSchemaCache()
 	s.mcp = newMCPSessions(s)
 	s.buildRouter()
@@ -198,14 +207,17 @@ func New(cfg Config) (*Server, error) {
 	// After the publisher, so that the pushes of jobs resumed from an
 	// earlier run reach their subscribers.
 	cfg.DB.StartBulkWorker()
+	s.webhooks.start()
 	return s, nil
 }
 
-// Close stops the bulk deletion worker (open jobs resume on the next start),
-// ends the waits for messages and the MCP sessions, closes the real-time
+// Close stops sending webhooks (what is pending is sent by the next start),
+// stops the bulk deletion worker (open jobs resume on the next start), ends
+// the waits for messages and the MCP sessions, closes the real-time
 // connections (telling clients the server restarts) and stops publishing
 // changes.
 func (s *Server) Close() {
+	s.webhooks.close()
 	s.db.SetCommitObserver(nil)
 	s.db.StopBulkWorker()
 	s.db.SetPublisher(nil)

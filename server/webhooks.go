@@ -1,0 +1,290 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/chatd/chatd/server/webhook"
+	"github.com/chatd/chatd/store"
+)
+
+// The webhook dispatcher sends the store's webhook outbox (store/webhooks.go):
+// each new message addressed to an agent, to each endpoint the agent
+// registered, signed as Standard Webhooks describes (server/webhook).
+//
+// One scheduler goroutine looks at what is due (when woken by a message
+// queued, an endpoint resumed or a worker done, at the next retry time, and
+// at least every WebhookConfig.Poll) and starts a worker for each due
+// endpoint that has none, up to WebhookConfig.Workers at once. A worker
+// makes one attempt at its endpoint's first pending delivery and records
+// how it went; so an endpoint has at most one request in flight, and its
+// deliveries arrive in message order, while a slow or dead endpoint holds
+// one worker and no more: it never delays the other endpoints while
+// workers remain.
+//
+// A failed attempt is retried with exponential backoff and jitter (about 5
+// s, then ×4 each time up to 2 h), for 24 h from when the message was sent;
+// then the delivery is given up as failed. An endpoint whose attempts fail
+// WebhookConfig.PauseAfter times in a row, or that answers 410 Gone, is
+// paused with the reason, keeping its queue, until it is resumed.
+
+// WebhookConfig tunes the webhook dispatcher; zero fields take the defaults.
+type WebhookConfig struct {
+	// Workers bounds the requests in flight at once, all endpoints
+	// together; default 8.
+	Workers int
+	// Timeout bounds one attempt, from connecting to the answer's end;
+	// default 15 s.
+	Timeout time.Duration
+	// RetryBase is the wait before the first retry, RetryMax the longest
+	// wait between two attempts; defaults 5 s and 2 h.
+	RetryBase, RetryMax time.Duration
+	// RetryFor is how long after its message a delivery is still tried;
+	// default 24 h.
+	RetryFor time.Duration
+	// PauseAfter pauses an endpoint after this many failed attempts in a
+	// row; default 20 (with the default schedule, about a day of failures).
+	PauseAfter int
+	// Poll is the longest the dispatcher sleeps without looking for due
+	// deliveries, which catches those it was not told about (queued by
+	// another process); default 30 s.
+	Poll time.Duration
+}
+
+func (c WebhookConfig) withDefaults() WebhookConfig {
+	orDefault := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.PauseAfter <= 0 {
+		c.PauseAfter = 20
+	}
+	orDefault(&c.Timeout, 15*time.Second)
+	orDefault(&c.RetryBase, 5*time.Second)
+	orDefault(&c.RetryMax, 2*time.Hour)
+	orDefault(&c.RetryFor, 24*time.Hour)
+	orDefault(&c.Poll, 30*time.Second)
+	return c
+}
+
+type webhookDispatcher struct {
+	db     *store.DB
+	log    *slog.Logger
+	cfg    WebhookConfig
+	sender *webhook.Sender
+
+	ctx    context.Context // ends at close: cuts attempts short
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the scheduler and its workers ended
+
+	slots   chan struct{} // one per worker running
+	workers sync.WaitGroup
+	idle    chan struct{} // a worker ended (holds one wake-up)
+	mu      sync.Mutex
+	busy    map[string]bool // the endpoints a worker is on
+}
+
+func newWebhookDispatcher(db *store.DB, log *slog.Logger, cfg WebhookConfig) *webhookDispatcher {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &webhookDispatcher{db: db, log: log, cfg: cfg, sender: webhook.NewSender(cfg.Timeout),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		slots: make(chan struct{}, cfg.Workers), idle: make(chan struct{}, 1), busy: map[string]bool{}}
+}
+
+// start starts the scheduler; what an earlier run left pending is due at
+// once.
+func (d *webhookDispatcher) start() { go d.run() }
+
+// close cuts the attempts in flight short (they are not recorded, so each
+// is made again, with the same webhook-id, by the next run) and waits for
+// the dispatcher to end.
+func (d *webhookDispatcher) close() {
+	d.cancel()
+	<-d.done
+	d.sender.Close()
+}
+
+func (d *webhookDispatcher) run() {
+	defer close(d.done)
+	defer d.workers.Wait()
+	for {
+		wait := d.dispatchDue()
+		timer := time.NewTimer(wait)
+		select {
+		case <-d.ctx.Done():
+			timer.Stop()
+			return
+		case <-d.db.WebhooksQueued():
+		case <-d.idle:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// dispatchDue starts a worker for each due endpoint that has none, while
+// workers are free, and returns how long to sleep before looking again.
+func (d *webhookDispatcher) dispatchDue() time.Duration {
+	due, err := d.db.WebhooksDue(d.ctx)
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Warn("webhooks: reading what is due failed; retrying", "err", err)
+		}
+		return time.Second
+	}
+	now := time.Now()
+	for _, e := range due {
+		if e.At.After(now) {
+			// The rest are later still; until then, only a wake-up brings
+			// anything new.
+			return min(d.cfg.Poll, e.At.Sub(now))
+		}
+		if !d.claim(e.EndpointID) {
+			continue // a worker is on it, and wakes the scheduler when done
+		}
+		select {
+		case d.slots <- struct{}{}:
+		default:
+			// Every worker is busy; the first to end wakes the scheduler.
+			d.release(e.EndpointID)
+			return d.cfg.Poll
+		}
+		d.workers.Add(1)
+		go d.work(e.EndpointID)
+	}
+	return d.cfg.Poll
+}
+
+// claim marks an endpoint as having a worker, unless it has one.
+func (d *webhookDispatcher) claim(endpointID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.busy[endpointID] {
+		return false
+	}
+	d.busy[endpointID] = true
+	return true
+}
+
+func (d *webhookDispatcher) release(endpointID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.busy, endpointID)
+}
+
+// work makes one attempt at the endpoint's first pending delivery and
+// records it.
+func (d *webhookDispatcher) work(endpointID string) {
+	defer func() {
+		<-d.slots
+		d.release(endpointID)
+		d.workers.Done()
+		select {
+		case d.idle <- struct{}{}:
+		default:
+		}
+	}()
+	send, err := d.db.NextWebhookSend(d.ctx, endpointID, time.Now())
+	if err != nil || send == nil {
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Warn("webhooks: reading a delivery failed", "endpoint", endpointID, "err", err)
+		}
+		return
+	}
+	body, err := webhookBody(send)
+	if err != nil {
+		d.log.Error("webhooks: rendering a delivery failed", "delivery", send.DeliveryID, "err", err)
+		return
+	}
+	started := time.Now()
+	res := d.sender.Send(d.ctx, webhook.Request{URL: send.URL, ID: send.DeliveryID, Secret: send.Secret, Body: body, At: started})
+	if errors.Is(res.Err, context.Canceled) {
+		return // shutting down: the next run makes this attempt again
+	}
+	d.record(d.outcome(send, started, res))
+}
+
+// outcome is what an attempt's result means for its delivery: done, retried
+// later, or given up, and whether its endpoint is paused.
+func (d *webhookDispatcher) outcome(send *store.WebhookSend, started time.Time, res webhook.Result) store.WebhookAttempt {
+	a := store.WebhookAttempt{DeliveryID: send.DeliveryID, EndpointID: send.EndpointID, At: started, Latency: res.Latency,
+		StatusCode: res.StatusCode, PauseAfter: d.cfg.PauseAfter}
+	if res.Err == nil {
+		return a
+	}
+	a.Error = res.Err.Error()
+	if res.StatusCode == http.StatusGone {
+		a.PauseNow = "the receiver answered 410 Gone: it wants no more deliveries; resume the webhook to send again"
+	}
+	wait := webhook.Backoff(send.Attempts+1, d.cfg.RetryBase, d.cfg.RetryMax, rand.Float64())
+	if res.RetryAfter > wait {
+		wait = min(res.RetryAfter, d.cfg.RetryMax)
+	}
+	if retryAt := time.Now().Add(wait); retryAt.Before(send.InsertedAt.Add(d.cfg.RetryFor)) {
+		a.RetryAt = retryAt
+	}
+	return a
+}
+
+// record stores an attempt's outcome. A write refused because the writer
+// is busy is tried again for a while; an attempt left unrecorded is made
+// again later, with the same webhook-id, so the log never misses one that
+// succeeded.
+func (d *webhookDispatcher) record(a store.WebhookAttempt) {
+	pause := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		err := d.db.RecordWebhookAttempt(context.Background(), a)
+		if err == nil {
+			return
+		}
+		if store.ErrorCode(err) != store.CodeUnavailable || try == 8 || d.ctx.Err() != nil {
+			d.log.Warn("webhooks: an attempt was not recorded; it will be made again", "delivery", a.DeliveryID, "err", err)
+			return
+		}
+		select {
+		case <-time.After(pause):
+			pause *= 2
+		case <-d.ctx.Done():
+		}
+	}
+}
+
+// webhookPayload is the body of a webhook request, in the shape Standard
+// Webhooks recommends: the event's type, when it happened, and its data.
+type webhookPayload struct {
+	Type      string             `json:"type"`
+	Timestamp string             `json:"timestamp"`
+	Data      webhookMessageData `json:"data"`
+}
+
+// webhookMessageData is a message.created event's data: which agent it is
+// for (one URL may serve several) and the message as that agent reads it
+// (GET …/messages/next), with its own delivery state at the time of the
+// attempt.
+type webhookMessageData struct {
+	AgentID string      `json:"agent_id"`
+	Message messageView `json:"message"`
+}
+
+// webhookBody renders a delivery's body as the API renders JSON (without
+// HTML escapes), on one line.
+func webhookBody(send *store.WebhookSend) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(webhookPayload{Type: "message.created", Timestamp: timestamp(send.Message.InsertedAt),
+		Data: webhookMessageData{AgentID: send.AgentID, Message: newMessageView(send.Message, send.AgentID)}})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
+}
