@@ -46,6 +46,7 @@ func (s *Server) routes() {
 	s.fileRoutes()
 	s.contactRoutes()
 	s.memoryRoutes()
+	s.webhookRoutes()
 	if s.roomTasks {
 		s.taskRoutes()
 	}

@@ -49,6 +49,10 @@ func newSecurityWorld(t *testing.T) *securityWorld {
 	delegation := created(ts.do(t, "POST", "/api/v1/me/agents/"+cAgent.ID+"/delegations", apiKey(carolKey),
 		map[string]any{"delegation": map[string]any{"scopes": []string{"chats:read"}}}))
 	key := created(ts.do(t, "POST", "/api/v1/me/keys", apiKey(carolKey), map[string]any{"key": map[string]any{"name": "laptop"}}))
+	// After the message: nothing is queued for it, so nothing is sent while
+	// the probes compare the database before and after.
+	hook := created(ts.do(t, "POST", "/api/v1/agent/webhooks", apiKey(cAgentKey),
+		map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:9/rival"}}))
 	spare := created(ts.do(t, "POST", "/api/v1/me/chats", apiKey(carolKey), map[string]any{}))
 	r := ts.do(t, "POST", "/api/v1/me/chats/bulk-delete", apiKey(carolKey), map[string]any{"ids": []string{spare}})
 	expect(t, r, 202, "")
@@ -67,7 +71,7 @@ func newSecurityWorld(t *testing.T) *securityWorld {
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
-		"keys": key,
+		"keys": key, "webhooks": hook,
 	}
 	w.own = map[string]string{"chats": w.ownRoom, "agents": aAgent.ID}
 	return w
@@ -143,6 +147,11 @@ var routeBodies = map[string]any{
 	"GET /api/v1/me/chats/:chat_id/messages":                    nil,
 	"GET /api/v1/agent/chats/:chat_id/board":                    nil,
 	"GET /api/v1/me/chats/:chat_id/board":                       nil,
+	"POST /api/v1/agent/webhooks":                               map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:9/mine"}},
+	"GET /api/v1/agent/webhooks/:id":                            nil,
+	"DELETE /api/v1/agent/webhooks/:id":                         nil,
+	"POST /api/v1/agent/webhooks/:id/resume":                    nil,
+	"GET /api/v1/agent/webhooks/:id/deliveries":                 nil,
 }
 
 // Object-level authorization: every route that takes an id, probed with

@@ -208,8 +208,7 @@ func (db *DB) CreateWebhook(ctx context.Context, actor Actor, agentID string, nw
 			return err
 		}
 		if same > 0 {
-			return &Error{Code: CodeConflict, Message: "this URL is already a webhook of the agent",
-				Details: Problems{WebhookURLPointer: {"is already a webhook of the agent"}}}
+			return Problems{WebhookURLPointer: {"is already a webhook of the agent"}}.Err(CodeConflict)
 		}
 		if count >= MaxWebhooksPerAgent {
 			return limitReached("webhooks", MaxWebhooksPerAgent, count)
