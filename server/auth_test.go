@@ -116,6 +116,12 @@ var authedRoutes = []struct {
 	{"DELETE", "/api/v1/agent/webhooks/" + nilID, agentsOnly},
 	{"POST", "/api/v1/agent/webhooks/" + nilID + "/resume", agentsOnly},
 	{"GET", "/api/v1/agent/webhooks/" + nilID + "/deliveries", agentsOnly},
+	{"GET", "/api/v1/me/agents/" + nilID + "/webhooks", humansOnly},
+	{"POST", "/api/v1/me/agents/" + nilID + "/webhooks", humansOnly},
+	{"GET", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID, humansOnly},
+	{"DELETE", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID, humansOnly},
+	{"POST", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID + "/resume", humansOnly},
+	{"GET", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID + "/deliveries", humansOnly},
 	{"POST", "/mcp", anyCaller},
 	{"GET", "/mcp", anyCaller},
 	{"DELETE", "/mcp", anyCaller},
@@ -135,7 +141,7 @@ func TestAuthTableCoversEveryRoute(t *testing.T) {
 		if rt.aud == public {
 			continue
 		}
-		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":id", nilID).Replace(rt.path)
+		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":webhook_id", nilID, ":id", nilID).Replace(rt.path)
 		if !listed[rt.method+" "+path] {
 			t.Errorf("%s %s is not in authedRoutes", rt.method, rt.path)
 		}

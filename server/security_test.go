@@ -152,6 +152,12 @@ var routeBodies = map[string]any{
 	"DELETE /api/v1/agent/webhooks/:id":                         nil,
 	"POST /api/v1/agent/webhooks/:id/resume":                    nil,
 	"GET /api/v1/agent/webhooks/:id/deliveries":                 nil,
+	"GET /api/v1/me/agents/:id/webhooks":                        nil,
+	"POST /api/v1/me/agents/:id/webhooks":                       map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1:9/mine"}},
+	"GET /api/v1/me/agents/:id/webhooks/:webhook_id":            nil,
+	"DELETE /api/v1/me/agents/:id/webhooks/:webhook_id":         nil,
+	"POST /api/v1/me/agents/:id/webhooks/:webhook_id/resume":    nil,
+	"GET /api/v1/me/agents/:id/webhooks/:webhook_id/deliveries": nil,
 }
 
 // Object-level authorization: every route that takes an id, probed with
@@ -277,7 +283,7 @@ func TestMassAssignment(t *testing.T) {
 			path = strings.ReplaceAll(path, "/"+kind+"/:chat_id", "/"+kind+"/"+id)
 			path = strings.ReplaceAll(path, "/"+kind+"/:id", "/"+kind+"/"+id)
 		}
-		path = strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":id", nilID).Replace(path)
+		path = strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":webhook_id", nilID, ":id", nilID).Replace(path)
 		base, _ := routeBodies[rt.method+" "+rt.path].(map[string]any)
 		for field, value := range forbiddenFields {
 			for _, inside := range []bool{false, true} {
@@ -385,7 +391,7 @@ func TestEveryJSONRouteHasTheBodyLimit(t *testing.T) {
 		if rt.aud == public || (rt.method != "POST" && rt.method != "PUT" && rt.method != "PATCH") || strings.HasSuffix(rt.path, "/files") {
 			continue
 		}
-		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":id", nilID).Replace(rt.path)
+		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":webhook_id", nilID, ":id", nilID).Replace(rt.path)
 		c := apiKey(key)
 		if strings.HasPrefix(path, "/api/v1/agent/") {
 			c = apiKey(agentKey)

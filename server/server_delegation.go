@@ -42,13 +42,14 @@ const (
 )
 
 // credentialRoutes answer with a new secret: a person's API key, an agent's
-// key, a delegation grant. A delegated token may call none of them, whatever
+// key, a delegation grant, a webhook's signing secret. A delegated token may call none of them, whatever
 // its scopes (and the store refuses it too: store.WithDelegation).
 var credentialRoutes = map[string]bool{
 	"POST /api/v1/me/keys":                   true,
 	"POST /api/v1/me/agents/register":        true,
 	"POST /api/v1/me/agents/:id/rotate-key":  true,
 	"POST /api/v1/me/agents/:id/delegations": true,
+	"POST /api/v1/me/agents/:id/webhooks":    true,
 }
 
 // credentialScope is the "scope" of a credential route: none grants it.

@@ -440,7 +440,7 @@ func walkBody(route string) any {
 }
 
 // secretInAnswer matches what a credential looks like in an answer.
-var secretInAnswer = regexp.MustCompile(`band_[augs]_|thnv_[au]_|"(access_token|api_key|grant)"\s*:\s*"`)
+var secretInAnswer = regexp.MustCompile(`band_[augs]_|thnv_[au]_|whsec_|"(access_token|api_key|grant|secret)"\s*:\s*"`)
 
 // A delegated token never creates, reveals or rotates a credential, with any
 // scopes: each route that answers with a secret refuses it (403, the same

@@ -11,20 +11,37 @@ import (
 // Webhooks, chatd's own: an agent registers URLs that chatd POSTs each new
 // message addressed to it to (the sending is webhooks.go's), reads each
 // endpoint's delivery log, and resumes an endpoint that was paused after a
-// run of failures. The signing secret is answered once, by the creation.
+// run of failures. The agent does so with its key, on the Agent API; the
+// person who owns it does the same for it on the Human API, under
+// /me/agents/{id}. The signing secret is answered once, by the creation.
 
 func (s *Server) webhookRoutes() {
-	s.handle("GET", "/api/v1/agent/webhooks", agentsOnly, s.listWebhooks)
-	s.handle("POST", "/api/v1/agent/webhooks", agentsOnly, withBody(s, s.createWebhook))
-	s.handle("GET", "/api/v1/agent/webhooks/:id", agentsOnly, s.getWebhook)
-	s.handle("DELETE", "/api/v1/agent/webhooks/:id", agentsOnly, s.deleteWebhook)
-	s.handle("POST", "/api/v1/agent/webhooks/:id/resume", agentsOnly, withBody(s, s.resumeWebhook))
-	s.handle("GET", "/api/v1/agent/webhooks/:id/deliveries", agentsOnly, s.listWebhookDeliveries)
+	for _, api := range []struct {
+		base, one string
+		aud       audience
+	}{
+		{"/api/v1/agent/webhooks", "/api/v1/agent/webhooks/:id", agentsOnly},
+		{"/api/v1/me/agents/:id/webhooks", "/api/v1/me/agents/:id/webhooks/:webhook_id", humansOnly},
+	} {
+		s.handle("GET", api.base, api.aud, s.listWebhooks)
+		s.handle("POST", api.base, api.aud, withBody(s, s.createWebhook))
+		s.handle("GET", api.one, api.aud, s.getWebhook)
+		s.handle("DELETE", api.one, api.aud, s.deleteWebhook)
+		s.handle("POST", api.one+"/resume", api.aud, withBody(s, s.resumeWebhook))
+		s.handle("GET", api.one+"/deliveries", api.aud, s.listWebhookDeliveries)
+	}
 }
 
-// webhookAgentID is the agent whose webhooks a request manages: the
-// calling agent's own.
-func webhookAgentID(r *http.Request) string { return callerAgent(r).ID }
+// webhookTarget is the agent whose webhooks a request manages, and the
+// webhook its path names ("" for none): on the Agent API, the calling
+// agent and {id}; on the Human API, the agent {id} (the store checks that
+// the caller owns it) and {webhook_id}.
+func webhookTarget(r *http.Request) (agentID, webhookID string) {
+	if p := principal(r); p.IsAgent() {
+		return p.Agent.ID, r.PathValue("id")
+	}
+	return r.PathValue("id"), r.PathValue("webhook_id")
+}
 
 // webhookView is an endpoint. status is active or paused; a paused one
 // says when and why, and is sent nothing until resumed.
@@ -65,7 +82,7 @@ type createWebhookRequest struct {
 	} `json:"webhook" chatd:"required"`
 }
 
-// createWebhook is POST /agent/webhooks: 201 with the endpoint and its
+// createWebhook is POST /agent/webhooks (and /me/agents/{id}/webhooks): 201 with the endpoint and its
 // secret. An address webhooks may not reach is refused here (422 at
 // /webhook/url), and again whenever a request is sent.
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, req createWebhookRequest) error {
@@ -84,45 +101,50 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, req creat
 			return err
 		}
 	}
-	created, secret, err := s.db.CreateWebhook(r.Context(), principal(r).Actor(), webhookAgentID(r), nw)
+	agentID, _ := webhookTarget(r)
+	created, secret, err := s.db.CreateWebhook(r.Context(), principal(r).Actor(), agentID, nw)
 	if err != nil {
 		return err
 	}
 	return reply(w, http.StatusCreated, createdWebhookView{webhookView: newWebhookView(created), Secret: secret})
 }
 
-// listWebhooks is GET /agent/webhooks: every endpoint (at most
+// listWebhooks is GET …/webhooks: every endpoint (at most
 // store.MaxWebhooksPerAgent), oldest first.
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
-	hooks, err := s.db.ListWebhooks(r.Context(), principal(r).Actor(), webhookAgentID(r))
+	agentID, _ := webhookTarget(r)
+	hooks, err := s.db.ListWebhooks(r.Context(), principal(r).Actor(), agentID)
 	if err != nil {
 		return err
 	}
 	return reply(w, http.StatusOK, viewsOf(hooks, newWebhookView))
 }
 
-// getWebhook is GET /agent/webhooks/{id}.
+// getWebhook is GET …/webhooks/{id}.
 func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request) error {
-	hook, err := s.db.Webhook(r.Context(), principal(r).Actor(), webhookAgentID(r), r.PathValue("id"))
+	agentID, id := webhookTarget(r)
+	hook, err := s.db.Webhook(r.Context(), principal(r).Actor(), agentID, id)
 	if err != nil {
 		return err
 	}
 	return reply(w, http.StatusOK, newWebhookView(hook))
 }
 
-// deleteWebhook is DELETE /agent/webhooks/{id}: 204; its queue and log go
+// deleteWebhook is DELETE …/webhooks/{id}: 204; its queue and log go
 // with it.
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := s.db.DeleteWebhook(r.Context(), principal(r).Actor(), webhookAgentID(r), r.PathValue("id")); err != nil {
+	agentID, id := webhookTarget(r)
+	if err := s.db.DeleteWebhook(r.Context(), principal(r).Actor(), agentID, id); err != nil {
 		return err
 	}
 	return noContent(w)
 }
 
-// resumeWebhook is POST /agent/webhooks/{id}/resume: the endpoint, active,
+// resumeWebhook is POST …/webhooks/{id}/resume: the endpoint, active,
 // its pending deliveries due at once.
 func (s *Server) resumeWebhook(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
-	hook, err := s.db.ResumeWebhook(r.Context(), principal(r).Actor(), webhookAgentID(r), r.PathValue("id"))
+	agentID, id := webhookTarget(r)
+	hook, err := s.db.ResumeWebhook(r.Context(), principal(r).Actor(), agentID, id)
 	if err != nil {
 		return err
 	}
@@ -159,16 +181,16 @@ func newWebhookDeliveryView(d *store.WebhookDelivery) webhookDeliveryView {
 
 var webhookDeliveryListing = listing{defaultLimit: 20, maxLimit: 100}
 
-// listWebhookDeliveries is GET /agent/webhooks/{id}/deliveries: the
+// listWebhookDeliveries is GET …/webhooks/{id}/deliveries: the
 // delivery log, newest message first, by cursor.
 func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
+	agentID, id := webhookTarget(r)
 	scope := "webhook-deliveries:" + id
 	pq, err := s.parsePage(r.URL.Query(), scope, webhookDeliveryListing)
 	if err != nil {
 		return err
 	}
-	page, err := s.db.ListWebhookDeliveries(r.Context(), principal(r).Actor(), webhookAgentID(r), id, pq.PageRequest)
+	page, err := s.db.ListWebhookDeliveries(r.Context(), principal(r).Actor(), agentID, id, pq.PageRequest)
 	if err != nil {
 		return err
 	}

@@ -208,3 +208,58 @@ func TestWebhooksAreTheirAgentsOwn(t *testing.T) {
 		})
 	})
 }
+
+// The person who owns an agent manages its webhooks under
+// /api/v1/me/agents/{id}/webhooks, the same webhooks the agent sees;
+// anyone else's agent, and a webhook of another agent, are not found.
+func TestOwnersManageTheirAgentsWebhooks(t *testing.T) {
+	ts := newTestServer(t)
+	k := newTeam(t, ts)
+	alice := apiKey(k.aliceKey)
+	base := "/api/v1/me/agents/" + k.helper.ID + "/webhooks"
+	ownHook := ts.createWebhook(t, k.helperKey, "http://127.0.0.1:8123/by-the-agent")["id"].(string)
+	scoutHook := ts.createWebhook(t, k.scoutKey, "http://127.0.0.1:8123/scout")["id"].(string)
+	var byOwner string
+
+	ts.run(t, []scenario{{
+		name: "the owner registers one for the agent", method: "POST", path: base, cred: alice,
+		body: webhookRequest("http://192.168.1.20:9000/hook", "registered by alice"), status: 201,
+		check: func(t testing.TB, r *response) {
+			d := r.data(t)
+			if !webhookSecretForm.MatchString(d["secret"].(string)) || d["agent_id"] != k.helper.ID {
+				t.Fatalf("%s", r.body)
+			}
+			byOwner = d["id"].(string)
+		},
+	}, {
+		name: "the owner lists the agent's, whoever registered them", method: "GET", path: base, cred: alice, status: 200,
+		check: func(t testing.TB, r *response) {
+			if got := listedValues(t, r, "url"); got != "http://127.0.0.1:8123/by-the-agent,http://192.168.1.20:9000/hook" {
+				t.Fatalf("%s", got)
+			}
+		},
+	}})
+	t.Run("the agent sees the one its owner registered", func(t *testing.T) {
+		expect(t, ts.do(t, "GET", agentWebhooksPath+"/"+byOwner, apiKey(k.helperKey), nil), 200, "")
+	})
+	ts.run(t, []scenario{
+		{name: "read", method: "GET", path: base + "/" + ownHook, cred: alice, status: 200},
+		{name: "resume", method: "POST", path: base + "/" + ownHook + "/resume", cred: alice, status: 200},
+		{name: "its log", method: "GET", path: base + "/" + ownHook + "/deliveries", cred: alice, status: 200},
+
+		refusalCase("another person", apiKey(k.bobKey), "GET", base, nil, 404, "not_found"),
+		refusalCase("another person registers", apiKey(k.bobKey), "POST", base, webhookRequest("http://127.0.0.1/", ""), 404, "not_found"),
+		refusalCase("another person reads one", apiKey(k.bobKey), "GET", base+"/"+ownHook, nil, 404, "not_found"),
+		refusalCase("another agent's webhook under this agent", alice, "GET", base+"/"+scoutHook, nil, 404, "not_found"),
+		refusalCase("removing another agent's webhook under this agent", alice, "DELETE", base+"/"+scoutHook, nil, 404, "not_found"),
+		refusalCase("an agent that is not there", alice, "GET", "/api/v1/me/agents/"+nilID+"/webhooks", nil, 404, "not_found"),
+		refusalCase("a malformed agent id", alice, "GET", "/api/v1/me/agents/nope/webhooks", nil, 404, "not_found"),
+		refusalCase("an agent's key", apiKey(k.helperKey), "GET", base, nil, 403, "forbidden"),
+		refusalCase("a metadata address", alice, "POST", base, webhookRequest("http://[fd00:ec2::254]/", ""), 422, "validation_error",
+			"/webhook/url"),
+	})
+	t.Run("the owner removes one", func(t *testing.T) {
+		expect(t, ts.doNoContent(t, "DELETE", base+"/"+byOwner, alice), 204, "")
+		ts.refused(t, "GET", agentWebhooksPath+"/"+byOwner, apiKey(k.helperKey), nil, 404, "not_found", "")
+	})
+}

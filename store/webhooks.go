@@ -179,8 +179,12 @@ func loadWebhook(q queryer, actor Actor, agentID, id string) (*Webhook, error) {
 }
 
 // CreateWebhook registers an endpoint for agentID and returns it with its
-// signing secret, which is answered this once.
+// signing secret, which is answered this once. The secret is a credential:
+// a delegated token may not create one.
 func (db *DB) CreateWebhook(ctx context.Context, actor Actor, agentID string, nw NewWebhook) (*Webhook, string, error) {
+	if err := refuseDelegated(ctx); err != nil {
+		return nil, "", err
+	}
 	p := Problems{}
 	if _, err := ParseWebhookURL(nw.URL); err != nil {
 		var e *Error
