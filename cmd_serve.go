@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/chatd/chatd/server"
+	"github.com/chatd/chatd/server/webhook"
 	"github.com/chatd/chatd/store"
 )
 
@@ -58,6 +59,7 @@ database and exits 0.`,
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
 		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 		"header-timeout": "CHATD_HEADER_TIMEOUT", "transfer-timeout": "CHATD_TRANSFER_TIMEOUT",
+		"webhook-allow": "CHATD_WEBHOOK_ALLOW", "webhook-deny": "CHATD_WEBHOOK_DENY",
 	} {
 		envFlag(f, flag, env)
 	}
@@ -123,6 +125,8 @@ type serveConfig struct {
 	// given; settle turns them into store and server options.
 	checkpoints, sync   string
 	memories, roomTasks bool
+	// webhookAllow and webhookDeny are the ranges as given.
+	webhookAllow, webhookDeny []string
 	// store and server are completed by startProgram: the schema, the
 	// logger, the database, the web app and the version.
 	store  store.Options
@@ -163,6 +167,8 @@ func (c *serveConfig) bindFlags(f *pflag.FlagSet) {
 	f.DurationVar(&c.grace, "shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
 	f.DurationVar(&s.HeaderTimeout, "header-timeout", server.DefaultHeaderTimeout, "how long a client may take to send a request's headers before its connection is closed")
 	f.DurationVar(&s.TransferTimeout, "transfer-timeout", server.DefaultTransferTimeout, "minimum transfer rate: each 16 KiB of a request body must arrive, and of a response be taken by the client, within this, or the connection is cut (408 request_timeout for a body)")
+	f.StringSliceVar(&c.webhookDeny, "webhook-deny", nil, "address ranges webhooks may not reach, besides link-local and cloud metadata addresses (CIDR ranges or addresses, comma-separated; e.g. 10.0.0.0/8)")
+	f.StringSliceVar(&c.webhookAllow, "webhook-allow", nil, "address ranges webhooks may reach even where refused otherwise, --webhook-deny included (CIDR ranges or addresses, comma-separated)")
 }
 
 // settle sets the options that serve's flags set only indirectly, and
@@ -172,6 +178,13 @@ func (c *serveConfig) settle() error {
 	s := &c.server
 	s.DisableMemories, s.DisableRoomTasks = !c.memories, !c.roomTasks
 	s.DisableRateLimit, s.DisableAuthFailureLimit = s.RateLimit == 0, s.AuthFailureRate == 0
+	var err error
+	if s.Webhooks.Allow, err = webhook.ParsePrefixes(c.webhookAllow); err != nil {
+		return usageError{fmt.Errorf("--webhook-allow: %v", err)}
+	}
+	if s.Webhooks.Deny, err = webhook.ParsePrefixes(c.webhookDeny); err != nil {
+		return usageError{fmt.Errorf("--webhook-deny: %v", err)}
+	}
 	return c.check()
 }
 

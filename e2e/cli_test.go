@@ -61,6 +61,8 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 		{"agent name too short", nil, []string{"register-agent", "--owner", "alice", "--name", "X"}, "--name must be at least 3", 1},
 		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 1},
 		{"bad env value", []string{"CHATD_WRITE_QUEUE=lots"}, []string{"serve"}, "CHATD_WRITE_QUEUE", 2},
+		{"bad webhook range", nil, []string{"serve", "--webhook-deny", "10.0.0.0/8,ten"}, `--webhook-deny: "ten" is not an address or a CIDR range`, 2},
+		{"bad webhook range in the environment", []string{"CHATD_WEBHOOK_ALLOW=fe80::1%eth0"}, []string{"serve"}, "--webhook-allow", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runChatd(t, tc.env, append(tc.args, "--db", db)...)

@@ -115,7 +115,7 @@ type Server struct {
 	mcp        *mcpSessions
 	mcpSchemas *mcp.SchemaCache
 	// webhooks sends the webhook outbox (webhooks.go); webhookGuard checks
-	// where a webhook being registered leads.
+	// where a webhook leads, when it is registered and when it is sent.
 	webhooks     *webhookDispatcher
 	webhookGuard *webhook.Guard
 
@@ -192,8 +192,8 @@ func New(cfg Config) (*Server, error) {
 	s.delegationKey = deriveKey(secret, "chatd/delegation/v1")
 
 	s.waiters = newDeliveryWaiters()
-	s.webhooks = newWebhookDispatcher(cfg.DB, s.log, cfg.Webhooks)
-	s.webhookGuard = &webhook.Guard{}
+	s.webhookGuard = &webhook.Guard{Allow: cfg.Webhooks.Allow, Deny: cfg.Webhooks.Deny}
+	s.webhooks = newWebhookDispatcher(cfg.DB, s.log, cfg.Webhooks, s.webhookGuard)
 	s.mcpSchemas = mcp.NewSchemaCache()
 	s.mcp = newMCPSessions(s)
 	s.buildRouter()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -56,6 +57,10 @@ type WebhookConfig struct {
 	// deliveries, which catches those it was not told about (queued by
 	// another process); default 30 s.
 	Poll time.Duration
+	// Allow lists ranges webhooks may reach even where they are refused
+	// (link-local, metadata, Deny); Deny lists ranges refused besides
+	// those (see webhook.Guard).
+	Allow, Deny []netip.Prefix
 }
 
 func (c WebhookConfig) withDefaults() WebhookConfig {
@@ -95,10 +100,10 @@ type webhookDispatcher struct {
 	busy    map[string]bool // the endpoints a worker is on
 }
 
-func newWebhookDispatcher(db *store.DB, log *slog.Logger, cfg WebhookConfig) *webhookDispatcher {
+func newWebhookDispatcher(db *store.DB, log *slog.Logger, cfg WebhookConfig, guard *webhook.Guard) *webhookDispatcher {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &webhookDispatcher{db: db, log: log, cfg: cfg, sender: webhook.NewSender(cfg.Timeout),
+	return &webhookDispatcher{db: db, log: log, cfg: cfg, sender: webhook.NewSender(guard, cfg.Timeout),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		slots: make(chan struct{}, cfg.Workers), idle: make(chan struct{}, 1), busy: map[string]bool{}}
 }

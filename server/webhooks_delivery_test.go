@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -595,4 +596,32 @@ func TestWebhookRetrySchedule(t *testing.T) {
 			t.Fatalf("%+v", a)
 		}
 	})
+}
+
+// The operator's lists: a denied range is refused when registering and
+// when sending; an allowed one is reachable though refused by default.
+func TestWebhookAddressListsOfTheOperator(t *testing.T) {
+	w := newHookWorld(t, func(c *Config) {
+		quickRetries(c)
+		c.Webhooks.Deny = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.Webhooks.Allow = []netip.Prefix{netip.MustParsePrefix("169.254.7.0/24")}
+	})
+	r := w.ts.do(t, "POST", agentWebhooksPath, apiKey(w.helperKey), webhookRequest("http://127.0.0.1:9/denied", ""))
+	expect(t, r, 422, "validation_error")
+	if got := errorDetails(t, r)["/webhook/url"].([]any)[0]; got != "leads to 127.0.0.1, in a range this server denies webhooks, which webhooks may not reach" {
+		t.Fatalf("%q", got)
+	}
+	w.ts.createWebhook(t, w.helperKey, "http://169.254.7.7/allowed")
+
+	receiver := newHookReceiver(t) // on 127.0.0.1, which is denied
+	hook := w.ts.createWebhook(t, w.scoutKey, "http://[::1]:9/placeholder")["id"].(string)
+	w.ts.exec(t, `UPDATE webhook_endpoints SET url = ? WHERE id = ?`, receiver.srv.URL+"/denied", hook)
+	w.post(t, "nope", w.scout)
+	eventually(t, "an attempt", func() bool { return w.log(t, w.scoutKey, hook)[0]["attempts"].(float64) >= 1 })
+	if line := w.log(t, w.scoutKey, hook)[0]; !strings.HasSuffix(line["last_error"].(string), "in a range this server denies webhooks, which webhooks may not reach") {
+		t.Fatalf("the attempt: %v", line)
+	}
+	if n := receiver.arrived.Load(); n != 0 {
+		t.Fatalf("the denied receiver was sent %d requests", n)
+	}
 }

@@ -17,15 +17,45 @@ import (
 // services answer, the metadata services' other addresses and names, and
 // addresses that are not one host (unspecified, multicast, broadcast).
 // Loopback and private ranges are allowed: self-hosted agents live there.
+// An operator refuses more ranges with Deny (private networks a webhook
+// should not reach) and opens ranges with Allow, which wins over every
+// refusal of an address (a receiver that lives on a link-local address).
 //
 // A webhook's URL is checked when it is registered (CheckURL: its host's
 // name, and the addresses it resolves to then) and every connection is
 // checked again when it is made (DialControl), after DNS resolution, since
 // a name may resolve elsewhere by then.
 type Guard struct {
+	// Allow lists ranges webhooks may reach even where a refusal (built in
+	// or Deny) would apply.
+	Allow []netip.Prefix
+	// Deny lists ranges refused besides the built-in ones.
+	Deny []netip.Prefix
 	// Lookup resolves a host name at registration; nil uses the system's
 	// resolver.
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// ParsePrefixes reads a list of ranges, each a CIDR range (10.0.0.0/8,
+// fd00::/8) or one address (a range of just it).
+func ParsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q is not an address or a CIDR range (such as 10.0.0.0/8)", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 // lookupTimeout bounds the resolution CheckURL waits for: a name that does
@@ -67,11 +97,14 @@ func (e *RefusedError) Error() string {
 }
 
 // CheckAddr refuses an address webhooks may not reach.
-func CheckAddr(a netip.Addr) error {
+func (g *Guard) CheckAddr(a netip.Addr) error {
 	a = a.Unmap().WithZone("")
+	if contains(g.Allow, a) {
+		return nil
+	}
 	if a.Is6() && nat64.Contains(a) {
 		b := a.As16()
-		if err := CheckAddr(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})); err != nil {
+		if err := g.CheckAddr(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})); err != nil {
 			inner := err.(*RefusedError)
 			return &RefusedError{Target: a.String(), Reason: "a NAT64 address of " + inner.Target + ", " + inner.Reason}
 		}
@@ -89,10 +122,21 @@ func CheckAddr(a netip.Addr) error {
 		reason = "the unspecified address"
 	case a == broadcast:
 		reason = "the broadcast address"
+	case contains(g.Deny, a):
+		reason = "in a range this server denies webhooks"
 	default:
 		return nil
 	}
 	return &RefusedError{Target: a.String(), Reason: reason}
+}
+
+func contains(ranges []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ranges {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckURL refuses a webhook URL whose host is a refused address, the name
@@ -105,7 +149,7 @@ func (g *Guard) CheckURL(ctx context.Context, u *url.URL) error {
 		return &RefusedError{Target: host, Reason: "the name of a cloud metadata service"}
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		return CheckAddr(a)
+		return g.CheckAddr(a)
 	}
 	lookup := g.Lookup
 	if lookup == nil {
@@ -120,7 +164,7 @@ func (g *Guard) CheckURL(ctx context.Context, u *url.URL) error {
 		return nil
 	}
 	for _, a := range addrs {
-		if err := CheckAddr(a); err != nil {
+		if err := g.CheckAddr(a); err != nil {
 			r := err.(*RefusedError)
 			return &RefusedError{Target: host, Reason: "a name for " + r.Target + ", " + r.Reason}
 		}
@@ -130,10 +174,10 @@ func (g *Guard) CheckURL(ctx context.Context, u *url.URL) error {
 
 // DialControl is a net.Dialer's Control: it refuses a connection to a
 // refused address just before it is made, whatever name led there.
-func DialControl(network, address string, _ syscall.RawConn) error {
+func (g *Guard) DialControl(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("webhook: cannot check the address %q: %w", address, err)
 	}
-	return CheckAddr(ap.Addr())
+	return g.CheckAddr(ap.Addr())
 }

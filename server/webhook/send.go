@@ -22,20 +22,21 @@ const maxRetryAfter = 24 * time.Hour
 
 // Sender sends signed webhook requests through a client that follows no
 // redirects, uses no proxy (a proxy would reach what the guard refuses),
-// checks every address it connects to (DialControl), and gives each request
-// a bounded time, connection to last byte read.
+// checks every address it connects to with its Guard, and gives each
+// request a bounded time, connection to last byte read.
 type Sender struct {
 	client  *http.Client
 	timeout time.Duration
 }
 
-// NewSender returns a Sender whose requests each take at most timeout.
-func NewSender(timeout time.Duration) *Sender { return newSender(timeout, nil) }
+// NewSender returns a Sender that connects where guard allows, and whose
+// requests each take at most timeout.
+func NewSender(guard *Guard, timeout time.Duration) *Sender { return newSender(guard, timeout, nil) }
 
 // newSender is NewSender resolving names with resolver (nil: the system's),
 // for tests whose names resolve where they say.
-func newSender(timeout time.Duration, resolver *net.Resolver) *Sender {
-	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: DialControl, Resolver: resolver}
+func newSender(guard *Guard, timeout time.Duration, resolver *net.Resolver) *Sender {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: guard.DialControl, Resolver: resolver}
 	transport := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            dialer.DialContext,

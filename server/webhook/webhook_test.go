@@ -55,7 +55,7 @@ func TestCheckAddr(t *testing.T) {
 		"255.255.255.255":        "the broadcast address",
 	}
 	for addr, reason := range refused {
-		err := CheckAddr(netip.MustParseAddr(addr))
+		err := (&Guard{}).CheckAddr(netip.MustParseAddr(addr))
 		var r *RefusedError
 		if !errors.As(err, &r) || r.Reason != reason {
 			t.Errorf("%s: %v, want refused as %s", addr, err, reason)
@@ -64,7 +64,7 @@ func TestCheckAddr(t *testing.T) {
 	// Self-hosted receivers live on loopback and private ranges.
 	for _, addr := range []string{"127.0.0.1", "::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "fd00::1", "100.64.0.1", "8.8.8.8",
 		"2001:db8::1", "64:ff9b::808:808"} {
-		if err := CheckAddr(netip.MustParseAddr(addr)); err != nil {
+		if err := (&Guard{}).CheckAddr(netip.MustParseAddr(addr)); err != nil {
 			t.Errorf("%s refused: %v", addr, err)
 		}
 	}
@@ -155,7 +155,7 @@ func TestSendRefusesARefusedAddressAfterResolution(t *testing.T) {
 	port := receiver.Listener.Addr().(*net.TCPAddr).Port
 	var resolvesTo atomic.Pointer[netip.Addr]
 	loopback, metadata := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254")
-	s := newSender(2*time.Second, fakeDNS(&resolvesTo))
+	s := newSender(&Guard{}, 2*time.Second, fakeDNS(&resolvesTo))
 	req := Request{URL: "http://receiver.rebind.test:" + itoa(port) + "/hook", ID: "msg_1",
 		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Body: []byte(`{}`), At: time.Now()}
 
@@ -199,7 +199,7 @@ func TestSendSignsAndReportsTheAnswer(t *testing.T) {
 		}
 	}))
 	defer receiver.Close()
-	s := NewSender(2 * time.Second)
+	s := NewSender(&Guard{}, 2*time.Second)
 	at := time.Unix(1614265330, 0)
 	req := Request{URL: receiver.URL + "/hook", ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 		Body: []byte(`{"test": 2432232314}`), At: at}
@@ -237,7 +237,7 @@ func TestSendGivesUpOnASlowReceiver(t *testing.T) {
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	defer receiver.Close()
 	defer close(release)
-	s := NewSender(200 * time.Millisecond)
+	s := NewSender(&Guard{}, 200*time.Millisecond)
 	start := time.Now()
 	res := s.Send(context.Background(), Request{URL: receiver.URL, ID: "a", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", At: time.Now()})
 	if res.Err == nil || res.Err.Error() != "no answer within 200ms" || time.Since(start) > 5*time.Second {
@@ -247,7 +247,7 @@ func TestSendGivesUpOnASlowReceiver(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
-		res := NewSender(5*time.Second).Send(ctx, Request{URL: receiver.URL, ID: "a", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", At: time.Now()})
+		res := NewSender(&Guard{}, 5*time.Second).Send(ctx, Request{URL: receiver.URL, ID: "a", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", At: time.Now()})
 		if !errors.Is(res.Err, context.Canceled) {
 			t.Fatalf("%+v", res)
 		}
@@ -261,7 +261,7 @@ func TestSendReportsARefusedConnection(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	res := NewSender(time.Second).Send(context.Background(), Request{URL: "http://" + addr + "/", ID: "a",
+	res := NewSender(&Guard{}, time.Second).Send(context.Background(), Request{URL: "http://" + addr + "/", ID: "a",
 		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", At: time.Now()})
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "connection refused") || strings.Contains(res.Err.Error(), "Post ") {
 		t.Fatalf("%+v", res)
@@ -302,4 +302,41 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// An operator's lists: Deny refuses more ranges, Allow opens ranges even
+// where a refusal would apply; a metadata service's name stays refused.
+func TestGuardLists(t *testing.T) {
+	allow, err := ParsePrefixes([]string{"169.254.7.0/24", " 10.9.9.9 "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny, err := ParsePrefixes([]string{"10.0.0.0/8", "fd00::/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Guard{Allow: allow, Deny: deny}
+	for addr, want := range map[string]string{
+		"10.1.2.3":        "10.1.2.3 is in a range this server denies webhooks, which webhooks may not reach",
+		"fd12::1":         "fd12::1 is in a range this server denies webhooks, which webhooks may not reach",
+		"10.9.9.9":        "",
+		"169.254.7.7":     "",
+		"169.254.169.254": "169.254.169.254 is a cloud metadata address, which webhooks may not reach",
+		"192.168.1.1":     "",
+		"127.0.0.1":       "",
+	} {
+		err := g.CheckAddr(netip.MustParseAddr(addr))
+		if (want == "" && err != nil) || (want != "" && (err == nil || err.Error() != want)) {
+			t.Errorf("%s: %v, want %q", addr, err, want)
+		}
+	}
+	u, _ := url.Parse("http://metadata.google.internal/")
+	if err := (&Guard{Allow: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}}).CheckURL(context.Background(), u); err == nil {
+		t.Error("a metadata service's name passed an allow list")
+	}
+	for _, bad := range []string{"10.0.0.0/33", "ten", "fe80::1%eth0", "10.0.0.0/8/8"} {
+		if _, err := ParsePrefixes([]string{bad}); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
 }
