@@ -162,27 +162,7 @@ func (r *longPollRoom) holdPolls(srv *benchServer, n int) error {
 			_, _ = r.c.call("POST", base+"/processed", r.waiterKey, map[string]any{}, nil, 200)
 		}
 	}()
-	var answered, errs int
-	var firstErr error
-	var last time.Time
-	for range n {
-		a := <-answers
-		switch {
-		case a.err != nil:
-			errs++
-			if firstErr == nil {
-				firstErr = a.err
-			}
-		case a.status == 200 && a.message.ID == id:
-			answered++
-			last = a.at
-		default:
-			errs++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("a held poll answered %d with message %q, want 200 with %s", a.status, a.message.ID, id)
-			}
-		}
-	}
+	rel := releaseOf(answers, n, id)
 	// Keep-alive connections each keep a goroutine on the server: closed,
 	// the server should be back to what it ran before the polls.
 	r.polls.CloseIdleConnections()
@@ -206,12 +186,43 @@ func (r *longPollRoom) holdPolls(srv *benchServer, n int) error {
 		per(before.heapInuse, holding.heapInuse), per(before.stackInuse, holding.stackInuse),
 		(holding.goroutines-before.goroutines)/float64(n))
 	fmt.Printf("released by one post: %d of %d answered 200 with it, the last %s after the post's start; %d errors, %d answered before it\n",
-		answered, n, ms(last.Sub(posted)), errs, early)
+		rel.answered, n, ms(rel.last.Sub(posted)), rel.errs, early)
 	fmt.Printf("after: server goroutines %.0f (%.0f before the polls), RSS %s\n", after.goroutines, before.goroutines, mib(after.rssKB<<10))
-	if firstErr != nil {
-		fmt.Printf("  first error: %v\n", firstErr)
+	if rel.firstErr != nil {
+		fmt.Printf("  first error: %v\n", rel.firstErr)
 	}
 	return nil
+}
+
+// release is how n held polls ended once message id was posted.
+type release struct {
+	answered, errs int
+	firstErr       error
+	last           time.Time // when the last poll with the message was answered
+}
+
+// releaseOf collects the n polls' answers.
+func releaseOf(answers <-chan pollAnswer, n int, id string) release {
+	var rel release
+	fail := func(err error) {
+		rel.errs++
+		if rel.firstErr == nil {
+			rel.firstErr = err
+		}
+	}
+	for range n {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			fail(a.err)
+		case a.status == 200 && a.message.ID == id:
+			rel.answered++
+			rel.last = a.at
+		default:
+			fail(fmt.Errorf("a held poll answered %d with message %q, want 200 with %s", a.status, a.message.ID, id))
+		}
+	}
+	return rel
 }
 
 // wakeUps times, round after round, a held poll woken by a post, for the
