@@ -24,10 +24,16 @@
 //   - mcp:      send_message tool calls against the same post over REST, at
 //     each --clients count; then wait_for_message wake-up latency
 //
+// and over long-poll (GET …/messages/next?wait=, GET /agent/inbox/next?wait=):
+//
+//   - longpoll: the server's memory while it holds many polls at once; then
+//     how soon a held poll answers a post
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
 //     go run ./bench -workloads mcp -clients 16 -duration 5s -rounds 1000
+//     go run ./bench -workloads longpoll -held-polls 1000 -rounds 1000
 package main
 
 import (
@@ -41,6 +47,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,14 +58,15 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
 	rate := flag.Float64("rate", 0, "fanout: posts per second in all (0: as fast as they are acknowledged)")
 	agents := flag.Int("agents", 1000, "targeted: agents")
 	rooms := flag.Int("rooms", 100, "targeted: rooms")
-	rounds := flag.Int("rounds", 1000, "mcp: wait_for_message wake-ups to time")
+	rounds := flag.Int("rounds", 1000, "mcp, longpoll: wake-ups to time (longpoll: of each kind of poll)")
+	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -94,6 +102,8 @@ func main() {
 			err = targeted(bin, *agents, *rooms, *posters, *duration)
 		case "mcp":
 			err = mcpWorkload(bin, clients, *duration, *rounds)
+		case "longpoll":
+			err = longPollWorkload(bin, *rounds, *heldPolls)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}
@@ -132,7 +142,7 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 	if err := runJSON(bin, &person, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json"); err != nil {
 		return err
 	}
-	srv, url, err := startServerArgs(bin, db, "--sync", mode,
+	srv, url, _, err := startServerArgs(bin, db, "--sync", mode,
 		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000",
 		"--rate-limit", "0")
 	if err != nil {
@@ -168,37 +178,52 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 	return nil
 }
 
-var listening = regexp.MustCompile(`listening on (http://\S+)`)
+var (
+	listening = regexp.MustCompile(`listening on (http://\S+)`)
+	metricsAt = regexp.MustCompile(`metrics at (http://\S+)`)
+)
 
 // startServerArgs starts chatd serve on a free port with extra flags and
-// returns it with its URL.
-func startServerArgs(bin, db string, extra ...string) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "warn"}, extra...)...)
+// returns it with its URL and, when extra has --metrics-addr, the URL of
+// its metrics.
+func startServerArgs(bin, db string, extra ...string) (cmd *exec.Cmd, url, metricsURL string, err error) {
+	cmd = exec.Command(bin, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "warn"}, extra...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	found := make(chan string, 1)
+	found, foundMetrics := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
+			} else if m := metricsAt.FindStringSubmatch(sc.Text()); m != nil {
+				foundMetrics <- m[1]
 			}
 		}
 	}()
 	select {
-	case url := <-found:
-		return cmd, url, nil
+	case url = <-found:
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
-		return nil, "", errors.New("chatd serve did not start")
+		return nil, "", "", errors.New("chatd serve did not start")
+	}
+	if !slices.Contains(extra, "--metrics-addr") {
+		return cmd, url, "", nil
+	}
+	select {
+	case metricsURL = <-foundMetrics:
+		return cmd, url, metricsURL, nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return nil, "", "", errors.New("chatd serve did not say where its metrics are")
 	}
 }
 

@@ -186,70 +186,21 @@ func wakeLatency(c *client, personKey string, rounds int) error {
 	}
 	defer cs.Close()
 
-	type taken struct {
-		at  time.Time
-		res *mcp.CallToolResult
-		err error
-	}
 	var fromStart, fromCommit, fromAnswer []time.Duration
 	errs := 0
 	var firstErr error
-	fail := func(err error) {
-		errs++
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
 	for range rounds {
-		got := make(chan taken, 1)
-		go func() {
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait_for_message",
-				Arguments: map[string]any{"timeout_seconds": 10}})
-			got <- taken{time.Now(), res, err}
-		}()
-		time.Sleep(wakeGap)
-		var posted struct{ Data struct{ ID string } }
-		started := time.Now()
-		_, err := c.call("POST", "/api/v1/agent/chats/"+room+"/messages", posterKey, map[string]any{
-			"message": map[string]any{"content": "wake up", "mentions": []map[string]string{{"id": waiter.Data.ID}}},
-		}, &posted, 201)
-		answered := time.Now()
-		t := <-got
+		r, err := wakeRound(c, cs, room, posterKey, waiter.Data.ID)
 		if err != nil {
-			fail(err)
+			errs++
+			if firstErr == nil {
+				firstErr = err
+			}
 			continue
 		}
-		if err := toolFailed(t.res, t.err); err != nil {
-			fail(err)
-			continue
-		}
-		var out struct {
-			Message *struct {
-				ID         string `json:"id"`
-				InsertedAt string `json:"inserted_at"`
-			} `json:"message"`
-		}
-		if err := remarshal(t.res.StructuredContent, &out); err != nil || out.Message == nil || out.Message.ID != posted.Data.ID {
-			fail(fmt.Errorf("wait_for_message returned %v, want message %s", t.res.StructuredContent, posted.Data.ID))
-			continue
-		}
-		inserted, err := time.Parse("2006-01-02T15:04:05.000000Z", out.Message.InsertedAt)
-		if err != nil {
-			fail(err)
-			continue
-		}
-		fromStart = append(fromStart, t.at.Sub(started))
-		fromCommit = append(fromCommit, t.at.Sub(inserted))
-		fromAnswer = append(fromAnswer, t.at.Sub(answered))
-		// Finished, so that every round's wait finds nothing before the post.
-		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mark_processed",
-			Arguments: map[string]any{"room_id": room, "message_id": posted.Data.ID}})
-		if err := toolFailed(res, err); err != nil {
-			return err
-		}
-	}
-	for _, s := range [][]time.Duration{fromStart, fromCommit, fromAnswer} {
-		slices.Sort(s)
+		fromStart = append(fromStart, r.fromStart)
+		fromCommit = append(fromCommit, r.fromCommit)
+		fromAnswer = append(fromAnswer, r.fromAnswer)
 	}
 	fmt.Printf("mcp: wait_for_message woken by a REST post, %d rounds, %d errors\n", len(fromStart), errs)
 	fmt.Printf("%-22s %9s %9s\n", "from", "p50", "p99")
@@ -257,12 +208,67 @@ func wakeLatency(c *client, personKey string, rounds int) error {
 		from string
 		lat  []time.Duration
 	}{{"the post's start", fromStart}, {"inserted_at", fromCommit}, {"the poster's 201", fromAnswer}} {
+		slices.Sort(row.lat)
 		fmt.Printf("%-22s %9s %9s\n", row.from, ms(pct(row.lat, 0.5)), ms(pct(row.lat, 0.99)))
 	}
 	if firstErr != nil {
 		fmt.Printf("  first error: %v\n", firstErr)
 	}
 	return nil
+}
+
+// wake is one round's wake-up latency, from the post's start, from the
+// message's inserted_at and from the poster's 201.
+type wake struct{ fromStart, fromCommit, fromAnswer time.Duration }
+
+// wakeRound starts a wait_for_message, posts to the waiter over REST a
+// moment later, times the wait's return, and marks the message processed
+// (so that the next round's wait finds nothing before its post).
+func wakeRound(c *client, cs *mcp.ClientSession, room, posterKey, waiterID string) (wake, error) {
+	type taken struct {
+		at  time.Time
+		res *mcp.CallToolResult
+		err error
+	}
+	got := make(chan taken, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait_for_message",
+			Arguments: map[string]any{"timeout_seconds": 10}})
+		got <- taken{time.Now(), res, err}
+	}()
+	time.Sleep(wakeGap)
+	var posted struct{ Data struct{ ID string } }
+	started := time.Now()
+	_, err := c.call("POST", "/api/v1/agent/chats/"+room+"/messages", posterKey, map[string]any{
+		"message": map[string]any{"content": "wake up", "mentions": []map[string]string{{"id": waiterID}}},
+	}, &posted, 201)
+	answered := time.Now()
+	t := <-got
+	if err != nil {
+		return wake{}, err
+	}
+	if err := toolFailed(t.res, t.err); err != nil {
+		return wake{}, err
+	}
+	var out struct {
+		Message *struct {
+			ID         string `json:"id"`
+			InsertedAt string `json:"inserted_at"`
+		} `json:"message"`
+	}
+	if err := remarshal(t.res.StructuredContent, &out); err != nil || out.Message == nil || out.Message.ID != posted.Data.ID {
+		return wake{}, fmt.Errorf("wait_for_message returned %v, want message %s", t.res.StructuredContent, posted.Data.ID)
+	}
+	inserted, err := time.Parse("2006-01-02T15:04:05.000000Z", out.Message.InsertedAt)
+	if err != nil {
+		return wake{}, err
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mark_processed",
+		Arguments: map[string]any{"room_id": room, "message_id": posted.Data.ID}})
+	if err := toolFailed(res, err); err != nil {
+		return wake{}, err
+	}
+	return wake{t.at.Sub(started), t.at.Sub(inserted), t.at.Sub(answered)}, nil
 }
 
 // connectMCP opens an MCP session with an agent's key, over c's

@@ -107,33 +107,56 @@ func (c *wsClient) receive(got func(delay time.Duration, frame []byte)) {
 
 // wsServer starts a server for a real-time workload and a person in it.
 func wsServer(bin string) (base, personKey, personID string, stop func(), pid int, err error) {
-	dir, err := os.MkdirTemp("", "chatd-bench-ws-")
+	srv, err := startBenchServer(bin)
 	if err != nil {
 		return
 	}
+	return srv.base, srv.personKey, srv.personID, srv.stop, srv.pid, nil
+}
+
+// benchServer is a server started for a workload, with a person in it.
+type benchServer struct {
+	base, metricsURL    string // metricsURL: when started with --metrics-addr
+	personKey, personID string
+	pid                 int
+	stop                func()
+}
+
+// startBenchServer starts a server (sync normal) on a fresh database, with
+// connection limits and quotas raised for the load, the rate limit off and
+// extra flags, and creates a person in it.
+func startBenchServer(bin string, extra ...string) (*benchServer, error) {
+	dir, err := os.MkdirTemp("", "chatd-bench-ws-")
+	if err != nil {
+		return nil, err
+	}
 	db := dir + "/chatd.db"
-	if err = exec.Command(bin, "migrate", "--db", db).Run(); err != nil {
-		return
+	if err := exec.Command(bin, "migrate", "--db", db).Run(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	var person struct {
 		ID     string `json:"id"`
 		APIKey string `json:"api_key"`
 	}
-	if err = runJSON(bin, &person, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json"); err != nil {
-		return
-	}
-	cmd, url, err := startServerArgs(bin, db, "--sync", "normal", "--ws-max-conns", "100000", "--ws-max-per-key", "100000",
-		"--max-participants-per-room", "100000", "--max-agents-per-user", "100000", "--max-messages-per-room", "100000000",
-		"--rate-limit", "0")
-	if err != nil {
-		return
-	}
-	stop = func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
+	if err := runJSON(bin, &person, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json"); err != nil {
 		os.RemoveAll(dir)
+		return nil, err
 	}
-	return url, person.APIKey, person.ID, stop, cmd.Process.Pid, nil
+	args := append([]string{"--sync", "normal", "--ws-max-conns", "100000", "--ws-max-per-key", "100000",
+		"--max-participants-per-room", "100000", "--max-agents-per-user", "100000", "--max-messages-per-room", "100000000",
+		"--rate-limit", "0"}, extra...)
+	cmd, url, metricsURL, err := startServerArgs(bin, db, args...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &benchServer{base: url, metricsURL: metricsURL, personKey: person.APIKey, personID: person.ID, pid: cmd.Process.Pid,
+		stop: func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+			os.RemoveAll(dir)
+		}}, nil
 }
 
 // rssKB reads a process's resident memory.

@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,97 +20,138 @@ import (
 func TestMCPTypeScriptAgentTurn(t *testing.T) {
 	node := nodeWith(t, "node_modules/@modelcontextprotocol/sdk",
 		"e2e/node_modules/@modelcontextprotocol/sdk is missing: run npm ci in e2e/ to run the MCP client test")
+	turn := startMCPTurn(t, node)
+	turn.agentIsReady(t)
+	turn.agentAnswers(t)
+	turn.personSawItLive(t)
+	turn.historyHoldsIt(t)
+	turn.srv.stop(t)
+}
+
+// mcpTurn is a server with alice, her agent helper in a room with her,
+// alice watching the room on her socket, and mcp_agent.mjs running as
+// helper; then what each step saw.
+type mcpTurn struct {
+	srv             *serverProc
+	base, room      string
+	alice, helper   created
+	watching        roomSocket
+	agent           *exec.Cmd
+	out             *lines
+	exited          <-chan struct{}
+	question, asked string
+	thought, reply  map[string]any
+}
+
+func startMCPTurn(t *testing.T, node string) *mcpTurn {
 	db, alice := newDatabaseWithAlice(t)
-	helper := registerAgent(t, db, "--name", "Helper")
+	k := &mcpTurn{alice: alice, helper: registerAgent(t, db, "--name", "Helper")}
 	addr := freeAddr(t)
-	base := "http://" + addr
-	srv := startServer(t, db, "--addr", addr)
+	k.base = "http://" + addr
+	k.srv = startServer(t, db, "--addr", addr)
+	k.room = dataObject(t, k.base, apiKey(alice.APIKey), "POST", "/api/v1/me/chats", map[string]any{})["id"].(string)
+	dataObject(t, k.base, apiKey(alice.APIKey), "POST", "/api/v1/me/chats/"+k.room+"/participants",
+		map[string]any{"participant": map[string]any{"participant_id": k.helper.ID}})
+	k.watching = joinRoomSocket(t, addr, alice.APIKey, k.room)
 
-	room := dataObject(t, base, apiKey(alice.APIKey), "POST", "/api/v1/me/chats", map[string]any{})["id"].(string)
-	dataObject(t, base, apiKey(alice.APIKey), "POST", "/api/v1/me/chats/"+room+"/participants",
-		map[string]any{"participant": map[string]any{"participant_id": helper.ID}})
-	watching := joinRoomSocket(t, addr, alice.APIKey, room)
+	k.agent = exec.Command(node, "mcp_agent.mjs")
+	k.agent.Env = append(os.Environ(), "CHATD_URL="+k.base, "AGENT_KEY="+k.helper.APIKey)
+	stdout, _ := k.agent.StdoutPipe()
+	k.agent.Stderr = os.Stderr
+	k.out = &lines{ch: make(chan map[string]any, 100)}
+	k.exited = start(t, k.agent)
+	go k.out.read(stdout)
+	return k
+}
 
-	agent := exec.Command(node, "mcp_agent.mjs")
-	agent.Env = append(os.Environ(), "CHATD_URL="+base, "AGENT_KEY="+helper.APIKey)
-	stdout, _ := agent.StdoutPipe()
-	agent.Stderr = os.Stderr
-	out := &lines{ch: make(chan map[string]any, 100)}
-	exited := start(t, agent)
-	go out.read(stdout)
+// step waits for the agent to print a step.
+func (k *mcpTurn) step(t *testing.T, name string) map[string]any {
+	t.Helper()
+	return k.out.await(t, name, func(e map[string]any) bool { return e["step"] == name })
+}
 
-	tools := out.await(t, "the tool list", func(e map[string]any) bool { return e["step"] == "tools" })
+// agentIsReady: the agent lists its tools, knows who it is, and waits.
+func (k *mcpTurn) agentIsReady(t *testing.T) {
+	tools := k.step(t, "tools")
 	for _, want := range []string{"wait_for_message", "post_event", "send_message", "mark_processed"} {
 		if !slices.Contains(tools["names"].([]any), any(want)) {
 			t.Fatalf("the agent's tools %v lack %s", tools["names"], want)
 		}
 	}
-	if me := out.await(t, "whoami", func(e map[string]any) bool { return e["step"] == "whoami" }); me["handle"] != helper.Handle {
-		t.Fatalf("whoami = %v, want %s", me, helper.Handle)
+	if me := k.step(t, "whoami"); me["handle"] != k.helper.Handle {
+		t.Fatalf("whoami = %v, want %s", me, k.helper.Handle)
 	}
 	// Posted once the wait is under way, so that the post wakes it rather
 	// than being found by it.
-	out.await(t, "the wait", func(e map[string]any) bool { return e["step"] == "waiting" })
+	k.step(t, "waiting")
 	time.Sleep(200 * time.Millisecond)
-	question := "@" + helper.Handle + " what is 2+2?"
-	asked := dataObject(t, base, apiKey(alice.APIKey), "POST", "/api/v1/me/chats/"+room+"/messages",
-		map[string]any{"message": map[string]any{"content": question, "mentions": []map[string]string{{"id": helper.ID}}}})["id"].(string)
+}
 
-	taken := out.await(t, "the message taken", func(e map[string]any) bool { return e["step"] == "message" })
-	if taken["id"] != asked || taken["room"] != room || taken["content"] != question || taken["status"] != "processing" {
-		t.Fatalf("wait_for_message gave %v, want message %s of room %s, processing", taken, asked, room)
+// agentAnswers: alice asks; the agent takes the message, thinks, answers
+// her with a mention, marks it processed and ends its session.
+func (k *mcpTurn) agentAnswers(t *testing.T) {
+	k.question = "@" + k.helper.Handle + " what is 2+2?"
+	k.asked = dataObject(t, k.base, apiKey(k.alice.APIKey), "POST", "/api/v1/me/chats/"+k.room+"/messages",
+		map[string]any{"message": map[string]any{"content": k.question, "mentions": []map[string]string{{"id": k.helper.ID}}}})["id"].(string)
+	taken := k.step(t, "message")
+	if taken["id"] != k.asked || taken["room"] != k.room || taken["content"] != k.question || taken["status"] != "processing" {
+		t.Fatalf("wait_for_message gave %v, want message %s of room %s, processing", taken, k.asked, k.room)
 	}
-	if s := out.await(t, "the sender", func(e map[string]any) bool { return e["step"] == "sender" }); s["handle"] != "alice" {
+	if s := k.step(t, "sender"); s["handle"] != "alice" {
 		t.Fatalf("the sender is %v, want alice", s)
 	}
-	thought := out.await(t, "the thought", func(e map[string]any) bool { return e["step"] == "thought" })
-	reply := out.await(t, "the reply", func(e map[string]any) bool { return e["step"] == "replied" })
-	if reply["success"] != true {
-		t.Fatalf("send_message gave %v", reply)
+	k.thought = k.step(t, "thought")
+	if k.reply = k.step(t, "replied"); k.reply["success"] != true {
+		t.Fatalf("send_message gave %v", k.reply)
 	}
-	if p := out.await(t, "processed", func(e map[string]any) bool { return e["step"] == "processed" }); p["status"] != "processed" {
+	if p := k.step(t, "processed"); p["status"] != "processed" {
 		t.Fatalf("mark_processed gave %v", p)
 	}
-	out.await(t, "the session's end", func(e map[string]any) bool { return e["step"] == "closed" })
+	k.step(t, "closed")
 	select {
-	case <-exited:
-		if code := agent.ProcessState.ExitCode(); code != 0 {
+	case <-k.exited:
+		if code := k.agent.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("mcp_agent.mjs exited %d", code)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("mcp_agent.mjs did not exit after closing its session")
 	}
+}
 
-	// Live, as the web app shows it.
-	watching.await(t, "event_created", func(p map[string]any) bool {
-		return p["id"] == thought["id"] && p["message_type"] == "thought" && p["content"] == "Answering alice."
+// personSawItLive: alice's socket pushed the thought, the answer and the
+// processed delivery, as the web app shows them.
+func (k *mcpTurn) personSawItLive(t *testing.T) {
+	k.watching.await(t, "event_created", func(p map[string]any) bool {
+		return p["id"] == k.thought["id"] && p["message_type"] == "thought" && p["content"] == "Answering alice."
 	})
-	watching.await(t, "message_created", func(p map[string]any) bool {
-		return p["id"] == reply["id"] && p["sender_id"] == helper.ID && mentions(p["metadata"].(map[string]any), alice.ID)
+	k.watching.await(t, "message_created", func(p map[string]any) bool {
+		return p["id"] == k.reply["id"] && p["sender_id"] == k.helper.ID && mentions(p["metadata"].(map[string]any), k.alice.ID)
 	})
-	watching.await(t, "message_updated", func(p map[string]any) bool {
-		return p["id"] == asked && deliveryStatus(p, helper.ID) == "processed"
+	k.watching.await(t, "message_updated", func(p map[string]any) bool {
+		return p["id"] == k.asked && deliveryStatus(p, k.helper.ID) == "processed"
 	})
+}
 
-	// And in the room's history.
+// historyHoldsIt: the room's history holds the question (processed for
+// the agent), the thought and the answer.
+func (k *mcpTurn) historyHoldsIt(t *testing.T) {
 	byID := map[string]map[string]any{}
-	for _, m := range dataArray(t, base, apiKey(alice.APIKey), "/api/v1/me/chats/"+room+"/messages") {
+	for _, m := range dataArray(t, k.base, apiKey(k.alice.APIKey), "/api/v1/me/chats/"+k.room+"/messages") {
 		m := m.(map[string]any)
 		byID[m["id"].(string)] = m
 	}
 	if len(byID) != 3 {
 		t.Fatalf("the room holds %d messages, want the question, the thought and the answer: %v", len(byID), byID)
 	}
-	if got := deliveryStatus(byID[asked], helper.ID); got != "processed" {
+	if got := deliveryStatus(byID[k.asked], k.helper.ID); got != "processed" {
 		t.Fatalf("the question is %v for the agent, want processed", got)
 	}
-	if m := byID[thought["id"].(string)]; m["message_type"] != "thought" || m["sender_id"] != helper.ID {
+	if m := byID[k.thought["id"].(string)]; m["message_type"] != "thought" || m["sender_id"] != k.helper.ID {
 		t.Fatalf("the thought reads %v", m)
 	}
-	if m := byID[reply["id"].(string)]; m["content"] != "@alice you said: "+question || !mentions(m["metadata"].(map[string]any), alice.ID) {
+	if m := byID[k.reply["id"].(string)]; m["content"] != "@alice you said: "+k.question || !mentions(m["metadata"].(map[string]any), k.alice.ID) {
 		t.Fatalf("the answer reads %v", m)
 	}
-	srv.stop(t)
 }
 
 // deliveryStatus is a text message's delivery status for one agent.
@@ -124,20 +163,13 @@ func deliveryStatus(msg map[string]any, agentID string) any {
 }
 
 // roomSocket is a person's real-time socket joined to one room, as the web
-// app joins it: its pushes, as they arrive.
-type roomSocket struct {
-	pushes chan roomPush
-	seen   []roomPush
-}
-
-type roomPush struct {
-	event   string
-	payload map[string]any
-}
+// app joins it: its pushes, as they arrive, each as {"push": event,
+// "payload": …}.
+type roomSocket struct{ *lines }
 
 // joinRoomSocket connects to the socket with the person's key and joins
 // the room's topic.
-func joinRoomSocket(t *testing.T, addr, key, room string) *roomSocket {
+func joinRoomSocket(t *testing.T, addr, key, room string) roomSocket {
 	t.Helper()
 	conn, err := dialWebSocket("ws://"+addr+"/api/v1/socket/websocket?vsn=2.0.0", http.Header{"X-Api-Key": {key}})
 	if err != nil {
@@ -149,15 +181,15 @@ func joinRoomSocket(t *testing.T, addr, key, room string) *roomSocket {
 	if err := wsutil.WriteClientText(conn, join); err != nil {
 		t.Fatalf("socket: %v", err)
 	}
-	s := &roomSocket{pushes: make(chan roomPush, 100)}
+	s := roomSocket{&lines{ch: make(chan map[string]any, 100)}}
 	go s.read(conn, topic)
 	s.await(t, "phx_reply", func(p map[string]any) bool { return p["status"] == "ok" })
 	return s
 }
 
 // read passes on the frames of topic until the connection closes.
-func (s *roomSocket) read(rw io.ReadWriter, topic string) {
-	defer close(s.pushes)
+func (s roomSocket) read(rw io.ReadWriter, topic string) {
+	defer close(s.ch)
 	for {
 		data, err := wsutil.ReadServerText(rw)
 		if err != nil {
@@ -170,40 +202,15 @@ func (s *roomSocket) read(rw io.ReadWriter, topic string) {
 			json.Unmarshal(frame[3], &event) != nil || json.Unmarshal(frame[4], &payload) != nil || at != topic {
 			continue
 		}
-		s.pushes <- roomPush{event, payload}
+		s.ch <- map[string]any{"push": event, "payload": payload}
 	}
 }
 
-// await waits for a push of event satisfying match (pushes seen before
-// count too).
-func (s *roomSocket) await(t *testing.T, event string, match func(map[string]any) bool) {
+// await waits for a push of event whose payload satisfies match (pushes
+// seen before count too).
+func (s roomSocket) await(t *testing.T, event string, match func(map[string]any) bool) {
 	t.Helper()
-	for _, p := range s.seen {
-		if p.event == event && match(p.payload) {
-			return
-		}
-	}
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case p, ok := <-s.pushes:
-			if !ok {
-				t.Fatalf("the socket closed before %s", event)
-			}
-			s.seen = append(s.seen, p)
-			if p.event == event && match(p.payload) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no %s on the socket; it pushed %s", event, s.describe())
-		}
-	}
-}
-
-func (s *roomSocket) describe() string {
-	var b strings.Builder
-	for _, p := range s.seen {
-		fmt.Fprintf(&b, "\n  %s %v", p.event, p.payload)
-	}
-	return b.String()
+	s.lines.await(t, event+" on the socket", func(e map[string]any) bool {
+		return e["push"] == event && match(e["payload"].(map[string]any))
+	})
 }

@@ -93,7 +93,8 @@ func startPhoenixAgent(t *testing.T, node, base string, worker created) *lines {
 	return out
 }
 
-// lines collects the JSON lines the agent prints.
+// lines collects JSON objects as a client prints or receives them: the
+// lines an agent prints, or a socket's pushes.
 type lines struct {
 	ch   chan map[string]any
 	seen []map[string]any
@@ -123,14 +124,14 @@ func (l *lines) await(t *testing.T, what string, match func(map[string]any) bool
 		select {
 		case e, ok := <-l.ch:
 			if !ok {
-				t.Fatalf("the agent exited before %s", what)
+				t.Fatalf("the stream ended before %s", what)
 			}
 			l.seen = append(l.seen, e)
 			if match(e) {
 				return e
 			}
 		case <-timeout:
-			t.Fatalf("no %s; the agent printed %v", what, l.seen)
+			t.Fatalf("no %s; there came %v", what, l.seen)
 		}
 	}
 }

@@ -43,6 +43,11 @@ func BenchmarkHTTP503WhenQueueFull(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportLatencies(b, lat)
+}
+
+// reportLatencies reports the p50 and p99 of lat.
+func reportLatencies(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds()), "p99-µs")

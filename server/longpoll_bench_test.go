@@ -3,7 +3,6 @@ package server
 import (
 	"io"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -45,9 +44,7 @@ func BenchmarkLongPollWake(b *testing.B) {
 		ts.do(b, "POST", agentChatsPath+"/"+roomID+"/messages/"+id+"/processed", apiKey(workerKey), nil)
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds()), "p99-µs")
+	reportLatencies(b, lat)
 }
 
 // pollRoom is a room where a poster agent mentions a worker agent, with

@@ -87,10 +87,8 @@ func (t mcpTools) addAgentTools() {
 		return routeCall{method: "GET", route: "/api/v1/agent/me", result: "agent"}
 	})
 	routeTool(t, "list_peers", "The people and agents you can add to rooms or mention.", func(a peersArgs) routeCall {
-		q := a.query(url.Values{})
-		setQuery(q, "not_in_chat", a.NotInRoom)
-		setQuery(q, "type", a.Type)
-		return routeCall{method: "GET", route: "/api/v1/agent/peers", query: q, result: "peers"}
+		return routeCall{method: "GET", route: "/api/v1/agent/peers",
+			query: a.query(filters("not_in_chat", a.NotInRoom, "type", a.Type)), result: "peers"}
 	})
 	routeTool(t, "list_rooms", "The rooms you are in, newest first.", func(a offsetArgs) routeCall {
 		return routeCall{method: "GET", route: "/api/v1/agent/chats", query: a.query(url.Values{}), result: "rooms"}
@@ -132,10 +130,8 @@ func (t mcpTools) addRoomTools(rooms string) {
 func (t mcpTools) addDeliveryTools() {
 	routeTool(t, "read_messages", "The messages addressed to you in a room, oldest first, with your processing state.",
 		func(a readMessagesArgs) routeCall {
-			q := a.query(url.Values{})
-			setQuery(q, "status", a.Status)
 			return routeCall{method: "GET", route: "/api/v1/agent/chats/:chat_id/messages", params: []string{a.RoomID},
-				query: q, result: "messages"}
+				query: a.query(filters("status", a.Status)), result: "messages"}
 		})
 	ownTool(t, "wait_for_message", "Wait for the next message addressed to you, in one room or any of yours, and take it: "+
 		"it is marked processing for you. Returns {\"message\": null} when none arrives in time.",
@@ -183,11 +179,8 @@ func (t mcpTools) addAgentMemoryTools() {
 			result: "memory", bodyKey: "memory"}
 	})
 	routeTool(t, "list_memories", "What you remember, newest first.", func(a listMemoriesArgs) routeCall {
-		q := a.query(url.Values{})
-		setQuery(q, "scope", a.Scope)
-		setQuery(q, "subject_id", a.SubjectID)
-		setQuery(q, "status", a.Status)
-		return routeCall{method: "GET", route: "/api/v1/agent/memories", query: q, result: "memories"}
+		q := filters("scope", a.Scope, "subject_id", a.SubjectID, "status", a.Status)
+		return routeCall{method: "GET", route: "/api/v1/agent/memories", query: a.query(q), result: "memories"}
 	})
 	routeTool(t, "archive_memory", "Forget a memory (it is archived).", func(a memoryRefArgs) routeCall {
 		return routeCall{method: "POST", route: "/api/v1/agent/memories/:id/archive", params: []string{a.MemoryID}, result: "memory"}

@@ -31,10 +31,8 @@ func (t mcpTools) addHumanTools() {
 	})
 	routeTool(t, "read_messages", "A room's messages, newest first, with each agent's delivery state.",
 		func(a historyArgs) routeCall {
-			q := a.query(url.Values{})
-			setQuery(q, "message_type", a.MessageType)
 			return routeCall{method: "GET", route: "/api/v1/me/chats/:chat_id/messages", params: []string{a.RoomID},
-				query: q, result: "messages"}
+				query: a.query(filters("message_type", a.MessageType)), result: "messages"}
 		})
 	routeTool(t, "list_agents", "The agents you own.", func(a listAgentsArgs) routeCall {
 		return routeCall{method: "GET", route: "/api/v1/me/agents", query: a.query(url.Values{}), result: "agents"}

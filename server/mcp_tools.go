@@ -100,7 +100,9 @@ type (
 
 // query renders the paging arguments as the route's query.
 func (c cursorArgs) query(q url.Values) url.Values {
-	setQuery(q, "cursor", c.Cursor)
+	if c.Cursor != "" {
+		q.Set("cursor", c.Cursor)
+	}
 	if c.Limit != 0 {
 		q.Set("limit", strconv.Itoa(c.Limit))
 	}
@@ -117,11 +119,16 @@ func (o offsetArgs) query(q url.Values) url.Values {
 	return q
 }
 
-// setQuery sets a query parameter the tool was given.
-func setQuery(q url.Values, name, value string) {
-	if value != "" {
-		q.Set(name, value)
+// filters is the query of the filters a tool was given: name, value
+// pairs, the empty values left out.
+func filters(pairs ...string) url.Values {
+	q := url.Values{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			q.Set(pairs[i], pairs[i+1])
+		}
 	}
+	return q
 }
 
 // roomBody is the body that creates a room: an untitled one without title.

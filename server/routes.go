@@ -39,7 +39,6 @@ func (s *Server) routes() {
 	s.participantRoutes()
 	s.messageRoutes()
 	s.deliveryRoutes()
-	s.inboxRoutes()
 	s.boardRoutes()
 	s.myAgentRoutes()
 	s.bulkRoutes()

@@ -1,5 +1,6 @@
 // Package server is chatd's HTTP surface: the Agent API (/api/v1/agent), the
-// Human API (/api/v1/me), health probes and the embedded web app.
+// Human API (/api/v1/me), the real-time socket, the MCP endpoint (/mcp),
+// health probes and the embedded web app.
 //
 // Handlers decode and validate the request, call the store, and render the
 // result; they write no SQL and decide no visibility (the store's queries
@@ -15,7 +16,10 @@
 // tests beside it. What all groups share lives in files of its own: routing
 // and authentication (routes.go, auth.go), bodies (body.go), paging
 // (paging.go), errors (errors.go), the socket's connections and limits
-// (server_socket.go) and the pushes (realtime.go).
+// (server_socket.go), the pushes (realtime.go), and the waits of callers
+// without a socket for an agent's next message (waiters.go). The MCP tools
+// (mcp_*.go) are the REST routes called in-process (mcp_call.go), so the
+// two cannot disagree.
 package server
 
 import (

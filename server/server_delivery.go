@@ -12,12 +12,20 @@ import (
 // The agent's delivery workflow: drain GET .../messages/next until 204, and
 // report each message's progress with /processing, then /processed or
 // /failed. Delivery is at least once (see store.Delivery).
+//
+// An agent without a socket waits for work with ?wait= (long-poll), or
+// works from its inbox, chatd's own: the messages addressed to it that it
+// has not processed, across all its rooms. inbox/next reads the oldest,
+// optionally taking it (claim=true), so that workers sharing the agent
+// never take the same message.
 
 func (s *Server) deliveryRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessing)))
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessed)))
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, withBody(s, s.markFailed))
+	s.handle("GET", "/api/v1/agent/inbox", agentsOnly, s.listInbox)
+	s.handle("GET", "/api/v1/agent/inbox/next", agentsOnly, s.nextInboxMessage)
 }
 
 // nextMessage is GET /agent/chats/{id}/messages/next: the oldest message not
@@ -84,4 +92,52 @@ func (s *Server) markFailed(w http.ResponseWriter, r *http.Request, req failedRe
 		return err
 	}
 	return replyOutcome(w, o)
+}
+
+// nextInboxMessage is GET /agent/inbox/next: the oldest message of the
+// inbox with its chat_room_id, or 204. claim=true starts a processing
+// attempt on it in the same write (a message another worker holds is
+// skipped); wait=N holds the request up to N seconds for one.
+func (s *Server) nextInboxMessage(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	wait, err := waitParam(q)
+	if err != nil {
+		return err
+	}
+	p := store.Problems{}
+	claim := boolParam(q, "claim", p)
+	if err := p.Err(store.CodeValidation); err != nil {
+		return err
+	}
+	ctx, agent := r.Context(), callerAgent(r)
+	actor := store.AgentActor(agent)
+	take := func() (*store.Message, error) { return s.db.InboxNext(ctx, actor) }
+	if claim != nil && *claim {
+		take = func() (*store.Message, error) { return s.db.ClaimMessage(ctx, actor, "") }
+	}
+	msg, err := s.waitFor(ctx, agent.ID, wait, nil, take)
+	if err != nil {
+		return err
+	}
+	if msg == nil {
+		return noContent(w)
+	}
+	return reply(w, http.StatusOK, newMessageView(msg, agent.ID))
+}
+
+var inboxListing = listing{defaultLimit: 20, maxLimit: 100}
+
+// listInbox is GET /agent/inbox: the inbox, oldest first, by cursor.
+func (s *Server) listInbox(w http.ResponseWriter, r *http.Request) error {
+	agent := callerAgent(r)
+	scope := "agent/inbox"
+	pq, err := s.parsePage(r.URL.Query(), scope, inboxListing)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.ListInbox(r.Context(), store.AgentActor(agent), pq.PageRequest)
+	if err != nil {
+		return err
+	}
+	return replyPage(w, messageViews(page.Items, agent.ID), s.meta(w, pq, scope, page.PageInfo))
 }

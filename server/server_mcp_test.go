@@ -131,6 +131,22 @@ var (
 		"message_status", "read_messages", "send_message", "whoami"}
 )
 
+// mcpWorld is a server with alice and her agent helper.
+type mcpWorld struct {
+	ts                  *testServer
+	alice               *store.User
+	helper              *store.Agent
+	aliceKey, helperKey string
+}
+
+func newMCPWorld(t *testing.T) mcpWorld {
+	t.Helper()
+	w := mcpWorld{ts: newTestServer(t)}
+	w.alice, w.aliceKey = w.ts.user("alice")
+	w.helper, w.helperKey = w.ts.agent(w.alice, "Helper")
+	return w
+}
+
 // An agent's whole turn over MCP, seen by a person over REST and the socket.
 func TestMCPAgentTurn(t *testing.T) {
 	ts := newTestServer(t)
@@ -215,10 +231,9 @@ func TestMCPHumanTools(t *testing.T) {
 // wait_for_message ends with null at its timeout, and at once when the
 // server shuts down.
 func TestMCPWaitEnds(t *testing.T) {
-	ts := newTestServer(t)
-	alice, _ := ts.user("alice")
-	_, helperKey := ts.agent(alice, "Helper")
-	cs := ts.mcpSession(t, apiKey(helperKey))
+	w := newMCPWorld(t)
+	ts := w.ts
+	cs := ts.mcpSession(t, apiKey(w.helperKey))
 
 	started := time.Now()
 	if got := toolOK(t, cs, "wait_for_message", map[string]any{"timeout_seconds": 1}); got["message"] != nil {
@@ -396,10 +411,9 @@ func TestMCPToolRefusals(t *testing.T) {
 // Arguments that do not fit a tool's input schema, and unknown tools, are
 // refused before the tool runs.
 func TestMCPArgumentRefusals(t *testing.T) {
-	ts := newTestServer(t)
-	alice, _ := ts.user("alice")
-	_, helperKey := ts.agent(alice, "Helper")
-	cs := ts.mcpSession(t, apiKey(helperKey))
+	w := newMCPWorld(t)
+	ts := w.ts
+	cs := ts.mcpSession(t, apiKey(w.helperKey))
 	before := ts.snapshot(t)
 	for _, c := range []struct {
 		name, tool string
@@ -426,9 +440,8 @@ func TestMCPArgumentRefusals(t *testing.T) {
 // A session ends when the credential that opened it ends, as a socket
 // does: later requests of it are 404, and a wait in progress ends.
 func TestMCPSessionsEndWithTheirCredential(t *testing.T) {
-	ts := newTestServer(t)
-	alice, aliceKey := ts.user("alice")
-	helper, helperKey := ts.agent(alice, "Helper")
+	w := newMCPWorld(t)
+	ts, aliceKey, helper, helperKey := w.ts, w.aliceKey, w.helper, w.helperKey
 	agentSession := ts.mcpSession(t, apiKey(helperKey))
 	keys := ts.do(t, "POST", "/api/v1/me/keys", apiKey(aliceKey), map[string]any{"key": map[string]any{"name": "assistant"}})
 	expect(t, keys, 201, "")
@@ -476,11 +489,9 @@ func TestMCPDocsNameEveryToolAndArgument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := newTestServer(t)
-	alice, aliceKey := ts.user("alice")
-	_, helperKey := ts.agent(alice, "Helper")
-	for _, c := range []cred{apiKey(helperKey), apiKey(aliceKey)} {
-		for tool, err := range ts.mcpSession(t, c).Tools(context.Background(), nil) {
+	w := newMCPWorld(t)
+	for _, c := range []cred{apiKey(w.helperKey), apiKey(w.aliceKey)} {
+		for tool, err := range w.ts.mcpSession(t, c).Tools(context.Background(), nil) {
 			if err != nil {
 				t.Fatal(err)
 			}

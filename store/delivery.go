@@ -86,21 +86,30 @@ func (db *DB) NextMessage(ctx context.Context, agent Actor, roomID string) (*Mes
 		if _, err := loadAccess(q, agent, roomID); err != nil {
 			return err
 		}
-		var seq int64
-		err := q.QueryRow(`SELECT message_seq FROM deliveries
-			WHERE agent_id = ? AND room_id = ? AND status != 'processed' ORDER BY message_seq LIMIT 1`, agent.ID, roomID).Scan(&seq)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if msg, err = messageBySeq(q, seq); err != nil {
-			return err
-		}
-		return attachDeliveries(q, []*Message{msg}, agent.ID)
+		var err error
+		msg, err = firstDelivered(q, agent.ID, `SELECT message_seq FROM deliveries
+			WHERE agent_id = ? AND room_id = ? AND status != 'processed' ORDER BY message_seq LIMIT 1`, agent.ID, roomID)
+		return err
 	})
 	return msg, err
+}
+
+// firstDelivered loads the message whose seq query selects, if any, with
+// the agent's delivery of it.
+func firstDelivered(q queryer, agentID, query string, args ...any) (*Message, error) {
+	var seq int64
+	err := q.QueryRow(query, args...).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	msg, err := messageBySeq(q, seq)
+	if err != nil {
+		return nil, err
+	}
+	return msg, attachDeliveries(q, []*Message{msg}, agentID)
 }
 
 // DeliveryOutcome is the state a transition left a delivery in.

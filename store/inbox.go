@@ -112,20 +112,10 @@ func (s scanFirst) Scan(dest ...any) error {
 // does for one room, or nil when the inbox is empty.
 func (db *DB) InboxNext(ctx context.Context, agent Actor) (*Message, error) {
 	var msg *Message
-	err := db.readTx(ctx, func(q readQ) error {
-		var seq int64
-		err := q.QueryRow(`SELECT d.message_seq `+inboxDeliveries+` AND d.status != 'processed'
-			ORDER BY d.message_seq LIMIT 1`, agent.ID).Scan(&seq)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if msg, err = messageBySeq(q, seq); err != nil {
-			return err
-		}
-		return attachDeliveries(q, []*Message{msg}, agent.ID)
+	err := db.readTx(ctx, func(q readQ) (err error) {
+		msg, err = firstDelivered(q, agent.ID, `SELECT d.message_seq `+inboxDeliveries+` AND d.status != 'processed'
+			ORDER BY d.message_seq LIMIT 1`, agent.ID)
+		return err
 	})
 	return msg, err
 }

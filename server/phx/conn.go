@@ -74,6 +74,13 @@ func (c *Conn) push(frame []byte) bool {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		return false
 	}
+	c.enqueueUnlock(frame)
+	return true
+}
+
+// enqueueUnlock queues frame, releases c.mu (held by the caller) and starts
+// the writer unless one is running.
+func (c *Conn) enqueueUnlock(frame []byte) {
 	c.enqueueLocked(frame)
 	start := !c.writing
 	c.writing = true
@@ -81,7 +88,6 @@ func (c *Conn) push(frame []byte) bool {
 	if start {
 		go c.writeLoop()
 	}
-	return true
 }
 
 func (c *Conn) enqueueLocked(frame []byte) {
@@ -152,13 +158,7 @@ func (c *Conn) Close(code ws.StatusCode, reason string) {
 	if code == CloseTryLater {
 		c.dropQueueLocked() // a slow consumer's backlog is dropped, not delivered
 	}
-	c.enqueueLocked(frame)
-	start := !c.writing
-	c.writing = true
-	c.mu.Unlock()
-	if start {
-		go c.writeLoop()
-	}
+	c.enqueueUnlock(frame)
 }
 
 // abort stops pushes and closes the connection at once, sending nothing more.
