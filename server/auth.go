@@ -72,14 +72,22 @@ func (s *Server) authenticate(r *http.Request, aud audience, cachedOnly bool) (*
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case aud == agentsOnly && !p.IsAgent():
-		return nil, errNotAgent
-	case aud == humansOnly && p.IsAgent():
-		return nil, errNotHuman
+	if err := admits(aud, p); err != nil {
+		return nil, err
 	}
 	s.db.TouchKey(p)
 	return p, nil
+}
+
+// admits refuses a valid credential of the other audience (403).
+func admits(aud audience, p *store.Principal) error {
+	switch {
+	case aud == agentsOnly && !p.IsAgent():
+		return errNotAgent
+	case aud == humansOnly && p.IsAgent():
+		return errNotHuman
+	}
+	return nil
 }
 
 // lookupKey returns the principal of an API key, from the credential cache

@@ -75,15 +75,9 @@ func viewsOf[T, V any](items []T, view func(T) V) []V {
 // one that arrives too slowly 408. The ids in dst's id fields are normalized
 // (normalizeIDs).
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
-	// A declared length over the limit is refused before the body is read:
-	// otherwise a client could make the server wait for, and read, the
-	// limit's worth of a body that will be refused anyway.
-	if r.ContentLength > s.maxBody {
-		return errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	raw, err := s.readBody(w, r)
 	if err != nil {
-		return s.bodyReadError(err, errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody))
+		return err
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
@@ -137,6 +131,28 @@ func withBody[T any](s *Server, h bodyHandler[T]) handlerFunc {
 
 // emptyBody is the request of an endpoint that takes none: no body, or {}.
 type emptyBody struct{}
+
+// readBody reads a request body whole, within the body limit (413 beyond)
+// and the minimum transfer rate (408).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := s.bodyTooLarge()
+	// A declared length over the limit is refused before the body is read:
+	// otherwise a client could make the server wait for, and read, the
+	// limit's worth of a body that will be refused anyway.
+	if r.ContentLength > s.maxBody {
+		return nil, tooLarge
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		return nil, s.bodyReadError(err, tooLarge)
+	}
+	return raw, nil
+}
+
+// bodyTooLarge refuses a body over the limit.
+func (s *Server) bodyTooLarge() *httpError {
+	return errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
+}
 
 // bodyReadError answers a request body that could not be read to its end:
 // tooLarge past its size limit, 408 request_timeout when it came slower than

@@ -9,10 +9,9 @@ import (
 // The agent's tools: the Agent API's routes, and wait_for_message, which
 // takes the next message addressed to the agent without a socket.
 
-const (
-	defaultWaitSeconds = 30
-	maxWaitSeconds     = 60
-)
+// defaultWaitSeconds is wait_for_message's wait when it names none; the
+// longest is the long-poll's (maxWait).
+const defaultWaitSeconds = 30
 
 type (
 	peersArgs struct {
@@ -162,7 +161,7 @@ func (t mcpTools) waitForMessage(ctx context.Context, a waitArgs) (map[string]an
 	switch {
 	case seconds == 0:
 		seconds = defaultWaitSeconds
-	case seconds < 1 || seconds > maxWaitSeconds:
+	case seconds < 1 || seconds > int(maxWait/time.Second):
 		return nil, &toolError{Code: "validation_error", Message: "timeout_seconds must be 1 to 60",
 			Details: map[string][]string{"/timeout_seconds": {"must be 1 to 60"}}}
 	}

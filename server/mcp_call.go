@@ -73,17 +73,6 @@ func (s *Server) callRoute(ctx context.Context, p *store.Principal, rc routeCall
 	return answer.result(rc.result)
 }
 
-// admits refuses p a route of another audience, as authenticate does.
-func admits(aud audience, p *store.Principal) error {
-	switch {
-	case aud == agentsOnly && !p.IsAgent():
-		return errNotAgent
-	case aud == humansOnly && p.IsAgent():
-		return errNotHuman
-	}
-	return nil
-}
-
 // fillRoute puts the parameter values into a registered route, as the
 // router would have read them from a request's path.
 func fillRoute(route string, values []string) (string, httprouter.Params) {

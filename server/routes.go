@@ -22,6 +22,7 @@ func (s *Server) buildRouter() {
 	s.router.NotFound = http.HandlerFunc(s.notFound)
 	s.router.MethodNotAllowed = http.HandlerFunc(s.methodNotAllowed)
 	s.named = map[string]map[string]namedRoute{}
+	s.handlers = map[string]registeredRoute{}
 	s.routes()
 }
 
@@ -67,7 +68,9 @@ type registeredRoute struct {
 // handle registers h for method and path, serving the callers aud admits.
 func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 	scope := delegationScope(method, path)
-	s.registered = append(s.registered, registeredRoute{method, path, aud, scope, h})
+	rt := registeredRoute{method, path, aud, scope, h}
+	s.registered = append(s.registered, rt)
+	s.handlers[method+" "+path] = rt
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		noteRoute(r, path)
 		s.serve(w, r, ps, aud, scope, h)
@@ -113,12 +116,8 @@ func withCaller(ctx context.Context, p *store.Principal) context.Context {
 // route returns the route registered for method and path (as registered,
 // with its :parameters).
 func (s *Server) route(method, path string) (registeredRoute, bool) {
-	for _, rt := range s.registered {
-		if rt.method == method && rt.path == path && rt.h != nil {
-			return rt, true
-		}
-	}
-	return registeredRoute{}, false
+	rt, ok := s.handlers[method+" "+path]
+	return rt, ok
 }
 
 // namedRoute is one fixed name served at a parameter's position.

@@ -135,6 +135,9 @@ type Server struct {
 	now                    func() time.Time
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
+	// handlers are the routes registered with handle, by "METHOD path",
+	// for the MCP tools' in-process calls (mcp_call.go).
+	handlers map[string]registeredRoute
 	// named holds the names handleNamed dispatches, by method and path.
 	named map[string]map[string]namedRoute
 }

@@ -84,7 +84,7 @@ func (s *Server) serveInEnvelope(h http.Handler, w http.ResponseWriter, r *http.
 	case http.StatusMethodNotAllowed:
 		return errorf(codeMethodNotAllowed, "%s", msg)
 	case http.StatusRequestEntityTooLarge:
-		return errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
+		return s.bodyTooLarge()
 	case http.StatusInternalServerError:
 		return fmt.Errorf("mcp: %s", msg)
 	}
@@ -131,13 +131,9 @@ func (s *Server) readMCPBody(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		return nil
 	}
-	tooLarge := errorf(codePayloadTooLarge, "request body is larger than %d bytes", s.maxBody)
-	if r.ContentLength > s.maxBody {
-		return tooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := s.readBody(w, r)
 	if err != nil {
-		return s.bodyReadError(err, tooLarge)
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil

@@ -126,21 +126,19 @@ func (s *Server) waitFor(ctx context.Context, agentID string, wait time.Duration
 			unregister()
 			return msg, err
 		}
+		over := true
 		select {
 		case <-woken:
-			unregister()
+			over = false
 		case <-timer.C:
-			unregister()
-			return nil, nil
 		case <-s.waiters.closed:
-			unregister()
-			return nil, nil
 		case <-ended:
-			unregister()
-			return nil, nil
 		case <-ctx.Done():
-			unregister()
-			return nil, ctx.Err()
+			err = ctx.Err()
+		}
+		unregister()
+		if over {
+			return nil, err
 		}
 	}
 }
