@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/apitest"
 	"github.com/gobwas/ws/wsutil"
 )
 
@@ -46,7 +47,7 @@ type mcpTurn struct {
 func startMCPTurn(t *testing.T, node string) *mcpTurn {
 	db, alice := newDatabaseWithAlice(t)
 	k := &mcpTurn{alice: alice, helper: registerAgent(t, db, "--name", "Helper")}
-	addr := freeAddr(t)
+	addr := apitest.FreeAddr(t)
 	k.base = "http://" + addr
 	k.srv = startServer(t, db, "--addr", addr)
 	k.room = dataObject(t, k.base, apiKey(alice.APIKey), "POST", "/api/v1/me/chats", map[string]any{})["id"].(string)

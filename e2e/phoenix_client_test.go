@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/internal/apitest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -21,7 +22,7 @@ func TestPhoenixJSAgentAcrossARestart(t *testing.T) {
 
 	// The server comes back on the same address, where the client
 	// reconnects.
-	addr := freeAddr(t)
+	addr := apitest.FreeAddr(t)
 	base := "http://" + addr
 	srv := startServer(t, db, "--addr", addr)
 

@@ -338,18 +338,6 @@ func signIn(t testing.TB, base, handle, password string) int {
 	return status
 }
 
-// freeAddr is a local address nothing listens on, for a server that must
-// come back on the same address after a restart.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // dialSocket opens the server's real-time socket with the credential in
 // query (api_key=… or token=…).
 func (p *serverProc) dialSocket(query string) (net.Conn, error) {

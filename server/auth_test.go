@@ -12,10 +12,7 @@ import (
 // authedRoutes is every route that takes credentials, with the audience it
 // serves. Each route's own tests cover its successes; this table covers who
 // gets in.
-var authedRoutes = []struct {
-	method, path string
-	aud          audience
-}{
+var authedRoutes = append([]authedRoute{
 	{"GET", "/api/v1/agent/me", agentsOnly},
 	{"GET", "/api/v1/agent/peers", agentsOnly},
 	{"GET", "/api/v1/agent/chats", agentsOnly},
@@ -110,21 +107,27 @@ var authedRoutes = []struct {
 	{"GET", "/api/v1/agent/chats/" + nilID + "/tasks/" + nilID + "/history", agentsOnly},
 	{"GET", "/api/v1/agent/inbox", agentsOnly},
 	{"GET", "/api/v1/agent/inbox/next", agentsOnly},
-	{"GET", "/api/v1/agent/webhooks", agentsOnly},
-	{"POST", "/api/v1/agent/webhooks", agentsOnly},
-	{"GET", "/api/v1/agent/webhooks/" + nilID, agentsOnly},
-	{"DELETE", "/api/v1/agent/webhooks/" + nilID, agentsOnly},
-	{"POST", "/api/v1/agent/webhooks/" + nilID + "/resume", agentsOnly},
-	{"GET", "/api/v1/agent/webhooks/" + nilID + "/deliveries", agentsOnly},
-	{"GET", "/api/v1/me/agents/" + nilID + "/webhooks", humansOnly},
-	{"POST", "/api/v1/me/agents/" + nilID + "/webhooks", humansOnly},
-	{"GET", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID, humansOnly},
-	{"DELETE", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID, humansOnly},
-	{"POST", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID + "/resume", humansOnly},
-	{"GET", "/api/v1/me/agents/" + nilID + "/webhooks/" + nilID + "/deliveries", humansOnly},
 	{"POST", "/mcp", anyCaller},
 	{"GET", "/mcp", anyCaller},
 	{"DELETE", "/mcp", anyCaller},
+}, webhookAuthedRoutes()...)
+
+type authedRoute struct {
+	method, path string
+	aud          audience
+}
+
+// webhookAuthedRoutes are the webhook routes, the same under the Agent API
+// and, for an agent's owner, under the Human API.
+func webhookAuthedRoutes() []authedRoute {
+	var routes []authedRoute
+	for _, base := range []authedRoute{{"", "/api/v1/agent/webhooks", agentsOnly}, {"", "/api/v1/me/agents/" + nilID + "/webhooks", humansOnly}} {
+		one := base.path + "/" + nilID
+		for _, r := range [][2]string{{"GET", base.path}, {"POST", base.path}, {"GET", one}, {"DELETE", one}, {"POST", one + "/resume"}, {"GET", one + "/deliveries"}} {
+			routes = append(routes, authedRoute{r[0], r[1], base.aud})
+		}
+	}
+	return routes
 }
 
 // nilID is a well-formed id that names nothing.

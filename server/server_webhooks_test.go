@@ -36,36 +36,7 @@ func (ts *testServer) createWebhook(t testing.TB, agentKey, url string) map[stri
 func TestWebhookRegistration(t *testing.T) {
 	ts := newTestServer(t)
 	k := newTeam(t, ts)
-	var created map[string]any
-
-	ts.run(t, []scenario{{
-		name: "an agent registers a webhook", method: "POST", path: agentWebhooksPath, cred: apiKey(k.helperKey),
-		body: webhookRequest("http://127.0.0.1:8123/chatd", "my laptop"), status: 201,
-		check: func(t testing.TB, r *response) {
-			created = r.data(t)
-			if !webhookSecretForm.MatchString(created["secret"].(string)) {
-				t.Fatalf("secret %v", created["secret"])
-			}
-			want := map[string]any{"agent_id": k.helper.ID, "url": "http://127.0.0.1:8123/chatd", "description": "my laptop",
-				"status": "active", "paused_at": nil, "pause_reason": nil, "consecutive_failures": float64(0)}
-			for key, v := range want {
-				if created[key] != v {
-					t.Errorf("%s = %v, want %v", key, created[key], v)
-				}
-			}
-		},
-	}, {
-		name: "a private address, an https URL with a port and query, no description", method: "POST", path: agentWebhooksPath,
-		cred: apiKey(k.helperKey), body: webhookRequest("https://10.1.2.3:8443/hooks?agent=helper", ""), status: 201,
-		check: func(t testing.TB, r *response) {
-			if d := r.data(t); d["description"] != "" || d["url"] != "https://10.1.2.3:8443/hooks?agent=helper" {
-				t.Fatalf("%v", d)
-			}
-		},
-	}, {
-		name: "an IPv6 loopback, description null", method: "POST", path: agentWebhooksPath, cred: apiKey(k.scoutKey),
-		body: map[string]any{"webhook": map[string]any{"url": "http://[::1]:9000/", "description": nil}}, status: 201,
-	}})
+	created := registerSampleWebhooks(t, ts, k)
 
 	id := created["id"].(string)
 	t.Run("the secret is never answered again", func(t *testing.T) {
@@ -262,4 +233,40 @@ func TestOwnersManageTheirAgentsWebhooks(t *testing.T) {
 		expect(t, ts.doNoContent(t, "DELETE", base+"/"+byOwner, alice), 204, "")
 		ts.refused(t, "GET", agentWebhooksPath+"/"+byOwner, apiKey(k.helperKey), nil, 404, "not_found", "")
 	})
+}
+
+// registerSampleWebhooks registers three webhooks of several forms, two for
+// the helper and one for the scout, and returns the helper's first (with
+// its secret).
+func registerSampleWebhooks(t *testing.T, ts *testServer, k team) map[string]any {
+	var created map[string]any
+	ts.run(t, []scenario{{
+		name: "an agent registers a webhook", method: "POST", path: agentWebhooksPath, cred: apiKey(k.helperKey),
+		body: webhookRequest("http://127.0.0.1:8123/chatd", "my laptop"), status: 201,
+		check: func(t testing.TB, r *response) {
+			created = r.data(t)
+			if !webhookSecretForm.MatchString(created["secret"].(string)) {
+				t.Fatalf("secret %v", created["secret"])
+			}
+			want := map[string]any{"agent_id": k.helper.ID, "url": "http://127.0.0.1:8123/chatd", "description": "my laptop",
+				"status": "active", "paused_at": nil, "pause_reason": nil, "consecutive_failures": float64(0)}
+			for key, v := range want {
+				if created[key] != v {
+					t.Errorf("%s = %v, want %v", key, created[key], v)
+				}
+			}
+		},
+	}, {
+		name: "a private address, an https URL with a port and query, no description", method: "POST", path: agentWebhooksPath,
+		cred: apiKey(k.helperKey), body: webhookRequest("https://10.1.2.3:8443/hooks?agent=helper", ""), status: 201,
+		check: func(t testing.TB, r *response) {
+			if d := r.data(t); d["description"] != "" || d["url"] != "https://10.1.2.3:8443/hooks?agent=helper" {
+				t.Fatalf("%v", d)
+			}
+		},
+	}, {
+		name: "an IPv6 loopback, description null", method: "POST", path: agentWebhooksPath, cred: apiKey(k.scoutKey),
+		body: map[string]any{"webhook": map[string]any{"url": "http://[::1]:9000/", "description": nil}}, status: 201,
+	}})
+	return created
 }

@@ -96,17 +96,6 @@ func newHookReceiverAt(t testing.TB, addr string) *hookReceiver {
 	return h
 }
 
-// freeAddr is an address nothing listens on (yet).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	h.arrived.Add(1)
@@ -330,7 +319,7 @@ func TestWebhooksDeliverSignedMessagesToTheirAgent(t *testing.T) {
 // others until it is delivered, and each is retried under one webhook-id.
 func TestWebhooksDeliverEverythingInOrderAfterAnOutage(t *testing.T) {
 	w := newHookWorld(t, quickRetries)
-	addr := freeAddr(t)
+	addr := apitest.FreeAddr(t)
 	d := w.ts.createWebhook(t, w.helperKey, "http://"+addr+"/hook")
 	hook, secret := d["id"].(string), d["secret"].(string)
 	for _, c := range []string{"m1", "m2", "m3", "m4", "m5"} {
@@ -415,7 +404,7 @@ func TestASlowReceiverDoesNotDelayOtherAgents(t *testing.T) {
 // file.
 func TestWebhookQueueSurvivesARestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chatd.db")
-	addr := freeAddr(t)
+	addr := apitest.FreeAddr(t)
 	first, stopFirst := startServerAt(t, path, quickRetries)
 	k := &hookWorld{team: newTeam(t, first)}
 	d := first.createWebhook(t, k.helperKey, "http://"+addr+"/hook")

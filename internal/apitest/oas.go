@@ -1,6 +1,8 @@
-// Package apitest checks chatd's HTTP responses against chatd's own OpenAPI
-// document (server/openapi, the document the binary serves). It is imported
-// only by tests, so kin-openapi never ends up in the chatd binary.
+// Package apitest is what chatd's test suites share: above all, checking
+// chatd's HTTP responses against chatd's own OpenAPI document
+// (server/openapi, the document the binary serves); also the story an
+// error tells, and a free local address. It is imported only by tests, so
+// kin-openapi never ends up in the chatd binary.
 //
 // The check is strict: a response whose status the operation does not list
 // fails, and so does an error whose envelope code is not among the codes
