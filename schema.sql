@@ -446,6 +446,9 @@ SELECT reader, room_id, seq FROM (
 -- created, and never again. A paused endpoint (paused_at and pause_reason
 -- set) keeps its queue and is sent nothing until it is resumed;
 -- consecutive_failures counts the failed attempts since its last success.
+-- An endpoint's deliveries end (delivered, or failed for good) strictly in
+-- message order, so sent_through, the message seq through which all of
+-- them have ended, marks where its pending ones begin.
 CREATE TABLE webhook_endpoints (
     id                   TEXT PRIMARY KEY,
     agent_id             TEXT NOT NULL REFERENCES agents (id),
@@ -453,6 +456,7 @@ CREATE TABLE webhook_endpoints (
     description          TEXT NOT NULL DEFAULT '',
     secret               TEXT NOT NULL,
     consecutive_failures INTEGER NOT NULL DEFAULT 0,
+    sent_through         INTEGER NOT NULL DEFAULT 0,
     paused_at            INTEGER,
     pause_reason         TEXT,
     inserted_at          INTEGER NOT NULL,
@@ -464,12 +468,13 @@ CREATE TABLE webhook_endpoints (
 -- The webhook outbox and its delivery log in one: a row per endpoint and
 -- message, written in the transaction that stores the message, so a
 -- committed message always has its deliveries. id is the webhook-id header,
--- the same on every attempt. A pending row waits for next_attempt_at; an
--- endpoint is sent its pending rows one at a time, in message order (the
--- partial index finds the first). The last_* columns describe the latest
--- attempt.
+-- the same on every attempt; nothing looks a row up by it, so it has no
+-- index: each index is one more page a message's commit writes. A pending
+-- row waits for next_attempt_at; an endpoint is sent its pending rows one
+-- at a time, in message order, the first being the first after its
+-- sent_through. The last_* columns describe the latest attempt.
 CREATE TABLE webhook_deliveries (
-    id               TEXT PRIMARY KEY,
+    id               TEXT NOT NULL,
     endpoint_id      TEXT NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
     message_seq      INTEGER NOT NULL REFERENCES messages (seq),
     status           TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
@@ -483,7 +488,5 @@ CREATE TABLE webhook_deliveries (
     completed_at     INTEGER,
     UNIQUE (endpoint_id, message_seq)
 ) STRICT;
-
-CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (endpoint_id, message_seq) WHERE status = 'pending';
 
 PRAGMA user_version = 6;

@@ -29,11 +29,17 @@
 //   - longpoll: the server's memory while it holds many polls at once; then
 //     how soon a held poll answers a post
 //
+// and with webhooks (a receiver in this process):
+//
+//   - webhooks: the same posts with no webhook and with -endpoints of them
+//     registered; then how fast the server delivered
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
 //     go run ./bench -workloads mcp -clients 16 -duration 5s -rounds 1000
 //     go run ./bench -workloads longpoll -held-polls 1000 -rounds 1000
+//     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
 package main
 
 import (
@@ -58,15 +64,16 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
-	rate := flag.Float64("rate", 0, "fanout: posts per second in all (0: as fast as they are acknowledged)")
+	rate := flag.Float64("rate", 0, "fanout, webhooks: posts per second in all (0: as fast as they are acknowledged)")
 	agents := flag.Int("agents", 1000, "targeted: agents")
 	rooms := flag.Int("rooms", 100, "targeted: rooms")
 	rounds := flag.Int("rounds", 1000, "mcp, longpoll: wake-ups to time (longpoll: of each kind of poll)")
 	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
+	endpoints := flag.Int("endpoints", 100, "webhooks: endpoints registered on the server that sends them")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -104,6 +111,8 @@ func main() {
 			err = mcpWorkload(bin, clients, *duration, *rounds)
 		case "longpoll":
 			err = longPollWorkload(bin, *rounds, *heldPolls)
+		case "webhooks":
+			err = webhookWorkload(bin, clients[0], *duration, *rate, *endpoints)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}

@@ -160,6 +160,13 @@ func (r result) p(q float64) time.Duration {
 // run calls op from n goroutines (goroutine i works on lane i) for d and
 // collects the latency of every successful call.
 func (c *client) run(n int, d time.Duration, op func(int) error) result {
+	return c.runTurns(n, d, nil, op)
+}
+
+// runTurns is run where, when turns is not nil, each call first takes a
+// turn from it, and its latency counts from the turn's time: a call that
+// waited for a free client is as late as it was.
+func (c *client) runTurns(n int, d time.Duration, turns <-chan time.Time, op func(int) error) result {
 	var mu sync.Mutex
 	var res result
 	deadline := time.Now().Add(d)
@@ -172,6 +179,13 @@ func (c *client) run(n int, d time.Duration, op func(int) error) result {
 			var first error
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
+				if turns != nil {
+					select {
+					case t0 = <-turns:
+					case <-time.After(100 * time.Millisecond):
+						continue
+					}
+				}
 				err := op(i)
 				switch {
 				case err == errDrained:

@@ -24,11 +24,12 @@ import (
 // queued, an endpoint resumed or a worker done, at the next retry time, and
 // at least every WebhookConfig.Poll) and starts a worker for each due
 // endpoint that has none, up to WebhookConfig.Workers at once. A worker
-// makes one attempt at its endpoint's first pending delivery and records
-// how it went; so an endpoint has at most one request in flight, and its
-// deliveries arrive in message order, while a slow or dead endpoint holds
-// one worker and no more: it never delays the other endpoints while
-// workers remain.
+// sends its endpoint's due deliveries one at a time, in order, recording
+// each attempt, until one fails or it has sent a burst (then the endpoint
+// waits its turn again); so an endpoint has at most one request in flight,
+// and its deliveries arrive in message order, while a slow or dead
+// endpoint holds one worker and no more: it never delays the other
+// endpoints while workers remain.
 //
 // A failed attempt is retried with exponential backoff and jitter (about 5
 // s, then ×4 each time up to 2 h), for 24 h from when the message was sent;
@@ -126,12 +127,18 @@ func (d *webhookDispatcher) run() {
 	defer d.workers.Wait()
 	for {
 		wait := d.dispatchDue()
+		// With every worker busy, news of more deliveries changes nothing
+		// until one is free, which wakes the scheduler anyway.
+		queued := d.db.WebhooksQueued()
+		if len(d.slots) == cap(d.slots) {
+			queued = nil
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-d.ctx.Done():
 			timer.Stop()
 			return
-		case <-d.db.WebhooksQueued():
+		case <-queued:
 		case <-d.idle:
 		case <-timer.C:
 		}
@@ -189,8 +196,15 @@ func (d *webhookDispatcher) release(endpointID string) {
 	delete(d.busy, endpointID)
 }
 
-// work makes one attempt at the endpoint's first pending delivery and
-// records it.
+// workerBurst is how many deliveries a worker sends to its endpoint in a
+// row before it lets the scheduler give its slot to another: enough to
+// spare the scheduler a look for each one, few enough that a backlog at
+// one endpoint waits its turn behind others.
+const workerBurst = 16
+
+// work sends the endpoint's due deliveries, one at a time in message
+// order, up to workerBurst of them, and records each attempt. It stops at
+// the first that is not delivered: the endpoint's next one waits for it.
 func (d *webhookDispatcher) work(endpointID string) {
 	defer func() {
 		<-d.slots
@@ -201,30 +215,41 @@ func (d *webhookDispatcher) work(endpointID string) {
 		default:
 		}
 	}()
+	for range workerBurst {
+		if !d.sendNext(endpointID) {
+			return
+		}
+	}
+}
+
+// sendNext makes one attempt at the endpoint's first pending delivery, if
+// it is due, and records it; it reports whether the delivery was
+// delivered.
+func (d *webhookDispatcher) sendNext(endpointID string) bool {
 	send, err := d.db.NextWebhookSend(d.ctx, endpointID, time.Now())
 	if err != nil || send == nil {
 		if err != nil && d.ctx.Err() == nil {
 			d.log.Warn("webhooks: reading a delivery failed", "endpoint", endpointID, "err", err)
 		}
-		return
+		return false
 	}
 	body, err := webhookBody(send)
 	if err != nil {
 		d.log.Error("webhooks: rendering a delivery failed", "delivery", send.DeliveryID, "err", err)
-		return
+		return false
 	}
 	started := time.Now()
 	res := d.sender.Send(d.ctx, webhook.Request{URL: send.URL, ID: send.DeliveryID, Secret: send.Secret, Body: body, At: started})
 	if errors.Is(res.Err, context.Canceled) {
-		return // shutting down: the next run makes this attempt again
+		return false // shutting down: the next run makes this attempt again
 	}
-	d.record(d.outcome(send, started, res))
+	return d.record(d.outcome(send, started, res)) && res.Err == nil
 }
 
 // outcome is what an attempt's result means for its delivery: done, retried
 // later, or given up, and whether its endpoint is paused.
 func (d *webhookDispatcher) outcome(send *store.WebhookSend, started time.Time, res webhook.Result) store.WebhookAttempt {
-	a := store.WebhookAttempt{DeliveryID: send.DeliveryID, EndpointID: send.EndpointID, At: started, Latency: res.Latency,
+	a := store.WebhookAttempt{DeliveryID: send.DeliveryID, EndpointID: send.EndpointID, MessageSeq: send.MessageSeq, At: started, Latency: res.Latency,
 		StatusCode: res.StatusCode, PauseAfter: d.cfg.PauseAfter}
 	if res.Err == nil {
 		return a
@@ -247,16 +272,17 @@ func (d *webhookDispatcher) outcome(send *store.WebhookSend, started time.Time, 
 // is busy is tried again for a while; an attempt left unrecorded is made
 // again later, with the same webhook-id, so the log never misses one that
 // succeeded.
-func (d *webhookDispatcher) record(a store.WebhookAttempt) {
+// It reports whether the attempt was recorded.
+func (d *webhookDispatcher) record(a store.WebhookAttempt) bool {
 	pause := 50 * time.Millisecond
 	for try := 1; ; try++ {
 		err := d.db.RecordWebhookAttempt(context.Background(), a)
 		if err == nil {
-			return
+			return true
 		}
 		if store.ErrorCode(err) != store.CodeUnavailable || try == 8 || d.ctx.Err() != nil {
 			d.log.Warn("webhooks: an attempt was not recorded; it will be made again", "delivery", a.DeliveryID, "err", err)
-			return
+			return false
 		}
 		select {
 		case <-time.After(pause):

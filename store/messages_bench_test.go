@@ -9,8 +9,16 @@ import (
 )
 
 // BenchmarkSendText measures posting a text message that mentions an agent
-// (the writer's hottest job) from 16 producers, each in its own room.
+// (the writer's hottest job) from 16 producers, each in its own room; then
+// the same with the mentioned agents holding 100 webhooks in all, each post
+// queuing a delivery for each of its agent's (nothing sends them).
 func BenchmarkSendText(b *testing.B) {
+	b.Run("no webhooks", func(b *testing.B) { benchmarkSendText(b, 0) })
+	b.Run("16 webhooks", func(b *testing.B) { benchmarkSendText(b, 16) })
+	b.Run("100 webhooks", func(b *testing.B) { benchmarkSendText(b, 100) })
+}
+
+func benchmarkSendText(b *testing.B, webhooks int) {
 	db := openTestDB(b, Options{Sync: SyncNormal, Limits: Limits{MessagesPerRoom: 1 << 30}})
 	ctx := context.Background()
 	owner, _ := mustUser(b, db, "owner")
@@ -32,6 +40,12 @@ func BenchmarkSendText(b *testing.B) {
 			b.Fatal(err)
 		}
 		lanes[i] = lane{AgentActor(p), room.ID, w.ID}
+	}
+	for e := range webhooks {
+		worker := lanes[e%producers].worker
+		if _, _, err := db.CreateWebhook(ctx, UserActor(owner), worker, NewWebhook{URL: fmt.Sprintf("http://127.0.0.1:9/hook/%d", e)}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var next atomic.Int64
 	b.ResetTimer()

@@ -291,7 +291,8 @@ func (db *DB) ResumeWebhook(ctx context.Context, actor Actor, agentID, id string
 			WHERE id = ?`, ts, w.ID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE endpoint_id = ? AND status = 'pending'`, ts, w.ID); err != nil {
+		if _, err := tx.Exec(`UPDATE webhook_deliveries SET next_attempt_at = ? WHERE endpoint_id = ?
+			AND message_seq > (SELECT sent_through FROM webhook_endpoints WHERE id = ?)`, ts, w.ID, w.ID); err != nil {
 			return err
 		}
 		w.PausedAt, w.PauseReason, w.ConsecutiveFailures, w.UpdatedAt = nil, nil, 0, tx.Now()
@@ -436,8 +437,8 @@ type WebhookDue struct {
 // due, the earliest first.
 func (db *DB) WebhooksDue(ctx context.Context) ([]WebhookDue, error) {
 	rows, err := db.query(ctx, `SELECT e.id, d.next_attempt_at FROM webhook_endpoints e
-		JOIN webhook_deliveries d ON d.id = (SELECT h.id FROM webhook_deliveries h
-			WHERE h.endpoint_id = e.id AND h.status = 'pending' ORDER BY h.message_seq LIMIT 1)
+		JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.message_seq = (SELECT min(h.message_seq) FROM webhook_deliveries h
+			WHERE h.endpoint_id = e.id AND h.message_seq > e.sent_through)
 		WHERE e.paused_at IS NULL ORDER BY d.next_attempt_at, e.id`)
 	if err != nil {
 		return nil, err
@@ -460,6 +461,7 @@ func (db *DB) WebhooksDue(ctx context.Context) ([]WebhookDue, error) {
 type WebhookSend struct {
 	DeliveryID string // the webhook-id header
 	EndpointID string
+	MessageSeq int64
 	URL        string
 	Secret     string
 	AgentID    string
@@ -479,7 +481,7 @@ func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Ti
 		var s WebhookSend
 		var seq, next, ins int64
 		err := q.QueryRow(`SELECT d.id, d.message_seq, d.attempts, d.next_attempt_at, d.inserted_at, e.id, e.url, e.secret, e.agent_id
-			FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.status = 'pending'
+			FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id AND d.message_seq > e.sent_through
 			WHERE e.id = ? AND e.paused_at IS NULL ORDER BY d.message_seq LIMIT 1`, endpointID).
 			Scan(&s.DeliveryID, &seq, &s.Attempts, &next, &ins, &s.EndpointID, &s.URL, &s.Secret, &s.AgentID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -491,7 +493,7 @@ func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Ti
 		if fromMicros(next).After(at) {
 			return nil
 		}
-		s.InsertedAt = fromMicros(ins)
+		s.InsertedAt, s.MessageSeq = fromMicros(ins), seq
 		if s.Message, err = messageBySeq(q, seq); err != nil {
 			return err
 		}
@@ -510,6 +512,7 @@ func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Ti
 type WebhookAttempt struct {
 	DeliveryID string
 	EndpointID string
+	MessageSeq int64     // the delivery's message: WebhookSend.MessageSeq
 	At         time.Time // when the attempt started
 	Latency    time.Duration
 	StatusCode int    // the receiver's status; 0 when it gave none
@@ -560,21 +563,28 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, a WebhookAttempt) error 
 			status = "pending"
 		}
 		res, err := tx.Exec(`UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, last_attempt_at = ?,
-			last_status_code = ?, last_latency_ms = ?, last_error = ?, completed_at = ? WHERE id = ? AND endpoint_id = ? AND status = 'pending'`,
-			status, next, at, code, latency, lastErr, completed, a.DeliveryID, a.EndpointID)
+			last_status_code = ?, last_latency_ms = ?, last_error = ?, completed_at = ?
+			WHERE endpoint_id = ? AND message_seq = ? AND id = ? AND status = 'pending'`,
+			status, next, at, code, latency, lastErr, completed, a.EndpointID, a.MessageSeq, a.DeliveryID)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
+		// Ended, the delivery moves its endpoint's sent_through to it; one
+		// to be retried leaves it where it is.
+		var sentThrough int64
+		if status != "pending" {
+			sentThrough = a.MessageSeq
+		}
 		if a.Error == "" {
-			_, err = tx.Exec(`UPDATE webhook_endpoints SET consecutive_failures = 0 WHERE id = ?`, a.EndpointID)
+			_, err = tx.Exec(`UPDATE webhook_endpoints SET consecutive_failures = 0, sent_through = ? WHERE id = ?`, sentThrough, a.EndpointID)
 			return err
 		}
 		var failures int
-		if err := tx.QueryRow(`UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1 WHERE id = ?
-			RETURNING consecutive_failures`, a.EndpointID).Scan(&failures); err != nil {
+		if err := tx.QueryRow(`UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
+			sent_through = max(sent_through, ?) WHERE id = ? RETURNING consecutive_failures`, sentThrough, a.EndpointID).Scan(&failures); err != nil {
 			return err
 		}
 		reason := a.PauseNow

@@ -143,7 +143,7 @@ func (k *webhookKit) fail(t *testing.T, endpoint string, retry time.Duration, pa
 	if s == nil {
 		t.Fatal("nothing due")
 	}
-	a := WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: endpoint, At: time.Now(), Latency: 12 * time.Millisecond,
+	a := WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: endpoint, MessageSeq: s.MessageSeq, At: time.Now(), Latency: 12 * time.Millisecond,
 		StatusCode: 503, Error: "the receiver answered 503 Service Unavailable", PauseAfter: pauseAfter}
 	if retry > 0 {
 		a.RetryAt = time.Now().Add(retry)
@@ -160,7 +160,7 @@ func (k *webhookKit) succeed(t *testing.T, endpoint string) *WebhookSend {
 	if s == nil {
 		t.Fatal("nothing due")
 	}
-	if err := k.db.RecordWebhookAttempt(context.Background(), WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: endpoint,
+	if err := k.db.RecordWebhookAttempt(context.Background(), WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: endpoint, MessageSeq: s.MessageSeq,
 		At: time.Now(), Latency: 3 * time.Millisecond, StatusCode: 204}); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestWebhookPausesAfterARunOfFailuresAndResumes(t *testing.T) {
 
 	t.Run("the receiver's refusal pauses at once", func(t *testing.T) {
 		s := k.next(t, endpoint, time.Now())
-		err := k.db.RecordWebhookAttempt(context.Background(), WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: endpoint,
+		err := k.db.RecordWebhookAttempt(context.Background(), WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: endpoint, MessageSeq: s.MessageSeq,
 			At: time.Now(), StatusCode: 410, Error: "the receiver answered 410 Gone", RetryAt: time.Now(),
 			PauseNow: "the receiver answered 410 Gone: it wants no more deliveries", PauseAfter: 100})
 		if err != nil {
@@ -408,7 +408,7 @@ func TestDeletingAWebhookOrItsAgentDropsItsQueue(t *testing.T) {
 		t.Fatalf("%d deliveries left behind", n)
 	}
 	// An attempt that was in flight when its endpoint went records nothing.
-	if err := k.db.RecordWebhookAttempt(ctx, WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: s.EndpointID, At: time.Now(),
+	if err := k.db.RecordWebhookAttempt(ctx, WebhookAttempt{DeliveryID: s.DeliveryID, EndpointID: s.EndpointID, MessageSeq: s.MessageSeq, At: time.Now(),
 		Error: "late", PauseAfter: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,12 +38,14 @@ func NewSender(guard *Guard, timeout time.Duration) *Sender { return newSender(g
 func newSender(guard *Guard, timeout time.Duration, resolver *net.Resolver) *Sender {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: guard.DialControl, Resolver: resolver}
 	transport := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            dialer.DialContext,
-		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    timeout,
-		ResponseHeaderTimeout:  timeout,
-		MaxIdleConnsPerHost:    2,
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+		// Several endpoints often share a host (one receiver serving
+		// several agents): each worker keeps its connection.
+		MaxIdleConnsPerHost:    16,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
