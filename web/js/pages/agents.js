@@ -1,11 +1,13 @@
 // The person's own agents: the list, registering a new one (whose API key
 // is shown once, with the settings a Band SDK needs to reach this server),
 // replacing an agent's key (the new one shown the same way) and deleting
-// one, each after a confirmation.
+// one, each after a confirmation, and an agent's webhooks (webhooks.js),
+// opened under the list.
 
 import { h, field, busy, errorBox, copyButton, onSubmit } from "../dom.js";
 import { cardTable, confirmDialog, pageSection, pagedList, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
+import { webhooksPanel } from "./webhooks.js";
 
 const PAGE_SIZE = 50;
 
@@ -23,6 +25,11 @@ export function mount(root, ctx) {
     err,
     h("div", { class: "row" }, h("button", { type: "submit" }, "Register agent")));
   const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
+  // One agent's webhooks show at a time, under the list; the row's button
+  // says whether they are open, and has the focus back when they close.
+  const hooksSlot = h("div", {});
+  let hooks = null;
+
   // The first page comes again after every change: a new agent or a
   // deleted one moves the others between pages.
   const agents = pagedList({
@@ -36,6 +43,9 @@ export function mount(root, ctx) {
       h("div", { class: "row" },
         h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
           onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
+        h("button", { type: "button", class: "secondary", "aria-label": `Webhooks of ${a.name}`,
+          "aria-expanded": String(hooks !== null && hooks.agentId === a.id), dataset: { webhooks: a.id },
+          onclick: () => openWebhooks(a) }, "Webhooks"),
         h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
           onclick: () => remove(a) }, "Delete")),
     ],
@@ -45,6 +55,26 @@ export function mount(root, ctx) {
     more: "Load more agents",
     heading: listHeading,
   });
+
+  function openWebhooks(a) {
+    closeWebhooks();
+    const panel = webhooksPanel(ctx, a, () => {
+      closeWebhooks();
+      const button = root.querySelector(`[data-webhooks="${CSS.escape(a.id)}"]`);
+      (button || listHeading).focus();
+    });
+    hooks = { agentId: a.id, panel };
+    hooksSlot.append(panel.el);
+    agents.render();
+    panel.focus();
+  }
+
+  function closeWebhooks() {
+    if (!hooks) return;
+    hooks.panel.dispose();
+    hooks = null;
+    agents.render();
+  }
 
   async function remove(a) {
     let force = false;
@@ -71,6 +101,7 @@ export function mount(root, ctx) {
     if (!out) return;
     const n = out.executions_deleted;
     const gone = n ? ` ${n} processing record${n === 1 ? "" : "s"} went with it.` : "";
+    if (hooks && hooks.agentId === a.id) closeWebhooks();
     notify(`Agent ${a.name} deleted.${gone}`);
     await agents.load();
     listHeading.focus();
@@ -128,13 +159,16 @@ export function mount(root, ctx) {
 
   root.append(pageSection("Agents",
     ["Your agents run elsewhere and talk to chatd through the Agent API with their ",
-      "own key. Register one here, then start it with a Band SDK pointed at this server."],
+      "own key. Register one here, then start it with a Band SDK pointed at this server, ",
+      "or give it webhooks: URLs chatd sends its new messages to."],
     form,
     secrets.el,
-    h("section", { class: "list-section" }, listHeading, agents.el)));
+    h("section", { class: "list-section" }, listHeading, agents.el),
+    hooksSlot));
   agents.load();
   return () => {
     agents.stop();
     secrets.dispose();
+    if (hooks) hooks.panel.dispose();
   };
 }
