@@ -7,7 +7,7 @@
 import { h, field, busy, errorBox, copyButton, onSubmit } from "../dom.js";
 import { cardTable, confirmDialog, pageSection, pagedList, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
-import { webhooksPanel } from "./webhooks.js";
+import { WebhooksSlot } from "./webhooks.js";
 
 const PAGE_SIZE = 50;
 
@@ -27,11 +27,10 @@ export function mount(root, ctx) {
   const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
   // One agent's webhooks show at a time, under the list; the row's button
   // says whether they are open, and has the focus back when they close.
-  const hooksSlot = h("div", {});
-  let hooks = null;
-
-  // The first page comes again after every change: a new agent or a
-  // deleted one moves the others between pages.
+  const hooks = new WebhooksSlot(ctx, {
+    changed: () => agents.render(),
+    closed: (a) => (root.querySelector(`[data-webhooks="${CSS.escape(a.id)}"]`) || listHeading).focus(),
+  });
   const agents = pagedList({
     fetch: (at) => api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, at),
     loading: "Loading agents…",
@@ -44,8 +43,8 @@ export function mount(root, ctx) {
         h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
           onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
         h("button", { type: "button", class: "secondary", "aria-label": `Webhooks of ${a.name}`,
-          "aria-expanded": String(hooks !== null && hooks.agentId === a.id), dataset: { webhooks: a.id },
-          onclick: () => openWebhooks(a) }, "Webhooks"),
+          "aria-expanded": String(hooks.isOpen(a.id)), dataset: { webhooks: a.id },
+          onclick: () => hooks.open(a) }, "Webhooks"),
         h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
           onclick: () => remove(a) }, "Delete")),
     ],
@@ -55,26 +54,6 @@ export function mount(root, ctx) {
     more: "Load more agents",
     heading: listHeading,
   });
-
-  function openWebhooks(a) {
-    closeWebhooks();
-    const panel = webhooksPanel(ctx, a, () => {
-      closeWebhooks();
-      const button = root.querySelector(`[data-webhooks="${CSS.escape(a.id)}"]`);
-      (button || listHeading).focus();
-    });
-    hooks = { agentId: a.id, panel };
-    hooksSlot.append(panel.el);
-    agents.render();
-    panel.focus();
-  }
-
-  function closeWebhooks() {
-    if (!hooks) return;
-    hooks.panel.dispose();
-    hooks = null;
-    agents.render();
-  }
 
   async function remove(a) {
     let force = false;
@@ -101,7 +80,7 @@ export function mount(root, ctx) {
     if (!out) return;
     const n = out.executions_deleted;
     const gone = n ? ` ${n} processing record${n === 1 ? "" : "s"} went with it.` : "";
-    if (hooks && hooks.agentId === a.id) closeWebhooks();
+    if (hooks.isOpen(a.id)) hooks.close();
     notify(`Agent ${a.name} deleted.${gone}`);
     await agents.load();
     listHeading.focus();
@@ -164,11 +143,11 @@ export function mount(root, ctx) {
     form,
     secrets.el,
     h("section", { class: "list-section" }, listHeading, agents.el),
-    hooksSlot));
+    hooks.el));
   agents.load();
   return () => {
     agents.stop();
     secrets.dispose();
-    if (hooks) hooks.panel.dispose();
+    hooks.dispose();
   };
 }

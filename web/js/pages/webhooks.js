@@ -16,58 +16,69 @@ const secretNotice = () => [h("strong", {}, "This secret is shown only once. "),
   "chatd keeps it to sign each request, but never shows it again: store it now, where your receiver " +
   "reads its settings. To replace it, remove the webhook and add it again."];
 
+// WebhooksSlot is the place on the Agents screen where one agent's
+// webhooks show: opening another's replaces them. changed runs when they
+// open or close (the rows say which agent's are open); closed(agent) runs
+// when the person closes them, to put focus back.
+export class WebhooksSlot {
+  constructor(ctx, { changed, closed }) {
+    this.el = h("div", {});
+    this.ctx = ctx;
+    this.changed = changed;
+    this.closed = closed;
+    this.current = null;
+  }
+
+  isOpen(agentId) {
+    return this.current !== null && this.current.agentId === agentId;
+  }
+
+  open(agent) {
+    this.dispose();
+    const panel = webhooksPanel(this.ctx, agent, () => {
+      this.close();
+      this.closed(agent);
+    });
+    this.current = { agentId: agent.id, panel };
+    this.el.append(panel.el);
+    this.changed();
+    panel.focus();
+  }
+
+  close() {
+    if (!this.current) return;
+    this.dispose();
+    this.changed();
+  }
+
+  dispose() {
+    if (this.current) this.current.panel.dispose();
+    this.current = null;
+  }
+}
+
 // webhooksPanel answers {el, focus, dispose} for agent's webhooks; onClose
 // runs when the person closes it.
-export function webhooksPanel(ctx, agent, onClose) {
+function webhooksPanel(ctx, agent, onClose) {
   const { api, esc, notify } = ctx;
   const base = `/api/v1/me/agents/${esc(agent.id)}/webhooks`;
   const heading = h("h2", { tabindex: "-1" }, `Webhooks of ${agent.name}`);
-  const url = h("input", { type: "url", name: "url", required: true, maxlength: 2048, autocomplete: "off",
-    placeholder: "https://agents.example.com/hooks/helper" });
-  const description = h("input", { name: "description", maxlength: 500, autocomplete: "off" });
-  const secrets = new SecretSlot(() => url.focus());
-  const err = errorBox();
-  const form = h("form", { class: "stack create-form" },
-    h("h3", {}, "Add a webhook"),
-    field("Webhook URL", url, "An http:// or https:// address that answers 2xx within 15 seconds."),
-    field("Webhook description", description, "What it is for (optional, up to 500 characters)."),
-    err,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Add webhook")));
   const listHeading = h("h3", { tabindex: "-1" }, "Endpoints");
   const list = h("div", {}, h("p", { class: "muted" }, "Loading webhooks…"));
   const logSlot = h("div", {});
   let log = null;
+  let loads = 0;
 
+  // load shows the endpoints anew; only the newest of its calls lands.
   async function load() {
-    let hooks;
+    const n = ++loads;
+    let shown;
     try {
-      hooks = await api.get(base);
+      shown = await endpoints(ctx, base, agent, { openLog, resume, remove });
     } catch (e) {
-      replace(list, h("p", { class: "error", role: "alert" }, `The webhooks could not be loaded: ${e.message}`));
-      return;
+      shown = h("p", { class: "error", role: "alert" }, `The webhooks could not be loaded: ${e.message}`);
     }
-    // The newest line of each log is the last delivery; one that cannot be
-    // read leaves its cell empty rather than the list unshown.
-    const last = await Promise.all(hooks.map((w) =>
-      api.page(`${base}/${esc(w.id)}/deliveries`, { limit: 1 }).then((p) => p.items[0] || null, () => undefined)));
-    if (!hooks.length) {
-      replace(list, h("p", { class: "empty" }, `${agent.name} has no webhooks: add one above.`));
-      return;
-    }
-    replace(list, cardTable(`Webhooks of ${agent.name}`, ["URL", "Description", "Status", "Last delivery", "Actions"],
-      hooks.map((w, i) => [
-        h("code", { class: "webhook-url" }, w.url),
-        w.description || h("span", { class: "muted" }, "No description"),
-        statusCell(w),
-        lastDeliveryCell(last[i]),
-        h("div", { class: "row" },
-          h("button", { type: "button", class: "secondary", "aria-label": `Delivery log of ${w.url}`,
-            onclick: () => openLog(w) }, "Delivery log"),
-          w.status === "paused" ? h("button", { type: "button", "aria-label": `Resume webhook ${w.url}`,
-            onclick: (ev) => resume(w, ev.currentTarget) }, "Resume") : null,
-          h("button", { type: "button", class: "danger", "aria-label": `Remove webhook ${w.url}`,
-            onclick: () => remove(w) }, "Remove")),
-      ])));
+    if (n === loads) replace(list, shown);
   }
 
   async function resume(w, button) {
@@ -88,10 +99,7 @@ export function webhooksPanel(ctx, agent, onClose) {
       text: [`chatd sends ${w.url} nothing more. What was still queued for it and its delivery log go with it.`,
         "This cannot be undone."],
       confirm: "Remove webhook",
-      action: async () => {
-        await api.del(`${base}/${esc(w.id)}`);
-        return true;
-      },
+      action: () => api.del(`${base}/${esc(w.id)}`).then(() => true),
     });
     if (!done) return;
     if (log && log.webhook.id === w.id) closeLog();
@@ -102,7 +110,7 @@ export function webhooksPanel(ctx, agent, onClose) {
 
   function openLog(w) {
     closeLog();
-    log = deliveryLog(ctx, `${base}/${esc(w.id)}/deliveries`, w, () => load());
+    log = deliveryLog(ctx, `${base}/${esc(w.id)}/deliveries`, w, load);
     logSlot.append(log.el);
     log.load();
     log.focus();
@@ -113,10 +121,46 @@ export function webhooksPanel(ctx, agent, onClose) {
     log = null;
   }
 
-  async function refresh() {
-    await Promise.all([load(), log ? log.refresh() : null]);
-  }
+  const refresh = () => Promise.all([load(), log ? log.refresh() : null]);
+  const add = addForm(ctx, base, load);
+  const button = (label, name, onclick) =>
+    h("button", { type: "button", class: "secondary", "aria-label": `${label} ${agent.name}`, onclick }, name);
+  const el = h("section", { class: "card webhooks-panel stack", "aria-label": `Webhooks of ${agent.name}` },
+    h("div", { class: "row panel-head" }, heading,
+      button("Refresh the webhooks of", "Refresh", () => refresh()), button("Close the webhooks of", "Close", () => onClose())),
+    h("p", { class: "muted" }, `chatd POSTs each new message that mentions @${agent.handle} to every URL here, `,
+      "signed, one at a time and in order per URL, retrying failures for a day. A URL that fails 20 times ",
+      "in a row, or answers 410 Gone, is paused until you resume it."),
+    add.el,
+    h("section", { class: "list-section" }, listHeading, list),
+    logSlot);
+  load();
+  return {
+    el,
+    focus: () => heading.focus(),
+    dispose: () => {
+      closeLog();
+      add.dispose();
+      el.remove();
+    },
+  };
+}
 
+// addForm is the form that adds a webhook at base, and the place its
+// secret shows once; added runs after each one added.
+function addForm(ctx, base, added) {
+  const { api } = ctx;
+  const url = h("input", { type: "url", name: "url", required: true, maxlength: 2048, autocomplete: "off",
+    placeholder: "https://agents.example.com/hooks/helper" });
+  const description = h("input", { name: "description", maxlength: 500, autocomplete: "off" });
+  const secrets = new SecretSlot(() => url.focus());
+  const err = errorBox();
+  const form = h("form", { class: "stack create-form" },
+    h("h3", {}, "Add a webhook"),
+    field("Webhook URL", url, "An http:// or https:// address that answers 2xx within 15 seconds."),
+    field("Webhook description", description, "What it is for (optional, up to 500 characters)."),
+    err,
+    h("div", { class: "row" }, h("button", { type: "submit" }, "Add webhook")));
   onSubmit(form, err, async () => {
     const body = { webhook: { url: url.value.trim(), description: description.value.trim() } };
     const out = await busy(form, () => api.post(base, body));
@@ -129,32 +173,35 @@ export function webhooksPanel(ctx, agent, onClose) {
       extra: h("p", {}, "Your receiver checks the webhook-signature header of each request with it, as ",
         "Standard Webhooks describes: any of its libraries does it."),
     });
-    load();
+    added();
   }, () => url.focus());
+  return { el: [form, secrets.el], dispose: () => secrets.dispose() };
+}
 
-  const close = h("button", { type: "button", class: "secondary", "aria-label": `Close the webhooks of ${agent.name}`,
-    onclick: () => onClose() }, "Close");
-  const el = h("section", { class: "card webhooks-panel stack", "aria-label": `Webhooks of ${agent.name}` },
-    h("div", { class: "row panel-head" }, heading,
-      h("button", { type: "button", class: "secondary", "aria-label": `Refresh the webhooks of ${agent.name}`,
-        onclick: () => refresh() }, "Refresh"), close),
-    h("p", { class: "muted" }, `chatd POSTs each new message that mentions @${agent.handle} to every URL here, `,
-      "signed, one at a time and in order per URL, retrying failures for a day. A URL that fails 20 times ",
-      "in a row, or answers 410 Gone, is paused until you resume it."),
-    form,
-    secrets.el,
-    h("section", { class: "list-section" }, listHeading, list),
-    logSlot);
-  load();
-  return {
-    el,
-    focus: () => heading.focus(),
-    dispose: () => {
-      closeLog();
-      secrets.dispose();
-      el.remove();
-    },
-  };
+// endpoints answers the table of the webhooks at base (all of them: an
+// agent has at most 10), each with its last delivery, the newest line of
+// its log; a log that cannot be read leaves that cell unknown rather than
+// the table unshown.
+async function endpoints(ctx, base, agent, { openLog, resume, remove }) {
+  const { api, esc } = ctx;
+  const hooks = await api.get(base);
+  if (!hooks.length) return h("p", { class: "empty" }, `${agent.name} has no webhooks: add one above.`);
+  const last = await Promise.all(hooks.map((w) =>
+    api.page(`${base}/${esc(w.id)}/deliveries`, { limit: 1 }).then((p) => p.items[0] || null, () => undefined)));
+  return cardTable(`Webhooks of ${agent.name}`, ["URL", "Description", "Status", "Last delivery", "Actions"],
+    hooks.map((w, i) => [
+      h("code", { class: "webhook-url" }, w.url),
+      w.description || h("span", { class: "muted" }, "No description"),
+      statusCell(w),
+      lastDeliveryCell(last[i]),
+      h("div", { class: "row" },
+        h("button", { type: "button", class: "secondary", "aria-label": `Delivery log of ${w.url}`,
+          onclick: () => openLog(w) }, "Delivery log"),
+        w.status === "paused" ? h("button", { type: "button", "aria-label": `Resume webhook ${w.url}`,
+          onclick: (ev) => resume(w, ev.currentTarget) }, "Resume") : null,
+        h("button", { type: "button", class: "danger", "aria-label": `Remove webhook ${w.url}`,
+          onclick: () => remove(w) }, "Remove")),
+    ]));
 }
 
 function statusCell(w) {
