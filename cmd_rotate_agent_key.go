@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +9,7 @@ import (
 )
 
 func newRotateAgentKeyCmd() *cobra.Command {
-	var handle string
+	var o ownedAgent
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "rotate-agent-key --agent OWNER/SLUG",
@@ -29,37 +26,18 @@ store it now (chatd keeps only a hash).`,
   chatd rotate-agent-key --agent alice/helper --json`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireFlags(cmd, "agent"); err != nil {
-				return err
-			}
-			handle = strings.TrimPrefix(strings.TrimSpace(handle), "@")
-			ownerHandle, _, isAgent := strings.Cut(handle, "/")
-			if _, err := store.ParseHandle(handle); err != nil || !isAgent {
-				return usageError{errors.New("--agent must be an agent's handle, <owner>/<slug>, e.g. alice/helper")}
-			}
-			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
-				owner, err := personByHandle(ctx, db, ownerHandle)
-				if err != nil {
-					return err
-				}
-				party, err := db.ResolveHandle(ctx, handle)
-				if err != nil {
-					if store.ErrorCode(err) == store.CodeNotFound {
-						return fmt.Errorf("@%s has no agent with the handle %s", owner.Handle, handle)
-					}
-					return err
-				}
-				a, key, err := db.RotateAgentKey(ctx, owner, party.ID)
+			return o.run(cmd, func(ctx context.Context, db *store.DB) error {
+				a, key, err := db.RotateAgentKey(ctx, o.owner, o.agent.ID)
 				if err != nil {
 					return err
 				}
 				return printNewKey(cmd, asJSON, agentKey, a.ID, a.Handle, key,
-					"Replaced the key of "+agentSummary(a, owner)+". The old key no longer works.")
+					"Replaced the key of "+agentSummary(a, o.owner)+". The old key no longer works.")
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&handle, "agent", "", "the agent's handle, <owner>/<slug>, e.g. alice/helper (required)")
+	o.bind(f)
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
 	return cmd
 }

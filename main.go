@@ -93,6 +93,7 @@ Or, to develop an agent against a throwaway server with agents ready:
 		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
 	})
 	root.AddCommand(newServeCmd(), newDevCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
+		newAddWebhookCmd(), newListWebhooksCmd(), newRemoveWebhookCmd(), newResumeWebhookCmd(), newListWebhookDeliveriesCmd(),
 		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd(), newVersionCmd())
 	return root
 }
@@ -149,6 +150,50 @@ func personByHandle(ctx context.Context, db *store.DB, handle string) (*store.Us
 	}
 	return u, err
 }
+
+// ownedAgent is the agent a command acts on, named by --agent, with the
+// person who owns it: the command acts as that person.
+type ownedAgent struct {
+	handle string
+	owner  *store.User
+	agent  *store.Party
+}
+
+func (o *ownedAgent) bind(f *pflag.FlagSet) {
+	f.StringVar(&o.handle, "agent", "", "the agent's handle, <owner>/<slug>, e.g. alice/helper (required)")
+}
+
+// run checks --agent, then runs work on the database with the agent and its
+// owner found.
+func (o *ownedAgent) run(cmd *cobra.Command, work func(ctx context.Context, db *store.DB) error) error {
+	if err := requireFlags(cmd, "agent"); err != nil {
+		return err
+	}
+	o.handle = strings.TrimPrefix(strings.TrimSpace(o.handle), "@")
+	ownerHandle, _, isAgent := strings.Cut(o.handle, "/")
+	if _, err := store.ParseHandle(o.handle); err != nil || !isAgent {
+		return usageError{errors.New("--agent must be an agent's handle, <owner>/<slug>, e.g. alice/helper")}
+	}
+	return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+		var err error
+		if o.owner, err = personByHandle(ctx, db, ownerHandle); err != nil {
+			return err
+		}
+		if o.agent, err = db.ResolveHandle(ctx, o.handle); err != nil {
+			if store.ErrorCode(err) == store.CodeNotFound {
+				return fmt.Errorf("@%s has no agent with the handle %s", o.owner.Handle, o.handle)
+			}
+			return err
+		}
+		return work(ctx, db)
+	})
+}
+
+// actor is the agent's owner, as whom the command acts.
+func (o *ownedAgent) actor() store.Actor { return store.UserActor(o.owner) }
+
+// summary names the agent as the commands report it.
+func (o *ownedAgent) summary() string { return fmt.Sprintf("%s (@%s)", o.agent.Name, o.agent.Handle) }
 
 // createsDatabase names the commands that create the database when --db
 // names no file yet. The others refuse: run from another directory, they

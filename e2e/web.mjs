@@ -16,6 +16,8 @@
 import { chromium } from "playwright-core";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { createHmac } from "node:crypto";
+import { createServer } from "node:http";
 import { join } from "node:path";
 
 const base = need("CHATD_URL").replace(/\/$/, "");
@@ -507,6 +509,8 @@ async function flow() {
     if (label !== "Agent news") throw new Error(`after reading it the room is listed as ${JSON.stringify(label)}`);
   });
 
+  await webhookSteps();
+
   await step("every-screen-labelled", async () => {
     // Each screen renders without errors, and every control has a name a
     // screen reader can say.
@@ -515,12 +519,7 @@ async function flow() {
       ["#/keys", "API keys", "screen-keys"]]) {
       await page.goto(`${base}/${hash}`);
       await visible(page.getByRole("heading", { name: heading, exact: true }));
-      const unnamed = await page.evaluate(() => [...document.querySelectorAll("input, select, textarea, button, a[href]")]
-        .filter((el) => !el.closest("[hidden]") && el.type !== "hidden")
-        .filter((el) => !(el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") ||
-          (el.labels && el.labels.length) || el.textContent.trim()))
-        .map((el) => el.outerHTML.slice(0, 120)));
-      if (unnamed.length) throw new Error(`${hash}: controls without a name: ${unnamed.join(" | ")}`);
+      await allNamed(hash);
       if (name) await shot(name);
     }
   });
@@ -637,6 +636,169 @@ async function apiReference() {
   await send.locator(".opblock-summary").click();
   await send.getByText("mentions_required").first().waitFor(slow);
   await shot("13-api-reference");
+}
+
+// --- an agent's webhooks -----------------------------------------------------
+
+// startReceiver listens on a free loopback port for webhook requests: it
+// keeps each (headers and raw body) and answers with its status of the
+// moment.
+async function startReceiver() {
+  const r = { status: 204, requests: [] };
+  r.server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      r.requests.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      res.writeHead(r.status).end();
+    });
+  });
+  await new Promise((ok) => r.server.listen(0, "127.0.0.1", ok));
+  r.url = `http://127.0.0.1:${r.server.address().port}/hook`;
+  return r;
+}
+
+// checkSigned fails unless a request carries the signature Standard
+// Webhooks makes of it with secret.
+function checkSigned(secret, { headers, body }) {
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  const signed = Buffer.concat([Buffer.from(`${headers["webhook-id"]}.${headers["webhook-timestamp"]}.`), body]);
+  const want = `v1,${createHmac("sha256", key).update(signed).digest("base64")}`;
+  if (!headers["webhook-signature"].split(" ").includes(want)) {
+    throw new Error(`webhook-signature ${headers["webhook-signature"]}, want ${want}`);
+  }
+}
+
+// mentionHelper posts, as the person, a message to the room that mentions
+// the agent: what a webhook of the agent is sent.
+async function mentionHelper(content) {
+  await page.evaluate(async ({ room, agent, content }) => {
+    const res = await fetch(`/api/v1/me/chats/${room}/messages`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ message: { content: `@alice/helper ${content}`, mentions: [{ id: agent }] } }),
+    });
+    if (res.status !== 201) throw new Error(`posting answered ${res.status}: ${await res.text()}`);
+  }, { room: state.room, agent: state.agent.id, content });
+}
+
+// webhookSteps: the owner gives the agent a webhook on the Agents screen,
+// sees an address refused in the server's words, stores the secret shown
+// once, sees a delivery the receiver refused with 410 pause the webhook,
+// resumes it and sees the delivery arrive in the log, then removes it.
+async function webhookSteps() {
+  const receiver = await startReceiver();
+  try {
+    await step("webhook-refused", webhookRefused);
+    await step("webhook-add", () => webhookAdd(receiver));
+    await step("webhook-paused", () => webhookPaused(receiver));
+    await step("webhook-resumed", () => webhookResumed(receiver));
+    await step("webhook-remove", () => webhookRemove(receiver));
+  } finally {
+    receiver.server.close();
+  }
+}
+
+async function webhookRefused() {
+  await page.setViewportSize({ width: 1200, height: 800 });
+  await nav("Agents");
+  await page.getByRole("button", { name: "Webhooks of Helper" }).click();
+  await visible(page.getByRole("heading", { name: "Webhooks of Helper" }));
+  await visible(page.getByText("Helper has no webhooks: add one above."));
+  expectRefusal(422, /^\/api\/v1\/me\/agents\/[^/]+\/webhooks$/, "POST");
+  await page.getByLabel("Webhook URL").fill("http://169.254.169.254/latest/meta-data");
+  await page.getByRole("button", { name: "Add webhook" }).click();
+  const alert = page.getByRole("alert").filter({ hasText: /169\.254\.169\.254, a cloud metadata address/ });
+  await visible(alert);
+  log(`  the refusal reads: ${(await alert.innerText()).trim()}`);
+  await shot("14-webhook-refused");
+}
+
+async function webhookAdd(receiver) {
+  await page.getByLabel("Webhook URL").fill(receiver.url);
+  await page.getByLabel("Webhook description").fill("the test's receiver");
+  await page.getByRole("button", { name: "Add webhook" }).click();
+  const secret = page.locator("code.secret");
+  await visible(secret);
+  state.webhookSecret = (await secret.innerText()).trim();
+  if (!/^whsec_[A-Za-z0-9+/]+=*$/.test(state.webhookSecret)) throw new Error(`the shown secret ${state.webhookSecret} is not one`);
+  await visible(page.getByText(/This secret is shown only once/));
+  await visible(page.getByRole("button", { name: "Copy" }).first());
+  await shot("15-webhook-secret");
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await until("the secret to be gone from the page", async () =>
+    !(await page.evaluate((k) => document.documentElement.outerHTML.includes(k), state.webhookSecret)));
+  await visible(page.getByRole("cell").filter({ hasText: receiver.url }));
+  await visible(page.getByText("Active", { exact: true }));
+  await visible(page.getByText("Nothing sent yet"));
+  await allNamed("the webhooks of Helper");
+}
+
+async function webhookPaused(receiver) {
+  // The receiver answers 410 Gone: the webhook is paused, with the reason.
+  receiver.status = 410;
+  await mentionHelper("ping for the webhook");
+  await until("the receiver to be sent the message", () => receiver.requests.length === 1);
+  checkSigned(state.webhookSecret, receiver.requests[0]);
+  if (!receiver.requests[0].body.toString().includes("ping for the webhook")) throw new Error("the request lacks the message");
+  await until("the webhook to show paused", async () => {
+    await page.getByRole("button", { name: "Refresh the webhooks of Helper" }).click();
+    return (await page.getByText("Paused", { exact: true }).count()) === 1;
+  });
+  await visible(page.getByText(/410 Gone/).first());
+  await page.getByRole("button", { name: `Delivery log of ${receiver.url}` }).click();
+  await visible(page.getByRole("heading", { name: `Deliveries to ${receiver.url}` }));
+  const row = page.locator(".delivery-log tbody tr").first();
+  await visible(row.getByText("Pending", { exact: true }));
+  await visible(row.getByText("410", { exact: true }));
+  await shot("16-webhook-paused");
+}
+
+async function webhookResumed(receiver) {
+  // Resumed, the webhook is sent the same delivery again, and the log,
+  // which looks again while a delivery is pending, shows it delivered.
+  receiver.status = 204;
+  await page.getByRole("button", { name: `Resume webhook ${receiver.url}` }).click();
+  await until("the receiver to be sent the message again", () => receiver.requests.length === 2);
+  const [first, again] = receiver.requests;
+  if (again.headers["webhook-id"] !== first.headers["webhook-id"]) throw new Error("the retry has another webhook-id");
+  checkSigned(state.webhookSecret, again);
+  const row = page.locator(".delivery-log tbody tr").first();
+  await visible(row.getByText("Delivered", { exact: true }));
+  await visible(row.getByText("204", { exact: true }));
+  await visible(row.getByText("2", { exact: true }));
+  await visible(page.getByText("Active", { exact: true }));
+  await shot("17-webhook-log");
+  await page.setViewportSize({ width: 375, height: 800 });
+  await fitsWidth();
+  await shot("18-phone-webhooks");
+  await page.setViewportSize({ width: 1200, height: 800 });
+}
+
+async function webhookRemove(receiver) {
+  await page.getByRole("button", { name: `Remove webhook ${receiver.url}` }).click();
+  const dialog = page.getByRole("dialog");
+  await visible(dialog.getByText(/nothing more/));
+  await dialog.getByRole("button", { name: "Remove webhook" }).click();
+  await visible(page.getByText("Helper has no webhooks: add one above."));
+  if (await page.locator(".delivery-log").count()) throw new Error("the removed webhook's log is still shown");
+  await mentionHelper("after the removal");
+  await page.waitForTimeout(500);
+  if (receiver.requests.length !== 2) throw new Error(`the receiver got ${receiver.requests.length} requests, want 2`);
+  await page.getByRole("button", { name: "Close the webhooks of Helper" }).click();
+  await until("focus back on the row's Webhooks button", () =>
+    page.evaluate(() => document.activeElement && document.activeElement.getAttribute("aria-label") === "Webhooks of Helper"));
+}
+
+// allNamed fails when a control on the page has no name a screen reader
+// can say.
+async function allNamed(where) {
+  const unnamed = await page.evaluate(() => [...document.querySelectorAll("input, select, textarea, button, a[href]")]
+    .filter((el) => !el.closest("[hidden]") && el.type !== "hidden")
+    .filter((el) => !(el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") ||
+      (el.labels && el.labels.length) || el.textContent.trim()))
+    .map((el) => el.outerHTML.slice(0, 120)));
+  if (unnamed.length) throw new Error(`${where}: controls without a name: ${unnamed.join(" | ")}`);
 }
 
 // fitsWidth fails when the page scrolls sideways at its viewport's width.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -90,16 +91,8 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, req creat
 	if req.Webhook.Description != nil {
 		nw.Description = *req.Webhook.Description
 	}
-	// A URL of the wrong form is the store's to describe, with the body's
-	// other problems; one of the right form is checked for where it leads.
-	if u, err := store.ParseWebhookURL(nw.URL); err == nil {
-		var refused *webhook.RefusedError
-		if err := s.webhookGuard.CheckURL(r.Context(), u); errors.As(err, &refused) {
-			return store.Problems{store.WebhookURLPointer: {"leads to " + refused.Target + ", " + refused.Reason + ", which webhooks may not reach"}}.
-				Err(store.CodeValidation)
-		} else if err != nil {
-			return err
-		}
+	if err := CheckWebhookURL(r.Context(), s.webhookGuard, nw.URL); err != nil {
+		return err
 	}
 	agentID, _ := webhookTarget(r)
 	created, secret, err := s.db.CreateWebhook(r.Context(), principal(r).Actor(), agentID, nw)
@@ -108,6 +101,40 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, req creat
 	}
 	return reply(w, http.StatusCreated, createdWebhookView{webhookView: newWebhookView(created), Secret: secret})
 }
+
+// CheckWebhookURL refuses a webhook URL that leads where guard refuses, as
+// registering it over HTTP does: a validation problem at /webhook/url that
+// names the address and what it is. A URL of the wrong form passes: it is
+// the store's to describe, with the body's other problems. The command line
+// registers webhooks through it too, so that both refuse alike.
+func CheckWebhookURL(ctx context.Context, guard *webhook.Guard, raw string) error {
+	u, err := store.ParseWebhookURL(raw)
+	if err != nil {
+		return nil
+	}
+	var refused *webhook.RefusedError
+	if err := guard.CheckURL(ctx, u); errors.As(err, &refused) {
+		return store.Problems{store.WebhookURLPointer: {"leads to " + refused.Target + ", " + refused.Reason + ", which webhooks may not reach"}}.
+			Err(store.CodeValidation)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// WebhookJSON is an endpoint as the API answers it, for the command line's
+// --json.
+func WebhookJSON(w *store.Webhook) any { return newWebhookView(w) }
+
+// CreatedWebhookJSON is a new endpoint with its secret as the API answers
+// it, for the command line's --json.
+func CreatedWebhookJSON(w *store.Webhook, secret string) any {
+	return createdWebhookView{webhookView: newWebhookView(w), Secret: secret}
+}
+
+// WebhookDeliveryJSON is a line of a delivery log as the API answers it,
+// for the command line's --json.
+func WebhookDeliveryJSON(d *store.WebhookDelivery) any { return newWebhookDeliveryView(d) }
 
 // listWebhooks is GET …/webhooks: every endpoint (at most
 // store.MaxWebhooksPerAgent), oldest first.

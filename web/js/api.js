@@ -42,7 +42,7 @@ function describe(status, body, headers) {
     for (const [where, what] of Object.entries(e.details)) {
       const field = where.split("/").filter(Boolean).pop() || where;
       const text = Array.isArray(what) ? what.join(", ") : typeof what === "string" ? what : "";
-      if (text) parts.push(`${field.replace(/_/g, " ")} ${text}`);
+      if (text) parts.push(`${field.replace(/_/g, " ").replace(/\burl\b/, "URL")} ${text}`);
     }
     // The details name each field without the JSON pointer the message
     // starts with, which reads better for people.

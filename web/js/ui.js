@@ -196,21 +196,24 @@ export function confirmDialog({ title, text, confirm, action }) {
   });
 }
 
+// keyNotice is the warning a new API key is shown with.
+const keyNotice = () => [h("strong", {}, "This key is shown only once. "),
+  "chatd keeps only a digest of it and cannot show it again: store it now, in a password manager " +
+  "or wherever the program that uses it reads its settings."];
+
 // secretPanel shows a new key once: the key with a Copy button, the warning
-// that it will not be shown again, anything else the caller adds, and a
-// button that removes it all from the page. While it shows, leaving or
-// reloading the page asks first. It answers {panel, dispose}; dispose
-// removes the panel without asking (the page's cleanup calls it).
-export function secretPanel({ title, label, secret, extra = [], onDone }) {
+// that it will not be shown again (notice, for a secret that is not an API
+// key), anything else the caller adds, and a button that removes it all
+// from the page. While it shows, leaving or reloading the page asks first.
+// It answers {panel, dispose}; dispose removes the panel without asking
+// (the page's cleanup calls it).
+export function secretPanel({ title, label, secret, notice = keyNotice(), extra = [], onDone }) {
   const headingId = nextId("secret");
   const code = h("code", { class: "secret", id: nextId("key") }, secret);
   const done = h("button", { type: "button" }, "Done, I stored it");
   const panel = h("section", { class: "card secret-panel stack", "aria-labelledby": headingId },
     h("h2", { id: headingId, tabindex: "-1" }, title),
-    h("p", { class: "notice", role: "note" },
-      h("strong", {}, "This key is shown only once. "),
-      "chatd keeps only a digest of it and cannot show it again: store it now, in a password manager " +
-      "or wherever the program that uses it reads its settings."),
+    h("p", { class: "notice", role: "note" }, notice),
     h("p", { class: "secret-label" }, label),
     h("div", { class: "secret-row" }, code, copyButton(secret, code)),
     extra,

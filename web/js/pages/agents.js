@@ -1,11 +1,13 @@
 // The person's own agents: the list, registering a new one (whose API key
 // is shown once, with the settings a Band SDK needs to reach this server),
 // replacing an agent's key (the new one shown the same way) and deleting
-// one, each after a confirmation.
+// one, each after a confirmation, and an agent's webhooks (webhooks.js),
+// opened under the list.
 
 import { h, field, busy, errorBox, copyButton, onSubmit } from "../dom.js";
 import { cardTable, confirmDialog, pageSection, pagedList, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
+import { WebhooksSlot } from "./webhooks.js";
 
 const PAGE_SIZE = 50;
 
@@ -23,8 +25,12 @@ export function mount(root, ctx) {
     err,
     h("div", { class: "row" }, h("button", { type: "submit" }, "Register agent")));
   const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
-  // The first page comes again after every change: a new agent or a
-  // deleted one moves the others between pages.
+  // One agent's webhooks show at a time, under the list; the row's button
+  // says whether they are open, and has the focus back when they close.
+  const hooks = new WebhooksSlot(ctx, {
+    changed: () => agents.render(),
+    closed: (a) => (root.querySelector(`[data-webhooks="${CSS.escape(a.id)}"]`) || listHeading).focus(),
+  });
   const agents = pagedList({
     fetch: (at) => api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, at),
     loading: "Loading agents…",
@@ -36,6 +42,9 @@ export function mount(root, ctx) {
       h("div", { class: "row" },
         h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
           onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
+        h("button", { type: "button", class: "secondary", "aria-label": `Webhooks of ${a.name}`,
+          "aria-expanded": String(hooks.isOpen(a.id)), dataset: { webhooks: a.id },
+          onclick: () => hooks.open(a) }, "Webhooks"),
         h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
           onclick: () => remove(a) }, "Delete")),
     ],
@@ -71,6 +80,7 @@ export function mount(root, ctx) {
     if (!out) return;
     const n = out.executions_deleted;
     const gone = n ? ` ${n} processing record${n === 1 ? "" : "s"} went with it.` : "";
+    if (hooks.isOpen(a.id)) hooks.close();
     notify(`Agent ${a.name} deleted.${gone}`);
     await agents.load();
     listHeading.focus();
@@ -128,13 +138,16 @@ export function mount(root, ctx) {
 
   root.append(pageSection("Agents",
     ["Your agents run elsewhere and talk to chatd through the Agent API with their ",
-      "own key. Register one here, then start it with a Band SDK pointed at this server."],
+      "own key. Register one here, then start it with a Band SDK pointed at this server, ",
+      "or give it webhooks: URLs chatd sends its new messages to."],
     form,
     secrets.el,
-    h("section", { class: "list-section" }, listHeading, agents.el)));
+    h("section", { class: "list-section" }, listHeading, agents.el),
+    hooks.el));
   agents.load();
   return () => {
     agents.stop();
     secrets.dispose();
+    hooks.dispose();
   };
 }
