@@ -55,6 +55,7 @@ database and exits 0.`,
 		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS", "max-file-size": "CHATD_MAX_FILE_SIZE",
 		"bulk-queue":   "CHATD_BULK_QUEUE",
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
+		"poll-max-held": "CHATD_POLL_MAX_HELD", "poll-max-per-key": "CHATD_POLL_MAX_PER_KEY",
 		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
 		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
@@ -157,6 +158,8 @@ func (c *serveConfig) bindFlags(f *pflag.FlagSet) {
 	f.IntVar(&st.BulkQueue, "bulk-queue", 64, "bulk deletion jobs that may be open (queued or running) at once; beyond this, new ones answer 503")
 	f.IntVar(&s.MaxSockets, "ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
 	f.IntVar(&s.MaxSocketsPerKey, "ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
+	f.IntVar(&s.MaxHeldPolls, "poll-max-held", server.DefaultMaxHeldPolls, "long-polls (…/next?wait=) the server holds at once at most (beyond: 429 too_many_requests)")
+	f.IntVar(&s.MaxHeldPollsPerKey, "poll-max-per-key", server.DefaultMaxHeldPollsPerKey, "long-polls one API key may hold at once at most")
 	f.Float64Var(&s.RateLimit, "rate-limit", server.DefaultRateLimit, "requests per second one credential may make, sustained (beyond: 429 rate_limited); 0 switches the limit off")
 	f.IntVar(&s.RateBurst, "rate-burst", server.DefaultRateBurst, "requests one credential may make at once")
 	f.Float64Var(&s.AuthFailureRate, "auth-failure-rate", server.DefaultAuthFailureRate, "failed authentications per second one client address may make (beyond: 429 instead of 401); 0 switches the limit off")
@@ -211,6 +214,8 @@ func (c serveConfig) check() error {
 		return usageError{fmt.Errorf("--bulk-queue must be from 1 to 100000, not %d", st.BulkQueue)}
 	case s.MaxSockets < 1 || s.MaxSocketsPerKey < 1:
 		return usageError{fmt.Errorf("--ws-max-conns and --ws-max-per-key must be at least 1")}
+	case s.MaxHeldPolls < 1 || s.MaxHeldPollsPerKey < 1:
+		return usageError{fmt.Errorf("--poll-max-held and --poll-max-per-key must be at least 1")}
 	case s.RateLimit < 0 || s.AuthFailureRate < 0 || math.IsNaN(s.RateLimit) || math.IsNaN(s.AuthFailureRate):
 		return usageError{fmt.Errorf("--rate-limit and --auth-failure-rate must be 0 (off) or positive")}
 	case s.RateBurst < 1 || s.AuthFailureBurst < 1:

@@ -72,6 +72,28 @@ func (s *Server) endedCredentials(held []heldCredential) (map[string]bool, error
 	return s.db.EndedCredentials(ctx, keys, sessions)
 }
 
+// endWithCredentials ends, with end, those of open (what is called what in
+// the log) whose credential no longer authenticates, checked in one read.
+func endWithCredentials[T any](s *Server, what string, open []T, held func(T) heldCredential, end func(T)) {
+	if len(open) == 0 {
+		return
+	}
+	creds := make([]heldCredential, len(open))
+	for i, o := range open {
+		creds[i] = held(o)
+	}
+	ended, err := s.endedCredentials(creds)
+	if err != nil {
+		s.log.Warn("checking the credentials of open "+what+" failed", "err", err)
+		return
+	}
+	for i, o := range open {
+		if ended[creds[i].keyID] || ended[creds[i].sessionID] {
+			end(o)
+		}
+	}
+}
+
 // recheckIfCredentialsEnded rechecks a new connection's credential if
 // credentials ended while it was being authenticated (ended is
 // credentialsEnded from before that): the recheck of all connections may

@@ -145,21 +145,8 @@ func (m *mcpSessions) sessions(match func(*mcpSession) bool) []*mcpSession {
 // closeEndedCredentials closes the sessions whose key or sign-in session
 // no longer authenticates.
 func (m *mcpSessions) closeEndedCredentials() {
-	open := m.sessions(func(*mcpSession) bool { return true })
-	held := make([]heldCredential, len(open))
-	for i, ms := range open {
-		held[i] = ms.heldCredential
-	}
-	ended, err := m.s.endedCredentials(held)
-	if err != nil {
-		m.s.log.Warn("checking the credentials of open MCP sessions failed", "err", err)
-		return
-	}
-	for _, ms := range open {
-		if ended[ms.keyID] || ended[ms.sessionID] {
-			ms.end()
-		}
-	}
+	endWithCredentials(m.s, "MCP sessions", m.sessions(func(*mcpSession) bool { return true }),
+		func(ms *mcpSession) heldCredential { return ms.heldCredential }, (*mcpSession).end)
 }
 
 // closeAgent closes the sessions acting as a deleted agent.

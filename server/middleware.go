@@ -30,6 +30,10 @@ type callerNote struct {
 	authenticated bool
 	route         string    // the route pattern matched, for the metrics; "" if none
 	code          errorCode // the envelope's code of a refusal, for the log line
+	start         time.Time // when the request arrived
+	// handedOver is set when a handler took the connection over to answer
+	// it later (a held long-poll): the line is logged when it answers.
+	handedOver bool
 }
 
 // noteErrorCode records the code a refusal of r answered with.
@@ -127,7 +131,7 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		caller := &callerNote{}
+		caller := &callerNote{start: start}
 		r = r.WithContext(context.WithValue(context.WithValue(r.Context(), requestIDKey, id), callerKey, caller))
 		h := w.Header()
 		h.Set("X-Request-Id", id)
@@ -144,24 +148,8 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 					s.writeError(rec, r, &store.Error{Code: store.CodeInternal, Message: "internal server error"})
 				}
 			}
-			status := rec.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", status,
-				"bytes", rec.bytes, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
-			if caller.code != "" {
-				attrs = append(attrs, "error", string(caller.code))
-			}
-			if caller.authenticated {
-				attrs = append(attrs, caller.kind, caller.id)
-				if caller.actingAgent != "" {
-					attrs = append(attrs, "acting_agent", caller.actingAgent, "delegation", caller.delegationID)
-				}
-			}
-			s.log.Info("request", attrs...)
-			if s.metrics != nil {
-				s.metrics.observeRequest(r.Method, caller.route, status, time.Since(start))
+			if !caller.handedOver {
+				s.logRequest(r, rec.status, rec.bytes)
 			}
 		}()
 		if r.ProtoMajor != 1 {
@@ -173,4 +161,29 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// logRequest writes r's one log line, and its metrics, once it is answered
+// with status (0 for 200: nothing said otherwise) and bytes of body.
+func (s *Server) logRequest(r *http.Request, status int, bytes int64) {
+	caller, _ := r.Context().Value(callerKey).(*callerNote)
+	if status == 0 {
+		status = http.StatusOK
+	}
+	elapsed := time.Since(caller.start)
+	attrs := []any{"request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "status", status,
+		"bytes", bytes, "duration_ms", float64(elapsed.Microseconds()) / 1000}
+	if caller.code != "" {
+		attrs = append(attrs, "error", string(caller.code))
+	}
+	if caller.authenticated {
+		attrs = append(attrs, caller.kind, caller.id)
+		if caller.actingAgent != "" {
+			attrs = append(attrs, "acting_agent", caller.actingAgent, "delegation", caller.delegationID)
+		}
+	}
+	s.log.Info("request", attrs...)
+	if s.metrics != nil {
+		s.metrics.observeRequest(r.Method, caller.route, status, elapsed)
+	}
 }

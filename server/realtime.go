@@ -185,11 +185,13 @@ func (rt *realtime) route(c store.Change) {
 			conn.Close(phx.ClosePolicy, "the agent was deleted")
 		}
 		rt.s.mcp.closeAgent(c.Agent.ID)
+		rt.s.endPollsOfAgent(c.Agent.ID)
 	case store.CredentialsEnded, store.OtherProcessWrote:
 		// A chatd command (another process) may have ended credentials too.
 		rt.credentialsEnded.Add(1)
 		rt.closeEndedCredentials(rt.sockets.all())
 		rt.s.mcp.closeEndedCredentials()
+		rt.s.endPollsOfEndedCredentials()
 	}
 }
 

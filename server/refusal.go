@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -313,36 +311,4 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
-}
-
-// bufferedResponse is a response written into memory, for writeError to
-// render one no handler serves.
-type bufferedResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (b *bufferedResponse) Header() http.Header { return b.header }
-
-func (b *bufferedResponse) WriteHeader(status int) {
-	if b.status == 0 {
-		b.status = status
-	}
-}
-
-func (b *bufferedResponse) Write(p []byte) (int, error) {
-	b.WriteHeader(http.StatusOK)
-	return b.body.Write(p)
-}
-
-// wire is the response as sent on the connection.
-func (b *bufferedResponse) wire(proto string) []byte {
-	var out bytes.Buffer
-	fmt.Fprintf(&out, "%s %d %s\r\n", proto, b.status, http.StatusText(b.status))
-	b.header.Set("Content-Length", strconv.Itoa(b.body.Len()))
-	_ = b.header.Write(&out)
-	out.WriteString("\r\n")
-	out.Write(b.body.Bytes())
-	return out.Bytes()
 }

@@ -67,6 +67,9 @@ type Config struct {
 	MaxSockets int
 	// MaxSocketsPerKey bounds the connections of one credential; default 100.
 	MaxSocketsPerKey int
+	// MaxHeldPolls bounds the long-polls held at once, default 20000;
+	// MaxHeldPollsPerKey those of one credential, default 1000.
+	MaxHeldPolls, MaxHeldPollsPerKey int
 	// DisableMemories switches the memory routes off: they answer 403
 	// feature_disabled, as the hosted API does where memories are gated.
 	DisableMemories bool
@@ -198,7 +201,8 @@ func New(cfg Config) (*Server, error) {
 	s.cursorKey = deriveKey(secret, "chatd/cursor/v1")
 	s.delegationKey = deriveKey(secret, "chatd/delegation/v1")
 
-	s.waiters = newDeliveryWaiters()
+	s.waiters = newDeliveryWaiters(cmp.Or(max(cfg.MaxHeldPolls, 0), DefaultMaxHeldPolls),
+		cmp.Or(max(cfg.MaxHeldPollsPerKey, 0), DefaultMaxHeldPollsPerKey))
 	s.webhookGuard = &webhook.Guard{Allow: cfg.Webhooks.Allow, Deny: cfg.Webhooks.Deny}
 	s.webhooks = newWebhookDispatcher(cfg.DB, s.log, cfg.Webhooks, s.webhookGuard)
 	s.mcpSchemas = mcp.NewSchemaCache()
@@ -220,9 +224,9 @@ func New(cfg Config) (*Server, error) {
 
 // Close stops sending webhooks (what is pending is sent by the next start),
 // stops the bulk deletion worker (open jobs resume on the next start), ends
-// the waits for messages and the MCP sessions, closes the real-time
-// connections (telling clients the server restarts) and stops publishing
-// changes.
+// the waits for messages (a held long-poll is answered 204) and the MCP
+// sessions, closes the real-time connections (telling clients the server
+// restarts) and stops publishing changes.
 func (s *Server) Close() {
 	s.webhooks.close()
 	s.db.SetCommitObserver(nil)
@@ -231,7 +235,18 @@ func (s *Server) Close() {
 	s.waiters.close()
 	s.mcp.closeAll()
 	s.rt.close()
+	if !s.waiters.awaitAnswers(s.transferTimeout) {
+		s.log.Warn("long-polls still unanswered when the server stopped")
+	}
 }
+
+// DefaultMaxHeldPolls and DefaultMaxHeldPollsPerKey are the defaults of
+// Config.MaxHeldPolls and MaxHeldPollsPerKey: a held poll costs a few KB
+// and a file descriptor, and a credential's workers need a handful.
+const (
+	DefaultMaxHeldPolls       = 20000
+	DefaultMaxHeldPollsPerKey = 1000
+)
 
 // Handler is the whole HTTP surface.
 func (s *Server) Handler() http.Handler { return s.handler }

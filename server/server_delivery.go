@@ -37,17 +37,10 @@ func (s *Server) nextMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, actor, roomID := r.Context(), store.AgentActor(agent), r.PathValue("chat_id")
-	msg, err := s.waitFor(ctx, agent.ID, wait, nil, func() (*store.Message, error) {
+	actor, roomID := store.AgentActor(agent), r.PathValue("chat_id")
+	return s.answerNext(w, r, wait, func(ctx context.Context) (*store.Message, error) {
 		return s.db.NextMessage(ctx, actor, roomID)
 	})
-	if err != nil {
-		return err
-	}
-	if msg == nil {
-		return noContent(w)
-	}
-	return reply(w, http.StatusOK, newMessageView(msg, agent.ID))
 }
 
 // maxWait bounds how long a long-poll (?wait=) holds its request.
@@ -109,20 +102,12 @@ func (s *Server) nextInboxMessage(w http.ResponseWriter, r *http.Request) error 
 	if err := p.Err(store.CodeValidation); err != nil {
 		return err
 	}
-	ctx, agent := r.Context(), callerAgent(r)
-	actor := store.AgentActor(agent)
-	take := func() (*store.Message, error) { return s.db.InboxNext(ctx, actor) }
+	actor := store.AgentActor(callerAgent(r))
+	take := func(ctx context.Context) (*store.Message, error) { return s.db.InboxNext(ctx, actor) }
 	if claim != nil && *claim {
-		take = func() (*store.Message, error) { return s.db.ClaimMessage(ctx, actor, "") }
+		take = func(ctx context.Context) (*store.Message, error) { return s.db.ClaimMessage(ctx, actor, "") }
 	}
-	msg, err := s.waitFor(ctx, agent.ID, wait, nil, take)
-	if err != nil {
-		return err
-	}
-	if msg == nil {
-		return noContent(w)
-	}
-	return reply(w, http.StatusOK, newMessageView(msg, agent.ID))
+	return s.answerNext(w, r, wait, take)
 }
 
 var inboxListing = listing{defaultLimit: 20, maxLimit: 100}

@@ -14,6 +14,7 @@ import (
 // second, with worker in both.
 type inboxKit struct {
 	ts                   *testServer
+	aliceKey             string
 	poster, worker       *store.Agent
 	posterKey, workerKey string
 	first, second        string
@@ -22,8 +23,8 @@ type inboxKit struct {
 func newInboxKit(t *testing.T, configure func(*Config)) *inboxKit {
 	t.Helper()
 	ts := newTestServerWith(t, configure)
-	alice, _ := ts.user("alice")
-	k := &inboxKit{ts: ts}
+	alice, aliceKey := ts.user("alice")
+	k := &inboxKit{ts: ts, aliceKey: aliceKey}
 	k.poster, k.posterKey = ts.agent(alice, "Poster")
 	k.worker, k.workerKey = ts.agent(alice, "Worker")
 	k.first = ts.room(t, k.posterKey, k.worker.ID)
@@ -170,13 +171,24 @@ func TestInboxClaimRace(t *testing.T) {
 		}
 		posted[m.ID] = true
 	}
-	var mu sync.Mutex
-	taken := map[string]int{}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
+	k.claimers(t, 8, "/api/v1/agent/inbox/next?claim=true").wait(t, posted)
+}
+
+// claimers is workers of one agent, each claiming by path until it
+// answers 204, and what they took.
+type claimers struct {
+	workers sync.WaitGroup
+	mu      sync.Mutex
+	taken   map[string]int
+}
+
+// claimers starts n workers claiming by path.
+func (k *inboxKit) claimers(t *testing.T, n int, path string) *claimers {
+	c := &claimers{taken: map[string]int{}}
+	for range n {
+		c.workers.Go(func() {
 			for {
-				r, _ := k.ts.send(t, "GET", "/api/v1/agent/inbox/next?claim=true", apiKey(k.workerKey), nil)
+				r, _ := k.ts.send(t, "GET", path, apiKey(k.workerKey), nil)
 				if r.status == 204 {
 					return
 				}
@@ -184,19 +196,26 @@ func TestInboxClaimRace(t *testing.T) {
 					t.Errorf("claim: %d %s", r.status, r.body)
 					return
 				}
-				mu.Lock()
-				taken[r.data(t)["id"].(string)]++
-				mu.Unlock()
+				c.mu.Lock()
+				c.taken[r.data(t)["id"].(string)]++
+				c.mu.Unlock()
 			}
 		})
 	}
-	wg.Wait()
-	for id, n := range taken {
+	return c
+}
+
+// wait waits for the workers to stop, and checks that they took every
+// message posted, each exactly once.
+func (c *claimers) wait(t *testing.T, posted map[string]bool) {
+	t.Helper()
+	c.workers.Wait()
+	for id, n := range c.taken {
 		if n != 1 || !posted[id] {
 			t.Errorf("%s taken %d times", id, n)
 		}
 	}
-	if len(taken) != len(posted) {
-		t.Fatalf("%d of %d messages taken", len(taken), len(posted))
+	if len(c.taken) != len(posted) {
+		t.Fatalf("%d of %d messages taken", len(c.taken), len(posted))
 	}
 }

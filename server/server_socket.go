@@ -229,14 +229,13 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 // or person it acts as (to close those whose credential ended).
 type socketRegistry struct {
 	mu     sync.Mutex
-	total  int
-	perKey map[string]int
+	slots  slots
 	agents map[string]map[*phx.Conn]struct{}
 	byID   map[string]map[*phx.Conn]struct{} // agent or user id -> connections
 }
 
 func newSocketRegistry() socketRegistry {
-	return socketRegistry{perKey: map[string]int{}, agents: map[string]map[*phx.Conn]struct{}{},
+	return socketRegistry{slots: newSlots(), agents: map[string]map[*phx.Conn]struct{}{},
 		byID: map[string]map[*phx.Conn]struct{}{}}
 }
 
@@ -265,11 +264,9 @@ func (reg *socketRegistry) admitKey(limitKey string, maxTotal, maxPerKey int) er
 }
 
 func (reg *socketRegistry) admitLocked(limitKey string, maxTotal, maxPerKey int) error {
-	if reg.total >= maxTotal || reg.perKey[limitKey] >= maxPerKey {
+	if !reg.slots.take(limitKey, maxTotal, maxPerKey) {
 		return errTooManySockets
 	}
-	reg.total++
-	reg.perKey[limitKey]++
 	return nil
 }
 
@@ -284,10 +281,7 @@ func (reg *socketRegistry) releaseKey(limitKey string) {
 }
 
 func (reg *socketRegistry) releaseLocked(limitKey string) {
-	reg.total--
-	if reg.perKey[limitKey]--; reg.perKey[limitKey] <= 0 {
-		delete(reg.perKey, limitKey)
-	}
+	reg.slots.give(limitKey)
 }
 
 // add records c, the connection of sc, and sets its expiry. It returns the

@@ -8,50 +8,121 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// Callers without a socket wait for work (MCP's wait_for_message) without
-// polling: a waiter registers under its agent, tries to claim a message,
-// and sleeps until the change feed that drives the socket pushes says that
-// something for that agent may have arrived. Registering before the claim
-// means a message committed between the two still wakes it.
+// Callers without a socket wait for work (a long-poll, MCP's
+// wait_for_message) without polling: a waiter registers under its agent,
+// tries to take a message, and sleeps until the change feed that drives the
+// socket pushes says that something for that agent may have arrived.
+// Registering before the take means a message committed between the two
+// still wakes it.
 type deliveryWaiters struct {
 	mu      sync.Mutex
-	byAgent map[string]map[chan struct{}]struct{}
-	closed  chan struct{} // closed at shutdown: every wait ends
+	byAgent map[string]map[waiter]struct{}
+	// polls counts the long-polls held, in all and per credential, against
+	// Config.MaxHeldPolls and MaxHeldPollsPerKey.
+	polls                 slots
+	maxPolls, maxPollsKey int
+	closed                chan struct{} // closed at shutdown: every wait ends
+	// answered is made at shutdown, and closed once every poll held then
+	// has been answered.
+	answered chan struct{}
 }
 
-func newDeliveryWaiters() *deliveryWaiters {
-	return &deliveryWaiters{byAgent: map[string]map[chan struct{}]struct{}{}, closed: make(chan struct{})}
+// A waiter is told when work may have arrived for its agent (wake), and
+// when the server stops (stop). Neither may block, nor call back into the
+// deliveryWaiters: both run under its lock.
+type waiter interface {
+	wake()
+	stop()
 }
 
-// register returns a channel that receives when work may have arrived for
-// the agent, and the function that unregisters it.
-func (dw *deliveryWaiters) register(agentID string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// wakeChan is the waiter of a goroutine that sleeps on it (waitFor); it
+// watches deliveryWaiters.closed for the stop.
+type wakeChan chan struct{}
+
+func (c wakeChan) wake() {
+	select {
+	case c <- struct{}{}:
+	default: // already told
+	}
+}
+
+func (c wakeChan) stop() {}
+
+func newDeliveryWaiters(maxPolls, maxPollsPerKey int) *deliveryWaiters {
+	return &deliveryWaiters{byAgent: map[string]map[waiter]struct{}{}, closed: make(chan struct{}),
+		polls: newSlots(), maxPolls: maxPolls, maxPollsKey: maxPollsPerKey}
+}
+
+// register adds w to the agent's waiters and returns the function that
+// removes it.
+func (dw *deliveryWaiters) register(agentID string, w waiter) func() {
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
-	if dw.byAgent[agentID] == nil {
-		dw.byAgent[agentID] = map[chan struct{}]struct{}{}
-	}
-	dw.byAgent[agentID][ch] = struct{}{}
-	return ch, func() {
+	dw.addLocked(agentID, w)
+	return func() {
 		dw.mu.Lock()
 		defer dw.mu.Unlock()
-		delete(dw.byAgent[agentID], ch)
-		if len(dw.byAgent[agentID]) == 0 {
-			delete(dw.byAgent, agentID)
-		}
+		dw.removeLocked(agentID, w)
 	}
+}
+
+func (dw *deliveryWaiters) addLocked(agentID string, w waiter) {
+	if dw.byAgent[agentID] == nil {
+		dw.byAgent[agentID] = map[waiter]struct{}{}
+	}
+	dw.byAgent[agentID][w] = struct{}{}
+}
+
+func (dw *deliveryWaiters) removeLocked(agentID string, w waiter) {
+	delete(dw.byAgent[agentID], w)
+	if len(dw.byAgent[agentID]) == 0 {
+		delete(dw.byAgent, agentID)
+	}
+}
+
+// errTooManyPolls refuses a long-poll beyond the bounds on held polls.
+var errTooManyPolls = &httpError{Code: codeTooManyRequests,
+	Message: "too many long-polls held for this credential or in all; answer or close some, or retry later"}
+
+// registerPoll adds a long-poll to its agent's waiters, within the bounds
+// on held polls, and returns the function that removes it. ok is false,
+// and nothing registered, once the server is stopping.
+func (dw *deliveryWaiters) registerPoll(p *longPoll) (unregister func(), ok bool, err error) {
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	select {
+	case <-dw.closed:
+		return nil, false, nil
+	default:
+	}
+	if !dw.polls.take(p.limitKey, dw.maxPolls, dw.maxPollsKey) {
+		return nil, false, errTooManyPolls
+	}
+	dw.addLocked(p.agentID, p)
+	return func() {
+		dw.mu.Lock()
+		defer dw.mu.Unlock()
+		dw.removeLocked(p.agentID, p)
+		dw.polls.give(p.limitKey)
+		if dw.answered != nil && dw.polls.total == 0 {
+			close(dw.answered)
+		}
+	}, true, nil
+}
+
+// held is how many long-polls are held now.
+func (dw *deliveryWaiters) held() int {
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	return dw.polls.total
 }
 
 // wake tells the agent's waiters that work may have arrived.
 func (dw *deliveryWaiters) wake(agentID string) {
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
-	for ch := range dw.byAgent[agentID] {
-		select {
-		case ch <- struct{}{}:
-		default: // already told
-		}
+	for w := range dw.byAgent[agentID] {
+		w.wake()
 	}
 }
 
@@ -59,14 +130,30 @@ func (dw *deliveryWaiters) wake(agentID string) {
 // tell for whom.
 func (dw *deliveryWaiters) wakeAll() {
 	dw.mu.Lock()
-	agents := make([]string, 0, len(dw.byAgent))
-	for id := range dw.byAgent {
-		agents = append(agents, id)
+	defer dw.mu.Unlock()
+	for _, ws := range dw.byAgent {
+		for w := range ws {
+			w.wake()
+		}
 	}
-	dw.mu.Unlock()
-	for _, id := range agents {
-		dw.wake(id)
+}
+
+// heldPolls returns the long-polls held, of one agent or ("") of all.
+func (dw *deliveryWaiters) heldPolls(agentID string) []*longPoll {
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	var out []*longPoll
+	for id, ws := range dw.byAgent {
+		if agentID != "" && id != agentID {
+			continue
+		}
+		for w := range ws {
+			if p, ok := w.(*longPoll); ok {
+				out = append(out, p)
+			}
+		}
 	}
+	return out
 }
 
 // close ends every wait, at shutdown.
@@ -75,8 +162,32 @@ func (dw *deliveryWaiters) close() {
 	defer dw.mu.Unlock()
 	select {
 	case <-dw.closed:
+		return
 	default:
 		close(dw.closed)
+	}
+	dw.answered = make(chan struct{})
+	if dw.polls.total == 0 {
+		close(dw.answered)
+	}
+	for _, ws := range dw.byAgent {
+		for w := range ws {
+			w.stop()
+		}
+	}
+}
+
+// awaitAnswers waits, up to limit, until every long-poll held at shutdown
+// has been answered; close must have run.
+func (dw *deliveryWaiters) awaitAnswers(limit time.Duration) bool {
+	dw.mu.Lock()
+	answered := dw.answered
+	dw.mu.Unlock()
+	select {
+	case <-answered:
+		return true
+	case <-time.After(limit):
+		return false
 	}
 }
 
@@ -120,7 +231,8 @@ func (s *Server) waitFor(ctx context.Context, agentID string, wait time.Duration
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		woken, unregister := s.waiters.register(agentID)
+		woken := make(wakeChan, 1)
+		unregister := s.waiters.register(agentID, woken)
 		msg, err := take()
 		if err != nil || msg != nil {
 			unregister()
