@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -127,10 +128,24 @@ func (r *longPollRoom) post() (id string, started, answered time.Time, err error
 }
 
 // holdPolls holds n polls at once and reports the server's memory before
-// and while it holds them; then one post answers them all.
+// and while it holds them; then one post answers them all. So that what
+// holding costs is not confused with what serving a burst of n requests
+// costs (the heap a collector lets grow with them), the server first
+// serves n polls at once that do not wait, and holding is measured
+// against that as well as against the idle server.
 func (r *longPollRoom) holdPolls(srv *benchServer, n int) error {
 	time.Sleep(500 * time.Millisecond) // let the server settle after the setup
-	before, err := srv.memory()
+	idle, err := srv.memoryAfterGC()
+	if err != nil {
+		return err
+	}
+	if err := r.burst(n); err != nil {
+		return err
+	}
+	if _, err := srv.settledBelow(idle.goroutines, 5*time.Second); err != nil {
+		return err
+	}
+	served, err := srv.memoryAfterGC()
 	if err != nil {
 		return err
 	}
@@ -144,8 +159,11 @@ func (r *longPollRoom) holdPolls(srv *benchServer, n int) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	sent := time.Since(start)
-	// Each held poll keeps at least the goroutine of its connection.
-	holding, steady, err := srv.settled(before.goroutines+float64(n), time.Second, 30*time.Second)
+	steady, err := srv.settled(float64(n), time.Second, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	holding, err := srv.memoryAfterGC()
 	if err != nil {
 		return err
 	}
@@ -163,35 +181,65 @@ func (r *longPollRoom) holdPolls(srv *benchServer, n int) error {
 		}
 	}()
 	rel := releaseOf(answers, n, id)
-	// Keep-alive connections each keep a goroutine on the server: closed,
-	// the server should be back to what it ran before the polls.
+	// Keep-alive connections each keep a goroutine on the server (a held
+	// poll's closes when it is answered): closed, the server should be
+	// back to what it ran before the polls.
 	r.polls.CloseIdleConnections()
-	after, err := srv.settledBelow(before.goroutines, 5*time.Second)
+	after, err := srv.settledBelow(idle.goroutines, 5*time.Second)
 	if err != nil {
 		return err
 	}
-
 	fmt.Printf("longpoll: %d held polls (messages/next?wait=60, one connection each, nothing to answer): sent in %s, the server's RSS steady from %s\n",
 		n, sent.Round(time.Millisecond), steady.Sub(start).Round(time.Millisecond))
-	fmt.Printf("%-16s %10s %12s %12s %11s\n", "server", "RSS", "heap in use", "stacks", "goroutines")
-	for _, row := range []struct {
-		name string
-		m    serverMemory
-	}{{"before", before}, {"holding them", holding}} {
-		fmt.Printf("%-16s %10s %12s %12s %11.0f\n", row.name, mib(row.m.rssKB<<10), mib(int64(row.m.heapInuse)),
-			mib(int64(row.m.stackInuse)), row.m.goroutines)
-	}
-	per := func(b, a float64) string { return fmt.Sprintf("%.1f KB", (a-b)/float64(n)/1024) }
-	fmt.Printf("%-16s %10s %12s %12s %11.2f\n", "per held poll", per(float64(before.rssKB<<10), float64(holding.rssKB<<10)),
-		per(before.heapInuse, holding.heapInuse), per(before.stackInuse, holding.stackInuse),
-		(holding.goroutines-before.goroutines)/float64(n))
+	printHeldMemory(n, idle, served, holding)
 	fmt.Printf("released by one post: %d of %d answered 200 with it, the last %s after the post's start; %d errors, %d answered before it\n",
 		rel.answered, n, ms(rel.last.Sub(posted)), rel.errs, early)
-	fmt.Printf("after: server goroutines %.0f (%.0f before the polls), RSS %s\n", after.goroutines, before.goroutines, mib(after.rssKB<<10))
+	fmt.Printf("after: server goroutines %.0f (%.0f before the polls), RSS %s\n", after.goroutines, idle.goroutines, mib(after.rssKB<<10))
 	if rel.firstErr != nil {
 		fmt.Printf("  first error: %v\n", rel.firstErr)
 	}
 	return nil
+}
+
+// burst makes n polls at once that do not wait (each answered 204 at
+// once), each on a connection of its own, then closes the connections.
+func (r *longPollRoom) burst(n int) error {
+	answers := make(chan pollAnswer, n)
+	for range n {
+		go func() { answers <- r.poll("/api/v1/agent/chats/"+r.room+"/messages/next", nil) }()
+	}
+	var firstErr error
+	for range n {
+		if a := <-answers; a.err != nil || a.status != 204 {
+			firstErr = cmp.Or(firstErr, a.err, fmt.Errorf("a poll without a wait answered %d", a.status))
+		}
+	}
+	r.polls.CloseIdleConnections()
+	return firstErr
+}
+
+// printHeldMemory prints the server's memory idle, after serving n polls
+// at once, and holding n polls, and what each held poll costs.
+func printHeldMemory(n int, idle, served, holding serverMemory) {
+	fmt.Printf("%-26s %10s %12s %12s %12s %11s\n", "server", "RSS", "heap live", "heap in use", "stacks", "goroutines")
+	for _, row := range []struct {
+		name string
+		m    serverMemory
+	}{{"idle", idle}, {fmt.Sprintf("after serving %d at once", n), served}, {fmt.Sprintf("holding %d", n), holding}} {
+		fmt.Printf("%-26s %10s %12s %12s %12s %11.0f\n", row.name, mib(row.m.rssKB<<10), mib(int64(row.m.heapAlloc)),
+			mib(int64(row.m.heapInuse)), mib(int64(row.m.stackInuse)), row.m.goroutines)
+	}
+	for _, from := range []struct {
+		name string
+		m    serverMemory
+	}{{"per held poll, from idle", idle}, {"per held poll, from served", served}} {
+		per := func(b, a float64) string { return fmt.Sprintf("%.1f KB", (a-b)/float64(n)/1024) }
+		b := from.m
+		fmt.Printf("%-26s %10s %12s %12s %12s %11.2f\n", from.name, per(float64(b.rssKB<<10), float64(holding.rssKB<<10)),
+			per(b.heapAlloc, holding.heapAlloc), per(b.heapInuse, holding.heapInuse),
+			per(b.stackInuse, holding.stackInuse), (holding.goroutines-b.goroutines)/float64(n))
+	}
+	fmt.Printf("(heap live: what the heap holds right after a collection the bench asks for; RSS: what the process holds, collections' slack included)\n")
 }
 
 // release is how n held polls ended once message id was posted.
@@ -295,11 +343,28 @@ func (r *longPollRoom) wakeUps(rounds int) error {
 }
 
 // serverMemory is what the server process holds: its resident set from
-// /proc, and the Go runtime's own figures from its metrics.
+// /proc, and the Go runtime's own figures and the held polls from its
+// metrics.
 type serverMemory struct {
-	rssKB                 int64
-	heapInuse, stackInuse float64 // bytes
-	goroutines            float64
+	rssKB                            int64
+	heapAlloc, heapInuse, stackInuse float64 // bytes
+	goroutines, heldPolls            float64
+}
+
+// memoryAfterGC reads the server's memory right after a garbage
+// collection, which a heap profile asks for (?gc=1): the heap then holds
+// only what is live, not garbage the next collection would take.
+func (s *benchServer) memoryAfterGC() (serverMemory, error) {
+	res, err := http.Get(strings.TrimSuffix(s.metricsURL, "/metrics") + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return serverMemory{}, err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		return serverMemory{}, fmt.Errorf("heap profile: %s", res.Status)
+	}
+	return s.memory()
 }
 
 // memory reads the server's memory now.
@@ -324,20 +389,21 @@ func (s *benchServer) memory() (serverMemory, error) {
 	if err := sc.Err(); err != nil {
 		return serverMemory{}, err
 	}
-	m := serverMemory{rssKB: rssKB(s.pid), heapInuse: gauges["go_memstats_heap_inuse_bytes"],
-		stackInuse: gauges["go_memstats_stack_inuse_bytes"], goroutines: gauges["go_goroutines"]}
+	m := serverMemory{rssKB: rssKB(s.pid), heapAlloc: gauges["go_memstats_heap_alloc_bytes"],
+		heapInuse: gauges["go_memstats_heap_inuse_bytes"], stackInuse: gauges["go_memstats_stack_inuse_bytes"],
+		goroutines: gauges["go_goroutines"], heldPolls: gauges["chatd_longpolls_held"]}
 	if m.rssKB == 0 || m.goroutines == 0 {
 		return m, fmt.Errorf("could not read the server's memory (pid %d, %s)", s.pid, s.metricsURL)
 	}
 	return m, nil
 }
 
-// settled waits until the server runs at least goroutines goroutines and
-// its RSS has not risen for quiet, for up to limit, and returns its memory
-// then and when the RSS last rose. The RSS is read from /proc while
-// waiting: a metrics scrape allocates in the server, so scraping often
-// would grow what is being measured.
-func (s *benchServer) settled(goroutines float64, quiet, limit time.Duration) (serverMemory, time.Time, error) {
+// settled waits until the server holds polls long-polls and its RSS has
+// not risen for quiet, for up to limit, and returns when the RSS last
+// rose. The RSS is read from /proc while waiting: a metrics scrape
+// allocates in the server, so scraping often would grow what is being
+// measured.
+func (s *benchServer) settled(polls float64, quiet, limit time.Duration) (time.Time, error) {
 	start := time.Now()
 	peak, rose := rssKB(s.pid), start
 	for {
@@ -351,12 +417,12 @@ func (s *benchServer) settled(goroutines float64, quiet, limit time.Duration) (s
 			continue
 		}
 		m, err := s.memory()
-		if err != nil || m.goroutines >= goroutines {
-			return m, rose, err
+		if err != nil || m.heldPolls >= polls {
+			return rose, err
 		}
 		if late {
-			fmt.Fprintf(os.Stderr, "bench: the server runs %.0f goroutines after %s, expected %.0f\n", m.goroutines, limit, goroutines)
-			return m, rose, nil
+			fmt.Fprintf(os.Stderr, "bench: the server holds %.0f long-polls after %s, expected %.0f\n", m.heldPolls, limit, polls)
+			return rose, nil
 		}
 		rose = time.Now() // not all held yet: wait for another quiet spell
 	}

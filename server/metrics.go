@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -106,6 +107,7 @@ func (s *Server) writePulledMetrics(w io.Writer) {
 	metrics.WriteGaugeUint64(w, "chatd_sockets_open", uint64(hub.Connections))
 	metrics.WriteGaugeUint64(w, "chatd_channels_joined", uint64(hub.Subscriptions))
 	metrics.WriteCounterUint64(w, "chatd_slow_consumers_dropped_total", uint64(hub.SlowConsumers))
+	metrics.WriteGaugeUint64(w, "chatd_longpolls_held", uint64(s.waiters.held()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -124,26 +126,26 @@ func (s *Server) writePulledMetrics(w io.Writer) {
 }
 
 // MetricsHandler serves GET /metrics: chatd's metrics, then the Go runtime's
-// and the process's. It is nil unless Config.Metrics is set. Serve it on a
-// listener of its own, reachable only by the scraper.
+// and the process's; and, under /debug/pprof/, the Go runtime's profiles
+// (net/http/pprof), to see where time and memory go in a running server.
+// It is nil unless Config.Metrics is set. Serve it on a listener of its
+// own, reachable only by the operator and the scraper.
 func (s *Server) MetricsHandler() http.Handler {
 	if s.metrics == nil {
 		return nil
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/metrics" {
-			http.NotFound(w, r)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.set.WritePrometheus(w)
 		metrics.WriteProcessMetrics(w)
 	})
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // noteRoute records the route pattern r matched, for its metrics.

@@ -70,6 +70,7 @@ func TestMetrics(t *testing.T) {
 		`chatd_sockets_open`:                 0,
 		`chatd_channels_joined`:              0,
 		`chatd_slow_consumers_dropped_total`: 0,
+		`chatd_longpolls_held`:               0,
 	} {
 		if got := sample(text, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
@@ -95,8 +96,13 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("bulk jobs in all statuses = %v, want 1", jobs)
 	}
 
-	// The API's own listener does not serve them.
+	// The runtime's profiles are there too, and the API's own listener
+	// serves neither.
+	if res, err := http.Get(metricsSrv.URL + "/debug/pprof/heap?gc=1"); err != nil || res.StatusCode != 200 {
+		t.Fatalf("metrics listener, heap profile: %v %v", res, err)
+	}
 	expect(t, ts.do(t, "GET", "/metrics", noCred, nil), 404, "not_found")
+	expect(t, ts.do(t, "GET", "/debug/pprof/heap", noCred, nil), 404, "not_found")
 	if res, err := http.Get(metricsSrv.URL + "/other"); err != nil || res.StatusCode != 404 {
 		t.Fatalf("metrics listener, other path: %v %v", res, err)
 	}
