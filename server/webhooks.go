@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,14 +21,21 @@ import (
 // each new message addressed to an agent, to each endpoint the agent
 // registered, signed as Standard Webhooks describes (server/webhook).
 //
-// One scheduler goroutine looks at what is due (when woken by a message
-// queued, an endpoint resumed or a worker done, at the next retry time, and
-// at least every WebhookConfig.Poll) and starts a worker for each due
-// endpoint that has none, up to WebhookConfig.Workers at once. A worker
-// sends its endpoint's due deliveries one at a time, in order, recording
-// each attempt, until one fails or it has sent a burst (then the endpoint
-// waits its turn again); so an endpoint has at most one request in flight,
-// and its deliveries arrive in message order, while a slow or dead
+// One scheduler goroutine keeps, in memory, when each endpoint with
+// pending deliveries is next due, and starts a worker for each due endpoint
+// that has none, up to WebhookConfig.Workers at once. What it knows comes
+// from the store telling it which endpoints had deliveries queued or were
+// resumed, and from each worker, which says when it stops when its
+// endpoint is due again (now, after a burst; at the retry time, after a
+// failure; never, with nothing left). It reads every endpoint's due time
+// from the database only at start and every WebhookConfig.Poll, which also
+// catches what another process changed: one scan per message would cost
+// the writer's machine more than sending the message does.
+//
+// A worker sends its endpoint's due deliveries one at a time, in order,
+// recording each attempt, until one fails or it has sent a burst (then the
+// endpoint waits its turn again); so an endpoint has at most one request in
+// flight, and its deliveries arrive in message order, while a slow or dead
 // endpoint holds one worker and no more: it never delays the other
 // endpoints while workers remain.
 //
@@ -98,7 +106,8 @@ type webhookDispatcher struct {
 	workers sync.WaitGroup
 	idle    chan struct{} // a worker ended (holds one wake-up)
 	mu      sync.Mutex
-	busy    map[string]bool // the endpoints a worker is on
+	busy    map[string]bool      // the endpoints a worker is on
+	due     map[string]time.Time // when each endpoint with pending deliveries is next due
 }
 
 func newWebhookDispatcher(db *store.DB, log *slog.Logger, cfg WebhookConfig, guard *webhook.Guard) *webhookDispatcher {
@@ -106,7 +115,8 @@ func newWebhookDispatcher(db *store.DB, log *slog.Logger, cfg WebhookConfig, gua
 	ctx, cancel := context.WithCancel(context.Background())
 	return &webhookDispatcher{db: db, log: log, cfg: cfg, sender: webhook.NewSender(guard, cfg.Timeout),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		slots: make(chan struct{}, cfg.Workers), idle: make(chan struct{}, 1), busy: map[string]bool{}}
+		slots: make(chan struct{}, cfg.Workers), idle: make(chan struct{}, 1), busy: map[string]bool{},
+		due: map[string]time.Time{}}
 }
 
 // start starts the scheduler; what an earlier run left pending is due at
@@ -125,8 +135,21 @@ func (d *webhookDispatcher) close() {
 func (d *webhookDispatcher) run() {
 	defer close(d.done)
 	defer d.workers.Wait()
+	var scanned time.Time
 	for {
-		wait := d.dispatchDue()
+		if time.Since(scanned) >= d.cfg.Poll {
+			if d.scan() {
+				scanned = time.Now()
+			}
+		}
+		now := time.Now()
+		for _, id := range d.db.QueuedWebhookEndpoints() {
+			d.schedule(id, now)
+		}
+		wait := min(d.dispatchDue(), d.cfg.Poll-time.Since(scanned))
+		if scanned.IsZero() {
+			wait = time.Second // the scan failed: try it again soon
+		}
 		// With every worker busy, news of more deliveries changes nothing
 		// until one is free, which wakes the scheduler anyway.
 		queued := d.db.WebhooksQueued()
@@ -146,54 +169,79 @@ func (d *webhookDispatcher) run() {
 	}
 }
 
-// dispatchDue starts a worker for each due endpoint that has none, while
-// workers are free, and returns how long to sleep before looking again.
-func (d *webhookDispatcher) dispatchDue() time.Duration {
+// scan reads when every endpoint with pending deliveries is due from the
+// database, which knows of them all, also those another process queued or
+// resumed. It reports whether it could.
+func (d *webhookDispatcher) scan() bool {
 	due, err := d.db.WebhooksDue(d.ctx)
 	if err != nil {
 		if d.ctx.Err() == nil {
 			d.log.Warn("webhooks: reading what is due failed; retrying", "err", err)
 		}
-		return time.Second
-	}
-	now := time.Now()
-	for _, e := range due {
-		if e.At.After(now) {
-			// The rest are later still; until then, only a wake-up brings
-			// anything new.
-			return min(d.cfg.Poll, e.At.Sub(now))
-		}
-		if !d.claim(e.EndpointID) {
-			continue // a worker is on it, and wakes the scheduler when done
-		}
-		select {
-		case d.slots <- struct{}{}:
-		default:
-			// Every worker is busy; the first to end wakes the scheduler.
-			d.release(e.EndpointID)
-			return d.cfg.Poll
-		}
-		d.workers.Add(1)
-		go d.work(e.EndpointID)
-	}
-	return d.cfg.Poll
-}
-
-// claim marks an endpoint as having a worker, unless it has one.
-func (d *webhookDispatcher) claim(endpointID string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.busy[endpointID] {
 		return false
 	}
-	d.busy[endpointID] = true
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.due)
+	for _, e := range due {
+		d.due[e.EndpointID] = e.At
+	}
 	return true
 }
 
-func (d *webhookDispatcher) release(endpointID string) {
+// schedule notes that the endpoint is due at, or sooner if it was already.
+func (d *webhookDispatcher) schedule(endpointID string, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.busy, endpointID)
+	d.scheduleLocked(endpointID, at)
+}
+
+func (d *webhookDispatcher) scheduleLocked(endpointID string, at time.Time) {
+	if old, ok := d.due[endpointID]; !ok || at.Before(old) {
+		d.due[endpointID] = at
+	}
+}
+
+// dispatchDue starts a worker for each due endpoint that has none, while
+// workers are free, and returns how long to sleep before looking again.
+func (d *webhookDispatcher) dispatchDue() time.Duration {
+	now := time.Now()
+	wait := d.cfg.Poll
+	for _, id := range d.dueBy(now, &wait) {
+		// dueBy took no more than the free slots, and only this goroutine
+		// takes any: this never waits.
+		d.slots <- struct{}{}
+		d.workers.Add(1)
+		go d.work(id)
+	}
+	return wait
+}
+
+// dueBy takes the endpoints due by now that no worker is on, marking them
+// busy, in the order they fell due; it lowers wait to when the next of the
+// others falls due.
+func (d *webhookDispatcher) dueBy(now time.Time, wait *time.Duration) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ready []string
+	for id, at := range d.due {
+		switch {
+		case d.busy[id]:
+		case at.After(now):
+			*wait = min(*wait, at.Sub(now))
+		default:
+			ready = append(ready, id)
+		}
+	}
+	slices.SortFunc(ready, func(a, b string) int { return d.due[a].Compare(d.due[b]) })
+	if free := cap(d.slots) - len(d.slots); len(ready) > free {
+		ready = ready[:free]
+	}
+	for _, id := range ready {
+		d.busy[id] = true
+		delete(d.due, id)
+	}
+	return ready
 }
 
 // workerBurst is how many deliveries a worker sends to its endpoint in a
@@ -205,45 +253,73 @@ const workerBurst = 16
 // work sends the endpoint's due deliveries, one at a time in message
 // order, up to workerBurst of them, and records each attempt. It stops at
 // the first that is not delivered: the endpoint's next one waits for it.
+// Then it tells the scheduler when the endpoint is due again.
 func (d *webhookDispatcher) work(endpointID string) {
-	defer func() {
-		<-d.slots
-		d.release(endpointID)
-		d.workers.Done()
-		select {
-		case d.idle <- struct{}{}:
-		default:
-		}
-	}()
-	for range workerBurst {
-		if !d.sendNext(endpointID) {
-			return
-		}
+	next := d.sendBurst(endpointID)
+	d.mu.Lock()
+	delete(d.busy, endpointID)
+	if !next.IsZero() {
+		d.scheduleLocked(endpointID, next)
+	}
+	d.mu.Unlock()
+	<-d.slots
+	d.workers.Done()
+	select {
+	case d.idle <- struct{}{}:
+	default:
 	}
 }
 
-// sendNext makes one attempt at the endpoint's first pending delivery, if
-// it is due, and records it; it reports whether the delivery was
-// delivered.
-func (d *webhookDispatcher) sendNext(endpointID string) bool {
-	send, err := d.db.NextWebhookSend(d.ctx, endpointID, time.Now())
-	if err != nil || send == nil {
-		if err != nil && d.ctx.Err() == nil {
-			d.log.Warn("webhooks: reading a delivery failed", "endpoint", endpointID, "err", err)
+// sendBurst sends the endpoint's due deliveries, up to workerBurst, and
+// returns when its next one is due: the zero time when it has none (or is
+// paused or gone).
+func (d *webhookDispatcher) sendBurst(endpointID string) time.Time {
+	for range workerBurst {
+		send, due, err := d.db.NextWebhookSend(d.ctx, endpointID, time.Now())
+		if err != nil {
+			if d.ctx.Err() == nil {
+				d.log.Warn("webhooks: reading a delivery failed", "endpoint", endpointID, "err", err)
+			}
+			return time.Now().Add(time.Second)
 		}
-		return false
+		if send == nil {
+			return due
+		}
+		if next, sent := d.sendOne(send); !sent {
+			return next
+		}
 	}
+	return time.Now() // a burst sent: more may be due, after the others' turn
+}
+
+// sendOne makes one attempt at a due delivery and records it. It reports
+// whether it was delivered, and if not, when the endpoint is due again: the
+// retry time, at once when the delivery was given up (the next one is due),
+// or a second from now when the attempt could not be made or recorded (it
+// is made again, with the same webhook-id). An endpoint the attempt paused
+// is looked at, and found with nothing due, once more.
+func (d *webhookDispatcher) sendOne(send *store.WebhookSend) (next time.Time, delivered bool) {
 	body, err := webhookBody(send)
 	if err != nil {
 		d.log.Error("webhooks: rendering a delivery failed", "delivery", send.DeliveryID, "err", err)
-		return false
+		return time.Now().Add(time.Minute), false
 	}
 	started := time.Now()
 	res := d.sender.Send(d.ctx, webhook.Request{URL: send.URL, ID: send.DeliveryID, Secret: send.Secret, Body: body, At: started})
 	if errors.Is(res.Err, context.Canceled) {
-		return false // shutting down: the next run makes this attempt again
+		return time.Time{}, false // shutting down: the next run makes this attempt again
 	}
-	return d.record(d.outcome(send, started, res)) && res.Err == nil
+	a := d.outcome(send, started, res)
+	switch {
+	case !d.record(a):
+		return time.Now().Add(time.Second), false
+	case res.Err == nil:
+		return time.Time{}, true
+	case a.RetryAt.IsZero():
+		return time.Now(), false
+	default:
+		return a.RetryAt, false
+	}
 }
 
 // outcome is what an attempt's result means for its delivery: done, retried

@@ -96,7 +96,7 @@ type DB struct {
 	fileChunkSize  int64
 	bulk           bulkWorker
 	bulkQueue      int
-	webhooks       webhookWake
+	webhooks       *webhookWake
 
 	migratedFrom, version int
 }
@@ -124,7 +124,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
 		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)},
-		webhooks: make(webhookWake, 1)}
+		webhooks: newWebhookWake()}
 	if err := db.open(opts, target); err != nil {
 		// Close releases whatever open got before it failed, and only that.
 		db.Close()

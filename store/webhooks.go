@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -296,7 +297,7 @@ func (db *DB) ResumeWebhook(ctx context.Context, actor Actor, agentID, id string
 			return err
 		}
 		w.PausedAt, w.PauseReason, w.ConsecutiveFailures, w.UpdatedAt = nil, nil, 0, tx.Now()
-		tx.AfterCommit(db.webhooks.poke)
+		tx.AfterCommit(func() { db.webhooks.poke(w.ID) })
 		return nil
 	})
 	return out, err
@@ -402,29 +403,57 @@ func (db *DB) enqueueWebhooks(tx *Tx, agentID string, seq int64) error {
 		}
 	}
 	if len(endpoints) > 0 {
-		tx.AfterCommit(db.webhooks.poke)
+		tx.AfterCommit(func() { db.webhooks.poke(endpoints...) })
 	}
 	return nil
 }
 
-// webhookWake tells the sender that deliveries were queued or an endpoint
-// resumed. It holds at most one wake-up: the sender looks at everything
-// that is due when it wakes, so wake-ups that come while one waits add
-// nothing.
-type webhookWake chan struct{}
+// webhookWake tells the sender which endpoints had deliveries queued or
+// were resumed, so that it looks at those alone rather than at every
+// endpoint for each message. Its channel holds at most one wake-up: the
+// sender takes every endpoint noted since its last look when it wakes.
+type webhookWake struct {
+	ch        chan struct{}
+	mu        sync.Mutex
+	endpoints map[string]struct{}
+}
 
-// poke never blocks: it runs after commit, on the writer goroutine.
-func (w webhookWake) poke() {
+func newWebhookWake() *webhookWake {
+	return &webhookWake{ch: make(chan struct{}, 1), endpoints: map[string]struct{}{}}
+}
+
+// poke notes the endpoints and wakes the sender. It never blocks: it runs
+// after commit, on the writer goroutine.
+func (w *webhookWake) poke(endpoints ...string) {
+	w.mu.Lock()
+	for _, id := range endpoints {
+		w.endpoints[id] = struct{}{}
+	}
+	w.mu.Unlock()
 	select {
-	case w <- struct{}{}:
+	case w.ch <- struct{}{}:
 	default:
 	}
 }
 
 // WebhooksQueued receives when webhook deliveries were queued or an endpoint
 // was resumed (by this process), so that the sender need not poll for new
-// work.
-func (db *DB) WebhooksQueued() <-chan struct{} { return db.webhooks }
+// work; QueuedWebhookEndpoints says which endpoints.
+func (db *DB) WebhooksQueued() <-chan struct{} { return db.webhooks.ch }
+
+// QueuedWebhookEndpoints returns the endpoints that had deliveries queued,
+// or were resumed, since it was last called, and forgets them.
+func (db *DB) QueuedWebhookEndpoints() []string {
+	w := db.webhooks
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.endpoints))
+	for id := range w.endpoints {
+		out = append(out, id)
+	}
+	clear(w.endpoints)
+	return out
+}
 
 // WebhookDue is when an endpoint's next delivery is due.
 type WebhookDue struct {
@@ -473,10 +502,12 @@ type WebhookSend struct {
 }
 
 // NextWebhookSend returns the first pending delivery of an endpoint, in
-// message order, when it is due at the time given; nil when there is none,
-// it is not due yet, or the endpoint is paused or gone.
-func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Time) (*WebhookSend, error) {
+// message order, when it is due at the time given. When it is not due yet
+// it returns nil and when it is due; when there is none (or the endpoint is
+// paused or gone), nil and the zero time.
+func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Time) (*WebhookSend, time.Time, error) {
 	var out *WebhookSend
+	var due time.Time
 	err := db.readTx(ctx, func(q readQ) error {
 		var s WebhookSend
 		var seq, next, ins int64
@@ -490,7 +521,7 @@ func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Ti
 		if err != nil {
 			return err
 		}
-		if fromMicros(next).After(at) {
+		if due = fromMicros(next); due.After(at) {
 			return nil
 		}
 		s.InsertedAt, s.MessageSeq = fromMicros(ins), seq
@@ -503,7 +534,7 @@ func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Ti
 		out = &s
 		return nil
 	})
-	return out, err
+	return out, due, err
 }
 
 // WebhookAttempt is how one attempt at a delivery went, and what follows

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,13 @@ func TestSendTextQueuesTheMessageForEachWebhookOfTheAgentsItAddresses(t *testing
 	default:
 		t.Error("queuing did not wake the sender")
 	}
+	queued := k.db.QueuedWebhookEndpoints()
+	slices.Sort(queued)
+	want := append(slices.Clone(k.workerHooks), k.strangerHook...)
+	slices.Sort(want)
+	if !slices.Equal(queued, want) || len(k.db.QueuedWebhookEndpoints()) != 0 {
+		t.Errorf("the sender is told of endpoints %v, want each with a delivery once: %v", queued, want)
+	}
 
 	t.Run("a refused message queues nothing", func(t *testing.T) {
 		before := rawCount(t, k.db, `SELECT count(*) FROM webhook_deliveries`)
@@ -169,7 +177,7 @@ func (k *webhookKit) succeed(t *testing.T, endpoint string) *WebhookSend {
 
 func (k *webhookKit) next(t *testing.T, endpoint string, at time.Time) *WebhookSend {
 	t.Helper()
-	s, err := k.db.NextWebhookSend(context.Background(), endpoint, at)
+	s, _, err := k.db.NextWebhookSend(context.Background(), endpoint, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +200,9 @@ func TestWebhookDeliveriesGoInMessageOrderOneAtATime(t *testing.T) {
 
 	t.Run("a failure holds the endpoint's later messages back", func(t *testing.T) {
 		k.fail(t, endpoint, time.Hour, 0)
-		if s := k.next(t, endpoint, time.Now()); s != nil {
-			t.Fatalf("a delivery was due while the first waits for its retry: %+v", s)
+		held, at, err := k.db.NextWebhookSend(context.Background(), endpoint, time.Now())
+		if err != nil || held != nil || at.Before(time.Now().Add(59*time.Minute)) {
+			t.Fatalf("while the first waits for its retry: %+v due %v (%v), want nothing, due in an hour", held, at, err)
 		}
 		s := k.next(t, endpoint, time.Now().Add(2*time.Hour))
 		if s == nil || s.Message.ID != one.ID || s.Attempts != 1 {
@@ -282,6 +291,7 @@ func TestWebhookPausesAfterARunOfFailuresAndResumes(t *testing.T) {
 	}
 
 	drain(k.db.WebhooksQueued())
+	k.db.QueuedWebhookEndpoints()
 	resumed, err := k.db.ResumeWebhook(context.Background(), k.aliceActor, k.worker.ID, endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -296,6 +306,9 @@ func TestWebhookPausesAfterARunOfFailuresAndResumes(t *testing.T) {
 	case <-k.db.WebhooksQueued():
 	default:
 		t.Error("resuming did not wake the sender")
+	}
+	if queued := k.db.QueuedWebhookEndpoints(); !slices.Equal(queued, []string{endpoint}) {
+		t.Errorf("resuming told the sender of %v, want %s", queued, endpoint)
 	}
 
 	t.Run("the receiver's refusal pauses at once", func(t *testing.T) {
