@@ -489,4 +489,36 @@ CREATE TABLE webhook_deliveries (
     UNIQUE (endpoint_id, message_seq)
 ) STRICT;
 
-PRAGMA user_version = 6;
+-- Version 7 ---------------------------------------------------------------
+
+-- Replies, edits, deletions and reactions. A reply names its parent, a
+-- message of the same room (reply_to_seq); a parent removed for good leaves
+-- its replies without one. edited_at is when the content last changed;
+-- deleted_at makes the message a tombstone: its content, attachments and
+-- edit history are gone, its place in the room stays.
+ALTER TABLE messages ADD COLUMN reply_to_seq INTEGER REFERENCES messages (seq) ON DELETE SET NULL;
+ALTER TABLE messages ADD COLUMN edited_at INTEGER;
+ALTER TABLE messages ADD COLUMN deleted_at INTEGER;
+CREATE INDEX messages_replies ON messages (reply_to_seq, seq) WHERE reply_to_seq IS NOT NULL;
+
+-- A message's edit history, for the room's owner: the content it had before
+-- each edit (edit 1 holds the original), and when that edit was made.
+CREATE TABLE message_edits (
+    message_seq INTEGER NOT NULL REFERENCES messages (seq) ON DELETE CASCADE,
+    edit        INTEGER NOT NULL,
+    content     TEXT NOT NULL,
+    edited_at   INTEGER NOT NULL,
+    PRIMARY KEY (message_seq, edit)
+) STRICT, WITHOUT ROWID;
+
+-- Reactions: at most one of each emoji per person or agent on a message.
+CREATE TABLE reactions (
+    message_seq INTEGER NOT NULL REFERENCES messages (seq) ON DELETE CASCADE,
+    emoji       TEXT NOT NULL,
+    actor_id    TEXT NOT NULL,
+    actor_type  TEXT NOT NULL CHECK (actor_type IN ('User', 'Agent')),
+    inserted_at INTEGER NOT NULL,
+    PRIMARY KEY (message_seq, emoji, actor_id)
+) STRICT, WITHOUT ROWID;
+
+PRAGMA user_version = 7;

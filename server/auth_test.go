@@ -110,7 +110,7 @@ var authedRoutes = append([]authedRoute{
 	{"POST", "/mcp", anyCaller},
 	{"GET", "/mcp", anyCaller},
 	{"DELETE", "/mcp", anyCaller},
-}, webhookAuthedRoutes()...)
+}, append(webhookAuthedRoutes(), messageChangeAuthedRoutes()...)...)
 
 type authedRoute struct {
 	method, path string
@@ -124,6 +124,18 @@ func webhookAuthedRoutes() []authedRoute {
 	for _, base := range []authedRoute{{"", "/api/v1/agent/webhooks", agentsOnly}, {"", "/api/v1/me/agents/" + nilID + "/webhooks", humansOnly}} {
 		one := base.path + "/" + nilID
 		for _, r := range [][2]string{{"GET", base.path}, {"POST", base.path}, {"GET", one}, {"DELETE", one}, {"POST", one + "/resume"}, {"GET", one + "/deliveries"}} {
+			routes = append(routes, authedRoute{r[0], r[1], base.aud})
+		}
+	}
+	return routes
+}
+
+func messageChangeAuthedRoutes() []authedRoute {
+	var routes []authedRoute
+	for _, base := range []authedRoute{{"", "/api/v1/agent/chats", agentsOnly}, {"", "/api/v1/me/chats", humansOnly}} {
+		one := base.path + "/" + nilID + "/messages/" + nilID
+		for _, r := range [][2]string{{"PATCH", one}, {"DELETE", one}, {"GET", one + "/edits"}, {"GET", one + "/replies"},
+			{"POST", one + "/reactions"}, {"DELETE", one + "/reactions/%F0%9F%91%8D"}} {
 			routes = append(routes, authedRoute{r[0], r[1], base.aud})
 		}
 	}
@@ -144,7 +156,8 @@ func TestAuthTableCoversEveryRoute(t *testing.T) {
 		if rt.aud == public {
 			continue
 		}
-		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":webhook_id", nilID, ":id", nilID).Replace(rt.path)
+		path := strings.NewReplacer(":chat_id", nilID, ":delegation_id", nilID, ":webhook_id", nilID, ":id", nilID,
+			":emoji", "%F0%9F%91%8D").Replace(rt.path)
 		if !listed[rt.method+" "+path] {
 			t.Errorf("%s %s is not in authedRoutes", rt.method, rt.path)
 		}

@@ -85,7 +85,7 @@ func replyNext(w http.ResponseWriter, msg *store.Message, agentID string, err er
 	if msg == nil {
 		return noContent(w)
 	}
-	return reply(w, http.StatusOK, newMessageView(msg, agentID))
+	return reply(w, http.StatusOK, newMessageView(msg, agentReader(agentID)))
 }
 
 // newLongPoll registers a poll for r, looking already: it is nil, without

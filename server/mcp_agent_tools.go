@@ -169,7 +169,7 @@ func (t mcpTools) waitForMessage(ctx context.Context, a waitArgs) (map[string]an
 	if err != nil || msg == nil {
 		return map[string]any{"message": nil}, err
 	}
-	return map[string]any{"message": newMessageView(msg, t.p.Agent.ID), "room_id": msg.RoomID}, nil
+	return map[string]any{"message": newMessageView(msg, agentReader(t.p.Agent.ID)), "room_id": msg.RoomID}, nil
 }
 
 func (t mcpTools) addAgentMemoryTools() {

@@ -44,7 +44,7 @@ func (t mcpTools) addHumanTools() {
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"message": newMessageView(msg, "")}, nil
+			return map[string]any{"message": newMessageView(msg, personReader(t.p.Actor().ID))}, nil
 		})
 	t.addRoomTools("/api/v1/me/chats")
 }

@@ -87,6 +87,7 @@ type (
 		Content       string   `json:"content" jsonschema:"the text; start it with the @handle of whom you address"`
 		Mentions      []string `json:"mentions,omitempty" jsonschema:"handles or ids of the participants addressed, e.g. [\"alice\"]; at least one"`
 		AttachmentIDs []string `json:"attachment_ids,omitempty" jsonschema:"ids of files uploaded to the room"`
+		ReplyToID     string   `json:"reply_to_id,omitempty" jsonschema:"the id of the message of the room this one answers, if any"`
 	}
 	participantArgs struct {
 		roomArg
@@ -154,6 +155,9 @@ func (a messageArgs) messageBody() map[string]any {
 	msg := map[string]any{"content": a.Content, "mentions": mentions}
 	if a.AttachmentIDs != nil {
 		msg["attachment_ids"] = a.AttachmentIDs
+	}
+	if a.ReplyToID != "" {
+		msg["reply_to_id"] = a.ReplyToID
 	}
 	return map[string]any{"message": msg}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,9 @@ func (rt *realtime) route(c store.Change) {
 	case store.MessageCreated:
 		rt.messageCreated(c)
 	case store.MessageUpdated:
-		rt.hub.Broadcast("chat_room:"+room.ID, "message_updated", payloadJSON(newMessageView(c.Message, "")), isPerson)
+		rt.messageUpdated(c, nil)
+	case store.MessageChanged, store.ReactionsChanged:
+		rt.messageUpdated(c, c.Seers)
 	case store.RoomAdded:
 		rt.hub.Broadcast(roomsTopic(c.Member), "room_added", payloadJSON(roomEvent(room, c.Member, nil)), nil)
 	case store.RoomUpdated:
@@ -200,7 +203,7 @@ func (rt *realtime) route(c store.Change) {
 // message that mentions them, with their own delivery state.
 func (rt *realtime) messageCreated(c store.Change) {
 	topic := "chat_room:" + c.Room.ID
-	forPeople := payloadJSON(newMessageView(c.Message, ""))
+	forPeople := payloadJSON(newMessageView(c.Message, personReader("")))
 	rt.hub.Broadcast(topic, "message_created", forPeople, isPerson)
 	if c.Message.Type != "text" {
 		rt.hub.Broadcast(topic, "event_created", forPeople, isPerson)
@@ -223,11 +226,65 @@ func (rt *realtime) messageCreated(c store.Change) {
 			return
 		}
 		if payload == nil {
-			payload = payloadJSON(newMessageView(c.Message, agent.ID))
+			payload = payloadJSON(newMessageView(forAgentPush(c.Message, agent.ID), agentReader(agent.ID)))
 			mentioned[agent.ID] = payload
 		}
 		sub.Push(joinRef, topic, "message_created", payload)
 	})
+}
+
+// messageUpdated pushes message_updated with a message as it is now: to
+// people reading the room, as each sees it (a reaction they gave is marked
+// for them alone); and to the agents among seers (those that may see it)
+// whose connection asked for chatd's extension events (?extensions=true),
+// as each sees it. The Band SDKs never ask, and hear nothing of edits,
+// deletions and reactions. A delivery-state change (seers nil) goes to
+// people alone, as it always has.
+func (rt *realtime) messageUpdated(c store.Change, seers []string) {
+	topic := "chat_room:" + c.Room.ID
+	rendered := map[reader][]byte{}
+	rt.hub.Each(topic, func(sub *phx.Conn, joinRef string) {
+		sc := sub.Value.(*socketConn)
+		m, rd := c.Message, personReader("")
+		switch {
+		case sc.agent != nil && sc.extensions && slices.Contains(seers, sc.agent.ID):
+			m, rd = forAgentPush(c.Message, sc.agent.ID), agentReader(sc.agent.ID)
+		case sc.agent != nil:
+			return
+		case reactedBy(m, sc.user.ID):
+			rd = personReader(sc.user.ID)
+		}
+		payload, ok := rendered[rd]
+		if !ok {
+			payload = payloadJSON(newMessageView(m, rd))
+			rendered[rd] = payload
+		}
+		sub.Push(joinRef, topic, "message_updated", payload)
+	})
+}
+
+// reactedBy reports whether id gave any of m's reactions.
+func reactedBy(m *store.Message, id string) bool {
+	for _, r := range m.Reactions {
+		if slices.Contains(r.ActorIDs, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// forAgentPush is m as pushed to an agent: the quote of the message it
+// replies to is kept only when that message is the agent's own. A push is
+// rendered from the message as people see it, and whether another parent
+// mentioned the agent is not known here; the agent reads the quote over
+// REST, where it is.
+func forAgentPush(m *store.Message, agentID string) *store.Message {
+	if m.ReplyTo == nil || m.ReplyTo.SenderID == agentID {
+		return m
+	}
+	c := *m
+	c.ReplyTo = &store.Quote{ID: m.ReplyTo.ID}
+	return &c
 }
 
 // recheckAccess ends the room subscriptions of connections that lost read

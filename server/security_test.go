@@ -71,7 +71,7 @@ func newSecurityWorld(t *testing.T) *securityWorld {
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
-		"keys": key, "webhooks": hook,
+		"keys": key, "webhooks": hook, "reactions": "%F0%9F%91%8D", // not an id: the emoji a reaction is taken back by
 	}
 	w.own = map[string]string{"chats": w.ownRoom, "agents": aAgent.ID}
 	return w
@@ -158,6 +158,17 @@ var routeBodies = map[string]any{
 	"DELETE /api/v1/me/agents/:id/webhooks/:webhook_id":         nil,
 	"POST /api/v1/me/agents/:id/webhooks/:webhook_id/resume":    nil,
 	"GET /api/v1/me/agents/:id/webhooks/:webhook_id/deliveries": nil,
+}
+
+func init() {
+	for _, base := range []string{"/api/v1/agent/chats/:chat_id/messages/:id", "/api/v1/me/chats/:chat_id/messages/:id"} {
+		routeBodies["PATCH "+base] = map[string]any{"message": map[string]any{"content": "mine now"}}
+		routeBodies["DELETE "+base] = nil
+		routeBodies["GET "+base+"/edits"] = nil
+		routeBodies["GET "+base+"/replies"] = nil
+		routeBodies["POST "+base+"/reactions"] = map[string]any{"emoji": "👍"}
+		routeBodies["DELETE "+base+"/reactions/:emoji"] = nil
+	}
 }
 
 // Object-level authorization: every route that takes an id, probed with

@@ -20,7 +20,8 @@ import (
 // never take the same message.
 
 func (s *Server) deliveryRoutes() {
-	s.handle("GET", "/api/v1/agent/chats/:chat_id/messages/next", agentsOnly, s.nextMessage)
+	// A name where GET …/messages/{id}/replies takes an id (routes.go).
+	s.handleNamed("GET", "/api/v1/agent/chats/:chat_id/messages/:id", "next", agentsOnly, s.nextMessage)
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processing", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessing)))
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/processed", agentsOnly, withBody(s, s.markDelivery(s.db.MarkProcessed)))
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/messages/:id/failed", agentsOnly, withBody(s, s.markFailed))
@@ -124,5 +125,5 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return replyPage(w, messageViews(page.Items, agent.ID), s.meta(w, pq, scope, page.PageInfo))
+	return replyPage(w, messageViews(page.Items, agentReader(agent.ID)), s.meta(w, pq, scope, page.PageInfo))
 }

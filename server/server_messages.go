@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,7 +26,8 @@ func (s *Server) messageRoutes() {
 }
 
 // messageView is ChatMessage, in the REST answers and the chat_room
-// pushes alike.
+// pushes alike. The fields after UpdatedAt are chatd's own (replies, edits,
+// deletions, reactions), which the Band SDKs' models let pass.
 type messageView struct {
 	ID          string             `json:"id"`
 	ChatRoomID  string             `json:"chat_room_id"`
@@ -39,26 +41,83 @@ type messageView struct {
 	Attachments []store.Attachment `json:"attachments"`
 	InsertedAt  string             `json:"inserted_at"`
 	UpdatedAt   string             `json:"updated_at"`
+	ReplyToID   *string            `json:"reply_to_id"`
+	ReplyTo     *quoteView         `json:"reply_to"`
+	EditedAt    *string            `json:"edited_at"`
+	DeletedAt   *string            `json:"deleted_at"`
+	Reactions   []reactionView     `json:"reactions"`
 }
 
-// newMessageView renders a message. For a text message, metadata holds what
-// its sender attached, then the resolved mentions and delivery_status (per
-// agent: status, current_attempt, attempts, processed_at); with forAgent set
-// (an agent reading), also that agent's own status, current_attempt and
-// attempts at the top level. An event's metadata is the object its sender
-// posted. Mentions and attempts are passed through as stored, without a
-// round trip through Go values: history reads render thousands of them.
-func newMessageView(m *store.Message, forAgent string) messageView {
+// quoteView is what a reply shows of its parent.
+type quoteView struct {
+	ID         string          `json:"id"`
+	SenderID   string          `json:"sender_id"`
+	SenderType store.PartyType `json:"sender_type"`
+	SenderName string          `json:"sender_name"`
+	Excerpt    string          `json:"excerpt"`
+	Deleted    bool            `json:"deleted"`
+}
+
+// reactionView is one emoji on a message: how many gave it, and whether
+// the reader did.
+type reactionView struct {
+	Emoji   string `json:"emoji"`
+	Count   int    `json:"count"`
+	Reacted bool   `json:"reacted"`
+}
+
+// reader is who a message is rendered for: an agent (which sees its own
+// delivery state at the top of a text message's metadata) or a person.
+// The id marks the reactions the reader gave; "" marks none.
+type reader struct {
+	id    string
+	agent bool
+}
+
+func agentReader(id string) reader  { return reader{id: id, agent: true} }
+func personReader(id string) reader { return reader{id: id} }
+
+// readerOf is the caller of r, as its messages are rendered for it.
+func readerOf(r *http.Request) reader {
+	a := principal(r).Actor()
+	return reader{id: a.ID, agent: a.IsAgent()}
+}
+
+// newMessageView renders a message for rd. For a text message, metadata
+// holds what its sender attached, then the resolved mentions and
+// delivery_status (per agent: status, current_attempt, attempts,
+// processed_at); for an agent reading, also that agent's own status,
+// current_attempt and attempts at the top level. An event's metadata is
+// the object its sender posted. Mentions and attempts are passed through as
+// stored, without a round trip through Go values: history reads render
+// thousands of them.
+func newMessageView(m *store.Message, rd reader) messageView {
 	v := messageView{
 		ID: m.ID, ChatRoomID: m.RoomID, Content: m.Content, MessageType: m.Type, SenderID: m.SenderID,
 		SenderType: m.SenderType, SenderName: m.SenderName, Metadata: m.Metadata, Attachments: m.Attachments,
 		InsertedAt: timestamp(m.InsertedAt), UpdatedAt: timestamp(m.UpdatedAt),
+		EditedAt: optionalTimestamp(m.EditedAt), DeletedAt: optionalTimestamp(m.DeletedAt),
+		Reactions: make([]reactionView, len(m.Reactions)),
 	}
 	if v.Attachments == nil {
 		v.Attachments = []store.Attachment{}
 	}
 	if m.Type == "text" {
+		forAgent := ""
+		if rd.agent {
+			forAgent = rd.id
+		}
 		v.Metadata = textMetadata(m, forAgent)
+	}
+	if q := m.ReplyTo; q != nil {
+		v.ReplyToID = &q.ID
+		if q.Visible {
+			v.ReplyTo = &quoteView{ID: q.ID, SenderID: q.SenderID, SenderType: q.SenderType, SenderName: q.SenderName,
+				Excerpt: q.Excerpt, Deleted: q.Deleted}
+		}
+	}
+	for i, r := range m.Reactions {
+		v.Reactions[i] = reactionView{Emoji: r.Emoji, Count: len(r.ActorIDs), Reacted: rd.id != "" && slices.Contains(r.ActorIDs, rd.id)}
 	}
 	return v
 }
@@ -124,8 +183,8 @@ func writeString(b *bytes.Buffer, s string) {
 	b.Write(q)
 }
 
-func messageViews(ms []*store.Message, forAgent string) []messageView {
-	return viewsOf(ms, func(m *store.Message) messageView { return newMessageView(m, forAgent) })
+func messageViews(ms []*store.Message, rd reader) []messageView {
+	return viewsOf(ms, func(m *store.Message) messageView { return newMessageView(m, rd) })
 }
 
 type mentionRequest struct {
@@ -147,6 +206,8 @@ type sendMessageRequest struct {
 		// gateway attaches metadata, and its events fallback names the type.
 		Metadata    json.RawMessage `json:"metadata"`
 		MessageType *string         `json:"message_type"`
+		// chatd's own: the message this one answers.
+		ReplyToID *string `json:"reply_to_id"`
 	} `json:"message" chatd:"required"`
 }
 
@@ -156,7 +217,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, req sendMes
 	if mt := req.Message.MessageType; mt != nil && *mt != "text" {
 		return store.Problems{"/message/message_type": {"must be text: post other types to /events"}}.Err(store.CodeValidation)
 	}
-	in := store.TextInput{AttachmentIDs: req.Message.AttachmentIDs, Metadata: req.Message.Metadata}
+	in := store.TextInput{AttachmentIDs: req.Message.AttachmentIDs, Metadata: req.Message.Metadata, ReplyToID: req.Message.ReplyToID}
 	if req.Message.Content != nil {
 		in.Content = *req.Message.Content
 	}
@@ -257,7 +318,7 @@ func (s *Server) listAgentMessages(w http.ResponseWriter, r *http.Request) error
 	if _, given := q["status"]; given {
 		meta.StatusFilter = &status
 	}
-	return replyPage(w, messageViews(page.Items, agent.ID), meta)
+	return replyPage(w, messageViews(page.Items, agentReader(agent.ID)), meta)
 }
 
 // listContext is GET /agent/chats/{id}/context: what the agent sent and the
@@ -276,7 +337,7 @@ func (s *Server) listContext(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	meta := s.meta(w, pq, scope, page.PageInfo)
-	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agent.ID), "metadata": meta, "meta": meta})
+	writeJSON(w, http.StatusOK, map[string]any{"data": messageViews(page.Items, agentReader(agent.ID)), "metadata": meta, "meta": meta})
 	return nil
 }
 
@@ -309,5 +370,5 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return replyPage(w, messageViews(page.Items, ""), s.meta(w, pq, scope, page.PageInfo))
+	return replyPage(w, messageViews(page.Items, readerOf(r)), s.meta(w, pq, scope, page.PageInfo))
 }

@@ -41,6 +41,10 @@ type socketConn struct {
 	// closed. Both are guarded by socketRegistry.mu.
 	expiry *time.Timer
 	gone   bool
+	// extensions is set when the client asked for chatd's extension events
+	// (?extensions=true): message_updated for edits, deletions and
+	// reactions of the messages an agent may see (realtime.go).
+	extensions bool
 }
 
 func (sc *socketConn) actor() store.Actor {
@@ -202,7 +206,8 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 		return nil, store.Errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: credentialLimitKey(p),
-		heldCredential: heldCredential{keyID: p.KeyID, sessionID: p.SessionID}, expires: p.Expires}
+		heldCredential: heldCredential{keyID: p.KeyID, sessionID: p.SessionID}, expires: p.Expires,
+		extensions: q.Get("extensions") == "true"}
 	agentID := store.NormalizeID(q.Get("agent_id"))
 	switch {
 	case agentID == "":

@@ -392,6 +392,6 @@ func webhookBody(send *store.WebhookSend) ([]byte, error) {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(webhookPayload{Type: "message.created", Timestamp: timestamp(send.Message.InsertedAt),
-		Data: webhookMessageData{AgentID: send.AgentID, Message: newMessageView(send.Message, send.AgentID)}})
+		Data: webhookMessageData{AgentID: send.AgentID, Message: newMessageView(send.Message, agentReader(send.AgentID))}})
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
 }

@@ -19,6 +19,8 @@ const (
 	ParticipantRemoved ChangeKind = "participant_removed" // Member left Room or was removed
 	MessageCreated     ChangeKind = "message_created"     // Message was posted in Room
 	MessageUpdated     ChangeKind = "message_updated"     // an agent's delivery state of Message changed
+	MessageChanged     ChangeKind = "message_changed"     // Message was edited or deleted; it carries every detail
+	ReactionsChanged   ChangeKind = "reactions_changed"   // a reaction to Message was added or taken back
 	BoardUpdated       ChangeKind = "board_updated"       // Room's goal was set or edited
 	AgentDeleted       ChangeKind = "agent_deleted"       // Agent was deleted: its keys no longer work
 	// CredentialsEnded: API keys were deleted or replaced, or sessions
@@ -44,9 +46,13 @@ type Change struct {
 	Room    *Room
 	Member  *Participant   // the participant concerned (room_added/removed, participant_*)
 	Members []*Participant // everyone in the room (room_deleted, room_updated)
-	Message *Message       // message_created, message_updated (Deliveries: the changed one)
-	Board   *Board
-	Agent   *Agent // agent_deleted, credentials_ended by a key rotation
+	Message *Message       // message_created, message_updated (Deliveries: the changed one), message_changed, reactions_changed
+	// Seers are the agents that could see Message before the change (its
+	// sender, if an agent, and those it mentions): message_changed,
+	// reactions_changed.
+	Seers []string
+	Board *Board
+	Agent *Agent // agent_deleted, credentials_ended by a key rotation
 
 	ContactRequest *ContactRequest // contact_request_*
 	Contact        *Contact        // contact_added, contact_removed (Party: whom the owner gained or lost)

@@ -109,7 +109,7 @@ func firstDelivered(q queryer, agentID, query string, args ...any) (*Message, er
 	if err != nil {
 		return nil, err
 	}
-	return msg, attachDeliveries(q, []*Message{msg}, agentID)
+	return msg, attachMessageDetails(q, []*Message{msg}, agentID)
 }
 
 // DeliveryOutcome is the state a transition left a delivery in.
@@ -241,6 +241,17 @@ func (db *DB) applyTransition(tx *Tx, room *Room, seq int64, d *Delivery,
 		return out, nil, nil
 	}
 	if err := saveDelivery(tx, room.ID, seq, d); err != nil {
+		return nil, nil, err
+	}
+	// The push carries this delivery alone (clients merge it into what
+	// they hold), and what people see of the message besides.
+	if err := attachFiles(tx, []*Message{msg}); err != nil {
+		return nil, nil, err
+	}
+	if err := attachReplies(tx, []*Message{msg}, ""); err != nil {
+		return nil, nil, err
+	}
+	if err := attachReactions(tx, []*Message{msg}); err != nil {
 		return nil, nil, err
 	}
 	msg.Deliveries = []*Delivery{d}

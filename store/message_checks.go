@@ -28,6 +28,9 @@ type TextInput struct {
 	// Metadata is an optional object the client attaches (null or absent for
 	// none); it is kept beside the mentions and delivery states chatd adds.
 	Metadata json.RawMessage
+	// ReplyToID names the message this one answers (nil: none): a message
+	// of the same room the sender may see (replies.go).
+	ReplyToID *string
 }
 
 // checkText checks what can be checked of a text message without the

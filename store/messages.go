@@ -25,6 +25,18 @@ type Message struct {
 	InsertedAt   time.Time
 	UpdatedAt    time.Time
 	Attachments  []Attachment
+
+	// ReplyTo is the message this one answers (replies.go): its id always,
+	// the rest only when the reader may see it. Nil for none, and for a
+	// reply whose parent is gone for good.
+	ReplyTo    *Quote
+	replyToSeq int64
+	// EditedAt is when the content last changed; DeletedAt makes the
+	// message a tombstone, its content and attachments gone (edits.go).
+	EditedAt, DeletedAt *time.Time
+	// Reactions are its reactions, each emoji with who gave it, in the
+	// order they were first given (reactions.go).
+	Reactions []Reaction
 }
 
 // EventTypes are the message types posted through the events endpoint. The
@@ -41,20 +53,24 @@ var chatContentTypes = map[string]bool{
 }
 
 const messageColumns = `m.seq, m.id, m.room_id, m.sender_id, m.sender_type, m.sender_name, m.message_type, m.content,
-	m.mentions, m.metadata, m.inserted_at, m.updated_at`
+	m.mentions, m.metadata, m.inserted_at, m.updated_at, m.reply_to_seq, m.edited_at, m.deleted_at`
 
 func scanMessage(row interface{ Scan(...any) error }) (*Message, error) {
 	var m Message
 	var mentions, metadata string
 	var ins, upd int64
+	var replyTo, edited, deleted sql.NullInt64
 	err := row.Scan(&m.Seq, &m.ID, &m.RoomID, &m.SenderID, &m.SenderType, &m.SenderName, &m.Type, &m.Content,
-		&mentions, &metadata, &ins, &upd)
+		&mentions, &metadata, &ins, &upd, &replyTo, &edited, &deleted)
 	if err != nil {
 		return nil, err
 	}
 	m.MentionsJSON, m.Metadata = json.RawMessage(mentions), json.RawMessage(metadata)
 	m.InsertedAt, m.UpdatedAt = fromMicros(ins), fromMicros(upd)
+	m.replyToSeq = replyTo.Int64
+	m.EditedAt, m.DeletedAt = optionalMicros(edited), optionalMicros(deleted)
 	m.Attachments = []Attachment{}
+	m.Reactions = []Reaction{}
 	return &m, nil
 }
 
@@ -78,12 +94,16 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 		if err != nil {
 			return err
 		}
+		parent, err := resolveReplyTo(tx, c, a.room.ID, sender, in.ReplyToID)
+		if err != nil {
+			return err
+		}
 		if err := c.err(); err != nil {
 			return err
 		}
 		content := withMentionsPrepended(in.Content, mentions)
 		meta, _ := metadataObject(in.Metadata) // checked above
-		msg, err = insertMessage(tx, db.limits, a.room, sender, "text", content, mentions, meta)
+		msg, err = insertMessage(tx, db.limits, a.room, sender, "text", content, mentions, meta, parent)
 		if err != nil {
 			return err
 		}
@@ -130,12 +150,13 @@ func findParticipant(ps []*Participant, id string) *Participant {
 	return nil
 }
 
-// insertMessage stores a message after checking the room's message quota,
-// and moves the room's message count and, for chat content, last_message_at.
-// A person's own message also moves their read marker to it: what they
-// write is never unread to them, nor is what came before it (they answered
-// the room as it stood).
-func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content string, mentions []Mention, metadata json.RawMessage) (*Message, error) {
+// insertMessage stores a message (a reply to parent, when not nil) after
+// checking the room's message quota, and moves the room's message count
+// and, for chat content, last_message_at. A person's own message also moves
+// their read marker to it: what they write is never unread to them, nor is
+// what came before it (they answered the room as it stood).
+func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content string, mentions []Mention, metadata json.RawMessage,
+	parent *Message) (*Message, error) {
 	if room.MessageCount >= limits.MessagesPerRoom {
 		return nil, limitReached("messages", limits.MessagesPerRoom, room.MessageCount)
 	}
@@ -150,11 +171,16 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 	m := &Message{
 		ID: newID(), RoomID: room.ID, SenderID: sender.ID, SenderType: sender.Type, SenderName: sender.Name,
 		Type: typ, Content: content, Mentions: mentions, MentionsJSON: mj, Metadata: metadata, InsertedAt: now, UpdatedAt: now,
-		Attachments: []Attachment{},
+		Attachments: []Attachment{}, Reactions: []Reaction{},
 	}
-	err = tx.QueryRow(`INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, mentions, metadata, inserted_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
-		m.ID, m.RoomID, m.SenderID, m.SenderType, m.SenderName, typ, content, string(mj), string(metadata), now.UnixMicro(), now.UnixMicro()).Scan(&m.Seq)
+	var replyTo any
+	if parent != nil {
+		m.replyToSeq, m.ReplyTo, replyTo = parent.Seq, quoteOf(parent, true), parent.Seq
+	}
+	err = tx.QueryRow(`INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, mentions, metadata,
+		inserted_at, updated_at, reply_to_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+		m.ID, m.RoomID, m.SenderID, m.SenderType, m.SenderName, typ, content, string(mj), string(metadata), now.UnixMicro(), now.UnixMicro(),
+		replyTo).Scan(&m.Seq)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +218,7 @@ func (db *DB) PostEvent(ctx context.Context, sender Actor, roomID string, in Eve
 			}
 		}
 		var err error
-		if msg, err = insertMessage(tx, db.limits, a.room, sender, in.Type, in.Content, nil, meta); err != nil {
+		if msg, err = insertMessage(tx, db.limits, a.room, sender, in.Type, in.Content, nil, meta, nil); err != nil {
 			return err
 		}
 		db.publish(tx, Change{Kind: MessageCreated, Room: a.room, Message: msg})
@@ -230,6 +256,45 @@ func attachDeliveries(q queryer, msgs []*Message, agentID string) error {
 	return rows.Err()
 }
 
+// attachMessageDetails loads what msgs carry besides their own row: their
+// attachments, deliveries (all of them, or, with agentID set, that agent's
+// own), the quotes of the messages they reply to (as agentID, or a person,
+// may see them) and their reactions.
+func attachMessageDetails(q queryer, msgs []*Message, agentID string) error {
+	for _, m := range msgs {
+		m.Attachments, m.Deliveries, m.ReplyTo, m.Reactions = []Attachment{}, nil, nil, []Reaction{}
+	}
+	if err := attachFiles(q, msgs); err != nil {
+		return err
+	}
+	if err := attachDeliveries(q, msgs, agentID); err != nil {
+		return err
+	}
+	if err := attachReplies(q, msgs, agentID); err != nil {
+		return err
+	}
+	return attachReactions(q, msgs)
+}
+
+// messageFor loads the message at seq with what attachMessageDetails adds,
+// as agentID (or, "", a person) sees it.
+func messageFor(q queryer, seq int64, agentID string) (*Message, error) {
+	m, err := messageBySeq(q, seq)
+	if err != nil {
+		return nil, err
+	}
+	return m, attachMessageDetails(q, []*Message{m}, agentID)
+}
+
+// readerID is how attachMessageDetails names a reader: an agent by its id,
+// a person by "".
+func readerID(a Actor) string {
+	if a.IsAgent() {
+		return a.ID
+	}
+	return ""
+}
+
 // MessageKeyset is the paging position just after m.
 func MessageKeyset(m *Message) *Keyset { return &Keyset{Int: m.Seq, ID: m.ID} }
 
@@ -251,10 +316,7 @@ func (db *DB) readMessages(ctx context.Context, actor Actor, roomID, agentID str
 		if page, err = listPageIn(q, base, conds, args, sort, pr, scanMessage); err != nil {
 			return err
 		}
-		if err := attachFiles(q, page.Items); err != nil {
-			return err
-		}
-		return attachDeliveries(q, page.Items, agentID)
+		return attachMessageDetails(q, page.Items, agentID)
 	})
 	if err != nil {
 		return nil, err
@@ -325,16 +387,13 @@ func (db *DB) ListContext(ctx context.Context, agent Actor, roomID string, pr Pa
 		sortSpec{column: "m.seq", idCol: "m.id"}, pr)
 }
 
-// messageBySeq loads one message with its attachments.
+// messageBySeq loads one message, without what attachMessageDetails adds.
 func messageBySeq(q queryer, seq int64) (*Message, error) {
 	m, err := scanMessage(q.QueryRow(`SELECT `+messageColumns+` FROM messages m WHERE m.seq = ?`, seq))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("message")
 	}
-	if err != nil {
-		return nil, err
-	}
-	return m, attachFiles(q, []*Message{m})
+	return m, err
 }
 
 // Message returns one message of a room the actor may read, with every
@@ -356,10 +415,7 @@ func (db *DB) Message(ctx context.Context, actor Actor, roomID, messageID string
 			return err
 		}
 		msg = m
-		if err := attachFiles(q, []*Message{m}); err != nil {
-			return err
-		}
-		return attachDeliveries(q, []*Message{m}, "")
+		return attachMessageDetails(q, []*Message{m}, "")
 	})
 	return msg, err
 }

@@ -528,7 +528,7 @@ func (db *DB) NextWebhookSend(ctx context.Context, endpointID string, at time.Ti
 		if s.Message, err = messageBySeq(q, seq); err != nil {
 			return err
 		}
-		if err := attachDeliveries(q, []*Message{s.Message}, s.AgentID); err != nil {
+		if err := attachMessageDetails(q, []*Message{s.Message}, s.AgentID); err != nil {
 			return err
 		}
 		out = &s
