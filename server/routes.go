@@ -39,6 +39,7 @@ func (s *Server) routes() {
 	s.roomRoutes()
 	s.participantRoutes()
 	s.messageRoutes()
+	s.searchRoutes()
 	s.deliveryRoutes()
 	s.boardRoutes()
 	s.myAgentRoutes()
