@@ -206,22 +206,39 @@ func loadHitMessages(q readQ, hits []*SearchHit, agentID string) error {
 // with strings the text cannot hold by chance (a random nonce), which then
 // become « and », after the text's own « and » became ‹ and ›.
 func attachSnippets(q readQ, match string, hits []*SearchHit) error {
+	if len(hits) == 0 {
+		return nil
+	}
 	nonce := make([]byte, 12)
 	if _, err := rand.Read(nonce); err != nil {
 		return err
 	}
 	open, shut := "\uE000"+hex.EncodeToString(nonce), "\uE001"+hex.EncodeToString(nonce)
 	marks := strings.NewReplacer("«", "‹", "»", "›", open, "«", shut, "»")
+	bySeq, seqs := byKey(hits, func(h *SearchHit) int64 { return h.Seq })
+	low, high := hits[0].Seq, hits[0].Seq
 	for _, h := range hits {
-		// One lookup by rowid per hit: FTS5 seeks to it, where an IN list
-		// would run the whole match again.
+		low, high = min(low, h.Seq), max(high, h.Seq)
+	}
+	// One pass of the match over the page's range of rowids, which FTS5
+	// bounds itself: a statement per hit would run the whole match (every
+	// term a prefix expands to) once per hit. snippet() and bm25() run for
+	// the page's rows only.
+	rows, err := q.Query(`SELECT rowid, snippet(messages_fts, 0, ?, ?, '…', ?), bm25(messages_fts) FROM messages_fts
+		WHERE messages_fts MATCH ? AND rowid >= ? AND rowid <= ? AND +rowid IN `+inList(len(seqs)),
+		append([]any{open, shut, snippetTokens, match, low, high}, seqs...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
 		var snippet string
-		err := q.QueryRow(`SELECT snippet(messages_fts, 0, ?, ?, '…', ?), bm25(messages_fts) FROM messages_fts
-			WHERE messages_fts MATCH ? AND rowid = ?`, open, shut, snippetTokens, match, h.Seq).Scan(&snippet, &h.Score)
-		if err != nil {
+		var rank float64
+		if err := rows.Scan(&seq, &snippet, &rank); err != nil {
 			return err
 		}
-		h.Snippet, h.Score = marks.Replace(snippet), -h.Score
+		bySeq[seq].Snippet, bySeq[seq].Score = marks.Replace(snippet), -rank
 	}
-	return nil
+	return rows.Err()
 }
