@@ -224,9 +224,7 @@ func attachSnippets(q readQ, match string, hits []*SearchHit) error {
 	// bounds itself: a statement per hit would run the whole match (every
 	// term a prefix expands to) once per hit. snippet() and bm25() run for
 	// the page's rows only.
-	rows, err := q.Query(`SELECT rowid, snippet(messages_fts, 0, ?, ?, '…', ?), bm25(messages_fts) FROM messages_fts
-		WHERE messages_fts MATCH ? AND rowid >= ? AND rowid <= ? AND +rowid IN `+inList(len(seqs)),
-		append([]any{open, shut, snippetTokens, match, low, high}, seqs...)...)
+	rows, err := q.Query(snippetQuery(len(seqs)), append([]any{open, shut, snippetTokens, match, low, high}, seqs...)...)
 	if err != nil {
 		return err
 	}
@@ -241,4 +239,10 @@ func attachSnippets(q readQ, match string, hits []*SearchHit) error {
 		bySeq[seq].Snippet, bySeq[seq].Score = marks.Replace(snippet), -rank
 	}
 	return rows.Err()
+}
+
+// snippetQuery is attachSnippets' query for a page of n hits.
+func snippetQuery(n int) string {
+	return `SELECT rowid, snippet(messages_fts, 0, ?, ?, '…', ?), bm25(messages_fts) FROM messages_fts
+		WHERE messages_fts MATCH ? AND rowid >= ? AND rowid <= ? AND +rowid IN ` + inList(n)
 }

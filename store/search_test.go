@@ -154,6 +154,24 @@ func TestSearchIndexStaysInStepWithTheMessages(t *testing.T) {
 
 const nilID = "00000000-0000-7000-8000-000000000000"
 
+// A page's snippets are made in one pass of the match, which FTS5 bounds to
+// the page's range of rowids itself.
+func TestSearchSnippetQueryIsBoundedByRowid(t *testing.T) {
+	k := newSearchKit(t, Options{})
+	var id, parent, unused int
+	var detail string
+	err := k.db.read.QueryRow(`EXPLAIN QUERY PLAN `+snippetQuery(2), "[", "]", 10, `"x"`, 1, 9, 1, 9).Scan(&id, &parent, &unused, &detail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index number's flags name the constraints FTS5 took: M for the
+	// match, > and < for the rowid bounds.
+	if !strings.HasPrefix(detail, "SCAN messages_fts VIRTUAL TABLE INDEX") || !strings.Contains(detail, "M1") ||
+		!strings.Contains(detail, ">") || !strings.Contains(detail, "<") {
+		t.Fatalf("the snippets' query: %s", detail)
+	}
+}
+
 // The search is driven by the full-text index, and each candidate is
 // checked by primary key and index lookups: no step scans a table.
 func TestSearchQueryPlanUsesTheIndexes(t *testing.T) {
