@@ -360,3 +360,20 @@ func TestSearchMCPTool(t *testing.T) {
 		}
 	}
 }
+
+// A delegated token searches its person's rooms with chats:read, and only
+// with it.
+func TestSearchWithADelegatedToken(t *testing.T) {
+	k := newDelegationWorld(t)
+	room := k.ts.room(t, k.helperKey, k.alice.ID)
+	expect(t, k.ts.do(t, "POST", agentChatsPath+"/"+room+"/messages", apiKey(k.helperKey),
+		msgOf("content", "the mercury plan", "mentions", []any{mentionOf("id", k.alice.ID)})), 201, "")
+	_, reader := k.grant(t, "chats:read")
+	_, other := k.grant(t, "contacts:read")
+	r := k.ts.do(t, "GET", humanSearchPath+"?q=mercury", bearer(k.exchange(t, reader)), nil)
+	expect(t, r, 200, "")
+	if len(r.list(t)) != 1 {
+		t.Errorf("chats:read found %s", r.body)
+	}
+	k.ts.refused(t, "GET", humanSearchPath+"?q=mercury", bearer(k.exchange(t, other)), nil, 403, "forbidden", "")
+}
