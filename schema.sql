@@ -521,4 +521,52 @@ CREATE TABLE reactions (
     PRIMARY KEY (message_seq, emoji, actor_id)
 ) STRICT, WITHOUT ROWID;
 
-PRAGMA user_version = 7;
+-- Version 8 ---------------------------------------------------------------
+
+-- Full-text search over messages (GET /api/v1/me/search and
+-- /api/v1/agent/search). The index holds exactly the messages of live rooms:
+-- searchable_messages is its content (FTS5 "external content", so the text is
+-- stored once, in messages, and snippets are read from there), and the
+-- triggers below keep it in step in the very transaction that writes a
+-- message, changes its content (a later edit, or a tombstone that blanks
+-- it), deletes it, or soft-deletes its room. Each trigger touches the index
+-- only for a row of a live room, so the index never holds, and is never told
+-- to drop, a row that is not in searchable_messages: FTS5 trusts those
+-- 'delete' commands blindly. unicode61 with remove_diacritics 2 folds case
+-- and accents (cafe finds café); docs/performance.md has the measurements
+-- that chose it over trigram.
+CREATE VIEW searchable_messages AS
+    SELECT m.seq, m.content FROM messages m JOIN rooms r ON r.id = m.room_id WHERE r.deleted_at IS NULL;
+
+CREATE VIRTUAL TABLE messages_fts USING fts5 (content, content = 'searchable_messages', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2');
+
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
+WHEN EXISTS (SELECT 1 FROM rooms WHERE id = new.room_id AND deleted_at IS NULL) BEGIN
+    INSERT INTO messages_fts (rowid, content) VALUES (new.seq, new.content);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+WHEN EXISTS (SELECT 1 FROM rooms WHERE id = old.room_id AND deleted_at IS NULL) BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
+WHEN EXISTS (SELECT 1 FROM rooms WHERE id = new.room_id AND deleted_at IS NULL) BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    INSERT INTO messages_fts (rowid, content) VALUES (new.seq, new.content);
+END;
+-- A room's deletion takes its messages out of the index (and, should a room
+-- ever come back, its return puts them in again).
+CREATE TRIGGER messages_fts_room_deleted AFTER UPDATE OF deleted_at ON rooms
+WHEN old.deleted_at IS NULL AND new.deleted_at IS NOT NULL BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content) SELECT 'delete', seq, content FROM messages WHERE room_id = new.id;
+END;
+CREATE TRIGGER messages_fts_room_restored AFTER UPDATE OF deleted_at ON rooms
+WHEN old.deleted_at IS NOT NULL AND new.deleted_at IS NULL BEGIN
+    INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE room_id = new.id;
+END;
+
+-- An upgraded database indexes the messages it already holds (a new one
+-- has none yet).
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+
+PRAGMA user_version = 8;

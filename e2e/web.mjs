@@ -509,6 +509,8 @@ async function flow() {
     if (label !== "Agent news") throw new Error(`after reading it the room is listed as ${JSON.stringify(label)}`);
   });
 
+  await step("search", search);
+
   await webhookSteps();
 
   await step("every-screen-labelled", async () => {
@@ -516,7 +518,7 @@ async function flow() {
     // screen reader can say.
     for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan v2"], ["#/agents", "Agents"],
       ["#/contacts", "Contacts", "screen-contacts"], ["#/memories", "Memories", "screen-memories"],
-      ["#/keys", "API keys", "screen-keys"]]) {
+      ["#/keys", "API keys", "screen-keys"], ["#/search/entry", "Search", "screen-search"]]) {
       await page.goto(`${base}/${hash}`);
       await visible(page.getByRole("heading", { name: heading, exact: true }));
       await allNamed(hash);
@@ -620,6 +622,44 @@ async function flow() {
 // strict Content-Security-Policy (a violation is a console error, which
 // fails the run). It checks that an operation renders with the error codes
 // the document lists for it.
+// search finds messages by their words, shows each snippet as text with
+// the matches marked (never as markup), and opens a result's room at the
+// message, loading earlier pages when it is further back.
+async function search() {
+  const { key } = state.agent;
+  await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
+    { message: { content: "@alice <img src=x onerror=alert(1)> findme «quoted»", mentions: [{ id: state.me.id }] } });
+  await nav("Search");
+  const box = page.getByLabel("Search", { exact: true });
+  await box.fill("findme");
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await atHash(/^#\/search\/findme$/);
+  const hit = page.locator("li.search-result").filter({ hasText: "findme" });
+  await visible(hit);
+  if (await page.locator(".search-results img").count()) throw new Error("a snippet became markup");
+  const marks = await hit.locator("mark").allInnerTexts();
+  if (marks.join("|") !== "findme") throw new Error(`the marked matches are ${JSON.stringify(marks)}`);
+  const text = await hit.locator(".snippet").innerText();
+  if (!text.includes("<img src=x onerror=alert(1)>") || !text.includes("‹quoted›")) throw new Error(`the snippet reads ${JSON.stringify(text)}`);
+  await visible(hit.getByText("Launch plan v2"));
+  await shot("08b-search");
+  // "entry 3" is older than the newest page of its room.
+  await box.fill('"entry 3"');
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  const entry = page.locator("li.search-result").filter({ hasText: "entry 3" });
+  await visible(entry);
+  if ((await entry.count()) !== 1) throw new Error(`"entry 3" found ${await entry.count()} results`);
+  await entry.getByRole("link", { name: "Open in the room" }).click();
+  await atHash(/^#\/rooms\/[^/]+\/[^/]+$/);
+  const found = page.locator("article.msg.found");
+  await visible(found);
+  const said = await found.innerText();
+  if (!said.includes("@alice entry 3")) throw new Error(`the room opened at ${JSON.stringify(said)}`);
+  await shot("08c-search-opened");
+  await page.getByRole("link", { name: "Launch plan" }).click();
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+}
+
 async function apiReference() {
   await page.setViewportSize({ width: 1200, height: 800 });
   await page.goto(`${base}/#/rooms`);

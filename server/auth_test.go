@@ -54,6 +54,8 @@ var authedRoutes = append([]authedRoute{
 	{"GET", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
 	{"POST", "/api/v1/me/chats/" + nilID + "/messages", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
+	{"GET", "/api/v1/me/search", humansOnly},
+	{"GET", "/api/v1/agent/search", agentsOnly},
 	{"PUT", "/api/v1/me/chats/" + nilID + "/board", humansOnly},
 	{"POST", "/api/v1/agent/chats/" + nilID + "/files", agentsOnly},
 	{"GET", "/api/v1/agent/chats/" + nilID + "/files/" + nilID, agentsOnly},

@@ -104,6 +104,8 @@ func (t mcpTools) addAgentTools() {
 	t.addAgentMemoryTools()
 	t.addAgentContactTools()
 	t.addBoardTools()
+	searchTool(t, "/api/v1/agent/search", "Search what you see in your rooms (what you sent, and the messages that mention you) "+
+		"for words, most relevant first; each result has a snippet with the matches between « and ».")
 }
 
 // addRoomTools adds the tools both kinds of caller have in a room.

@@ -31,6 +31,10 @@ type routeCall struct {
 	// bodyKey is the body's wrapping key ("message" in {"message": {...}}):
 	// a refusal's pointers name the tool's arguments without it.
 	bodyKey string
+	// renamed maps the pointers of query parameters the tool's arguments
+	// name otherwise ("/q" is the argument "/query"), so that a refusal
+	// names the argument.
+	renamed map[string]string
 }
 
 // callRoute answers rc for p as its route's handler does: the tool's
@@ -68,7 +72,7 @@ func (s *Server) callRoute(ctx context.Context, p *store.Principal, rc routeCall
 	}
 	answer := newAnswerBuffer()
 	if err := rt.h(answer, req); err != nil {
-		return nil, s.toolError(err, rc.bodyKey)
+		return nil, renamePointers(s.toolError(err, rc.bodyKey), rc.renamed)
 	}
 	return answer.result(rc.result)
 }
@@ -167,6 +171,30 @@ func (s *Server) toolError(err error, bodyKey string) error {
 		}
 		te.Details = unwrapped
 		te.Message = strings.ReplaceAll(te.Message, "/"+bodyKey+"/", "/")
+	}
+	return te
+}
+
+// renamePointers renames the pointers of a refusal's details as renamed
+// says, and words its message after the renamed problems.
+func renamePointers(err error, renamed map[string]string) error {
+	te, ok := err.(*toolError)
+	if !ok || len(renamed) == 0 {
+		return err
+	}
+	problems, ok := te.Details.(store.Problems)
+	if !ok {
+		return err
+	}
+	out, changed := store.Problems{}, false
+	for ptr, msgs := range problems {
+		if to, ok := renamed[ptr]; ok {
+			ptr, changed = to, true
+		}
+		out[ptr] = append(out[ptr], msgs...)
+	}
+	if changed {
+		te.Details, te.Message = out, out.Summary("")
 	}
 	return te
 }

@@ -47,4 +47,6 @@ func (t mcpTools) addHumanTools() {
 			return map[string]any{"message": newMessageView(msg, personReader(t.p.Actor().ID))}, nil
 		})
 	t.addRoomTools("/api/v1/me/chats")
+	searchTool(t, "/api/v1/me/search", "Search the messages of every room you read for words, most relevant first; "+
+		"each result has a snippet with the matches between « and ».")
 }

@@ -97,7 +97,33 @@ type (
 	titleArgs struct {
 		Title string `json:"title,omitempty" jsonschema:"the room's title, e.g. Release planning"`
 	}
+	searchArgs struct {
+		cursorArgs
+		Query       string `json:"query" jsonschema:"the words to find (all must match); \"a quoted phrase\"; deploy* for a prefix"`
+		RoomID      string `json:"room_id,omitempty" jsonschema:"only this room (its id)"`
+		SenderID    string `json:"sender_id,omitempty" jsonschema:"only what this person or agent sent (their id)"`
+		MessageType string `json:"message_type,omitempty" jsonschema:"only this type: text, thought, tool_call, tool_result, error, task or attention"`
+		After       string `json:"after,omitempty" jsonschema:"only messages sent after this time, e.g. 2026-01-15T10:30:00Z"`
+		Before      string `json:"before,omitempty" jsonschema:"only messages sent before this time"`
+		Sort        string `json:"sort,omitempty" jsonschema:"relevance (the default) or newest"`
+	}
 )
+
+// searchArgNames are the search route's parameters that searchArgs name
+// otherwise.
+var searchArgNames = map[string]string{"/q": "/query", "/chat_id": "/room_id"}
+
+// searchTool adds search, answered by route (the caller's API's search).
+func searchTool(t mcpTools, route, description string) {
+	routeTool(t, "search", description, func(a searchArgs) routeCall {
+		q := filters("q", a.Query, "chat_id", a.RoomID, "sender_id", a.SenderID, "message_type", a.MessageType,
+			"after", a.After, "before", a.Before, "sort", a.Sort)
+		if a.Query == "" {
+			q.Set("q", "") // refused at /query, as an empty q is
+		}
+		return routeCall{method: "GET", route: route, query: a.query(q), result: "results", renamed: searchArgNames}
+	})
+}
 
 // query renders the paging arguments as the route's query.
 func (c cursorArgs) query(q url.Values) url.Values {

@@ -40,6 +40,7 @@ func (s *Server) routes() {
 	s.participantRoutes()
 	s.messageRoutes()
 	s.messageChangeRoutes()
+	s.searchRoutes()
 	s.deliveryRoutes()
 	s.boardRoutes()
 	s.myAgentRoutes()

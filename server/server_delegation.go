@@ -75,6 +75,8 @@ func delegationScope(method, path string) string {
 		part = "profile"
 	case part == "peers":
 		part = "chats" // finding whom to add to a room
+	case part == "search":
+		part = "chats" // reading the rooms' messages
 	case part == "bulk-deletions":
 		return bulkJobScope
 	case part != "agents" && part != "chats" && part != "contacts" && part != "memories":

@@ -126,9 +126,9 @@ var (
 	agentToolNames = []string{"add_contact", "add_participant", "archive_memory", "create_room", "get_board",
 		"list_contacts", "list_memories", "list_participants", "list_peers", "list_rooms", "mark_failed",
 		"mark_processed", "post_event", "read_messages", "rename_room", "respond_contact_request",
-		"send_message", "set_board_goal", "store_memory", "wait_for_message", "whoami"}
+		"search", "send_message", "set_board_goal", "store_memory", "wait_for_message", "whoami"}
 	humanToolNames = []string{"add_participant", "create_room", "list_agents", "list_participants", "list_rooms",
-		"message_status", "read_messages", "send_message", "whoami"}
+		"message_status", "read_messages", "search", "send_message", "whoami"}
 )
 
 // mcpWorld is a server with alice and her agent helper.

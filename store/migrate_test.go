@@ -210,7 +210,14 @@ var v4 = struct{ org, alice, bob, carol, helper, busy, empty string }{
 // with two messages in the busy room, and returns its path.
 func versionFourDatabase(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "v4.db")
+	return databaseAsOf(t, 4)
+}
+
+// databaseAsOf writes a database of schema version v (4 or later) holding
+// what versionFourDatabase holds, and returns its path.
+func databaseAsOf(t *testing.T, v int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", v))
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +225,7 @@ func versionFourDatabase(t *testing.T) string {
 	defer raw.Close()
 	org, alice, bob, carol, helper, busy, empty := v4.org, v4.alice, v4.bob, v4.carol, v4.helper, v4.busy, v4.empty
 	for _, stmt := range []string{
-		schemaAsOf(t, 4),
+		schemaAsOf(t, v),
 		`INSERT INTO organizations (id, name, inserted_at) VALUES ('` + org + `', 'Old', 1)`,
 		`INSERT INTO users (id, organization_id, handle, first_name, role, inserted_at, updated_at) VALUES
 			('` + alice + `', '` + org + `', 'alice', 'Alice', 'admin', 1, 1),
@@ -238,7 +245,7 @@ func versionFourDatabase(t *testing.T) string {
 			(9, '0190a0a0-0000-7000-8000-000000000009', '` + busy + `', '` + helper + `', 'Agent', 'Helper', 'thought', 'two', 2, 2)`,
 	} {
 		if _, err := raw.Exec(stmt); err != nil {
-			t.Fatalf("version 4 database: %v", err)
+			t.Fatalf("version %d database: %v", v, err)
 		}
 	}
 	return path
@@ -293,4 +300,52 @@ func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
 			t.Fatalf("unread after a new message: %v", unread)
 		}
 	})
+}
+
+// Upgrading to version 8 indexes the messages already there for search,
+// those of live rooms only, so that they are found at once.
+func TestUpgradeToVersion8IndexesExistingMessages(t *testing.T) {
+	path := databaseAsOf(t, 6)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "0190a0a0-0000-7000-8000-0000000000f3"
+	for _, stmt := range []string{
+		`INSERT INTO rooms (id, organization_id, creator_id, creator_type, quota_owner_id, inserted_at, updated_at, deleted_at) VALUES
+			('` + gone + `', '` + v4.org + `', '` + v4.alice + `', 'User', '` + v4.alice + `', 1, 1, 5)`,
+		`INSERT INTO participants (room_id, member_id, user_id, role, inserted_at, updated_at) VALUES
+			('` + gone + `', '` + v4.alice + `', '` + v4.alice + `', 'owner', 1, 1)`,
+		`INSERT INTO messages (seq, id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at) VALUES
+			(11, '0190a0a0-0000-7000-8000-000000000011', '` + gone + `', '` + v4.alice + `', 'User', 'Alice', 'text', 'one more, deleted', 3, 3)`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	db := openTestDBAt(t, path, Options{})
+	if db.MigratedFrom() != 6 {
+		t.Fatalf("migrated from %d, want 6", db.MigratedFrom())
+	}
+	indexIntact(t, db)
+	alice := Actor{ID: v4.alice, Type: PartyUser, OwnerID: v4.alice, OrganizationID: v4.org}
+	bob := Actor{ID: v4.bob, Type: PartyUser, OwnerID: v4.bob, OrganizationID: v4.org}
+	helper := Actor{ID: v4.helper, Type: PartyAgent, Name: "Helper", OwnerID: v4.bob, OrganizationID: v4.org}
+	for _, c := range []struct {
+		who   string
+		actor Actor
+		q     string
+		want  int
+	}{
+		{"alice", alice, "one", 1}, // not the deleted room's
+		{"bob, through his agent", bob, "two", 1},
+		{"the agent, what it sent", helper, "one", 1},
+	} {
+		page, err := db.Search(t.Context(), c.actor, SearchFilter{Query: c.q}, PageRequest{Limit: 10})
+		if err != nil || len(page.Items) != c.want {
+			t.Errorf("%s searching %q: %v, %v; want %d hits", c.who, c.q, page, err, c.want)
+		}
+	}
 }

@@ -6,9 +6,12 @@ import "strings"
 // last row a page held; the next page starts strictly after it. The sort value
 // is an integer (timestamps) or a string (names), as the sort column holds.
 type Keyset struct {
-	Int int64  `json:"i,omitempty"`
-	Str string `json:"s,omitempty"`
-	ID  string `json:"id"`
+	// Rank is a search's relevance (store.Search): an FTS5 rank, exact
+	// through JSON (Go writes the shortest text that reads back the same).
+	Rank float64 `json:"r,omitempty"`
+	Int  int64   `json:"i,omitempty"`
+	Str  string  `json:"s,omitempty"`
+	ID   string  `json:"id"`
 }
 
 // PageRequest says which page of a listing to read: keyset paging (After,

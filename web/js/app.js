@@ -13,6 +13,7 @@ const pages = {
   setup: () => import("./pages/setup.js"),
   "sign-in": () => import("./pages/signin.js"),
   rooms: () => import("./pages/rooms.js"),
+  search: () => import("./pages/search.js"),
   agents: () => import("./pages/agents.js"),
   contacts: () => import("./pages/contacts.js"),
   memories: () => import("./pages/memories.js"),

@@ -18,6 +18,8 @@ const unreadTypes = new Set(["text", "attention", "error"]);
 
 export async function mount(root, ctx) {
   const current = ctx.params[0] || null;
+  // A search result opens its room at the message: #/rooms/<room>/<message>.
+  const at = ctx.params[1] || null;
   const watched = new Map(); // id -> {ch, off}
   let opened = null;
 
@@ -165,6 +167,7 @@ export async function mount(root, ctx) {
   if (current) {
     try {
       opened = await openRoom(ctx, roomPane, current, {
+        at,
         onRead: (r) => {
           const held = rooms.get(current);
           if (held && r) rooms.put({ ...held, ...r, unread_count: 0 });

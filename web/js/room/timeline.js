@@ -7,6 +7,8 @@ import { h, replace } from "../dom.js";
 import { renderMessage, mergeUpdate } from "./message.js";
 
 const PAGE = 30;
+// revealPages bounds how far back a search result's message is looked for.
+const revealPages = 20;
 
 export class Timeline {
   constructor(ctx, roomId, { names, onNew }) {
@@ -57,6 +59,21 @@ export class Timeline {
       this.loading = false;
       this.updateTop();
     }
+  }
+
+  // reveal scrolls to the message id, loading earlier pages until it is
+  // shown (at most revealPages of them), marks it and moves the focus to
+  // it; it answers whether the message was found.
+  async reveal(id) {
+    for (let n = 0; !this.byId.has(id) && this.next && n < revealPages; n++) await this.loadOlder();
+    const held = this.byId.get(id);
+    if (!held) return false;
+    for (const el of this.list.querySelectorAll("article.msg.found")) el.classList.remove("found");
+    held.el.classList.add("found");
+    held.el.tabIndex = -1;
+    held.el.scrollIntoView({ block: "center" });
+    held.el.focus({ preventScroll: true });
+    return true;
   }
 
   updateTop() {

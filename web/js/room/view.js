@@ -9,7 +9,7 @@ import { Timeline } from "./timeline.js";
 import { composer } from "./composer.js";
 import { Participants, Board } from "./side.js";
 
-export async function openRoom(ctx, root, roomId, { onRead, onGone, onRenamed }) {
+export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRenamed }) {
   const path = `/api/v1/me/chats/${ctx.esc(roomId)}`;
   let room = await ctx.api.get(path);
   const names = new Map();
@@ -126,6 +126,9 @@ export async function openRoom(ctx, root, roomId, { onRead, onGone, onRenamed })
   const visible = () => markRead();
   document.addEventListener("visibilitychange", visible);
   heading.focus();
+  if (at && !(await timeline.reveal(at))) {
+    ctx.notify("That message is further back than the room shows at once: load earlier messages to reach it.");
+  }
 
   return {
     renamed(r) {

@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"time"
+)
+
+// Full-text search over the messages an actor may read, through the FTS5
+// index messages_fts (schema.sql, version 8), which the triggers there
+// keep in step with every message of a live room in the transaction that
+// writes it.
+
+// SearchFilter is one search: what was typed and what narrows it.
+type SearchFilter struct {
+	Query    string     // what the caller typed (see searchMatch)
+	RoomID   string     // one room, or "" for every room the actor reads
+	SenderID string     // one sender, or "" for anyone
+	Type     string     // one message type, or "" for all
+	After    *time.Time // only messages sent after this
+	Before   *time.Time // only messages sent before this
+	Newest   bool       // newest first; otherwise the most relevant first
+}
+
+// SearchHit is a message that matched.
+type SearchHit struct {
+	*Message
+	// Snippet is a passage of the content around the matches, each match
+	// between « and »; a « or » of the text itself reads as ‹ or ›, so
+	// every « and » is a marker. An elided start or end reads as "…".
+	Snippet string
+	// Score is the match's relevance (bm25, higher is closer), comparable
+	// only between the hits of one search.
+	Score float64
+	rank  float64 // FTS5's rank, -Score: the relevance order's key
+}
+
+// SearchKeyset is the paging position just after h in its order.
+func SearchKeyset(h *SearchHit, newest bool) *Keyset {
+	if newest {
+		return &Keyset{Int: h.Seq, ID: h.ID}
+	}
+	return &Keyset{Rank: h.rank, Int: h.Seq, ID: h.ID}
+}
+
+// snippetTokens is how many words a snippet holds at most.
+const snippetTokens = 20
+
+// Search finds the messages matching f.Query that the actor may read, as
+// the listings show them: a person every message of the rooms they read
+// (their own, and those where an agent they own is), with every agent's
+// delivery state; an agent what it sees in its rooms' context (what it
+// sent, and the text messages that mention it), with its own. A room it
+// may not read (f.RoomID) is ErrNotFound; a query it cannot run is a
+// validation error at /q.
+func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRequest) (*Page[*SearchHit], error) {
+	match, msg := searchMatch(f.Query)
+	if msg != "" {
+		return nil, Problems{"/q": {msg}}.Err(CodeValidation)
+	}
+	agentID := ""
+	if actor.IsAgent() {
+		agentID = actor.ID
+	}
+	page := &Page[*SearchHit]{}
+	err := db.readTx(ctx, func(q readQ) error {
+		if f.RoomID != "" {
+			if _, err := loadAccess(q, actor, f.RoomID); err != nil {
+				return err
+			}
+		}
+		hits, err := searchPage(q, actor, match, f, pr)
+		if err != nil {
+			return err
+		}
+		if page.HasMore = len(hits) > pr.Limit; page.HasMore {
+			hits = hits[:pr.Limit]
+		}
+		page.Items = hits
+		if err := loadHitMessages(q, hits, agentID); err != nil {
+			return err
+		}
+		return attachSnippets(q, match, hits)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := len(page.Items); n > 0 {
+		page.Next = SearchKeyset(page.Items[n-1], f.Newest)
+	}
+	return page, nil
+}
+
+// searchPage finds one page of hits (and one more, to tell whether there
+// are more), with their seq and rank only.
+func searchPage(q readQ, actor Actor, match string, f SearchFilter, pr PageRequest) ([]*SearchHit, error) {
+	query, args := searchQuery(actor, match, f, pr.After, pr.Limit+1)
+	rows, err := q.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, func(row interface{ Scan(...any) error }) (*SearchHit, error) {
+		h := &SearchHit{Message: &Message{}}
+		err := row.Scan(&h.Seq, &h.rank)
+		return h, err
+	})
+}
+
+// searchQuery is the query of a page of hits after the position after. The
+// full-text match drives it; each candidate is then checked against the
+// actor's rooms (a set built once) and the filters, by its primary key.
+// Newest first is the index's own order (rowid is seq, descending), so such
+// a page stops after limit rows however many match; the most relevant
+// first sorts every match by rank.
+func searchQuery(actor Actor, match string, f SearchFilter, after *Keyset, limit int) (string, []any) {
+	conds, args := searchConditions(actor, f)
+	order := ` ORDER BY messages_fts.rank, messages_fts.rowid`
+	switch {
+	case f.Newest:
+		order = ` ORDER BY messages_fts.rowid DESC`
+		if after != nil {
+			conds, args = append(conds, `messages_fts.rowid < ?`), append(args, after.Int)
+		}
+	case after != nil:
+		conds = append(conds, `(messages_fts.rank > ? OR (messages_fts.rank = ? AND messages_fts.rowid > ?))`)
+		args = append(args, after.Rank, after.Rank, after.Int)
+	}
+	return `SELECT messages_fts.rowid, messages_fts.rank FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid
+		WHERE messages_fts MATCH ? AND ` + strings.Join(conds, " AND ") + order + ` LIMIT ?`,
+		append(append([]any{match}, args...), limit)
+}
+
+// searchConditions are the conditions "m is a message the actor may read"
+// and the filters of f, with their arguments. A room of f was checked
+// already (loadAccess).
+func searchConditions(actor Actor, f SearchFilter) ([]string, []any) {
+	var conds []string
+	var args []any
+	add := func(c string, a ...any) {
+		conds = append(conds, c)
+		args = append(args, a...)
+	}
+	switch {
+	case f.RoomID != "":
+		add(`m.room_id = ?`, f.RoomID)
+	case actor.IsAgent():
+		add(`m.room_id IN (SELECT p.room_id FROM participants p JOIN rooms r ON r.id = p.room_id
+			WHERE p.member_id = ? AND p.status = 'active' AND r.deleted_at IS NULL)`, actor.ID)
+	default:
+		add(`m.room_id IN (SELECT p.room_id FROM participants p JOIN rooms r ON r.id = p.room_id
+			WHERE p.member_id = ? AND p.status = 'active' AND r.deleted_at IS NULL
+			UNION SELECT p.room_id FROM agents a JOIN participants p ON p.member_id = a.id JOIN rooms r ON r.id = p.room_id
+			WHERE a.owner_id = ? AND a.deleted_at IS NULL AND p.status = 'active' AND r.deleted_at IS NULL)`, actor.ID, actor.ID)
+	}
+	if actor.IsAgent() {
+		// What the agent's context listing shows it (ListContext).
+		add(`(m.sender_id = ? OR EXISTS (SELECT 1 FROM deliveries d WHERE d.agent_id = ? AND d.room_id = m.room_id AND d.message_seq = m.seq))`,
+			actor.ID, actor.ID)
+	}
+	if f.SenderID != "" {
+		add(`m.sender_id = ?`, f.SenderID)
+	}
+	if f.Type != "" {
+		add(`m.message_type = ?`, f.Type)
+	}
+	if f.After != nil {
+		add(`m.inserted_at > ?`, f.After.UnixMicro())
+	}
+	if f.Before != nil {
+		add(`m.inserted_at < ?`, f.Before.UnixMicro())
+	}
+	return conds, args
+}
+
+// loadHitMessages fills in each hit's message, with its attachments and
+// deliveries (all of them, or only agentID's).
+func loadHitMessages(q readQ, hits []*SearchHit, agentID string) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	bySeq, seqs := byKey(hits, func(h *SearchHit) int64 { return h.Seq })
+	rows, err := q.Query(`SELECT `+messageColumns+` FROM messages m WHERE m.seq IN `+inList(len(seqs)), seqs...)
+	if err != nil {
+		return err
+	}
+	msgs, err := scanAll(rows, scanMessage)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		bySeq[m.Seq].Message = m
+	}
+	loaded := make([]*Message, len(hits))
+	for i, h := range hits {
+		loaded[i] = h.Message
+	}
+	return attachMessageDetails(q, loaded, agentID)
+}
+
+// attachSnippets sets each hit's snippet and score. FTS5 marks the matches
+// with strings the text cannot hold by chance (a random nonce), which then
+// become « and », after the text's own « and » became ‹ and ›.
+func attachSnippets(q readQ, match string, hits []*SearchHit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	nonce := make([]byte, 12)
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	open, shut := "\uE000"+hex.EncodeToString(nonce), "\uE001"+hex.EncodeToString(nonce)
+	marks := strings.NewReplacer("«", "‹", "»", "›", open, "«", shut, "»")
+	bySeq, seqs := byKey(hits, func(h *SearchHit) int64 { return h.Seq })
+	low, high := hits[0].Seq, hits[0].Seq
+	for _, h := range hits {
+		low, high = min(low, h.Seq), max(high, h.Seq)
+	}
+	// One pass of the match over the page's range of rowids, which FTS5
+	// bounds itself: a statement per hit would run the whole match (every
+	// term a prefix expands to) once per hit. snippet() and bm25() run for
+	// the page's rows only.
+	rows, err := q.Query(snippetQuery(len(seqs)), append([]any{open, shut, snippetTokens, match, low, high}, seqs...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var snippet string
+		var rank float64
+		if err := rows.Scan(&seq, &snippet, &rank); err != nil {
+			return err
+		}
+		bySeq[seq].Snippet, bySeq[seq].Score = marks.Replace(snippet), -rank
+	}
+	return rows.Err()
+}
+
+// snippetQuery is attachSnippets' query for a page of n hits.
+func snippetQuery(n int) string {
+	return `SELECT rowid, snippet(messages_fts, 0, ?, ?, '…', ?), bm25(messages_fts) FROM messages_fts
+		WHERE messages_fts MATCH ? AND rowid >= ? AND rowid <= ? AND +rowid IN ` + inList(n)
+}
