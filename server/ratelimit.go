@@ -213,15 +213,18 @@ func clientAddress(r *http.Request) string {
 
 // credentialKey names the bucket of an authenticated principal: each API
 // key has its own, all the bearer tokens of one person share the person's
-// (tokens are cheap to mint, so one per token would be no limit), and a
+// (tokens are cheap to mint, so one per token would be no limit), a
 // delegated token counts against its delegation, apart from the person's
-// own requests.
+// own requests, and an OAuth access token against its grant (every token a
+// signed-in client refreshes to).
 func credentialKey(p *store.Principal) string {
 	switch {
 	case p.Delegation != nil:
 		return "delegation:" + p.Delegation.ID
 	case p.KeyID != "":
 		return "key:" + p.KeyID
+	case p.OAuthGrantID != "":
+		return "oauth:" + p.OAuthGrantID
 	case p.Agent != nil:
 		return "agent:" + p.Agent.ID
 	}
