@@ -76,6 +76,7 @@ func authorizationRequestFrom(q url.Values) (authorizationRequest, *authorizatio
 			problem = &authorizationProblem{name, codeOAuthInvalidRequest, name + " is repeated"}
 		}
 	}
+	a.ClientID = store.NormalizeID(a.ClientID)
 	return a, problem
 }
 

@@ -51,7 +51,10 @@ import (
 // Neither is used. What is hand-written is small and kept beside the store's
 // single-write rules (store/oauth_*.go): form parsing and the error format
 // here, the grant decisions there, each tested against the RFC's cases
-// (server_oauth_test.go, store/oauth_test.go). The endpoints answer in
+// (server_oauth_test.go, store/oauth_test.go), and driven by both official
+// SDKs' own OAuth clients (oauth_flow_test.go, e2e/mcp_oauth_test.go). The
+// whole feature, consent screen and OpenAPI document included, costs the
+// binary 0.2 MiB and no module. The endpoints answer in
 // OAuth's error format ({"error", "error_description"}, RFC 6749 §5.2), not
 // chatd's envelope: the clients that call them parse that one.
 

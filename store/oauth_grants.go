@@ -121,15 +121,14 @@ func (db *DB) RevokeOAuthGrant(ctx context.Context, caller *User, id string) err
 	}
 	return db.Write(ctx, func(tx *Tx) error {
 		now := tx.Now()
-		res, err := tx.Exec(`UPDATE oauth_grants SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL
-			AND expires_at > ?`, now.UnixMicro(), id, caller.ID, now.UnixMicro())
-		if err != nil {
+		var live bool
+		if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM oauth_grants WHERE id = ? AND user_id = ? AND revoked_at IS NULL
+			AND expires_at > ?)`, id, caller.ID, now.UnixMicro()).Scan(&live); err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if !live {
 			return notFound("OAuth grant")
 		}
-		db.publish(tx, Change{Kind: CredentialsEnded})
-		return nil
+		return db.revokeOAuthGrant(tx, id, now)
 	})
 }

@@ -290,3 +290,24 @@ func TestRevokeOAuthToken(t *testing.T) {
 	_, err = w.refresh(tokens.Refresh)
 	wantCode(t, err, CodeInvalidGrant)
 }
+
+// What has ended is not kept: a revoked grant's tokens go at once, and a
+// person's ended grants when they sign a client in again.
+func TestEndedOAuthGrantsAreDropped(t *testing.T) {
+	w := newOAuthWorld(t)
+	ctx := context.Background()
+	first := w.signIn(t, "")
+	if err := w.db.RevokeOAuthGrant(ctx, w.alice, first.GrantID); err != nil {
+		t.Fatal(err)
+	}
+	if n := rawCount(t, w.db, `SELECT count(*) FROM oauth_tokens WHERE grant_id = ?`, first.GrantID); n != 0 {
+		t.Fatalf("%d tokens of a revoked grant are kept", n)
+	}
+	w.signIn(t, "")
+	if n := rawCount(t, w.db, `SELECT count(*) FROM oauth_grants WHERE id = ?`, first.GrantID); n != 0 {
+		t.Fatal("a revoked grant is kept after the next sign-in")
+	}
+	if n := rawCount(t, w.db, `SELECT count(*) FROM oauth_grants`); n != 1 {
+		t.Fatalf("%d grants, want the live one", n)
+	}
+}

@@ -108,8 +108,15 @@ func (c *oauthCode) refusal(x OAuthCodeExchange, now time.Time) *Error {
 	return nil
 }
 
-// startOAuthGrant makes the grant of a spent code and its first tokens.
+// startOAuthGrant makes the grant of a spent code and its first tokens,
+// and drops the person's grants that have ended (with their codes and
+// tokens, by cascade): nothing reads them again, and a person signing
+// clients in and out for years would otherwise pile them up.
 func startOAuthGrant(tx *Tx, x OAuthCodeExchange, c oauthCode, now time.Time) (*OAuthTokens, error) {
+	if _, err := tx.Exec(`DELETE FROM oauth_grants WHERE user_id = ? AND (revoked_at IS NOT NULL OR expires_at <= ?)`,
+		c.userID, now.UnixMicro()); err != nil {
+		return nil, err
+	}
 	grantID := newID()
 	if _, err := tx.Exec(`INSERT INTO oauth_grants (id, client_id, user_id, agent_id, scope, resource, inserted_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, grantID, c.clientID, c.userID, c.agentID, c.scope, c.resource,
@@ -243,8 +250,9 @@ func rotateOAuthRefresh(tx *Tx, refresh string, r oauthRefreshRow, now time.Time
 	return issueOAuthTokens(tx, r.grantID, r.clientID, r.scope, now)
 }
 
-// revokeOAuthGrant ends a grant and every token of it, and has what it
-// opened (MCP sessions) closed (CredentialsEnded).
+// revokeOAuthGrant ends a grant and every token of it (deleted: a revoked
+// grant's tokens are refused whatever they are), and has what it opened
+// (MCP sessions) closed (CredentialsEnded).
 func (db *DB) revokeOAuthGrant(tx *Tx, grantID string, now time.Time) error {
 	res, err := tx.Exec(`UPDATE oauth_grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, now.UnixMicro(), grantID)
 	if err != nil {
@@ -253,7 +261,8 @@ func (db *DB) revokeOAuthGrant(tx *Tx, grantID string, now time.Time) error {
 	if n, _ := res.RowsAffected(); n > 0 {
 		db.publish(tx, Change{Kind: CredentialsEnded})
 	}
-	return nil
+	_, err = tx.Exec(`DELETE FROM oauth_tokens WHERE grant_id = ?`, grantID)
+	return err
 }
 
 // RevokeOAuthToken revokes, for the client that holds it, the grant of an
