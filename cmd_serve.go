@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -58,7 +59,7 @@ database and exits 0.`,
 		"poll-max-held": "CHATD_POLL_MAX_HELD", "poll-max-per-key": "CHATD_POLL_MAX_PER_KEY",
 		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
 		"auth-failure-rate": "CHATD_AUTH_FAILURE_RATE", "auth-failure-burst": "CHATD_AUTH_FAILURE_BURST",
-		"metrics-addr": "CHATD_METRICS_ADDR", "checkpoints": "CHATD_CHECKPOINTS", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
+		"metrics-addr": "CHATD_METRICS_ADDR", "public-url": "CHATD_PUBLIC_URL", "checkpoints": "CHATD_CHECKPOINTS", "shutdown-grace": "CHATD_SHUTDOWN_GRACE",
 		"header-timeout": "CHATD_HEADER_TIMEOUT", "transfer-timeout": "CHATD_TRANSFER_TIMEOUT",
 		"webhook-allow": "CHATD_WEBHOOK_ALLOW", "webhook-deny": "CHATD_WEBHOOK_DENY",
 	} {
@@ -165,6 +166,7 @@ func (c *serveConfig) bindFlags(f *pflag.FlagSet) {
 	f.Float64Var(&s.AuthFailureRate, "auth-failure-rate", server.DefaultAuthFailureRate, "failed authentications per second one client address may make (beyond: 429 instead of 401); 0 switches the limit off")
 	f.IntVar(&s.AuthFailureBurst, "auth-failure-burst", server.DefaultAuthFailureBurst, "failed authentications one client address may make at once")
 	f.DurationVar(&st.AttemptTimeout, "attempt-timeout", 10*time.Minute, "how long an agent's processing attempt stays live; a new /processing after it starts a fresh attempt")
+	f.StringVar(&s.PublicURL, "public-url", "", "the URL clients reach the server at (scheme://host[:port], no path), as OAuth sign-in names it to MCP clients; empty: the host each request came to, over http. Set it behind a TLS reverse proxy")
 	f.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics on a listener of its own (host:port; off when empty); keep it private")
 	f.StringVar(&c.checkpoints, "checkpoints", "full", `WAL checkpoints: "full" (chatd also truncates the WAL when idle and on shutdown) or "passive" (never truncates it: for Litestream, which checkpoints itself)`)
 	f.DurationVar(&c.grace, "shutdown-grace", 30*time.Second, "how long a shutdown waits for requests in flight")
@@ -222,6 +224,8 @@ func (c serveConfig) check() error {
 		return usageError{fmt.Errorf("--rate-burst and --auth-failure-burst must be at least 1")}
 	case c.grace <= 0:
 		return usageError{fmt.Errorf("--shutdown-grace must be positive")}
+	case !validPublicURL(s.PublicURL):
+		return usageError{fmt.Errorf("--public-url must be http:// or https:// with a host and no path, query or fragment, not %q", s.PublicURL)}
 	case s.HeaderTimeout <= 0:
 		return usageError{fmt.Errorf("--header-timeout must be positive")}
 	case s.TransferTimeout <= 0:
@@ -396,4 +400,15 @@ func openableAddr(a *net.TCPAddr) string {
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
 	}
 	return a.String()
+}
+
+// validPublicURL reports whether u is empty or a URL clients can be told to
+// prefix paths with: http or https, a host, nothing after it but a slash.
+func validPublicURL(u string) bool {
+	if u == "" {
+		return true
+	}
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" && (p.Path == "" || p.Path == "/") &&
+		p.RawQuery == "" && p.Fragment == "" && p.User == nil
 }

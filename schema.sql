@@ -569,4 +569,73 @@ END;
 -- has none yet).
 INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 
-PRAGMA user_version = 8;
+-- Version 9 ---------------------------------------------------------------
+
+-- OAuth sign-in for MCP clients (server/server_oauth.go): a client registers
+-- itself (RFC 7591), a person consents in the web app to let it act as one of
+-- their agents or as themselves, and the client exchanges the one-time code
+-- for tokens that work on /mcp. Every secret (code, access and refresh token)
+-- is stored as its SHA-256 digest only; a client id is no secret.
+
+-- Registered clients. Anyone may register one, so clients that were never
+-- used are dropped after a day when the table is near its bound.
+CREATE TABLE oauth_clients (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    uri           TEXT NOT NULL DEFAULT '',
+    redirect_uris TEXT NOT NULL, -- a JSON array of the registered redirect URIs
+    inserted_at   INTEGER NOT NULL,
+    last_used_at  INTEGER
+) STRICT;
+
+-- One row per consent that tokens were issued for: the client acts as the
+-- agent (agent_id set) or as the person. expires_at is when its newest
+-- refresh token lapses; revoking (revoked_at) ends every token of the grant.
+CREATE TABLE oauth_grants (
+    id           TEXT PRIMARY KEY,
+    client_id    TEXT NOT NULL REFERENCES oauth_clients (id),
+    user_id      TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    agent_id     TEXT REFERENCES agents (id),
+    scope        TEXT NOT NULL,
+    resource     TEXT NOT NULL,
+    inserted_at  INTEGER NOT NULL,
+    expires_at   INTEGER NOT NULL,
+    revoked_at   INTEGER,
+    last_used_at INTEGER
+) STRICT;
+
+CREATE INDEX oauth_grants_user ON oauth_grants (user_id);
+CREATE INDEX oauth_grants_client ON oauth_grants (client_id);
+
+-- Authorization codes: single use and short lived. A used code stays until it
+-- expires, so that a second use is recognized (and ends the grant it made).
+CREATE TABLE oauth_codes (
+    digest         BLOB PRIMARY KEY CHECK (length(digest) = 32),
+    client_id      TEXT NOT NULL REFERENCES oauth_clients (id),
+    user_id        TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    agent_id       TEXT REFERENCES agents (id),
+    redirect_uri   TEXT NOT NULL,
+    code_challenge TEXT NOT NULL,
+    scope          TEXT NOT NULL,
+    resource       TEXT NOT NULL,
+    expires_at     INTEGER NOT NULL,
+    used_at        INTEGER,
+    grant_id       TEXT REFERENCES oauth_grants (id) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX oauth_codes_expiry ON oauth_codes (expires_at);
+
+-- Access and refresh tokens of a grant. A refresh token works once: its use
+-- (rotated_at) issues the next pair, and a second use ends the grant.
+CREATE TABLE oauth_tokens (
+    digest      BLOB PRIMARY KEY CHECK (length(digest) = 32),
+    grant_id    TEXT NOT NULL REFERENCES oauth_grants (id) ON DELETE CASCADE,
+    kind        TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+    inserted_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    rotated_at  INTEGER
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);
+
+PRAGMA user_version = 9;

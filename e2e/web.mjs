@@ -16,7 +16,7 @@
 import { chromium } from "playwright-core";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { createHmac } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 
@@ -544,6 +544,9 @@ async function flow() {
     await until("the revoked key to be refused", async () => (await me()) === 401);
   });
 
+  await step("oauth-consent", oauthConsent);
+  await step("oauth-sign-out", oauthSignOut);
+
   await step("delete-room", async () => {
     await page.goto(`${base}/#/rooms/${state.room}`);
     await visible(page.getByRole("heading", { name: "Launch plan" }));
@@ -676,6 +679,85 @@ async function apiReference() {
   await send.locator(".opblock-summary").click();
   await send.getByText("mentions_required").first().waitFor(slow);
   await shot("13-api-reference");
+}
+
+// --- OAuth sign-in of an MCP client ------------------------------------------
+
+// oauthConsent is what a person sees when an MCP client (here, one the
+// script registers as Claude Code would) opens the authorization URL in
+// their browser while they are signed out: the sign-in, then the consent
+// screen, where they pick their agent and allow; the browser goes back to
+// the client's redirect URI with a code (the script catches that hop), and
+// the code's token opens an MCP session.
+async function oauthConsent() {
+  // A port of no server, whose every request (the page, then its favicon)
+  // the script answers: Chromium would refuse an "unsafe" port such as 9.
+  const clientOrigin = "http://127.0.0.1:39417";
+  const redirect = `${clientOrigin}/callback`;
+  const client = await (await fetch(`${base}/oauth/register`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ client_name: "Claude Code", redirect_uris: [redirect], token_endpoint_auth_method: "none" }),
+  })).json();
+  const verifier = randomBytes(32).toString("base64url");
+  const challenge = createHash("sha256").update(verifier).digest("base64url");
+  let landed = null;
+  await page.route(`${clientOrigin}/**`, (route) => {
+    if (route.request().url().startsWith(redirect)) landed = new URL(route.request().url());
+    route.fulfill({ status: 200, contentType: "text/html", body: "<!doctype html><title>Signed in</title><p>You may close this tab.</p>" });
+  });
+  const q = new URLSearchParams({ client_id: client.client_id, redirect_uri: redirect, response_type: "code",
+    code_challenge: challenge, code_challenge_method: "S256", state: "from-the-client", resource: `${base}/mcp` });
+
+  await page.evaluate(() => localStorage.removeItem("chatd.session"));
+  await page.goto(`${base}/oauth/authorize?${q}`);
+  await atHash(/^#\/sign-in$/);
+  await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+  await page.getByLabel("Password", { exact: true }).fill(person.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await visible(page.getByRole("heading", { name: "Sign Claude Code in to chatd" }));
+  await atHash(/^#\/oauth\//);
+  await page.getByLabel("Helper (alice/helper)").check();
+  await shot("08b-oauth-consent");
+  await page.getByRole("button", { name: "Allow" }).click();
+  await until("the browser to reach the client's redirect URI", () => landed);
+  if (landed.searchParams.get("state") !== "from-the-client" || landed.searchParams.get("iss") !== base) {
+    throw new Error(`the client got ${landed}`);
+  }
+  const tokens = await (await fetch(`${base}/oauth/token`, {
+    method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ grant_type: "authorization_code", code: landed.searchParams.get("code"), redirect_uri: redirect,
+      code_verifier: verifier, client_id: client.client_id }),
+  })).json();
+  if (!tokens.access_token) throw new Error(`the code was refused: ${JSON.stringify(tokens)}`);
+  state.oauthToken = tokens.access_token;
+  if ((await mcpInitialize(state.oauthToken)) !== 200) throw new Error("the signed-in client cannot open an MCP session");
+}
+
+// oauthSignOut signs the client out from the API keys screen, where it is
+// listed with the agent it acts as; its token stops working.
+async function oauthSignOut() {
+  await page.goto(`${base}/#/keys`);
+  await visible(page.getByRole("heading", { name: "Apps signed in" }));
+  const row = page.getByRole("row").filter({ hasText: "Claude Code" });
+  await visible(row.getByText("Helper (alice/helper)"));
+  await shot("08c-oauth-apps");
+  await page.getByRole("button", { name: "Sign out Claude Code acting as Helper (alice/helper)" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Sign out" }).click();
+  await visible(page.getByText(/No app is signed in/));
+  await until("the client's token to be refused", async () => (await mcpInitialize(state.oauthToken)) === 401);
+}
+
+// mcpInitialize opens an MCP session with an OAuth access token and answers
+// the status.
+async function mcpInitialize(token) {
+  const res = await fetch(`${base}/mcp`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "web-e2e", version: "1" } } }),
+  });
+  await res.body?.cancel();
+  return res.status;
 }
 
 // --- an agent's webhooks -----------------------------------------------------

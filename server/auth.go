@@ -35,6 +35,12 @@ var (
 		Message: "agent authentication required: this endpoint takes an agent API key"}
 	errNotHuman = &store.Error{Code: store.CodeForbidden,
 		Message: "agent keys cannot use the human API"}
+	// OAuth access tokens are for /mcp only: their grant names the /mcp URL
+	// as its resource (RFC 8707), and the person consented to an MCP client
+	// acting there, not to a credential for the REST API, which would reach
+	// what /mcp's tools do not (keys, agents, delegations, webhooks).
+	errOAuthTokenOffMCP = &store.Error{Code: store.CodeUnauthorized,
+		Message: "OAuth access tokens work on /mcp only; the REST API takes API keys and sign-in tokens"}
 )
 
 // authenticate returns the caller of r as the route's audience requires.
@@ -62,10 +68,15 @@ func (s *Server) authenticate(r *http.Request, aud audience, cachedOnly bool) (*
 			return nil, &store.Error{Code: store.CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
 		}
 		token = strings.TrimSpace(token)
-		if aud == anyCaller && store.KindOfKey(token) != "" {
+		switch {
+		case aud == anyCaller && store.KindOfKey(token) != "":
 			// MCP clients send whatever they hold as a bearer.
 			p, err = s.lookupKey(r, token, cachedOnly)
-		} else {
+		case store.IsOAuthAccessToken(token) && aud == anyCaller:
+			p, err = s.db.AuthenticateOAuth(r.Context(), token)
+		case store.IsOAuthAccessToken(token):
+			err = errOAuthTokenOffMCP
+		default:
 			p, err = s.principalFromToken(r.Context(), token)
 		}
 	}

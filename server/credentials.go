@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/server/phx"
+	"github.com/chatd/chatd/store"
 )
 
 // A real-time connection lives no longer than the credential that opened
@@ -49,13 +50,26 @@ func (rt *realtime) closeEndedCredentials(conns []*phx.Conn) {
 }
 
 // heldCredential is what a connection or MCP session was opened with: an
-// API key, or a sign-in session (a bearer token's, which signing out ends).
-type heldCredential struct{ keyID, sessionID string }
+// API key, a sign-in session (a bearer token's, which signing out ends), or
+// an OAuth grant (an access token's, /mcp only: the grant outlives each
+// hour-long access token, and its revocation is the credential's end).
+type heldCredential struct{ keyID, sessionID, grantID string }
 
-// endedCredentials returns which of the held keys and sessions no longer
-// authenticate, by id, in one read.
+// endedIn reports whether ended (endedCredentials's answer) holds h's
+// credential.
+func (h heldCredential) endedIn(ended map[string]bool) bool {
+	return ended[h.keyID] || ended[h.sessionID] || ended[h.grantID]
+}
+
+// heldBy is what p holds, as a connection opened with it keeps it.
+func heldBy(p *store.Principal) heldCredential {
+	return heldCredential{keyID: p.KeyID, sessionID: p.SessionID, grantID: p.OAuthGrantID}
+}
+
+// endedCredentials returns which of the held keys, sessions and grants no
+// longer authenticate, by id, in one read.
 func (s *Server) endedCredentials(held []heldCredential) (map[string]bool, error) {
-	var keys, sessions []string
+	var keys, sessions, grants []string
 	for _, h := range held {
 		if h.keyID != "" {
 			keys = append(keys, h.keyID)
@@ -63,13 +77,16 @@ func (s *Server) endedCredentials(held []heldCredential) (map[string]bool, error
 		if h.sessionID != "" {
 			sessions = append(sessions, h.sessionID)
 		}
+		if h.grantID != "" {
+			grants = append(grants, h.grantID)
+		}
 	}
-	if len(keys)+len(sessions) == 0 {
+	if len(keys)+len(sessions)+len(grants) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return s.db.EndedCredentials(ctx, keys, sessions)
+	return s.db.EndedCredentials(ctx, keys, sessions, grants)
 }
 
 // endWithCredentials ends, with end, those of open (what is called what in
@@ -88,7 +105,7 @@ func endWithCredentials[T any](s *Server, what string, open []T, held func(T) he
 		return
 	}
 	for i, o := range open {
-		if ended[creds[i].keyID] || ended[creds[i].sessionID] {
+		if creds[i].endedIn(ended) {
 			end(o)
 		}
 	}

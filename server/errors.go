@@ -106,6 +106,20 @@ var statusOf = map[errorCode]int{
 	codeRangeNotSatisfiable:         http.StatusRequestedRangeNotSatisfiable,
 	codeInvalidCursor:               http.StatusUnprocessableEntity,
 	codeInvalidMCPRequest:           http.StatusBadRequest,
+
+	// OAuth's codes (oauth_errors.go), answered only by the OAuth
+	// endpoints, in OAuth's error format.
+	errorCode(store.CodeInvalidGrant):          http.StatusBadRequest,
+	errorCode(store.CodeInvalidClient):         http.StatusUnauthorized,
+	errorCode(store.CodeInvalidTarget):         http.StatusBadRequest,
+	errorCode(store.CodeInvalidRedirectURI):    http.StatusBadRequest,
+	errorCode(store.CodeInvalidClientMetadata): http.StatusBadRequest,
+	codeOAuthInvalidRequest:                    http.StatusBadRequest,
+	codeOAuthUnsupportedGrantType:              http.StatusBadRequest,
+	codeOAuthUnsupportedResponseType:           http.StatusBadRequest,
+	codeOAuthAccessDenied:                      http.StatusForbidden,
+	codeOAuthTemporarilyUnavailable:            http.StatusServiceUnavailable,
+	codeOAuthServerError:                       http.StatusInternalServerError,
 }
 
 // httpError is a refusal in the envelope's terms. A transport refusal is

@@ -317,16 +317,12 @@ func (ts *testServer) walkPages(t testing.TB, path, query string, c cred, render
 	}
 }
 
-// errorCode returns the envelope's code ("" when the body is no envelope).
+// errorCode returns the envelope's code, or the error of OAuth's error
+// format ("" when the body is neither).
 func (r *response) errorCode(t testing.TB) string {
 	t.Helper()
-	var env struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(r.body, &env)
-	return env.Error.Code
+	code, _ := apitest.ErrorCodeOf(r.body)
+	return code
 }
 
 // do sends a request and validates the response against chatd's OpenAPI
@@ -408,7 +404,9 @@ func (ts *testServer) checkResponse(t testing.TB, method, path string, r *respon
 	if rid == "" {
 		t.Errorf("%s %s: no x-request-id header", method, path)
 	}
-	if r.status >= 400 {
+	if r.status >= 400 && apitest.IsOAuthError(r.body) {
+		checkOAuthError(t, method, path, r)
+	} else if r.status >= 400 {
 		var env struct {
 			Error struct {
 				RequestID string `json:"request_id"`
@@ -426,6 +424,29 @@ func (ts *testServer) checkResponse(t testing.TB, method, path string, r *respon
 	}
 	if err := ts.oas.ValidateResponse(method, path, r.status, r.body); err != nil {
 		t.Errorf("OpenAPI: %v\nbody: %s", err, r.body)
+	}
+}
+
+// checkOAuthError holds a refusal in OAuth's error format to what such a
+// refusal must be: from an OAuth endpoint, with a description, as JSON
+// that is never cached.
+func checkOAuthError(t testing.TB, method, path string, r *response) {
+	t.Helper()
+	if !strings.HasPrefix(path, "/oauth/") {
+		t.Errorf("%s %s: an error in OAuth's format outside the OAuth endpoints: %s", method, path, r.body)
+	}
+	var body struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil || body.Error == "" || body.Description == "" {
+		t.Errorf("%s %s: OAuth error %s lacks its code or description", method, path, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s %s: error content type %q", method, path, ct)
+	}
+	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("%s %s: OAuth error with Cache-Control %q, want no-store", method, path, cc)
 	}
 }
 
@@ -577,7 +598,8 @@ func offsetMetaJSON(page, size, total, pages int) map[string]any {
 }
 
 // snapshot renders every row of every table (except the last-use time of
-// keys and delegations, which authenticated requests update on their own),
+// keys, delegations and OAuth grants, which authenticated requests update
+// on their own),
 // so a test can show that a refused request changed nothing.
 func (ts *testServer) snapshot(t testing.TB) string {
 	t.Helper()
@@ -611,7 +633,7 @@ func (ts *testServer) snapshot(t testing.TB) string {
 			var line strings.Builder
 			fmt.Fprintf(&line, "%s:", table)
 			for i, c := range cols {
-				if (table == "api_keys" || table == "delegations") && c == "last_used_at" {
+				if (table == "api_keys" || table == "delegations" || table == "oauth_grants") && c == "last_used_at" {
 					continue
 				}
 				fmt.Fprintf(&line, " %s=%v", c, vals[i])

@@ -94,7 +94,7 @@ func (s *Server) newLongPoll(w http.ResponseWriter, r *http.Request, wait time.D
 	take func(context.Context) (*store.Message, error)) (*longPoll, error) {
 	caller := principal(r)
 	p := &longPoll{s: s, r: pollRequest(r), agentID: caller.Agent.ID, limitKey: credentialLimitKey(caller),
-		held: heldCredential{keyID: caller.KeyID, sessionID: caller.SessionID},
+		held: heldBy(caller),
 		take: take, header: w.Header().Clone(), looking: true}
 	unregister, ok, err := s.waiters.registerPoll(p)
 	if !ok {

@@ -82,7 +82,7 @@ func (m *mcpSessions) owns(id string, p *store.Principal) bool {
 func (m *mcpSessions) reserve(opening *openingSession) string {
 	opening.id = rand.Text()
 	ms := &mcpSession{owner: opening.owner, ended: opening.ended,
-		heldCredential: heldCredential{keyID: opening.principal.KeyID, sessionID: opening.principal.SessionID}}
+		heldCredential: heldBy(opening.principal)}
 	if a := opening.principal.Agent; a != nil {
 		ms.agentID = a.ID
 	}

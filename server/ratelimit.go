@@ -213,15 +213,18 @@ func clientAddress(r *http.Request) string {
 
 // credentialKey names the bucket of an authenticated principal: each API
 // key has its own, all the bearer tokens of one person share the person's
-// (tokens are cheap to mint, so one per token would be no limit), and a
+// (tokens are cheap to mint, so one per token would be no limit), a
 // delegated token counts against its delegation, apart from the person's
-// own requests.
+// own requests, and an OAuth access token against its grant (every token a
+// signed-in client refreshes to).
 func credentialKey(p *store.Principal) string {
 	switch {
 	case p.Delegation != nil:
 		return "delegation:" + p.Delegation.ID
 	case p.KeyID != "":
 		return "key:" + p.KeyID
+	case p.OAuthGrantID != "":
+		return "oauth:" + p.OAuthGrantID
 	case p.Agent != nil:
 		return "agent:" + p.Agent.ID
 	}
@@ -269,8 +272,19 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, too
 	return p, nil
 }
 
+// isAuthFailure reports whether err refuses a secret: a credential, or an
+// OAuth code, refresh token or client id.
+func isAuthFailure(err error) bool {
+	switch store.ErrorCode(err) {
+	case store.CodeUnauthorized, store.CodeInvalidGrant, store.CodeInvalidClient:
+		return true
+	}
+	return false
+}
+
 // underAuthFailureLimit runs attempt, a sign-in or a setup (which take a
-// secret in the body, not a credential in the headers), under the
+// secret in the body, not a credential in the headers), or an OAuth token
+// or revocation request (a code or refresh token in a form), under the
 // failed-authentication limit of the client's address: an address that has
 // spent its budget is refused before any password is hashed, and each 401
 // spends from it.
@@ -284,7 +298,7 @@ func (s *Server) underAuthFailureLimit(r *http.Request, attempt func() error) er
 		return rateLimited(codeRateLimited, msgAuthLimited, s.authFailures.refusal(addr, now))
 	}
 	err := attempt()
-	if store.ErrorCode(err) == store.CodeUnauthorized {
+	if isAuthFailure(err) {
 		if st := s.authFailures.allow(addr, now); !st.allowed {
 			return rateLimited(codeRateLimited, msgAuthLimited, st)
 		}

@@ -35,6 +35,7 @@ func (s *Server) routes() {
 	s.openAPIRoutes()
 	s.socketRoutes()
 	s.mcpRoutes()
+	s.oauthRoutes()
 	s.identityRoutes()
 	s.roomRoutes()
 	s.participantRoutes()
@@ -95,6 +96,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			err = allowedFor(p, scope)
 		}
 		if err != nil {
+			if aud == anyCaller && store.ErrorCode(err) == store.CodeUnauthorized {
+				s.challengeMCPClient(w, r)
+			}
 			s.writeError(w, r, err)
 			return
 		}

@@ -68,10 +68,13 @@ func newSecurityWorld(t *testing.T) *securityWorld {
 		}
 	}
 
+	ts.oauthSignIn(t, apiKey(carolKey), cAgent.ID)
+	grant := ts.do(t, "GET", "/api/v1/me/oauth/grants", apiKey(carolKey), nil).list(t)[0].(map[string]any)["id"].(string)
+
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
-		"keys": key, "webhooks": hook, "reactions": "%F0%9F%91%8D", // not an id: the emoji a reaction is taken back by
+		"keys": key, "webhooks": hook, "grants": grant, "reactions": "%F0%9F%91%8D", // not an id: the emoji a reaction is taken back by
 	}
 	w.own = map[string]string{"chats": w.ownRoom, "agents": aAgent.ID}
 	return w
@@ -91,6 +94,7 @@ func (w *securityWorld) cred(path string) cred { return apiKey(w.key(path)) }
 // for those that take one (nil for the others), so that what a probe is
 // refused for is the id and nothing else.
 var routeBodies = map[string]any{
+	"DELETE /api/v1/me/oauth/grants/:id":                        nil,
 	"PATCH /api/v1/agent/chats/:chat_id":                        map[string]any{"chat": map[string]any{"title": "Mine now"}},
 	"PATCH /api/v1/me/chats/:chat_id":                           map[string]any{"chat": map[string]any{"title": "Mine now"}},
 	"POST /api/v1/agent/chats/:chat_id/messages":                map[string]any{"message": map[string]any{"content": "hi", "mentions": []any{map[string]any{"handle": "alice"}}}},

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -94,6 +95,10 @@ type Config struct {
 	Metrics bool
 	// Webhooks tunes the sending of messages to agents' webhooks.
 	Webhooks WebhookConfig
+	// PublicURL is the URL clients reach the server at (scheme, host and
+	// port, no path), as OAuth's metadata, issuer and resource name it
+	// (server_oauth.go); empty, each request's own host over http.
+	PublicURL string
 
 	// now is the rate limits' clock; tests set a fake one.
 	now func() time.Time
@@ -132,10 +137,13 @@ type Server struct {
 	maxSockets, maxSocketsPerKey int
 	memories, roomTasks          bool
 	// requests is the per-credential rate limit, authFailures the limit on
-	// failed authentications per client address; nil when switched off.
-	requests, authFailures *limiter
-	metrics                *serverMetrics // nil unless Config.Metrics
-	now                    func() time.Time
+	// failed authentications per client address, registrations the limit
+	// on OAuth client registrations per address; nil when switched off.
+	requests, authFailures, registrations *limiter
+	// publicURL is Config.PublicURL, without a trailing slash.
+	publicURL string
+	metrics   *serverMetrics // nil unless Config.Metrics
+	now       func() time.Time
 	// registered lists the routes, for the tests that walk them all.
 	registered []registeredRoute
 	// handlers are the routes registered with handle, by "METHOD path",
@@ -160,7 +168,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if !cfg.DisableRateLimit {
 		s.requests = newLimiter(cmp.Or(cfg.RateLimit, DefaultRateLimit), cmp.Or(cfg.RateBurst, DefaultRateBurst))
+		s.registrations = newLimiter(registrationRate, registrationBurst)
 	}
+	s.publicURL = strings.TrimSuffix(cfg.PublicURL, "/")
 	if !cfg.DisableAuthFailureLimit {
 		s.authFailures = newLimiter(cmp.Or(cfg.AuthFailureRate, DefaultAuthFailureRate),
 			cmp.Or(cfg.AuthFailureBurst, DefaultAuthFailureBurst))

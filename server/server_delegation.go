@@ -42,7 +42,7 @@ const (
 )
 
 // credentialRoutes answer with a new secret: a person's API key, an agent's
-// key, a delegation grant, a webhook's signing secret. A delegated token may call none of them, whatever
+// key, a delegation grant, a webhook's signing secret, an OAuth code. A delegated token may call none of them, whatever
 // its scopes (and the store refuses it too: store.WithDelegation).
 var credentialRoutes = map[string]bool{
 	"POST /api/v1/me/keys":                   true,
@@ -50,6 +50,7 @@ var credentialRoutes = map[string]bool{
 	"POST /api/v1/me/agents/:id/rotate-key":  true,
 	"POST /api/v1/me/agents/:id/delegations": true,
 	"POST /api/v1/me/agents/:id/webhooks":    true,
+	"POST /api/v1/me/oauth/authorization":    true,
 }
 
 // credentialScope is the "scope" of a credential route: none grants it.

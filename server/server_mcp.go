@@ -140,10 +140,15 @@ func (s *Server) readMCPBody(w http.ResponseWriter, r *http.Request) error {
 }
 
 // credentialLimitKey is what the per-credential connection limit counts:
-// an API key, or the caller of a bearer token.
+// an API key, an OAuth grant (all its access tokens, so that a session
+// carries on with the token that replaced the one that opened it), or the
+// caller of a bearer token.
 func credentialLimitKey(p *store.Principal) string {
-	if p.KeyID != "" {
+	switch {
+	case p.KeyID != "":
 		return "key:" + p.KeyID
+	case p.OAuthGrantID != "":
+		return "oauth:" + p.OAuthGrantID
 	}
 	return "token:" + p.Actor().ID
 }

@@ -206,8 +206,7 @@ func (s *Server) socketPrincipal(w http.ResponseWriter, r *http.Request) (*socke
 		return nil, store.Errorf(store.CodeForbidden, "delegated tokens act on the REST Human API only; the agent connects with its own key")
 	}
 	sc := &socketConn{agent: p.Agent, user: p.User, limitKey: credentialLimitKey(p),
-		heldCredential: heldCredential{keyID: p.KeyID, sessionID: p.SessionID}, expires: p.Expires,
-		extensions: q.Get("extensions") == "true"}
+		heldCredential: heldBy(p), expires: p.Expires, extensions: q.Get("extensions") == "true"}
 	agentID := store.NormalizeID(q.Get("agent_id"))
 	switch {
 	case agentID == "":

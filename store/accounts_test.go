@@ -220,7 +220,7 @@ func TestEndedCredentials(t *testing.T) {
 	rec := record(db)
 	ended := func() map[string]bool {
 		t.Helper()
-		got, err := db.EndedCredentials(ctx, []string{p.KeyID, spare.ID, newID()}, []string{signedOut.ID, live.ID, newID()})
+		got, err := db.EndedCredentials(ctx, []string{p.KeyID, spare.ID, newID()}, []string{signedOut.ID, live.ID, newID()}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,8 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	delegated := WithDelegation(ctx, &Delegation{ID: newID(), UserID: alice.ID, Agent: agent})
 	const credentialRows = `SELECT (SELECT count(*) FROM api_keys) || '/' || (SELECT count(*) FROM agents) || '/' ||
 		(SELECT count(*) FROM users) || '/' || (SELECT count(*) FROM sessions) || '/' || (SELECT count(*) FROM delegations) || '/' ||
-		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT group_concat(hash) FROM user_passwords)`
+		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT group_concat(hash) FROM user_passwords) || '/' ||
+		(SELECT count(*) FROM oauth_codes)`
 	var before string
 	if err := db.read.QueryRow(credentialRows).Scan(&before); err != nil {
 		t.Fatal(err)
@@ -302,6 +303,11 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 			return err
 		},
 		"CreateSetupToken": func() error { _, err := db.CreateSetupToken(delegated); return err },
+		"AuthorizeOAuthClient": func() error {
+			_, err := db.AuthorizeOAuthClient(delegated, alice, OAuthAuthorization{ClientID: newID(), AgentID: agent.ID,
+				CodeChallenge: strings.Repeat("A", 43)})
+			return err
+		},
 	} {
 		if err := mint(); err != ErrDelegatedCredential {
 			t.Errorf("%s with a delegated context: %v, want ErrDelegatedCredential", name, err)

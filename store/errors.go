@@ -42,6 +42,16 @@ const (
 	// Other 422 refinements.
 	CodeNoActiveAttempt        Code = "no_active_attempt"        // processed/failed without a processing attempt
 	CodeExecutionHistoryExists Code = "execution_history_exists" // deleting an agent that processed messages, without force
+
+	// OAuth refusals: the vocabulary the OAuth RFCs prescribe (RFC 6749 §5.2,
+	// RFC 7591 §3.2.2, RFC 8707 §2). Only the OAuth endpoints answer them,
+	// in OAuth's own error format rather than the envelope
+	// (server/oauth_errors.go).
+	CodeInvalidGrant          Code = "invalid_grant"           // 400: a code or refresh token unknown, used, expired, or another client's
+	CodeInvalidClient         Code = "invalid_client"          // 401: no registered client has this id
+	CodeInvalidTarget         Code = "invalid_target"          // 400: a resource the grant is not for
+	CodeInvalidRedirectURI    Code = "invalid_redirect_uri"    // 400: registration: a redirect URI chatd does not take
+	CodeInvalidClientMetadata Code = "invalid_client_metadata" // 400: registration: other metadata refused
 )
 
 // Error is the one application error type. Everything the store refuses on

@@ -117,6 +117,9 @@ type Principal struct {
 	// Delegation is set when an agent acts for User through a delegated
 	// token: User is whom the request acts for, Delegation.Agent who acts.
 	Delegation *Delegation
+	// OAuthGrantID is set for an OAuth access token (/mcp only): the grant
+	// it was issued for, whose revocation ends what the token opened.
+	OAuthGrantID string
 
 	lastUsed atomic.Int64 // unix microseconds of the last recorded use
 }
@@ -343,18 +346,23 @@ func (db *DB) keyInfos(ctx context.Context, where string, args ...any) ([]KeyInf
 	return scanAll(rows, scanKeyInfo)
 }
 
-// EndedCredentials returns which of the given API key and session ids no
-// longer authenticate anyone: keys deleted or replaced (RotateAgentKey),
-// sessions signed out, ended by a new password, or expired. Connections
-// opened with them are closed.
-func (db *DB) EndedCredentials(ctx context.Context, keyIDs, sessionIDs []string) (map[string]bool, error) {
+// EndedCredentials returns which of the given API key, session and OAuth
+// grant ids no longer authenticate anyone: keys deleted or replaced
+// (RotateAgentKey), sessions signed out, ended by a new password, or
+// expired, grants revoked or lapsed. Connections opened with them are
+// closed.
+func (db *DB) EndedCredentials(ctx context.Context, keyIDs, sessionIDs, grantIDs []string) (map[string]bool, error) {
 	ended := make(map[string]bool)
 	if err := db.collectIDs(ctx, ended, keyIDs,
 		`SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`); err != nil {
 		return nil, err
 	}
-	err := db.collectIDs(ctx, ended, sessionIDs, `SELECT value FROM json_each(?) WHERE NOT EXISTS
-		(SELECT 1 FROM sessions WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, now().UnixMicro())
+	if err := db.collectIDs(ctx, ended, sessionIDs, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+		(SELECT 1 FROM sessions WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, now().UnixMicro()); err != nil {
+		return nil, err
+	}
+	err := db.collectIDs(ctx, ended, grantIDs, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+		(SELECT 1 FROM oauth_grants WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, now().UnixMicro())
 	return ended, err
 }
 

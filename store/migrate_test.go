@@ -349,3 +349,56 @@ func TestUpgradeToVersion8IndexesExistingMessages(t *testing.T) {
 		}
 	}
 }
+
+// Upgrading to version 9 adds OAuth sign-in to the people and agents already
+// there: a client registers, a person consents for an agent they had before
+// the upgrade, and the token works as that agent.
+func TestUpgradeToVersion9SignsInExistingAgents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v6.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		schemaAsOf(t, 6),
+		`INSERT INTO organizations (id, name, inserted_at) VALUES ('` + v4.org + `', 'Old', 1)`,
+		`INSERT INTO users (id, organization_id, handle, first_name, role, inserted_at, updated_at) VALUES
+			('` + v4.bob + `', '` + v4.org + `', 'bob', 'Bob', 'user', 1, 1)`,
+		`INSERT INTO agents (id, owner_id, organization_id, slug, handle, name, inserted_at, updated_at) VALUES
+			('` + v4.helper + `', '` + v4.bob + `', '` + v4.org + `', 'helper', 'bob/helper', 'Helper', 1, 1)`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			raw.Close()
+			t.Fatalf("version 6 database: %v", err)
+		}
+	}
+	raw.Close()
+
+	db := openTestDBAt(t, path, Options{})
+	if db.MigratedFrom() != 6 {
+		t.Fatalf("migrated from %d, want 6", db.MigratedFrom())
+	}
+	ctx := t.Context()
+	bob, err := db.UserByID(ctx, v4.bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := db.RegisterOAuthClient(ctx, NewOAuthClient{Name: "Claude Code", RedirectURIs: []string{"http://localhost/cb"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := db.AuthorizeOAuthClient(ctx, bob, OAuthAuthorization{ClientID: client.ID, RedirectURI: "http://localhost:9/cb",
+		CodeChallenge: s256(testVerifier), Scope: "mcp", Resource: "http://chatd.test/mcp", AgentID: v4.helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := db.ExchangeOAuthCode(ctx, OAuthCodeExchange{ClientID: client.ID, Code: code,
+		RedirectURI: "http://localhost:9/cb", Challenge: s256(testVerifier), Resource: "http://chatd.test/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := db.AuthenticateOAuth(ctx, tokens.Access)
+	if err != nil || p.Agent == nil || p.Agent.ID != v4.helper || p.OAuthGrantID != tokens.GrantID {
+		t.Fatalf("the token authenticates %+v, %v; want bob/helper", p, err)
+	}
+}

@@ -214,19 +214,47 @@ func (v *Validator) pathDocumented(path string) bool {
 
 // checkErrorCode holds an error body's code to the response's x-error-codes.
 func checkErrorCode(resp *openapi3.Response, body []byte) error {
-	var env struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
-		return fmt.Errorf("error body is not JSON: %q", body)
+	code, err := ErrorCodeOf(body)
+	if err != nil {
+		return err
 	}
 	codes := ErrorCodes(resp)
-	if !slices.Contains(codes, env.Error.Code) {
-		return fmt.Errorf("error code %q is not among the documented %v", env.Error.Code, codes)
+	if !slices.Contains(codes, code) {
+		return fmt.Errorf("error code %q is not among the documented %v", code, codes)
 	}
 	return nil
+}
+
+// ErrorCodeOf reads the code of an error body: the envelope's
+// {"error": {"code": …}}, or, from the OAuth endpoints, OAuth's
+// {"error": "…"} (IsOAuthError).
+func ErrorCodeOf(body []byte) (string, error) {
+	var generic struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &generic); err != nil {
+		return "", fmt.Errorf("error body is not JSON: %q", body)
+	}
+	var code string
+	if json.Unmarshal(generic.Error, &code) == nil {
+		return code, nil
+	}
+	var env struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(generic.Error, &env)
+	return env.Code, nil
+}
+
+// IsOAuthError reports whether an error body is in OAuth's error format
+// (RFC 6749 §5.2), which chatd's OAuth endpoints answer instead of the
+// envelope.
+func IsOAuthError(body []byte) bool {
+	var generic struct {
+		Error json.RawMessage `json:"error"`
+	}
+	var code string
+	return json.Unmarshal(body, &generic) == nil && json.Unmarshal(generic.Error, &code) == nil
 }
 
 // ErrorCodes returns a response's x-error-codes.

@@ -18,7 +18,10 @@ const pages = {
   contacts: () => import("./pages/contacts.js"),
   memories: () => import("./pages/memories.js"),
   keys: () => import("./pages/keys.js"),
+  oauth: () => import("./pages/oauth.js"),
 };
+// A consent link opened signed out is where sign-in leads back to.
+const RETURN_KEY = "chatd.returnTo";
 const publicPages = new Set(["setup", "sign-in"]);
 
 const main = document.getElementById("main");
@@ -137,6 +140,7 @@ async function route() {
   const params = parts.slice(1);
 
   if (!publicPages.has(name) && !(await ensureSignedIn())) {
+    if (name === "oauth") sessionStorage.setItem(RETURN_KEY, location.hash.slice(1));
     navigate("/sign-in");
     return;
   }
@@ -170,7 +174,9 @@ async function route() {
     signedIn: (token) => {
       session.set(token);
       me = null;
-      navigate("/rooms");
+      const back = sessionStorage.getItem(RETURN_KEY);
+      sessionStorage.removeItem(RETURN_KEY);
+      navigate(back || "/rooms");
     },
   };
   try {

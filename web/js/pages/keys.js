@@ -1,10 +1,12 @@
 // Human API keys: a person's own keys for scripts and tools that act as
 // them (sent as X-API-Key). The server keeps only a digest, so a new key is
-// shown once, and revoking one stops it at once.
+// shown once, and revoking one stops it at once. Below them, the apps
+// signed in through OAuth (grants.js), signed out the same way.
 
 import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { cardTable, confirmDialog, pageSection, SecretSlot } from "../ui.js";
 import { timeEl } from "../time.js";
+import { grantsSection } from "./grants.js";
 
 export function mount(root, ctx) {
   const { api, esc, notify } = ctx;
@@ -19,6 +21,7 @@ export function mount(root, ctx) {
     h("div", { class: "row" }, h("button", { type: "submit" }, "Create key")));
   const listHeading = h("h2", { tabindex: "-1" }, "Your keys");
   const list = h("div", {}, h("p", { class: "muted" }, "Loading keys…"));
+  const apps = grantsSection(ctx);
 
   async function load() {
     let keys;
@@ -74,11 +77,13 @@ export function mount(root, ctx) {
   root.append(pageSection("API keys",
     ["A Human API key lets a script or tool act as you on the Human API ",
       "(in the X-API-Key header). Agents have their own keys: register them on the ",
-      h("a", { href: "#/agents" }, "Agents"), " page."],
+      h("a", { href: "#/agents" }, "Agents"), " page. MCP clients you signed in through OAuth are listed under the keys."],
     form,
     secrets.el,
-    h("section", { class: "list-section" }, listHeading, list)));
+    h("section", { class: "list-section" }, listHeading, list),
+    apps.el));
   load();
+  apps.load();
   return () => {
     secrets.dispose();
   };

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/chatd/chatd/store"
+)
+
+// The authorization endpoint and the consent. GET /oauth/authorize checks
+// the client and where its answer goes, then sends the person's browser to
+// the web app's consent screen (#/oauth/<the request>), where they sign in
+// if they are not and choose whom the client acts as. The screen reads the
+// request through GET /api/v1/me/oauth/authorization and answers through
+// POST on it, which checks everything again (a request may be forged), and
+// answers where to send the browser: back to the client with a one-time
+// code, or with access_denied.
+//
+// A client or redirect URI that does not check out is answered to the
+// browser, never redirected to (RFC 6749 §4.1.2.1); any other problem goes
+// back to the client's redirect URI as an error with its state. Every
+// authorization response carries iss (RFC 9207), which chatd's metadata
+// announces, so that a client talking to several servers can tell whose
+// answer it got.
+
+// maxOAuthParamLen bounds each parameter of an authorization request.
+const maxOAuthParamLen = 2000
+
+// authorizationRequest is an authorization request's parameters, in the
+// query of GET /oauth/authorize and of the consent's GET, and in the body
+// of the consent's POST.
+type authorizationRequest struct {
+	ClientID            string `json:"client_id"`
+	RedirectURI         string `json:"redirect_uri"`
+	ResponseType        string `json:"response_type"`
+	CodeChallenge       string `json:"code_challenge"`
+	CodeChallengeMethod string `json:"code_challenge_method"`
+	State               string `json:"state"`
+	Scope               string `json:"scope"`
+	Resource            string `json:"resource"`
+}
+
+// authorizationProblem is what is wrong with an authorization request: the
+// parameter, the OAuth error code and a sentence.
+type authorizationProblem struct {
+	param string
+	code  errorCode
+	msg   string
+}
+
+// authorizationParams are the parameters of an authorization request, in
+// the order they are checked.
+var authorizationParams = []string{"client_id", "redirect_uri", "response_type", "code_challenge",
+	"code_challenge_method", "state", "scope", "resource"}
+
+// fields are the request's parameters by name.
+func (a *authorizationRequest) fields() map[string]*string {
+	return map[string]*string{"client_id": &a.ClientID, "redirect_uri": &a.RedirectURI, "response_type": &a.ResponseType,
+		"code_challenge": &a.CodeChallenge, "code_challenge_method": &a.CodeChallengeMethod, "state": &a.State,
+		"scope": &a.Scope, "resource": &a.Resource}
+}
+
+// authorizationRequestFrom reads the parameters of a query; each may come
+// once (RFC 6749 §3.1).
+func authorizationRequestFrom(q url.Values) (authorizationRequest, *authorizationProblem) {
+	var a authorizationRequest
+	var problem *authorizationProblem
+	fields := a.fields()
+	for _, name := range authorizationParams {
+		vs := q[name]
+		if len(vs) > 0 {
+			*fields[name] = vs[0]
+		}
+		if len(vs) > 1 && problem == nil {
+			problem = &authorizationProblem{name, codeOAuthInvalidRequest, name + " is repeated"}
+		}
+	}
+	a.ClientID = store.NormalizeID(a.ClientID)
+	return a, problem
+}
+
+// query is the request as the consent screen's link carries it.
+func (a *authorizationRequest) query() url.Values {
+	q := url.Values{}
+	for name, v := range a.fields() {
+		if *v != "" {
+			q.Set(name, *v)
+		}
+	}
+	return q
+}
+
+// resolveClient returns the request's client and settles its redirect URI
+// (the one registered, when the request names none and there is one).
+// Problems here are the ones never sent to the redirect URI; an unknown
+// client is not found.
+func (s *Server) resolveClient(ctx context.Context, a *authorizationRequest) (*store.OAuthClient, *authorizationProblem, error) {
+	client, err := s.db.OAuthClient(ctx, a.ClientID)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case a.RedirectURI == "" && len(client.RedirectURIs) == 1:
+		a.RedirectURI = client.RedirectURIs[0]
+	case a.RedirectURI == "":
+		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri is required: the client registered several"}, nil
+	case !client.AllowsRedirect(a.RedirectURI):
+		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri is not one of the client's registered redirect URIs"}, nil
+	}
+	return client, nil, nil
+}
+
+// problem is what else is wrong with the request, to be reported to the
+// client, or nil.
+func (s *Server) authorizationRequestProblem(r *http.Request, a *authorizationRequest) *authorizationProblem {
+	fields := a.fields()
+	for _, name := range authorizationParams {
+		if len(*fields[name]) > maxOAuthParamLen {
+			return &authorizationProblem{name, codeOAuthInvalidRequest, name + " is too long"}
+		}
+	}
+	switch {
+	case a.ResponseType != "code":
+		return &authorizationProblem{"response_type", codeOAuthUnsupportedResponseType, "response_type must be code"}
+	case a.CodeChallenge == "" || !store.ValidCodeChallenge(a.CodeChallenge):
+		return &authorizationProblem{"code_challenge", codeOAuthInvalidRequest,
+			"code_challenge is required: PKCE's S256 challenge, 43 characters of base64url"}
+	case a.CodeChallengeMethod != "S256":
+		return &authorizationProblem{"code_challenge_method", codeOAuthInvalidRequest, "code_challenge_method must be S256"}
+	}
+	if msg := s.oauthResourceProblem(r, a.Resource); msg != "" {
+		return &authorizationProblem{"resource", errorCode(store.CodeInvalidTarget), msg}
+	}
+	return nil
+}
+
+// authorizationResponse is where the browser goes to give the client its
+// answer: the redirect URI with params, the request's state and chatd's
+// iss.
+func (s *Server) authorizationResponse(r *http.Request, a *authorizationRequest, params url.Values) string {
+	params.Set("state", a.State)
+	params.Set("iss", s.publicBase(r))
+	return withQuery(a.RedirectURI, params)
+}
+
+// oauthAuthorize is GET /oauth/authorize: a redirect to the consent screen,
+// or to the client with an error; a client or redirect URI that does not
+// check out is refused here.
+func (s *Server) oauthAuthorize(w http.ResponseWriter, r *http.Request) error {
+	a, problem := authorizationRequestFrom(r.URL.Query())
+	if problem != nil && (problem.param == "client_id" || problem.param == "redirect_uri") {
+		return errorf(problem.code, "%s", problem.msg)
+	}
+	_, clientProblem, err := s.resolveClient(r.Context(), &a)
+	if store.ErrorCode(err) == store.CodeNotFound {
+		return errorf(codeOAuthInvalidRequest, "client_id names no registered client")
+	}
+	if err != nil {
+		return err
+	}
+	if clientProblem != nil {
+		return errorf(clientProblem.code, "%s", clientProblem.msg)
+	}
+	if problem == nil {
+		problem = s.authorizationRequestProblem(r, &a)
+	}
+	if problem != nil {
+		return found(w, s.authorizationResponse(r, &a, url.Values{"error": {string(problem.code)},
+			"error_description": {problem.msg}}))
+	}
+	return found(w, "/#/oauth/"+url.PathEscape(a.query().Encode()))
+}
+
+// found redirects the browser to location, with no body and nothing cached.
+func found(w http.ResponseWriter, location string) error {
+	w.Header().Set("Location", location)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusFound)
+	return nil
+}
