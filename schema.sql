@@ -524,45 +524,40 @@ CREATE TABLE reactions (
 -- Version 8 ---------------------------------------------------------------
 
 -- Full-text search over messages (GET /api/v1/me/search and
--- /api/v1/agent/search). The index holds exactly the messages of live rooms:
--- searchable_messages is its content (FTS5 "external content", so the text is
--- stored once, in messages, and snippets are read from there), and the
--- triggers below keep it in step in the very transaction that writes a
--- message, changes its content (a later edit, or a tombstone that blanks
--- it), deletes it, or soft-deletes its room. Each trigger touches the index
--- only for a row of a live room, so the index never holds, and is never told
--- to drop, a row that is not in searchable_messages: FTS5 trusts those
--- 'delete' commands blindly. unicode61 with remove_diacritics 2 folds case
--- and accents (cafe finds café); docs/performance.md has the measurements
--- that chose it over trigram.
-CREATE VIEW searchable_messages AS
-    SELECT m.seq, m.content FROM messages m JOIN rooms r ON r.id = m.room_id WHERE r.deleted_at IS NULL;
-
-CREATE VIRTUAL TABLE messages_fts USING fts5 (content, content = 'searchable_messages', content_rowid = 'seq',
+-- /api/v1/agent/search). The index holds every message's content: messages
+-- is its content table (FTS5 "external content", so the text is stored once,
+-- and snippets are read from there); a search keeps to the rooms its caller
+-- reads, so a deleted room's messages are never found, and deleting a room
+-- costs the index nothing. unicode61 with remove_diacritics 2 folds case and
+-- accents (cafe finds café); docs/performance.md has the measurements that
+-- chose it over trigram.
+CREATE VIRTUAL TABLE messages_fts USING fts5 (content, content = 'messages', content_rowid = 'seq',
     tokenize = 'unicode61 remove_diacritics 2');
 
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
-WHEN EXISTS (SELECT 1 FROM rooms WHERE id = new.room_id AND deleted_at IS NULL) BEGIN
-    INSERT INTO messages_fts (rowid, content) VALUES (new.seq, new.content);
-END;
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
-WHEN EXISTS (SELECT 1 FROM rooms WHERE id = old.room_id AND deleted_at IS NULL) BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+-- A new message is indexed in the transaction that writes it, at its end:
+-- its insert queues it here, and the writer indexes what is queued after
+-- the transaction's last job, before it commits (store/search_index.go). FTS5
+-- writes what it was given as a new segment of the index whenever a
+-- savepoint opens, and the writer opens one per job, so indexing each
+-- message in its own job would write a segment, and later merge it, per
+-- message; queued, a group commit writes one. A change to a message still
+-- queued needs nothing more (the queue's entry reads the content as it is
+-- at the end); one to a message already indexed changes the index at once.
+-- FTS5 trusts a 'delete' blindly, so it is sent only for what is indexed.
+CREATE TABLE messages_fts_queue (seq INTEGER PRIMARY KEY) STRICT;
+
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts_queue (seq) VALUES (new.seq);
 END;
 CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages
-WHEN EXISTS (SELECT 1 FROM rooms WHERE id = new.room_id AND deleted_at IS NULL) BEGIN
+WHEN NOT EXISTS (SELECT 1 FROM messages_fts_queue WHERE seq = new.seq) BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.seq, old.content);
     INSERT INTO messages_fts (rowid, content) VALUES (new.seq, new.content);
 END;
--- A room's deletion takes its messages out of the index (and, should a room
--- ever come back, its return puts them in again).
-CREATE TRIGGER messages_fts_room_deleted AFTER UPDATE OF deleted_at ON rooms
-WHEN old.deleted_at IS NULL AND new.deleted_at IS NOT NULL BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, content) SELECT 'delete', seq, content FROM messages WHERE room_id = new.id;
-END;
-CREATE TRIGGER messages_fts_room_restored AFTER UPDATE OF deleted_at ON rooms
-WHEN old.deleted_at IS NOT NULL AND new.deleted_at IS NULL BEGIN
-    INSERT INTO messages_fts (rowid, content) SELECT seq, content FROM messages WHERE room_id = new.id;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content)
+        SELECT 'delete', old.seq, old.content WHERE NOT EXISTS (SELECT 1 FROM messages_fts_queue WHERE seq = old.seq);
+    DELETE FROM messages_fts_queue WHERE seq = old.seq;
 END;
 
 -- An upgraded database indexes the messages it already holds (a new one

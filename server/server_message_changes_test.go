@@ -262,9 +262,11 @@ func TestMessageChangesArePushed(t *testing.T) {
 
 	edited := func(p map[string]any) bool { return p["id"] == both && p["edited_at"] != nil }
 	bob.await(t, topic, "message_updated", edited)
-	if got := helper.await(t, topic, "message_updated", edited); got["metadata"].(map[string]any)["status"] != "pending" {
+	got := helper.await(t, topic, "message_updated", edited)
+	if got["metadata"].(map[string]any)["status"] != "pending" {
 		t.Fatalf("helper's push is not as helper reads it: %v", got)
 	}
+	checkSDKPayload(t, "message_updated", got)
 
 	expect(t, k.ts.do(t, "POST", k.path(k.bobKey, k.room, "/messages/"+both+"/reactions"), apiKey(k.bobKey), map[string]any{"emoji": "👀"}), 200, "")
 	reacted := func(p map[string]any) bool { return p["id"] == both && len(p["reactions"].([]any)) == 1 }
@@ -279,10 +281,11 @@ func TestMessageChangesArePushed(t *testing.T) {
 	if got := helper.await(t, topic, "message_created", func(p map[string]any) bool { return p["id"] == quoted }); got["reply_to"] == nil {
 		t.Fatalf("helper's own message is not quoted: %v", got)
 	}
-	if got := helper.await(t, topic, "message_created", func(p map[string]any) bool { return p["id"] == unquoted }); got["reply_to"] != nil ||
-		got["reply_to_id"] != k.scoutMsg {
+	got = helper.await(t, topic, "message_created", func(p map[string]any) bool { return p["id"] == unquoted })
+	if got["reply_to"] != nil || got["reply_to_id"] != k.scoutMsg {
 		t.Fatalf("helper got a quote of scout's message: %v", got)
 	}
+	checkSDKPayload(t, "message_created", got)
 	if n := scout.count(topic, "message_updated"); n != 0 {
 		t.Fatalf("scout, which asked for no extension events, got %d message_updated", n)
 	}

@@ -16,6 +16,10 @@ import (
 var sdkRequired = map[string][]string{
 	"message_created": {"id:str", "content:str", "message_type:str", "sender_id:str", "sender_type:str", "sender_name:str",
 		"inserted_at:str", "updated_at:str", "chat_room_id:str?", "thread_id:str?", "metadata:obj?"},
+	// message_updated reaches an agent only when it asks for chatd's
+	// extension events; band-sdk-python reads it with message_created's model.
+	"message_updated": {"id:str", "content:str", "message_type:str", "sender_id:str", "sender_type:str", "sender_name:str",
+		"inserted_at:str", "updated_at:str", "chat_room_id:str?", "thread_id:str?", "metadata:obj?"},
 	"room_added":               {"id:str", "inserted_at:str", "updated_at:str", "title:str?", "task_id:str?", "status:str?", "type:str?"},
 	"room_removed":             {"id:str", "status:str", "type:str", "title:str", "removed_at:str"},
 	"room_deleted":             {"id:str"},

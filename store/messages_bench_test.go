@@ -13,13 +13,36 @@ import (
 // the same with the mentioned agents holding 100 webhooks in all, each post
 // queuing a delivery for each of its agent's (nothing sends them).
 func BenchmarkSendText(b *testing.B) {
-	b.Run("no webhooks", func(b *testing.B) { benchmarkSendText(b, 0) })
-	b.Run("16 webhooks", func(b *testing.B) { benchmarkSendText(b, 16) })
-	b.Run("100 webhooks", func(b *testing.B) { benchmarkSendText(b, 100) })
+	b.Run("no webhooks", func(b *testing.B) { benchmarkSendText(b, 0, true, nil) })
+	b.Run("16 webhooks", func(b *testing.B) { benchmarkSendText(b, 16, true, nil) })
+	b.Run("100 webhooks", func(b *testing.B) { benchmarkSendText(b, 100, true, nil) })
 }
 
-func benchmarkSendText(b *testing.B, webhooks int) {
+// BenchmarkSendTextSearchIndex measures the same posts of sentences from
+// the manual, with the search index and without it (its triggers
+// dropped), twice each in turn, so that a busier stretch of a shared
+// machine weighs on both alike: what indexing costs a post.
+func BenchmarkSendTextSearchIndex(b *testing.B) {
+	corpus := newSearchCorpus(b, 1)
+	var sentences []string
+	for range 1000 {
+		sentences = append(sentences, corpus.sentence())
+	}
+	for range 2 {
+		b.Run("indexed", func(b *testing.B) { benchmarkSendText(b, 0, true, sentences) })
+		b.Run("not indexed", func(b *testing.B) { benchmarkSendText(b, 0, false, sentences) })
+	}
+}
+
+// benchmarkSendText posts from 16 producers, each in its own room, a
+// message mentioning the room's worker, which holds webhooks; the
+// contents are sentences in turn ("hello there" without), and indexed
+// for search or not.
+func benchmarkSendText(b *testing.B, webhooks int, indexed bool, sentences []string) {
 	db := openTestDB(b, Options{Sync: SyncNormal, Limits: Limits{MessagesPerRoom: 1 << 30}})
+	if !indexed {
+		unindex(b, db)
+	}
 	ctx := context.Background()
 	owner, _ := mustUser(b, db, "owner")
 	const producers = 16
@@ -54,8 +77,12 @@ func benchmarkSendText(b *testing.B, webhooks int) {
 		wg.Go(func() {
 			l := lanes[i]
 			id := l.worker
-			for next.Add(1) <= int64(b.N) {
-				_, err := db.SendText(ctx, l.poster, l.room, TextInput{Content: "hello there", Mentions: []MentionInput{{ID: &id}}})
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				content := "hello there"
+				if len(sentences) > 0 {
+					content = sentences[int(n)%len(sentences)]
+				}
+				_, err := db.SendText(ctx, l.poster, l.room, TextInput{Content: content, Mentions: []MentionInput{{ID: &id}}})
 				if err != nil {
 					b.Error(err)
 					return
@@ -64,4 +91,32 @@ func benchmarkSendText(b *testing.B, webhooks int) {
 		})
 	}
 	wg.Wait()
+}
+
+// unindex drops the triggers that keep the search index, so that messages
+// written after are not indexed.
+func unindex(b *testing.B, db *DB) {
+	b.Helper()
+	err := db.Write(context.Background(), func(tx *Tx) error {
+		rows, err := tx.Query(`SELECT name FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'messages_fts%'`)
+		if err != nil {
+			return err
+		}
+		names, err := scanAll(rows, func(r interface{ Scan(...any) error }) (string, error) {
+			var n string
+			return n, r.Scan(&n)
+		})
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if _, err := tx.Exec(`DROP TRIGGER ` + n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 }

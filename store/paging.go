@@ -9,9 +9,14 @@ type Keyset struct {
 	// Rank is a search's relevance (store.Search): an FTS5 rank, exact
 	// through JSON (Go writes the shortest text that reads back the same).
 	Rank float64 `json:"r,omitempty"`
-	Int  int64   `json:"i,omitempty"`
-	Str  string  `json:"s,omitempty"`
-	ID   string  `json:"id"`
+	// Floor and Ceil are the seqs of the oldest and newest messages a
+	// search by relevance ranks: its pages rank the same window of matches
+	// however many arrive.
+	Floor int64  `json:"f,omitempty"`
+	Ceil  int64  `json:"c,omitempty"`
+	Int   int64  `json:"i,omitempty"`
+	Str   string `json:"s,omitempty"`
+	ID    string `json:"id"`
 }
 
 // PageRequest says which page of a listing to read: keyset paging (After,

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"time"
 )
@@ -37,13 +39,26 @@ type SearchHit struct {
 	rank  float64 // FTS5's rank, -Score: the relevance order's key
 }
 
-// SearchKeyset is the paging position just after h in its order.
-func SearchKeyset(h *SearchHit, newest bool) *Keyset {
+// SearchKeyset is the paging position just after h in its order; w is the
+// window a search by relevance ranks (see RelevanceWindow).
+func SearchKeyset(h *SearchHit, newest bool, w window) *Keyset {
 	if newest {
 		return &Keyset{Int: h.Seq, ID: h.ID}
 	}
-	return &Keyset{Rank: h.rank, Int: h.Seq, ID: h.ID}
+	return &Keyset{Rank: h.rank, Int: h.Seq, ID: h.ID, Floor: w.floor, Ceil: w.ceil}
 }
+
+// RelevanceWindow is how many of the newest matches the actor may read a
+// search by relevance ranks. bm25 costs about 4 µs a match, and a common
+// word matches a sixth of a history; among the newest thousand, a search
+// answers in milliseconds however long the history, and a conversation's
+// best matches are seldom older. Newest first has no such bound: it reads
+// the index in its order and stops when the page is full.
+const RelevanceWindow = 1000
+
+// window is the seqs of the oldest and newest messages a search by
+// relevance ranks; its later pages rank the same (zero: not known yet).
+type window struct{ floor, ceil int64 }
 
 // snippetTokens is how many words a snippet holds at most.
 const snippetTokens = 20
@@ -65,13 +80,23 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 		agentID = actor.ID
 	}
 	page := &Page[*SearchHit]{}
+	var w window
+	if pr.After != nil {
+		w = window{pr.After.Floor, pr.After.Ceil}
+	}
 	err := db.readTx(ctx, func(q readQ) error {
 		if f.RoomID != "" {
 			if _, err := loadAccess(q, actor, f.RoomID); err != nil {
 				return err
 			}
 		}
-		hits, err := searchPage(q, actor, match, f, pr)
+		var hits []*SearchHit
+		var err error
+		if f.Newest {
+			hits, err = searchNewest(q, actor, match, f, pr)
+		} else {
+			hits, w, err = searchRelevant(q, actor, match, f, pr, w)
+		}
 		if err != nil {
 			return err
 		}
@@ -88,15 +113,50 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 		return nil, err
 	}
 	if n := len(page.Items); n > 0 {
-		page.Next = SearchKeyset(page.Items[n-1], f.Newest)
+		page.Next = SearchKeyset(page.Items[n-1], f.Newest, w)
 	}
 	return page, nil
 }
 
-// searchPage finds one page of hits (and one more, to tell whether there
-// are more), with their seq and rank only.
-func searchPage(q readQ, actor Actor, match string, f SearchFilter, pr PageRequest) ([]*SearchHit, error) {
-	query, args := searchQuery(actor, match, f, pr.After, pr.Limit+1)
+// searchNewest finds a page of hits newest first (and one more, to tell
+// whether there are more), with their seq: the index's own order, so the
+// page stops after its last row however many match.
+func searchNewest(q readQ, actor Actor, match string, f SearchFilter, pr PageRequest) ([]*SearchHit, error) {
+	var before int64
+	if pr.After != nil {
+		before = pr.After.Int
+	}
+	return searchRows(q, actor, match, f, window{ceil: before - 1}, pr.Limit+1)
+}
+
+// searchRelevant finds a page of hits most relevant first (and one more):
+// it reads the window, the RelevanceWindow newest matches the actor may
+// read (on a later page, the first page's), with their ranks, and orders
+// them by rank. bm25 is computed only for the matches the actor may read.
+func searchRelevant(q readQ, actor Actor, match string, f SearchFilter, pr PageRequest, w window) ([]*SearchHit, window, error) {
+	hits, err := searchRows(q, actor, match, f, w, RelevanceWindow)
+	if err != nil || len(hits) == 0 {
+		return nil, w, err
+	}
+	if w.ceil == 0 {
+		w = window{floor: hits[len(hits)-1].Seq, ceil: hits[0].Seq}
+	}
+	slices.SortFunc(hits, func(a, b *SearchHit) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.Seq, b.Seq))
+	})
+	if after := pr.After; after != nil {
+		i, _ := slices.BinarySearchFunc(hits, after, func(h *SearchHit, k *Keyset) int {
+			return cmp.Or(cmp.Compare(h.rank, k.Rank), cmp.Compare(h.Seq, k.Int+1)) // the first after k
+		})
+		hits = hits[i:]
+	}
+	return hits[:min(len(hits), pr.Limit+1)], w, nil
+}
+
+// searchRows reads up to limit matches the actor may read, newest first,
+// with their seq and rank, within w (either bound zero: none).
+func searchRows(q readQ, actor Actor, match string, f SearchFilter, w window, limit int) ([]*SearchHit, error) {
+	query, args := searchQuery(actor, match, f, w, limit)
 	rows, err := q.Query(query, args...)
 	if err != nil {
 		return nil, err
@@ -108,27 +168,24 @@ func searchPage(q readQ, actor Actor, match string, f SearchFilter, pr PageReque
 	})
 }
 
-// searchQuery is the query of a page of hits after the position after. The
-// full-text match drives it; each candidate is then checked against the
-// actor's rooms (a set built once) and the filters, by its primary key.
-// Newest first is the index's own order (rowid is seq, descending), so such
-// a page stops after limit rows however many match; the most relevant
-// first sorts every match by rank.
-func searchQuery(actor Actor, match string, f SearchFilter, after *Keyset, limit int) (string, []any) {
+// searchQuery is the query of up to limit matches within w, newest first,
+// each with its rank. The full-text match drives it, in the index's own
+// order (rowid is seq, descending); each candidate is then checked against
+// the actor's rooms (a set built once) and the filters, by its primary key,
+// and only then is its rank computed.
+func searchQuery(actor Actor, match string, f SearchFilter, w window, limit int) (string, []any) {
 	conds, args := searchConditions(actor, f)
-	order := ` ORDER BY messages_fts.rank, messages_fts.rowid`
-	switch {
-	case f.Newest:
-		order = ` ORDER BY messages_fts.rowid DESC`
-		if after != nil {
-			conds, args = append(conds, `messages_fts.rowid < ?`), append(args, after.Int)
-		}
-	case after != nil:
-		conds = append(conds, `(messages_fts.rank > ? OR (messages_fts.rank = ? AND messages_fts.rowid > ?))`)
-		args = append(args, after.Rank, after.Rank, after.Int)
+	if w.floor > 0 {
+		conds, args = append(conds, `messages_fts.rowid >= ?`), append(args, w.floor)
 	}
-	return `SELECT messages_fts.rowid, messages_fts.rank FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid
-		WHERE messages_fts MATCH ? AND ` + strings.Join(conds, " AND ") + order + ` LIMIT ?`,
+	if w.ceil > 0 {
+		conds, args = append(conds, `messages_fts.rowid <= ?`), append(args, w.ceil)
+	}
+	// CROSS JOIN keeps the index the outer loop: from a bound on rowid the
+	// planner would otherwise infer one on seq and walk a room's messages
+	// instead, every one within it.
+	return `SELECT messages_fts.rowid, messages_fts.rank FROM messages_fts CROSS JOIN messages m ON m.seq = messages_fts.rowid
+		WHERE messages_fts MATCH ? AND ` + strings.Join(conds, " AND ") + ` ORDER BY messages_fts.rowid DESC LIMIT ?`,
 		append(append([]any{match}, args...), limit)
 }
 

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -71,9 +73,9 @@ func (k *searchKit) found(t testing.TB, actor Actor, q string) string {
 	return strings.Join(out, "|")
 }
 
-// indexIntact fails the test unless the index holds exactly the messages
-// of live rooms: FTS5's integrity check, with rank 1, also compares the
-// index with its content (searchable_messages).
+// indexIntact fails the test unless the index holds exactly the messages,
+// none left in its queue: FTS5's integrity check, with rank 1, also
+// compares the index with its content (messages).
 func indexIntact(t testing.TB, db *DB) {
 	t.Helper()
 	err := db.Write(context.Background(), func(tx *Tx) error {
@@ -84,16 +86,18 @@ func indexIntact(t testing.TB, db *DB) {
 		t.Fatalf("the search index is out of step with the messages: %v", err)
 	}
 	indexed := rawCount(t, db, `SELECT count(*) FROM messages_fts_docsize`)
-	live := rawCount(t, db, `SELECT count(*) FROM searchable_messages`)
-	if indexed != live {
-		t.Fatalf("the index holds %d messages, the live rooms %d", indexed, live)
+	all := rawCount(t, db, `SELECT count(*) FROM messages`)
+	queued := rawCount(t, db, `SELECT count(*) FROM messages_fts_queue`)
+	if indexed != all || queued != 0 {
+		t.Fatalf("the index holds %d messages of %d, and %d wait in its queue after a commit", indexed, all, queued)
 	}
 }
 
 // The index follows every way a message comes, changes or goes, in the
-// same write: posting (text and events), a room's deletion, alone or in a
-// bulk job, a message deleted outright (as retention will), and a content
-// changed (as an edit or a tombstone will).
+// same write: posting (text and events), a message deleted outright (as
+// retention will), and a content changed (as an edit or a tombstone will);
+// a room's deletion, alone or in a bulk job, keeps its messages from
+// being found.
 func TestSearchIndexStaysInStepWithTheMessages(t *testing.T) {
 	k := newSearchKit(t, Options{})
 	ctx := context.Background()
@@ -110,7 +114,7 @@ func TestSearchIndexStaysInStepWithTheMessages(t *testing.T) {
 		t.Fatalf("before any deletion: %q", got)
 	}
 
-	t.Run("a deleted room leaves the index", func(t *testing.T) {
+	t.Run("a deleted room's messages are found no more", func(t *testing.T) {
 		if err := k.db.DeleteRoom(ctx, k.alice, other); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +123,7 @@ func TestSearchIndexStaysInStepWithTheMessages(t *testing.T) {
 			t.Fatalf("a deleted room's message is found: %q", got)
 		}
 	})
-	t.Run("a room deleted by a bulk job leaves the index", func(t *testing.T) {
+	t.Run("nor are those of a room a bulk job deleted", func(t *testing.T) {
 		alice, _ := k.db.UserByID(ctx, k.alice.ID)
 		if _, err := k.db.CreateBulkJob(ctx, alice, "chat", []string{third}, false); err != nil {
 			t.Fatal(err)
@@ -187,17 +191,19 @@ func TestSearchQueryPlanUsesTheIndexes(t *testing.T) {
 		{"an agent, one room, most relevant first", k.helper, SearchFilter{RoomID: k.room, After: &time.Time{}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			query, args := searchQuery(c.actor, `"x"`, c.f, &Keyset{Rank: -1, Int: 1 << 40, ID: nilID}, 21)
+			query, args := searchQuery(c.actor, `"x"`, c.f, window{floor: 7, ceil: 1 << 40}, 21)
 			rows, err := k.db.read.Query(`EXPLAIN QUERY PLAN `+query, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var plan []string
+			sorted := false // the outer query's matches, not a subquery's rows
 			for rows.Next() {
 				var id, parent, unused int
 				var detail string
 				rows.Scan(&id, &parent, &unused, &detail)
 				plan = append(plan, detail)
+				sorted = sorted || parent == 0 && strings.Contains(detail, "TEMP B-TREE FOR ORDER BY")
 			}
 			rows.Close()
 			text := strings.Join(plan, "\n")
@@ -208,8 +214,8 @@ func TestSearchQueryPlanUsesTheIndexes(t *testing.T) {
 			if !strings.Contains(text, "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)") {
 				t.Errorf("a candidate's message is not read by its key:\n%s", text)
 			}
-			if c.f.Newest && strings.Contains(text, "TEMP B-TREE FOR ORDER BY") {
-				t.Errorf("newest first sorts the matches rather than reading the index in order:\n%s", text)
+			if sorted {
+				t.Errorf("the matches are sorted rather than read in the index's order:\n%s", text)
 			}
 			for _, step := range plan {
 				if strings.HasPrefix(step, "SCAN") && !strings.HasPrefix(step, "SCAN messages_fts VIRTUAL TABLE") {
@@ -364,4 +370,113 @@ func asError(err error, target **Error) bool {
 		*target = e
 	}
 	return ok
+}
+
+// A message is indexed at the end of the transaction that writes it, as it
+// is then: changed or deleted by a later job of the same group commit, or
+// written by a job that failed, the index holds what was committed.
+func TestSearchIndexesAtTheEndOfTheTransaction(t *testing.T) {
+	k := newSearchKit(t, Options{})
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go k.db.Write(ctx, func(*Tx) error { close(started); <-release; return nil }) // holds the writer, so what follows shares a batch
+	<-started
+	var edited, deleted, failed error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		edited = k.db.Write(ctx, func(tx *Tx) error {
+			m, err := insertTestMessage(tx, k, "the saturn plan")
+			if err == nil {
+				_, err = tx.Exec(`UPDATE messages SET content = 'the neptune plan' WHERE seq = ?`, m)
+			}
+			return err
+		})
+	})
+	wg.Go(func() {
+		deleted = k.db.Write(ctx, func(tx *Tx) error {
+			m, err := insertTestMessage(tx, k, "the pluto plan")
+			if err == nil {
+				_, err = tx.Exec(`DELETE FROM messages WHERE seq = ?`, m)
+			}
+			return err
+		})
+	})
+	wg.Go(func() {
+		failed = k.db.Write(ctx, func(tx *Tx) error {
+			if _, err := insertTestMessage(tx, k, "the uranus plan"); err != nil {
+				return err
+			}
+			return errors.New("refused after writing")
+		})
+	})
+	time.Sleep(100 * time.Millisecond) // the three are queued behind the first
+	close(release)
+	wg.Wait()
+	if edited != nil || deleted != nil || failed == nil {
+		t.Fatalf("edited: %v, deleted: %v, failed: %v", edited, deleted, failed)
+	}
+	indexIntact(t, k.db)
+	for word, want := range map[string]bool{"neptune": true, "saturn": false, "pluto": false, "uranus": false} {
+		if found := k.found(t, k.alice, word) != ""; found != want {
+			t.Errorf("%s found: %v, want %v", word, found, want)
+		}
+	}
+}
+
+// insertTestMessage writes a message in alice's room as a job would, and
+// returns its seq.
+func insertTestMessage(tx *Tx, k *searchKit, content string) (int64, error) {
+	queueForIndex(tx)
+	var seq int64
+	err := tx.QueryRow(`INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at)
+		VALUES (?, ?, ?, 'User', 'Alice', 'text', ?, 1, 1) RETURNING seq`, newID(), k.room, k.alice.ID, content).Scan(&seq)
+	return seq, err
+}
+
+// By relevance, a search ranks the RelevanceWindow newest matches, on
+// every page of it; newest first reaches every match.
+func TestSearchRanksTheNewestMatchesByRelevance(t *testing.T) {
+	k := newSearchKit(t, Options{})
+	old := 5
+	err := k.db.Write(context.Background(), func(tx *Tx) error {
+		for i := range RelevanceWindow + old {
+			content := "mercury once"
+			if i < old {
+				content = "mercury mercury mercury, the oldest and the best match"
+			}
+			if _, err := insertTestMessage(tx, k, content); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walk := func(newest bool) (hits, best int) {
+		pr := PageRequest{Limit: 100}
+		for {
+			page, err := k.db.Search(context.Background(), k.alice, SearchFilter{Query: "mercury", Newest: newest}, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range page.Items {
+				hits++
+				if strings.Contains(h.Content, "best") {
+					best++
+				}
+			}
+			if !page.HasMore {
+				return hits, best
+			}
+			pr.After = page.Next
+		}
+	}
+	if hits, best := walk(false); hits != RelevanceWindow || best != 0 {
+		t.Errorf("by relevance: %d hits, %d of the oldest; want the %d newest", hits, best, RelevanceWindow)
+	}
+	if hits, best := walk(true); hits != RelevanceWindow+old || best != old {
+		t.Errorf("newest first: %d hits, %d of the oldest; want all %d", hits, best, RelevanceWindow+old)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +20,18 @@ const maxBatch = 256
 
 // Tx is the handle a write job receives. It is valid only during the job.
 type Tx struct {
-	w           *writer
-	ctx         context.Context
-	now         time.Time
-	afterCommit []func()
-	finally     []func()
+	w            *writer
+	ctx          context.Context
+	now          time.Time
+	afterCommit  []func()
+	finally      []func()
+	beforeCommit []keyedStep
+}
+
+// keyedStep is a step of a batch's end, run once per key.
+type keyedStep struct {
+	key string
+	f   func(*Tx) error
 }
 
 // Exec runs a statement inside the job's savepoint.
@@ -63,6 +71,20 @@ func (t *Tx) Now() time.Time { return t.now }
 // non-blocking queues is the intended use).
 func (t *Tx) AfterCommit(f func()) { t.afterCommit = append(t.afterCommit, f) }
 
+// BeforeCommit registers f to run once every job of the batch holding this
+// job has run, before the batch commits, outside any job's savepoint: work
+// cheaper done once for a whole group commit than once per job. Each key
+// runs once per batch, however many of its jobs registered it; it never
+// runs for a job that failed alone, and its failure fails the whole batch.
+func (t *Tx) BeforeCommit(key string, f func(*Tx) error) {
+	for _, s := range t.beforeCommit {
+		if s.key == key {
+			return
+		}
+	}
+	t.beforeCommit = append(t.beforeCommit, keyedStep{key, f})
+}
+
 // Finally registers f to run once the batch holding this job has ended,
 // committed or not (after the AfterCommit callbacks), even when the job
 // itself fails: for undoing what the job set up outside the database.
@@ -73,9 +95,10 @@ type job struct {
 	fn   func(*Tx) error
 	done chan error // nil for fire-and-forget jobs
 	// set by the writer
-	err         error
-	afterCommit []func()
-	finally     []func()
+	err          error
+	afterCommit  []func()
+	finally      []func()
+	beforeCommit []keyedStep
 }
 
 // WriterStats is a snapshot of the writer's counters.
@@ -407,11 +430,14 @@ func (w *writer) runBatch(batch []*job) (err error) {
 				return w.batchError("rollback to savepoint", err)
 			}
 		} else {
-			j.afterCommit = t.afterCommit
+			j.afterCommit, j.beforeCommit = t.afterCommit, t.beforeCommit
 		}
 		if err = w.exec(ctx, "RELEASE job"); err != nil {
 			return w.batchError("release savepoint", err)
 		}
+	}
+	if err = w.endBatch(ctx, batch); err != nil {
+		return w.batchError("before commit", err)
 	}
 	if err = w.exec(ctx, "COMMIT"); err != nil {
 		return w.batchError("commit", err)
@@ -419,6 +445,24 @@ func (w *writer) runBatch(batch []*job) (err error) {
 	w.commits.Add(1)
 	if f := w.observer.Load(); f != nil {
 		(*f)(len(batch), time.Since(start))
+	}
+	return nil
+}
+
+// endBatch runs the BeforeCommit steps of the batch's jobs that succeeded,
+// each key once, in the order they were first registered.
+func (w *writer) endBatch(ctx context.Context, batch []*job) error {
+	var ran []string
+	for _, j := range batch {
+		for _, step := range j.beforeCommit {
+			if j.err != nil || slices.Contains(ran, step.key) {
+				continue
+			}
+			ran = append(ran, step.key)
+			if err := runJob(step.f, &Tx{w: w, ctx: ctx, now: now()}); err != nil {
+				return fmt.Errorf("%s: %w", step.key, err)
+			}
+		}
 	}
 	return nil
 }
