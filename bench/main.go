@@ -40,6 +40,7 @@
 //     go run ./bench -workloads mcp -clients 16 -duration 5s -rounds 1000
 //     go run ./bench -workloads longpoll -held-polls 1000 -rounds 1000
 //     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
+//     go run ./bench -workloads searchindex -clients 16 -duration 10s -sync normal
 package main
 
 import (
@@ -64,7 +65,7 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks; searchindex")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
@@ -113,6 +114,8 @@ func main() {
 			err = longPollWorkload(bin, *rounds, *heldPolls)
 		case "webhooks":
 			err = webhookWorkload(bin, clients[0], *duration, *rate, *endpoints)
+		case "searchindex":
+			err = searchIndexWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}
@@ -136,6 +139,13 @@ func main() {
 // runMode starts a server in the given sync mode, sets up n clients and runs
 // each workload.
 func runMode(bin, mode string, n int, d time.Duration, workloads []string) error {
+	return runModeOn(bin, mode, "", n, d, workloads, nil)
+}
+
+// runModeOn is runMode on a database that prepare (when not nil) changes
+// before the server starts, with label in the lines' first column ("": the
+// sync mode).
+func runModeOn(bin, mode, label string, n int, d time.Duration, workloads []string, prepare func(db string) error) error {
 	dir, err := os.MkdirTemp("", "chatd-bench-")
 	if err != nil {
 		return err
@@ -144,6 +154,14 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 	db := filepath.Join(dir, "chatd.db")
 	if err := exec.Command(bin, "migrate", "--db", db).Run(); err != nil {
 		return fmt.Errorf("chatd migrate: %w", err)
+	}
+	if prepare != nil {
+		if err := prepare(db); err != nil {
+			return err
+		}
+	}
+	if label == "" {
+		label = mode
 	}
 	var person struct {
 		APIKey string `json:"api_key"`
@@ -179,7 +197,7 @@ func runMode(bin, mode string, n int, d time.Duration, workloads []string) error
 		default:
 			return fmt.Errorf("unknown workload %q", w)
 		}
-		fmt.Printf("%-8s %-8s %7d %10.0f %9s %9s %8d\n", mode, w, n, res.rate(), ms(res.p(0.50)), ms(res.p(0.99)), res.errors)
+		fmt.Printf("%-8s %-8s %7d %10.0f %9s %9s %8d\n", label, w, n, res.rate(), ms(res.p(0.50)), ms(res.p(0.99)), res.errors)
 		if res.firstErr != nil {
 			fmt.Printf("         first error: %v\n", res.firstErr)
 		}
