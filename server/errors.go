@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -173,6 +174,13 @@ type errorBody struct {
 // *httpError nor *store.Error are internal: logged with the request id,
 // never echoed.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away before its answer, which cut the work
+		// short: nothing went wrong here, and no one is left to tell.
+		noteErrorCode(r, codeClientClosed)
+		w.WriteHeader(statusClientClosed)
+		return
+	}
 	e, ok := asHTTPError(err)
 	if !ok {
 		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chatd/chatd/store"
 )
 
 // Every code the source declares must have a status in the one table.
@@ -138,5 +142,38 @@ func TestRefusalsNameTheirCodeAndTheAcceptedFields(t *testing.T) {
 	}
 	if !strings.Contains(line, "status=400") || !strings.Contains(line, "error=unknown_field") {
 		t.Fatalf("the request's log line does not name its code: %q", line)
+	}
+}
+
+// A client that goes away while its write waits for the writer cuts the
+// work short: that is logged as the client's doing (499 client_closed),
+// not as an internal error.
+func TestAClientThatLeavesIsNoInternalError(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	_, key := ts.agent(alice, "Helper")
+	room := ts.room(t, key)
+	var logs syncBuffer
+	ts.srv.log = slog.New(slog.NewTextHandler(&logs, nil))
+	started, gate := make(chan struct{}), make(chan struct{})
+	go ts.db.Write(context.Background(), func(*store.Tx) error { close(started); <-gate; return nil })
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+agentChatsPath+"/"+room+"/events",
+		strings.NewReader(`{"event": {"content": "thinking", "message_type": "thought"}}`))
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("X-Request-Id", "leaves-early")
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request was answered while the writer was held")
+	}
+	close(gate) // the event's job now finds its request gone
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "request_id=leaves-early") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := logs.String(); !strings.Contains(out, "status=499") || !strings.Contains(out, "error=client_closed") ||
+		strings.Contains(out, "internal error") {
+		t.Fatalf("the log says:\n%s", out)
 	}
 }

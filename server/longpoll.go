@@ -53,13 +53,6 @@ type longPoll struct {
 	conn    net.Conn                // set once taken over
 }
 
-// A poll whose client left is logged with nginx's 499 and this code: no
-// answer is sent, so neither is in the error catalogue.
-const (
-	statusClientClosed           = 499
-	codeClientClosed   errorCode = "client_closed"
-)
-
 // answerNext answers a request for the calling agent's next message, as
 // take finds it: at once, or held for up to wait.
 func (s *Server) answerNext(w http.ResponseWriter, r *http.Request, wait time.Duration,

@@ -163,6 +163,14 @@ func (s *Server) withRequestScope(next http.Handler) http.Handler {
 	})
 }
 
+// A request whose client left before its answer (a held long-poll, or
+// work the client's going cut short) is logged with nginx's 499 and this
+// code: no answer reaches anyone, so neither is in the error catalogue.
+const (
+	statusClientClosed           = 499
+	codeClientClosed   errorCode = "client_closed"
+)
+
 // logRequest writes r's one log line, and its metrics, once it is answered
 // with status (0 for 200: nothing said otherwise) and bytes of body.
 func (s *Server) logRequest(r *http.Request, status int, bytes int64) {
