@@ -633,4 +633,11 @@ CREATE TABLE oauth_tokens (
 
 CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);
 
-PRAGMA user_version = 9;
+-- Version 10 --------------------------------------------------------------
+
+-- A message's webhook deliveries, by message: deleting a message (a purge,
+-- a room's deletion) checks that none refers to it, which without this
+-- index reads every webhook delivery there is, once per message.
+CREATE INDEX webhook_deliveries_message ON webhook_deliveries (message_seq);
+
+PRAGMA user_version = 10;
