@@ -74,6 +74,10 @@ type Options struct {
 	BulkQueue int
 	// Logger receives the store's warnings; default slog.Default().
 	Logger *slog.Logger
+
+	// driver is the database/sql driver the store's connections use:
+	// SQLite's, or in tests a wrapper that watches what the store runs.
+	driver string
 }
 
 // DB is an open chatd database.
@@ -165,6 +169,9 @@ func (opts *Options) complete() error {
 	if opts.BulkQueue <= 0 {
 		opts.BulkQueue = 64
 	}
+	if opts.driver == "" {
+		opts.driver = "sqlite"
+	}
 	return nil
 }
 
@@ -173,14 +180,14 @@ func (opts *Options) complete() error {
 // reads it), the read pool, the writer, the checkpointer. A step that fails
 // leaves what the earlier ones opened for Close.
 func (db *DB) open(opts Options, target int) error {
-	dsn := connStrings(db.path, opts.Sync)
-	if err := db.openWriteConn(dsn.write); err != nil {
+	dsn := connStrings(db.path, opts.Sync, opts.driver)
+	if err := db.openWriteConn(dsn); err != nil {
 		return err
 	}
 	if err := db.migrateSchema(opts.Schema, target); err != nil {
 		return describeOpenError(db.path, err)
 	}
-	if err := db.openReadPool(dsn.read, opts.ReadConns); err != nil {
+	if err := db.openReadPool(dsn, opts.ReadConns); err != nil {
 		return err
 	}
 	if err := db.startWriter(opts); err != nil {
@@ -216,12 +223,12 @@ func openFile(path string, mode fileMode) (*sql.DB, error) {
 	return conn, nil
 }
 
-// dsns are the connection strings of a database: the pragmas every
-// connection applies are part of them, so that a connection the pool
-// reopens gets them too.
-type dsns struct{ write, read string }
+// dsns are the connection strings of a database and the driver they are
+// for: the pragmas every connection applies are part of them, so that a
+// connection the pool reopens gets them too.
+type dsns struct{ driver, write, read string }
 
-func connStrings(abs string, sync Sync) dsns {
+func connStrings(abs string, sync Sync, driver string) dsns {
 	base := fileURI(abs)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
 	write := base + "?" + common +
@@ -234,14 +241,14 @@ func connStrings(abs string, sync Sync) dsns {
 		"&_pragma=temp_store(MEMORY)" +
 		"&_pragma=cache_size(-65536)" +
 		"&_txlock=immediate" // for migrate; the writer issues BEGIN IMMEDIATE itself
-	return dsns{write: write, read: base + "?" + common + "&_pragma=query_only(1)"}
+	return dsns{driver: driver, write: write, read: base + "?" + common + "&_pragma=query_only(1)"}
 }
 
 // openWriteConn opens the pool of the one write connection, kept open for
 // the database's life.
-func (db *DB) openWriteConn(dsn string) error {
+func (db *DB) openWriteConn(dsn dsns) error {
 	var err error
-	if db.write, err = sql.Open("sqlite", dsn); err != nil {
+	if db.write, err = sql.Open(dsn.driver, dsn.write); err != nil {
 		return err
 	}
 	db.write.SetMaxOpenConns(1)
@@ -263,9 +270,9 @@ func (db *DB) migrateSchema(schema string, target int) error {
 }
 
 // openReadPool opens the pool of read-only connections.
-func (db *DB) openReadPool(dsn string, conns int) error {
+func (db *DB) openReadPool(dsn dsns, conns int) error {
 	var err error
-	if db.read, err = sql.Open("sqlite", dsn); err != nil {
+	if db.read, err = sql.Open(dsn.driver, dsn.read); err != nil {
 		return err
 	}
 	db.readStmts = &stmtCache{pool: db.read, m: map[string]*sql.Stmt{}, pending: map[string]bool{}}

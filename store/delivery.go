@@ -77,6 +77,18 @@ func scanDelivery(row interface{ Scan(...any) error }, seq *int64) (*Delivery, e
 	return &d, nil
 }
 
+// openDeliveries names the deliveries table, as d, read through its index
+// of the deliveries not yet processed, and isOpen is the condition that index
+// holds (a query must say it, word for word, to read it). Without
+// statistics SQLite's planner rates that index no better than the primary
+// key, whose prefix (agent, room) is the same, and would walk every
+// delivery the agent ever processed in the room to find the first open
+// one: 58 ms behind half a million processed messages, against 0.1 ms.
+const (
+	openDeliveries = `deliveries d INDEXED BY deliveries_open`
+	isOpen         = `d.status != 'processed'`
+)
+
 // NextMessage returns the oldest text message mentioning the agent in the
 // room that it has not processed (new, delivered, stuck in processing or
 // failed), or nil when there is none.
@@ -87,8 +99,8 @@ func (db *DB) NextMessage(ctx context.Context, agent Actor, roomID string) (*Mes
 			return err
 		}
 		var err error
-		msg, err = firstDelivered(q, agent.ID, `SELECT message_seq FROM deliveries
-			WHERE agent_id = ? AND room_id = ? AND status != 'processed' ORDER BY message_seq LIMIT 1`, agent.ID, roomID)
+		msg, err = firstDelivered(q, agent.ID, `SELECT d.message_seq FROM `+openDeliveries+`
+			WHERE d.agent_id = ? AND d.room_id = ? AND `+isOpen+` ORDER BY d.message_seq LIMIT 1`, agent.ID, roomID)
 		return err
 	})
 	return msg, err

@@ -359,22 +359,35 @@ var DeliveryStatuses = []string{"pending", "processing", "processed", "failed", 
 // status: "" (everything not processed), pending (not started, delivered,
 // or failed and not being retried), processing, processed, failed, all.
 func (db *DB) ListDeliveries(ctx context.Context, agent Actor, roomID, status string, descending bool, pr PageRequest) (*Page[*Message], error) {
-	conds := []string{"m.seq IN (SELECT d.message_seq FROM deliveries d WHERE d.agent_id = ? AND d.room_id = ?" + statusCond(status) + ")"}
+	conds := []string{"m.seq IN (SELECT d.message_seq FROM " + deliveriesFor(status) + " WHERE d.agent_id = ? AND d.room_id = ?" + statusCond(status) + ")"}
 	args := []any{agent.ID, roomID}
 	return db.readMessages(ctx, agent, roomID, agent.ID, `SELECT `+messageColumns+` FROM messages m`, conds, args,
 		sortSpec{column: "m.seq", idCol: "m.id", descend: descending}, pr)
 }
 
+// statusCond is the listing's status filter on deliveries d; the filters
+// of what is not processed say so as isOpen too, so that deliveriesFor can
+// read them through the open deliveries' index.
 func statusCond(status string) string {
 	switch status {
 	case "":
-		return " AND d.status != 'processed'"
+		return " AND " + isOpen
 	case "pending":
-		return " AND d.status IN ('pending', 'delivered', 'failed')"
-	case "processing", "processed", "failed":
-		return " AND d.status = '" + status + "'"
+		return " AND " + isOpen + " AND d.status IN ('pending', 'delivered', 'failed')"
+	case "processing", "failed":
+		return " AND " + isOpen + " AND d.status = '" + status + "'"
+	case "processed":
+		return " AND d.status = 'processed'"
 	}
 	return ""
+}
+
+// deliveriesFor is the table a status filter reads its deliveries from.
+func deliveriesFor(status string) string {
+	if status == "processed" || status == "all" {
+		return "deliveries d"
+	}
+	return openDeliveries
 }
 
 // ListContext lists what an agent needs to resume work in a room, oldest
