@@ -5,14 +5,17 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
-// The metrics workload: what the metrics cost a post. Two servers, the same
-// but for --metrics-addr, take the same posts (the post workload's) from the
-// same number of clients, in rounds of a second that alternate (on, off,
-// off, on, …): a drift in the machine's load (it is shared) or in the
-// databases' size then weighs on both alike, and the median of the rounds'
+// The metrics workload: what the metrics cost a post. Three servers take
+// the same posts (the post workload's) from the same number of clients:
+// one with --metrics-addr, and two without, whose difference is what the
+// measurement reads when nothing differs (this machine is shared, and its
+// other work comes and goes). They take turns in rounds of a second, each
+// round in a rotated order: a drift in the machine's load or in the
+// databases' size then weighs on all alike, and the median of the rounds'
 // ratios shrugs off a burst of other work that a total would keep. The
 // server with its metrics on is scraped every 15 s of its rounds, as
 // Prometheus would be set to, the scrape's work counting in its CPU.
@@ -37,24 +40,29 @@ type metricsSide struct {
 }
 
 func metricsWorkload(bin string, clients []int, d time.Duration) error {
-	on, err := startBenchServer(bin, "--metrics-addr", "127.0.0.1:0")
-	if err != nil {
-		return err
+	servers := make([]*benchServer, 3)
+	for i := range servers {
+		var flags []string
+		if i == 0 {
+			flags = []string{"--metrics-addr", "127.0.0.1:0"}
+		}
+		srv, err := startBenchServer(bin, flags...)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		servers[i] = srv
 	}
-	defer on.stop()
-	off, err := startBenchServer(bin)
-	if err != nil {
-		return err
-	}
-	defer off.stop()
-	rounds := max(2, int(d/metricsRound))
-	fmt.Printf("metrics: the same posts to a server with its metrics on and one without, sync normal, %d rounds of %s each\n",
+	rounds := max(3, int(d/metricsRound))
+	fmt.Printf("metrics: the same posts to a server with its metrics on and two without, sync normal, %d rounds of %s each\n",
 		rounds, metricsRound)
 	fmt.Printf("%-12s %7s %10s %9s %9s %8s %12s %10s\n", "server", "clients", "posts/s", "p50", "p99", "errors", "server CPU", "scrapes")
 	for _, n := range clients {
-		sides := []*metricsSide{{name: "metrics on", srv: on}, {name: "metrics off", srv: off}}
+		sides := []*metricsSide{{name: "metrics on", srv: servers[0]}, {name: "metrics off", srv: servers[1]},
+			{name: "metrics off'", srv: servers[2]}}
 		for _, s := range sides {
 			s.c = newClient(s.srv.base, n)
+			var err error
 			if s.f, err = s.c.setup(s.srv.personKey, n); err != nil {
 				return fmt.Errorf("setup: %w", err)
 			}
@@ -62,15 +70,11 @@ func metricsWorkload(bin string, clients []int, d time.Duration) error {
 			s.run, s.rates, s.ran, s.scrapes, s.scraped = cpuRun{}, nil, 0, 0, 0
 		}
 		for r := 0; r < rounds; r++ {
-			order := sides
-			if r%2 == 1 {
-				order = []*metricsSide{sides[1], sides[0]}
-			}
-			for _, s := range order {
-				s.round(n)
+			for i := range sides {
+				sides[(r+i)%len(sides)].round(n)
 			}
 		}
-		reportMetricsCost(n, sides[0], sides[1])
+		reportMetricsCost(n, sides)
 	}
 	return nil
 }
@@ -99,8 +103,8 @@ func (s *metricsSide) round(n int) {
 	s.ran += metricsRound
 }
 
-func reportMetricsCost(n int, on, off *metricsSide) {
-	for _, s := range []*metricsSide{on, off} {
+func reportMetricsCost(n int, sides []*metricsSide) {
+	for _, s := range sides {
 		res := s.run.res
 		scrapes := "-"
 		if s.scrapes > 0 {
@@ -112,11 +116,14 @@ func reportMetricsCost(n int, on, off *metricsSide) {
 			fmt.Printf("  first error: %v\n", res.firstErr)
 		}
 	}
-	ratios := make([]float64, len(on.rates))
-	for i := range on.rates {
-		ratios[i] = on.rates[i] / off.rates[i]
+	off := sides[1]
+	for _, s := range []*metricsSide{sides[0], sides[2]} {
+		ratios := make([]float64, len(s.rates))
+		for i := range s.rates {
+			ratios[i] = s.rates[i] / off.rates[i]
+		}
+		slices.Sort(ratios)
+		fmt.Printf("%-12s %7d posts/s %.3fx (median round %.3fx), server CPU per post %.3fx\n", strings.TrimPrefix(s.name, "metrics ")+" / off",
+			n, s.run.res.rate()/off.run.res.rate(), ratios[len(ratios)/2], s.run.serverPerRequest()/off.run.serverPerRequest())
 	}
-	slices.Sort(ratios)
-	fmt.Printf("%-12s %7d %9.3fx (median round %.3fx) %19s %11.3fx\n", "on / off", n, on.run.res.rate()/off.run.res.rate(),
-		ratios[len(ratios)/2], "", on.run.serverPerRequest()/off.run.serverPerRequest())
 }
