@@ -301,6 +301,7 @@ func (p *program) start() error {
 	}
 	sc := p.cfg.server
 	sc.DB, sc.Web, sc.Logger, sc.Version, sc.Metrics = p.db, webFS(), p.log, version, p.metricsLn != nil
+	sc.Commit, _ = buildCommit()
 	p.srv, err = server.New(sc)
 	return err
 }

@@ -22,11 +22,22 @@ func newVersionCmd() *cobra.Command {
 
 // versionLine describes this binary: the version set at build time
 // (-X main.version), and from the build information Go embeds, the commit
-// and its time (a build from a tree with uncommitted changes says
-// "+changes") and the Go release. A build outside a git checkout has no
-// commit to name and says so.
+// and its time and the Go release.
 func versionLine() string {
-	commit, when, changed := "unknown", "", false
+	commit, when := buildCommit()
+	line := fmt.Sprintf("chatd %s, commit %s", version, commit)
+	if when != "" {
+		line += " of " + when
+	}
+	return line + fmt.Sprintf(", %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// buildCommit is the commit this binary was built from (its first 12
+// digits; "+changes" after them for a tree with uncommitted changes) and
+// its time, from the build information Go embeds. A build outside a git
+// checkout has no commit to name: "unknown", and no time.
+func buildCommit() (commit, when string) {
+	commit, changed := "unknown", false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
 			switch s.Key {
@@ -42,9 +53,5 @@ func versionLine() string {
 	if changed {
 		commit += "+changes"
 	}
-	line := fmt.Sprintf("chatd %s, commit %s", version, commit)
-	if when != "" {
-		line += " of " + when
-	}
-	return line + fmt.Sprintf(", %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return commit, when
 }

@@ -29,6 +29,11 @@
 //   - longpoll: the server's memory while it holds many polls at once; then
 //     how soon a held poll answers a post
 //
+// and with the metrics on and off:
+//
+//   - metrics:  the same posts to a server with --metrics-addr and to one
+//     without, in alternating rounds: what the metrics cost a post
+//
 // and with webhooks (a receiver in this process):
 //
 //   - webhooks: the same posts with no webhook and with -endpoints of them
@@ -39,6 +44,7 @@
 //     go run ./bench -workloads idle,fanout,targeted
 //     go run ./bench -workloads mcp -clients 16 -duration 5s -rounds 1000
 //     go run ./bench -workloads longpoll -held-polls 1000 -rounds 1000
+//     go run ./bench -workloads metrics -clients 16 -duration 30s
 //     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
 //     go run ./bench -workloads searchindex -clients 16 -duration 10s -sync normal
 package main
@@ -65,7 +71,7 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks; searchindex")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
@@ -112,6 +118,8 @@ func main() {
 			err = mcpWorkload(bin, clients, *duration, *rounds)
 		case "longpoll":
 			err = longPollWorkload(bin, *rounds, *heldPolls)
+		case "metrics":
+			err = metricsWorkload(bin, clients, *duration)
 		case "webhooks":
 			err = webhookWorkload(bin, clients[0], *duration, *rate, *endpoints)
 		case "searchindex":

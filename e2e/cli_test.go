@@ -424,8 +424,9 @@ func TestServeMetricsListener(t *testing.T) {
 		}
 	}
 	body := scrapeMetrics(t, metricsURL)
-	for _, want := range []string{`chatd_http_requests_total{method="GET",route="/api/v1/me",status="200"} 2`,
-		"chatd_write_queue_depth 0", "chatd_wal_bytes ", "go_goroutines ", "process_cpu_seconds_total "} {
+	for _, want := range []string{`chatd_http_requests_total{method="GET",route="/api/v1/me",status_class="2xx"} 2`,
+		"chatd_write_queue_depth 0", "chatd_wal_bytes ", "chatd_build_info{version=\"dev\",commit=\"", "go_goroutines ",
+		"process_cpu_seconds_total "} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("no %q in\n%s", want, body)
 		}

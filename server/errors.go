@@ -207,6 +207,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		after := retryAfterOf(err)
 		w.Header().Set("Retry-After", strconv.Itoa(after))
 		body.RetryAfter = after
+		noteRetryReason(r, retryReasonOf(err))
 	}
 	writeJSON(w, status, map[string]any{"error": body})
 }

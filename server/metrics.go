@@ -1,127 +1,241 @@
 package server
 
 import (
-	"context"
-	"fmt"
-	"io"
+	"cmp"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"sort"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/chatd/chatd/store"
 )
 
 // Metrics are Prometheus text for an operator's scraper, served by
 // MetricsHandler on a listener of its own (never the API's: they describe
-// every user's traffic). Requests are counted at the request middleware by
-// the route pattern they matched, never the raw path, so the series stay as
-// few as the routes; commits are observed through the store's commit hook;
-// everything else (queue depth, WAL size, sockets, bulk jobs) is read when
-// scraped. The library's counters and histograms are atomic or take a short
-// lock of their own, so the hot path gains a map lookup and an add.
+// every user's traffic). Every label takes values from a set fixed when the
+// server starts (the registered routes, the error catalogue, the message
+// types), never from what a client sends, so the series stay as few as the
+// routes and codes. What happens is counted where it happens: requests at
+// the request middleware, against counters each route was given when it
+// was registered (no map lookup, no lock: a few atomic adds per request);
+// commits and checkpoints through the store's hooks; messages and
+// deliveries from the committed changes the store publishes; sockets by
+// the hub. The rest (queue depth, WAL and page counts, the delivery
+// backlog, bulk jobs) is read when scraped, never per request.
 
-// routeUnmatched labels requests no route matched (404, 405), so that
-// scanners probing random paths cannot grow the series.
-const routeUnmatched = "unmatched"
+// The route label of requests no registered route took: paths no route
+// matched (404, 405), and the web app's files, so that scanners probing
+// random paths cannot grow the series.
+const (
+	routeUnmatched = "unmatched"
+	routeWeb       = "web"
+)
+
+// methodLabels bound the method label: a client may send any token.
+var methodLabels = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+
+func methodLabel(m string) string {
+	for _, known := range methodLabels[:len(methodLabels)-1] {
+		if m == known {
+			return m
+		}
+	}
+	return "other"
+}
+
+// routeStats are the counters of one method and route.
+type routeStats struct {
+	method, route string
+	classes       [6]atomic.Uint64 // by status class: 1 for 1xx … 5 for 5xx
+	latency       *histogram
+}
+
+func (rs *routeStats) observe(status int, took time.Duration) {
+	rs.classes[min(max(status/100, 1), 5)].Add(1)
+	rs.latency.observe(took.Seconds())
+}
+
+// labelledCounters are counters over a set of label values fixed up
+// front, so that counting takes no lock. A value outside the set counts as
+// "other" if that is one of the values, and is not counted otherwise.
+type labelledCounters struct {
+	values []string
+	counts map[string]*atomic.Uint64
+}
+
+func newLabelledCounters(values ...string) *labelledCounters {
+	c := &labelledCounters{counts: map[string]*atomic.Uint64{}}
+	for _, v := range values {
+		if _, dup := c.counts[v]; !dup {
+			c.values = append(c.values, v)
+			c.counts[v] = new(atomic.Uint64)
+		}
+	}
+	return c
+}
+
+func (c *labelledCounters) add(value string, n int) {
+	counter, ok := c.counts[value]
+	if !ok {
+		if counter, ok = c.counts["other"]; !ok {
+			return
+		}
+	}
+	counter.Add(uint64(n))
+}
+
+// write writes the family's samples, one per value, labelled label.
+func (c *labelledCounters) write(p *promText, name, label string) {
+	for _, v := range c.values {
+		p.sample(name, labelSet(label, v), float64(c.counts[v].Load()))
+	}
+}
+
+// retryReasons are why a request is answered 429 or 503 (each with
+// Retry-After), with the status each answers.
+var retryReasons = []struct{ status, reason string }{
+	{"429", "rate_limit"},       // the credential's (or the address's) request rate
+	{"429", "auth_failures"},    // the address spent its failed-authentication budget
+	{"429", "registrations"},    // OAuth client registrations from the address
+	{"429", "socket_limit"},     // open real-time connections, in all or of the credential
+	{"429", "longpoll_limit"},   // held long-polls, in all or of the credential
+	{"503", "write_queue_full"}, // load shedding: the writer's queue is full
+	{"503", "bulk_queue_full"},  // too many bulk deletion jobs waiting
+	{"503", "database_locked"},  // another process held the write lock
+	{"503", "shutting_down"},    // the server is stopping
+	{"503", "not_ready"},        // /readyz: the database does not take writes, or the queue is nearly full
+}
+
+// authCredentials are the kinds of credential whose failures are counted:
+// a request's (credentialKind), a sign-in's or setup's secret, an OAuth
+// code, refresh token or client.
+var authCredentials = []string{"api_key", "bearer", "none", "sign_in", "oauth"}
 
 type serverMetrics struct {
-	set      *metrics.Set
-	requests sync.Map // requestKey -> *metrics.Counter
-	latency  sync.Map // latencyKey -> *metrics.Histogram
+	s      *Server
+	routes []*routeStats          // every route, registered or fixed, in the order written
+	fixed  map[string]*routeStats // "METHOD route" for routeUnmatched and routeWeb
 
-	commitJobs, commitSeconds *metrics.Histogram
+	errors, retries, authFailures, messages, deliveries *labelledCounters
+
+	commitJobs, commitSeconds *histogram
+	checkpoints               map[string]*histogram // by mode: truncate, passive
+	build                     string                // chatd_build_info's labels
 }
 
-type requestKey struct {
-	method, route string
-	status        int
-}
-
-type latencyKey struct{ method, route string }
-
-func newServerMetrics(s *Server) *serverMetrics {
-	m := &serverMetrics{set: metrics.NewSet()}
-	m.commitJobs = m.set.NewHistogram("chatd_writer_commit_jobs")
-	m.commitSeconds = m.set.NewHistogram("chatd_writer_commit_duration_seconds")
-	m.set.RegisterMetricsWriter(func(w io.Writer) { s.writePulledMetrics(w) })
+func newServerMetrics(s *Server, commit string) *serverMetrics {
+	// The runtime's and the process's series (VictoriaMetrics/metrics)
+	// come with their # TYPE lines only with this switched on.
+	metrics.ExposeMetadata(true)
+	m := &serverMetrics{s: s, fixed: map[string]*routeStats{},
+		commitJobs: newHistogram(jobsBuckets), commitSeconds: newHistogram(commitBuckets),
+		checkpoints: map[string]*histogram{"truncate": newHistogram(checkpointBuckets), "passive": newHistogram(checkpointBuckets)},
+		build:       labelSet("version", s.version, "commit", cmp.Or(commit, "unknown"), "goversion", runtime.Version())}
+	for _, route := range []string{routeUnmatched, routeWeb} {
+		for _, method := range methodLabels {
+			m.fixed[method+" "+route] = m.routeStats(method, route)
+		}
+	}
+	codes := []string{string(codeClientClosed)}
+	for code := range statusOf {
+		codes = append(codes, string(code))
+	}
+	sort.Strings(codes)
+	// A code missing from statusOf is a bug (answered 500, and logged).
+	m.errors = newLabelledCounters(append(codes, "other")...)
+	reasons := make([]string, 0, len(retryReasons)+2)
+	for _, r := range retryReasons {
+		reasons = append(reasons, r.status+" "+r.reason)
+	}
+	m.retries = newLabelledCounters(append(reasons, "429 other", "503 other")...)
+	m.authFailures = newLabelledCounters(authCredentials...)
+	m.messages = newLabelledCounters(store.MessageTypes...)
+	m.deliveries = newLabelledCounters("pending", "processing", "processed", "failed")
 	return m
+}
+
+// routeStats returns new counters for a route as registered (or nil, with
+// the metrics off), to be noted on each of its requests.
+func (m *serverMetrics) routeStats(method, route string) *routeStats {
+	if m == nil {
+		return nil
+	}
+	rs := &routeStats{method: method, route: route, latency: newHistogram(requestBuckets)}
+	m.routes = append(m.routes, rs)
+	return rs
+}
+
+// fixedRoute is the counters of a request no registered route took.
+func (m *serverMetrics) fixedRoute(method, route string) *routeStats {
+	if m == nil {
+		return nil
+	}
+	return m.fixed[methodLabel(method)+" "+route]
+}
+
+// observeRequest counts one answered request as noted while it was served.
+func (m *serverMetrics) observeRequest(method string, n *callerNote, status int, took time.Duration) {
+	rs := n.route
+	if rs == nil {
+		rs = m.fixedRoute(method, routeUnmatched)
+	}
+	rs.observe(status, took)
+	if n.code != "" {
+		m.errors.add(string(n.code), 1)
+	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		key := strconv.Itoa(status) + " " + n.retryReason
+		if _, ok := m.retries.counts[key]; !ok {
+			key = strconv.Itoa(status) + " other"
+		}
+		m.retries.add(key, 1)
+	}
+}
+
+// observeRefusal counts a request the HTTP parser refused before any
+// handler saw it.
+func (m *serverMetrics) observeRefusal(status int, code errorCode) {
+	m.observeRequest("", &callerNote{code: code}, status, 0)
+}
+
+// authFailed counts a credential (of a kind in authCredentials) refused.
+func (m *serverMetrics) authFailed(credential string) {
+	if m != nil {
+		m.authFailures.add(credential, 1)
+	}
 }
 
 // observeCommit is the store's commit hook.
 func (m *serverMetrics) observeCommit(jobs int, took time.Duration) {
-	m.commitJobs.Update(float64(jobs))
-	m.commitSeconds.Update(took.Seconds())
+	m.commitJobs.observe(float64(jobs))
+	m.commitSeconds.observe(took.Seconds())
 }
 
-// observeRequest counts one finished request of route (a registered
-// pattern, or routeUnmatched).
-func (m *serverMetrics) observeRequest(method, route string, status int, took time.Duration) {
-	if route == "" {
-		route = routeUnmatched
+// observeCheckpoint is the store's checkpoint hook.
+func (m *serverMetrics) observeCheckpoint(mode string, took time.Duration) {
+	if h := m.checkpoints[mode]; h != nil {
+		h.observe(took.Seconds())
 	}
-	if !knownMethod(method) {
-		method = "other"
-	}
-	rk := requestKey{method, route, status}
-	c, ok := m.requests.Load(rk)
-	if !ok {
-		c, _ = m.requests.LoadOrStore(rk, m.set.GetOrCreateCounter(fmt.Sprintf(
-			`chatd_http_requests_total{method=%q,route=%q,status="%d"}`, method, route, status)))
-	}
-	c.(*metrics.Counter).Inc()
-	lk := latencyKey{method, route}
-	h, ok := m.latency.Load(lk)
-	if !ok {
-		h, _ = m.latency.LoadOrStore(lk, m.set.GetOrCreateHistogram(fmt.Sprintf(
-			`chatd_http_request_duration_seconds{method=%q,route=%q}`, method, route)))
-	}
-	h.(*metrics.Histogram).Update(took.Seconds())
 }
 
-// knownMethod bounds the method label: a client may send any token.
-func knownMethod(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		return true
-	}
-	return false
-}
-
-// writePulledMetrics writes the values read at scrape time.
-func (s *Server) writePulledMetrics(w io.Writer) {
-	st := s.db.WriterStats()
-	metrics.WriteGaugeUint64(w, "chatd_write_queue_depth", uint64(st.QueueDepth))
-	metrics.WriteGaugeUint64(w, "chatd_write_queue_capacity", uint64(st.QueueCapacity))
-	metrics.WriteCounterUint64(w, "chatd_write_refused_total", uint64(st.Refused))
-	metrics.WriteCounterUint64(w, "chatd_writer_jobs_total", uint64(st.Jobs))
-	metrics.WriteCounterUint64(w, "chatd_writer_failed_jobs_total", uint64(st.FailedJobs))
-	metrics.WriteCounterUint64(w, "chatd_writer_commits_total", uint64(st.Commits))
-	metrics.WriteCounterUint64(w, `chatd_checkpoints_total{mode="truncate"}`, uint64(st.Checkpoints))
-	metrics.WriteCounterUint64(w, `chatd_checkpoints_total{mode="passive"}`, uint64(st.BackgroundCheckpoints))
-	metrics.WriteGaugeUint64(w, "chatd_wal_bytes", uint64(st.WALBytes))
-
-	hub := s.rt.hub.Stats()
-	metrics.WriteGaugeUint64(w, "chatd_sockets_open", uint64(hub.Connections))
-	metrics.WriteGaugeUint64(w, "chatd_channels_joined", uint64(hub.Subscriptions))
-	metrics.WriteCounterUint64(w, "chatd_slow_consumers_dropped_total", uint64(hub.SlowConsumers))
-	metrics.WriteGaugeUint64(w, "chatd_longpolls_held", uint64(s.waiters.held()))
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if counts, err := s.db.BulkJobCounts(ctx); err == nil {
-		statuses := make([]string, 0, len(counts))
-		for status := range counts {
-			statuses = append(statuses, status)
+// observeChange counts, from the changes the store publishes after each
+// commit, the messages posted and each delivery's every new state: a
+// text's deliveries start pending, and each transition publishes the
+// delivery in its new state.
+func (m *serverMetrics) observeChange(c store.Change) {
+	switch c.Kind {
+	case store.MessageCreated:
+		m.messages.add(c.Message.Type, 1)
+		m.deliveries.add("pending", len(c.Message.Deliveries))
+	case store.MessageUpdated:
+		for _, d := range c.Message.Deliveries {
+			m.deliveries.add(d.Status, 1)
 		}
-		sort.Strings(statuses)
-		for _, status := range statuses {
-			metrics.WriteGaugeUint64(w, `chatd_bulk_jobs{status=`+strconv.Quote(status)+`}`, uint64(counts[status]))
-		}
-	} else {
-		s.log.Warn("metrics: counting bulk jobs", "err", err)
 	}
 }
 
@@ -136,9 +250,10 @@ func (s *Server) MetricsHandler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		var p promText
+		s.metrics.writeTo(r.Context(), &p)
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		s.metrics.set.WritePrometheus(w)
-		metrics.WriteProcessMetrics(w)
+		_, _ = w.Write(p.Bytes())
 	})
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -148,9 +263,16 @@ func (s *Server) MetricsHandler() http.Handler {
 	return mux
 }
 
-// noteRoute records the route pattern r matched, for its metrics.
-func noteRoute(r *http.Request, route string) {
+// noteRoute records the counters of the route r matched.
+func noteRoute(r *http.Request, rs *routeStats) {
 	if n, _ := r.Context().Value(callerKey).(*callerNote); n != nil {
-		n.route = route
+		n.route = rs
+	}
+}
+
+// noteRetryReason records why r is answered 429 or 503.
+func noteRetryReason(r *http.Request, reason string) {
+	if n, _ := r.Context().Value(callerKey).(*callerNote); n != nil {
+		n.retryReason = reason
 	}
 }

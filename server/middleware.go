@@ -28,9 +28,10 @@ type callerNote struct {
 	actingAgent   string // a delegated token: the agent acting for id
 	delegationID  string
 	authenticated bool
-	route         string    // the route pattern matched, for the metrics; "" if none
-	code          errorCode // the envelope's code of a refusal, for the log line
-	start         time.Time // when the request arrived
+	route         *routeStats // the metrics of the route matched; nil if none (or no metrics)
+	code          errorCode   // the envelope's code of a refusal, for the log line and the metrics
+	retryReason   string      // why a 429 or 503 asks to retry later (retryReasonOf), for the metrics
+	start         time.Time   // when the request arrived
 	// handedOver is set when a handler took the connection over to answer
 	// it later (a held long-poll): the line is logged when it answers.
 	handedOver bool
@@ -192,6 +193,6 @@ func (s *Server) logRequest(r *http.Request, status int, bytes int64) {
 	}
 	s.log.Info("request", attrs...)
 	if s.metrics != nil {
-		s.metrics.observeRequest(r.Method, caller.route, status, elapsed)
+		s.metrics.observeRequest(r.Method, caller, status, elapsed)
 	}
 }

@@ -55,6 +55,7 @@ func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err err
 	noteErrorCode(r, code)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterOf(err)))
+		noteRetryReason(r, retryReasonOf(err))
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, status, map[string]string{"error": string(code), "error_description": e.Message})
@@ -84,7 +85,7 @@ func (s *Server) limitAddress(w http.ResponseWriter, r *http.Request) error {
 	st := s.requests.allow("address:"+clientAddress(r), s.now())
 	st.setHeaders(w.Header())
 	if !st.allowed {
-		return rateLimited(codeRateLimited, "too many requests from this address; retry after the delay in Retry-After", st)
+		return rateLimited(codeRateLimited, "rate_limit", "too many requests from this address; retry after the delay in Retry-After", st)
 	}
 	return nil
 }

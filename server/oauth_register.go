@@ -94,7 +94,7 @@ func (s *Server) underRegistrationLimit(r *http.Request) error {
 		return nil
 	}
 	if st := s.registrations.allow(clientAddress(r), s.now()); !st.allowed {
-		return rateLimited(codeRateLimited, "too many client registrations from this address; retry after the delay in Retry-After", st)
+		return rateLimited(codeRateLimited, "registrations", "too many client registrations from this address; retry after the delay in Retry-After", st)
 	}
 	return nil
 }

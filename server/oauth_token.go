@@ -79,7 +79,7 @@ func (s *Server) oauthToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var tokens *store.OAuthTokens
-	err = s.underAuthFailureLimit(r, func() error {
+	err = s.underAuthFailureLimit(r, "oauth", func() error {
 		clientID, err := oauthClientID(r, form)
 		if err != nil {
 			return err
@@ -181,7 +181,7 @@ func (s *Server) oauthRevoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	err = s.underAuthFailureLimit(r, func() error {
+	err = s.underAuthFailureLimit(r, "oauth", func() error {
 		clientID, err := oauthClientID(r, form)
 		if err != nil {
 			return err

@@ -167,8 +167,9 @@ func (st limitState) setHeaders(h http.Header) {
 // retryError is a refusal that tells the client when to come back; the
 // error envelope and Retry-After carry its delay.
 type retryError struct {
-	err   *httpError
-	after int // whole seconds
+	err    *httpError
+	after  int    // whole seconds
+	reason string // which limit, as the metrics name it (retryReasons)
 }
 
 func (e *retryError) Error() string { return e.err.Error() }
@@ -183,11 +184,37 @@ func retryAfterOf(err error) int {
 	return retryAfterSeconds
 }
 
-// rateLimited is the refusal of a request over a limit. code is
-// rate_limited on REST; a socket upgrade answers too_many_requests, the
-// code the Band SDKs expect with a 429 there.
-func rateLimited(code errorCode, msg string, st limitState) error {
-	return &retryError{err: &httpError{Code: code, Message: msg}, after: wholeSeconds(st.retryAfter, 1)}
+// retryReasonOf names why err asks the client to retry later, as
+// retryReasons list the reasons.
+func retryReasonOf(err error) string {
+	var re *retryError
+	switch {
+	case errors.As(err, &re):
+		return re.reason
+	case errors.Is(err, errTooManySockets):
+		return "socket_limit"
+	case errors.Is(err, errTooManyPolls):
+		return "longpoll_limit"
+	case errors.Is(err, store.ErrQueueFull):
+		return "write_queue_full"
+	case errors.Is(err, store.ErrBulkQueueFull):
+		return "bulk_queue_full"
+	case errors.Is(err, store.ErrLocked):
+		return "database_locked"
+	case errors.Is(err, store.ErrClosed):
+		return "shutting_down"
+	case errors.Is(err, errNotWriting), errors.Is(err, errQueueSaturated):
+		return "not_ready"
+	}
+	return "other"
+}
+
+// rateLimited is the refusal of a request over a limit (reason names it,
+// as retryReasons do). code is rate_limited on REST; a socket upgrade
+// answers too_many_requests, the code the Band SDKs expect with a 429
+// there.
+func rateLimited(code errorCode, reason, msg string, st limitState) error {
+	return &retryError{err: &httpError{Code: code, Message: msg}, after: wholeSeconds(st.retryAfter, 1), reason: reason}
 }
 
 // clientAddress is the key of the failed-authentication bucket: the
@@ -252,12 +279,15 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, too
 		blocked = s.authFailures.exhausted(addr, now)
 	}
 	p, err := authn(blocked)
+	if store.ErrorCode(err) == store.CodeUnauthorized {
+		s.metrics.authFailed(credentialKind(r))
+	}
 	if store.ErrorCode(err) == store.CodeUnauthorized && s.authFailures != nil {
 		if blocked {
-			return nil, rateLimited(tooMany, msgAuthLimited, s.authFailures.refusal(addr, now))
+			return nil, rateLimited(tooMany, "auth_failures", msgAuthLimited, s.authFailures.refusal(addr, now))
 		}
 		if st := s.authFailures.allow(addr, now); !st.allowed {
-			return nil, rateLimited(tooMany, msgAuthLimited, st)
+			return nil, rateLimited(tooMany, "auth_failures", msgAuthLimited, st)
 		}
 		return nil, err
 	}
@@ -267,9 +297,27 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, too
 	st := s.requests.allow(credentialKey(p), now)
 	st.setHeaders(w.Header())
 	if !st.allowed {
-		return nil, rateLimited(tooMany, msgRateLimited, st)
+		return nil, rateLimited(tooMany, "rate_limit", msgRateLimited, st)
 	}
 	return p, nil
+}
+
+// credentialKind names the kind of credential r presents, as
+// authCredentials do: an API key (X-API-Key, or api_key on a socket's
+// URL), a bearer token (Authorization, or token on a socket's URL), or
+// none.
+func credentialKind(r *http.Request) string {
+	switch {
+	case r.Header.Get("X-Api-Key") != "":
+		return "api_key"
+	case r.Header.Get("Authorization") != "":
+		return "bearer"
+	case r.URL.Query().Get("api_key") != "":
+		return "api_key"
+	case r.URL.Query().Get("token") != "":
+		return "bearer"
+	}
+	return "none"
 }
 
 // isAuthFailure reports whether err refuses a secret: a credential, or an
@@ -283,24 +331,25 @@ func isAuthFailure(err error) bool {
 }
 
 // underAuthFailureLimit runs attempt, a sign-in or a setup (which take a
-// secret in the body, not a credential in the headers), or an OAuth token
-// or revocation request (a code or refresh token in a form), under the
-// failed-authentication limit of the client's address: an address that has
-// spent its budget is refused before any password is hashed, and each 401
-// spends from it.
-func (s *Server) underAuthFailureLimit(r *http.Request, attempt func() error) error {
-	if s.authFailures == nil {
-		return attempt()
-	}
+// secret in the body, not a credential in the headers: credential
+// "sign_in"), or an OAuth token or revocation request (a code or refresh
+// token in a form: "oauth"), under the failed-authentication limit of the
+// client's address: an address that has spent its budget is refused before
+// any password is hashed, and each 401 spends from it.
+func (s *Server) underAuthFailureLimit(r *http.Request, credential string, attempt func() error) error {
 	now := s.now()
 	addr := clientAddress(r)
-	if s.authFailures.exhausted(addr, now) {
-		return rateLimited(codeRateLimited, msgAuthLimited, s.authFailures.refusal(addr, now))
+	if s.authFailures != nil && s.authFailures.exhausted(addr, now) {
+		return rateLimited(codeRateLimited, "auth_failures", msgAuthLimited, s.authFailures.refusal(addr, now))
 	}
 	err := attempt()
 	if isAuthFailure(err) {
+		s.metrics.authFailed(credential)
+		if s.authFailures == nil {
+			return err
+		}
 		if st := s.authFailures.allow(addr, now); !st.allowed {
-			return rateLimited(codeRateLimited, msgAuthLimited, st)
+			return rateLimited(codeRateLimited, "auth_failures", msgAuthLimited, st)
 		}
 	}
 	return err

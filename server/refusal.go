@@ -301,7 +301,7 @@ func (s *Server) refusalResponse(rf refusal, maxHeader int, remote string) []byt
 	s.log.Info("request", "request_id", id, "status", w.status, "code", e.Code, "remote", remote,
 		"refused", "by the HTTP parser, before routing")
 	if s.metrics != nil {
-		s.metrics.observeRequest("", "", w.status, 0)
+		s.metrics.observeRefusal(w.status, e.Code)
 	}
 	return w.wire(rf.proto)
 }

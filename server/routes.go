@@ -74,8 +74,9 @@ func (s *Server) handle(method, path string, aud audience, h handlerFunc) {
 	rt := registeredRoute{method, path, aud, scope, h}
 	s.registered = append(s.registered, rt)
 	s.handlers[method+" "+path] = rt
+	stats := s.metrics.routeStats(method, path)
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		noteRoute(r, path)
+		noteRoute(r, stats)
 		s.serve(w, r, ps, aud, scope, h)
 	})
 }
@@ -131,6 +132,7 @@ type namedRoute struct {
 	aud   audience
 	scope string
 	h     handlerFunc
+	stats *routeStats
 }
 
 // handleNamed serves a fixed name (POST /me/agents/register) at a path
@@ -146,11 +148,12 @@ func (s *Server) handleNamed(method, path, name string, aud audience, h handlerF
 	named := strings.Replace(path, ":"+param, name, 1)
 	s.registered = append(s.registered, registeredRoute{method: method, path: named, aud: aud})
 	key := method + " " + path
+	route := namedRoute{aud, delegationScope(method, named), h, s.metrics.routeStats(method, named)}
 	if names, ok := s.named[key]; ok {
-		names[name] = namedRoute{aud, delegationScope(method, named), h}
+		names[name] = route
 		return
 	}
-	names := map[string]namedRoute{name: {aud, delegationScope(method, named), h}}
+	names := map[string]namedRoute{name: route}
 	s.named[key] = names
 	s.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		route, ok := names[ps.ByName(param)]
@@ -158,7 +161,7 @@ func (s *Server) handleNamed(method, path, name string, aud audience, h handlerF
 			s.notNamed(w, r, method)
 			return
 		}
-		noteRoute(r, strings.Replace(path, ":"+param, ps.ByName(param), 1))
+		noteRoute(r, route.stats)
 		s.serve(w, r, ps, route.aud, route.scope, route.h)
 	})
 }

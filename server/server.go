@@ -62,8 +62,9 @@ type Config struct {
 	// body must arrive, and each 16 KiB of a response be taken by the
 	// client, within it (transfer.go); default DefaultTransferTimeout.
 	TransferTimeout time.Duration
-	// Version is reported by /healthz.
-	Version string
+	// Version is reported by /healthz; Version and Commit (the commit the
+	// binary was built from) by the metrics' chatd_build_info.
+	Version, Commit string
 	// MaxSockets bounds open real-time connections; default 20000.
 	MaxSockets int
 	// MaxSocketsPerKey bounds the connections of one credential; default 100.
@@ -217,19 +218,35 @@ func New(cfg Config) (*Server, error) {
 	s.webhooks = newWebhookDispatcher(cfg.DB, s.log, cfg.Webhooks, s.webhookGuard)
 	s.mcpSchemas = mcp.NewSchemaCache()
 	s.mcp = newMCPSessions(s)
+	if cfg.Metrics {
+		// Before the routes, which are each given their counters.
+		s.metrics = newServerMetrics(s, cfg.Commit)
+	}
 	s.buildRouter()
 	s.handler = s.withRequestScope(s.router)
 	s.rt = newRealtime(s)
-	if cfg.Metrics {
-		s.metrics = newServerMetrics(s)
-		cfg.DB.SetCommitObserver(s.metrics.observeCommit)
-	}
-	cfg.DB.SetPublisher(s.rt.publish)
+	s.observeStore(cfg.DB)
 	// After the publisher, so that the pushes of jobs resumed from an
 	// earlier run reach their subscribers.
 	cfg.DB.StartBulkWorker()
 	s.webhooks.start()
 	return s, nil
+}
+
+// observeStore installs what the store tells the server of: each committed
+// change, pushed (and with the metrics on, counted first), and with the
+// metrics on, each commit and checkpoint.
+func (s *Server) observeStore(db *store.DB) {
+	publish := s.rt.publish
+	if m := s.metrics; m != nil {
+		db.SetCommitObserver(m.observeCommit)
+		db.SetCheckpointObserver(m.observeCheckpoint)
+		publish = func(c store.Change) {
+			m.observeChange(c)
+			s.rt.publish(c)
+		}
+	}
+	db.SetPublisher(publish)
 }
 
 // Close stops sending webhooks (what is pending is sent by the next start),
@@ -240,6 +257,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Close() {
 	s.webhooks.close()
 	s.db.SetCommitObserver(nil)
+	s.db.SetCheckpointObserver(nil)
 	s.db.StopBulkWorker()
 	s.db.SetPublisher(nil)
 	s.waiters.close()

@@ -48,7 +48,7 @@ func (s *Server) SessionToken(sess *store.Session) (string, error) {
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int, signIn func() (*store.User, *store.Session, error)) error {
 	var u *store.User
 	var sess *store.Session
-	err := s.underAuthFailureLimit(r, func() (err error) {
+	err := s.underAuthFailureLimit(r, "sign_in", func() (err error) {
 		u, sess, err = signIn()
 		return err
 	})

@@ -20,6 +20,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// The refusals of /readyz.
+var (
+	errNotWriting     = &store.Error{Code: store.CodeUnavailable, Message: "the database is not accepting writes"}
+	errQueueSaturated = &store.Error{Code: store.CodeUnavailable, Message: "the write queue is saturated"}
+)
+
 // readyz says the server can take writes: the database answers a read and a
 // commit through the writer, and the write queue is not saturated.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
@@ -29,11 +35,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		if store.ErrorCode(err) == store.CodeInternal {
 			s.log.Error("readiness check failed", "err", err)
 		}
-		return &store.Error{Code: store.CodeUnavailable, Message: "the database is not accepting writes"}
+		return errNotWriting
 	}
 	st := s.db.WriterStats()
 	if st.QueueDepth*10 >= st.QueueCapacity*9 {
-		return &store.Error{Code: store.CodeUnavailable, Message: "the write queue is saturated"}
+		return errQueueSaturated
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status":         "ready",

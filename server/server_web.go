@@ -94,6 +94,7 @@ func newWebFile(name string, body []byte) *webFile {
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		if f := s.webFileAt(r.URL.Path); f != nil {
+			noteRoute(r, s.metrics.fixedRoute(r.Method, routeWeb))
 			serveWebFile(w, r, f)
 			return
 		}

@@ -88,7 +88,7 @@ func (db *DB) CreateBulkJob(ctx context.Context, caller *User, resourceType stri
 			return err
 		}
 		if open >= db.bulkQueue {
-			return &Error{Code: CodeUnavailable, Message: "too many bulk deletion jobs are waiting; retry shortly"}
+			return ErrBulkQueueFull
 		}
 		job.InsertedAt = tx.Now()
 		if _, err := tx.Exec(`INSERT INTO bulk_jobs (id, user_id, resource_type, force, inserted_at) VALUES (?, ?, ?, ?, ?)`,

@@ -23,18 +23,43 @@ import (
 const checkpointEvery = time.Second
 
 type checkpointer struct {
-	conn    *sql.Conn
-	log     *slog.Logger
-	commits *atomic.Int64 // the writer's commit counter
-	stop    chan struct{}
-	stopped chan struct{}
-	done    atomic.Int64 // checkpoints completed
+	conn     *sql.Conn
+	log      *slog.Logger
+	commits  *atomic.Int64 // the writer's commit counter
+	observer *atomic.Pointer[CheckpointObserver]
+	stop     chan struct{}
+	stopped  chan struct{}
+	done     atomic.Int64 // checkpoints completed
 }
 
-func newCheckpointer(conn *sql.Conn, commits *atomic.Int64, log *slog.Logger) *checkpointer {
-	c := &checkpointer{conn: conn, log: log, commits: commits, stop: make(chan struct{}), stopped: make(chan struct{})}
+func newCheckpointer(conn *sql.Conn, w *writer, log *slog.Logger) *checkpointer {
+	c := &checkpointer{conn: conn, log: log, commits: &w.commits, observer: &w.ckptObserver,
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
 	return c
+}
+
+// CheckpointObserver is told the mode ("truncate" by the writer, "passive"
+// in the background) and duration of every checkpoint that completed. The
+// writer's run on the writer goroutine, so it must be quick and never
+// block, like a CommitObserver.
+type CheckpointObserver func(mode string, took time.Duration)
+
+// SetCheckpointObserver installs f (nil for none).
+func (db *DB) SetCheckpointObserver(f CheckpointObserver) {
+	if f == nil {
+		db.w.ckptObserver.Store(nil)
+		return
+	}
+	db.w.ckptObserver.Store(&f)
+}
+
+// observeCheckpoint tells observer, if one is installed, of a checkpoint
+// that began at start.
+func observeCheckpoint(observer *atomic.Pointer[CheckpointObserver], mode string, start time.Time) {
+	if f := observer.Load(); f != nil {
+		(*f)(mode, time.Since(start))
+	}
 }
 
 func (c *checkpointer) run() {
@@ -56,6 +81,7 @@ func (c *checkpointer) run() {
 }
 
 func (c *checkpointer) passive() {
+	start := time.Now()
 	var busy, logFrames, copied int
 	err := c.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
 	if err != nil {
@@ -65,6 +91,7 @@ func (c *checkpointer) passive() {
 		return
 	}
 	c.done.Add(1)
+	observeCheckpoint(c.observer, "passive", start)
 }
 
 func (c *checkpointer) close() {

@@ -306,7 +306,7 @@ func (db *DB) startCheckpointer(writeDSN string) error {
 	if err != nil {
 		return err
 	}
-	db.ckpt = newCheckpointer(conn, &db.w.commits, db.log)
+	db.ckpt = newCheckpointer(conn, db.w, db.log)
 	return nil
 }
 
@@ -361,6 +361,23 @@ func (db *DB) Ping(ctx context.Context) error {
 		return err
 	}
 	return db.Write(ctx, func(*Tx) error { return nil })
+}
+
+// Pages is the database file's size in SQLite's pages: all of them, and
+// those on the free list (left by deletions, reused by later writes; only
+// a VACUUM gives them back to the file system).
+type Pages struct {
+	Size, Count, Free int64 // Size in bytes
+}
+
+// Pages reads the page counts, from the database header: no table is read.
+func (db *DB) Pages(ctx context.Context) (Pages, error) {
+	var p Pages
+	err := db.readTx(ctx, func(q readQ) error {
+		return q.QueryRow(`SELECT page_size, page_count, freelist_count
+			FROM pragma_page_size, pragma_page_count, pragma_freelist_count`).Scan(&p.Size, &p.Count, &p.Free)
+	})
+	return p, err
 }
 
 // readTx runs fn in one read transaction, so that several queries (a page

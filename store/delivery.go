@@ -297,3 +297,54 @@ func prefixed(prefix, columns string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// DeliveryBacklog is the work the agents have not finished: the
+// deliveries not processed yet, by status, and when the message of the
+// oldest one still pending (never picked up) was posted.
+type DeliveryBacklog struct {
+	Open          map[string]int64 // pending, processing, failed
+	OldestPending time.Time        // zero while nothing is pending
+	// Capped is set when the count stopped at its limit: the counts are
+	// then lower bounds, and OldestPending the oldest among those counted.
+	Capped bool
+}
+
+// DeliveryBacklog counts the deliveries not processed yet, up to limit in
+// all. Nothing orders them by age or state (the partial index
+// deliveries_open holds exactly them, by agent and room), so each one
+// counted costs a row lookup: the limit keeps a large backlog (an agent
+// that never takes its messages) from making every read cost seconds.
+func (db *DB) DeliveryBacklog(ctx context.Context, limit int) (DeliveryBacklog, error) {
+	b := DeliveryBacklog{Open: map[string]int64{"pending": 0, "processing": 0, "failed": 0}}
+	err := db.readTx(ctx, func(q readQ) error {
+		rows, err := q.Query(`SELECT status, count(*), min(message_seq) FROM
+			(SELECT status, message_seq FROM deliveries WHERE status != 'processed' LIMIT ?) GROUP BY status`, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var oldest, total int64
+		for rows.Next() {
+			var status string
+			var n, seq int64
+			if err := rows.Scan(&status, &n, &seq); err != nil {
+				return err
+			}
+			b.Open[status], total = n, total+n
+			if status == "pending" {
+				oldest = seq
+			}
+		}
+		b.Capped = total >= int64(limit)
+		if err := rows.Err(); err != nil || oldest == 0 {
+			return err
+		}
+		var at int64
+		if err := q.QueryRow(`SELECT inserted_at FROM messages WHERE seq = ?`, oldest).Scan(&at); err != nil {
+			return err
+		}
+		b.OldestPending = fromMicros(at)
+		return nil
+	})
+	return b, err
+}

@@ -176,6 +176,12 @@ var (
 	ErrQueueFull = &Error{Code: CodeUnavailable, Message: "the server is busy writing; retry shortly"}
 	// ErrClosed is returned for writes submitted while the database shuts down.
 	ErrClosed = &Error{Code: CodeUnavailable, Message: "the server is shutting down; retry shortly"}
+	// ErrLocked is returned when another process held the database's write
+	// lock past the busy timeout.
+	ErrLocked = &Error{Code: CodeUnavailable, Message: "the database is locked by another process; retry shortly"}
+	// ErrBulkQueueFull refuses a bulk deletion job while the open ones reach
+	// the bulk queue's bound.
+	ErrBulkQueueFull = &Error{Code: CodeUnavailable, Message: "too many bulk deletion jobs are waiting; retry shortly"}
 	// ErrNotFound is the generic "missing or not yours" answer.
 	ErrNotFound = &Error{Code: CodeNotFound, Message: "not found"}
 )

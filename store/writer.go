@@ -135,6 +135,8 @@ type writer struct {
 	// runs a TRUNCATE checkpoint (see Options.PassiveCheckpointsOnly).
 	passiveOnly bool
 	observer    atomic.Pointer[CommitObserver]
+	// ckptObserver is shared with the background checkpointer.
+	ckptObserver atomic.Pointer[CheckpointObserver]
 	// otherWrites is called when another process committed to the
 	// database (see lookForOtherWriters); dataVersion is what the last
 	// look saw, 0 before the first.
@@ -510,7 +512,7 @@ func runJob(fn func(*Tx) error, t *Tx) (err error) {
 func (w *writer) batchError(step string, err error) error {
 	w.log.Error("write transaction failed", "step", step, "err", err)
 	if isBusy(err) {
-		return &Error{Code: CodeUnavailable, Message: "the database is locked by another process; retry shortly"}
+		return ErrLocked
 	}
 	return fmt.Errorf("write transaction (%s): %w", step, err)
 }
@@ -533,6 +535,7 @@ func (w *writer) checkpoint() bool {
 		return true
 	}
 	ctx := context.Background()
+	start := time.Now()
 	if _, err := w.conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return false
 	}
@@ -549,6 +552,7 @@ func (w *writer) checkpoint() bool {
 		return false
 	}
 	w.checkpoints.Add(1)
+	observeCheckpoint(&w.ckptObserver, "truncate", start)
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestWriterConcurrentProducers(t *testing.T) {
@@ -264,5 +265,44 @@ func TestBackgroundCheckpointsKeepUpWithWrites(t *testing.T) {
 	waitFor(t, "a background checkpoint", func() bool { return db.WriterStats().BackgroundCheckpoints > 0 })
 	if db.WriterStats().Checkpoints != 0 {
 		t.Fatal("the writer checkpointed although it was neither idle nor past its bound")
+	}
+}
+
+func TestCheckpointObserverSeesEachMode(t *testing.T) {
+	for _, mode := range []string{"passive", "truncate"} {
+		t.Run(mode, func(t *testing.T) {
+			opts := Options{CheckpointIdle: 1 << 40}
+			if mode == "truncate" {
+				opts.CheckpointIdle = 10 * time.Millisecond
+			}
+			db := openTableDB(t, opts)
+			seen := make(chan string, 100)
+			db.SetCheckpointObserver(func(m string, took time.Duration) {
+				if took <= 0 {
+					t.Errorf("%s checkpoint took %v", m, took)
+				}
+				select {
+				case seen <- m:
+				default:
+				}
+			})
+			defer db.SetCheckpointObserver(nil)
+			for i := 0; i < 20; i++ {
+				if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.After(30 * time.Second)
+			for {
+				select {
+				case m := <-seen:
+					if m == mode {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("no %s checkpoint observed", mode)
+				}
+			}
+		})
 	}
 }

@@ -1,8 +1,9 @@
 // Package apitest is what chatd's test suites share: above all, checking
 // chatd's HTTP responses against chatd's own OpenAPI document
 // (server/openapi, the document the binary serves); also the story an
-// error tells, and a free local address. It is imported only by tests, so
-// kin-openapi never ends up in the chatd binary.
+// error tells, a free local address, and a strict reading of Prometheus
+// text (promtext.go). It is imported only by tests, so kin-openapi never
+// ends up in the chatd binary.
 //
 // The check is strict: a response whose status the operation does not list
 // fails, and so does an error whose envelope code is not among the codes

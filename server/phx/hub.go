@@ -53,6 +53,10 @@ type Hub struct {
 	closed bool
 
 	slowConsumers atomic.Int64
+	connects      atomic.Int64
+	disconnects   [numCauses]atomic.Int64
+	pushesSent    atomic.Int64
+	pushesDropped atomic.Int64
 }
 
 // NewHub returns an empty hub.
@@ -80,17 +84,37 @@ type Stats struct {
 	Connections   int
 	Subscriptions int
 	SlowConsumers int64 // connections cut off for not keeping up
+	Connects      int64 // connections served since the start
+	// Disconnects counts the connections that ended, by why (see
+	// DisconnectReasons).
+	Disconnects map[string]int64
+	// PushesSent are the pushes (Push, Broadcast) written to clients;
+	// PushesDropped those never written: refused by a full send queue or a
+	// closing connection, or dropped with a slow consumer's backlog or a
+	// connection that broke.
+	PushesSent, PushesDropped int64
 }
 
 // Stats returns the hub's counters.
 func (h *Hub) Stats() Stats {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	s := Stats{Connections: len(h.conns), SlowConsumers: h.slowConsumers.Load()}
+	s := Stats{Connections: len(h.conns), SlowConsumers: h.slowConsumers.Load(), Connects: h.connects.Load(),
+		Disconnects: make(map[string]int64, numCauses), PushesSent: h.pushesSent.Load(), PushesDropped: h.pushesDropped.Load()}
+	for cause, name := range DisconnectReasons {
+		s.Disconnects[name] = h.disconnects[cause].Load()
+	}
 	for _, subs := range h.topics {
 		s.Subscriptions += len(subs)
 	}
 	return s
+}
+
+// countDropped counts n frames dropped, if they are pushes.
+func (h *Hub) countDropped(pushes bool, n int) {
+	if pushes && n > 0 {
+		h.pushesDropped.Add(int64(n))
+	}
 }
 
 // Serve takes over an upgraded connection. buffered holds bytes the client
@@ -115,6 +139,7 @@ func (h *Hub) Serve(nc net.Conn, buffered *bufio.Reader, value any, ready func(*
 	}
 	h.conns[c] = struct{}{}
 	h.mu.Unlock()
+	h.connects.Add(1)
 	if ready != nil {
 		ready(c)
 	}
@@ -187,7 +212,7 @@ func (h *Hub) Broadcast(topic, event string, payload []byte, only func(*Conn) bo
 			f = ws.MustCompileFrame(ws.NewTextFrame(Encode(joinRef, "", topic, event, payload)))
 			frames[joinRef] = f
 		}
-		if c.push(f) {
+		if c.pushEvent(f) {
 			sent++
 		}
 	})
@@ -253,6 +278,10 @@ func (h *Hub) remove(c *Conn) {
 	}
 	h.mu.Unlock()
 	if open {
+		c.mu.Lock()
+		cause := c.cause
+		c.mu.Unlock()
+		h.disconnects[cause].Add(1)
 		h.handler.Closed(c)
 	}
 }
@@ -263,42 +292,43 @@ func (h *Hub) remove(c *Conn) {
 // to reconnect. A client the server closed on gets its close frame.
 func (c *Conn) readLoop() {
 	defer c.hub.remove(c)
-	if broken := c.readMessages(); broken {
-		c.abort()
+	if err := c.readMessages(); err != nil {
+		c.abort(readErrorCause(err))
 	}
 }
 
-// readMessages answers the client's messages until the connection breaks
-// (broken) or the server closes it for what the client sent.
-func (c *Conn) readMessages() (broken bool) {
+// readMessages answers the client's messages until reading fails (the
+// error) or the server closes the connection for what the client sent
+// (nil).
+func (c *Conn) readMessages() error {
 	state := ws.StateServerSide
 	var message []byte // a text message being assembled from fragments
 	for {
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.hub.opts.IdleTimeout))
 		hdr, err := ws.ReadHeader(c.rd)
 		if err != nil {
-			return true
+			return err
 		}
 		// RFC 6455's rules, which also bound what a frame can make the
 		// server hold: masked frames only, control frames of at most 125
 		// bytes (a pong echoes them) and never fragmented.
 		if err := ws.CheckHeader(hdr, state); err != nil {
 			c.Close(closeProtocol, err.Error())
-			return false
+			return nil
 		}
 		if hdr.Length > c.hub.opts.MaxMessage || int64(len(message))+hdr.Length > c.hub.opts.MaxMessage {
 			c.Close(closeTooBig, "message too large")
-			return false
+			return nil
 		}
 		payload := make([]byte, hdr.Length)
 		if _, err := io.ReadFull(c.rd, payload); err != nil {
-			return true
+			return err
 		}
 		ws.Cipher(payload, hdr.Mask, 0)
 		switch hdr.OpCode {
 		case ws.OpClose:
 			c.Close(CloseNormal, "")
-			return false
+			return nil
 		case ws.OpPing:
 			c.push(ws.MustCompileFrame(ws.NewPongFrame(payload)))
 			continue
@@ -306,7 +336,7 @@ func (c *Conn) readMessages() (broken bool) {
 			continue
 		case ws.OpBinary:
 			c.Close(closeUnsupported, "this socket speaks JSON text frames")
-			return false
+			return nil
 		case ws.OpText:
 			message = payload
 		case ws.OpContinuation:
@@ -318,7 +348,7 @@ func (c *Conn) readMessages() (broken bool) {
 		}
 		state = state.Clear(ws.StateFragmented)
 		if !c.handle(message) {
-			return false
+			return nil
 		}
 		message = nil
 	}

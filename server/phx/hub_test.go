@@ -130,9 +130,12 @@ func TestHubCutsOffAClientHoldingTooManyBytes(t *testing.T) {
 		}
 	}
 	t.Logf("cut off after %d pushes", sent)
-	if s := hub.Stats(); s.SlowConsumers != 1 {
-		t.Fatalf("slow consumers: %d", s.SlowConsumers)
+	if s := hub.Stats(); s.SlowConsumers != 1 || s.PushesDropped < 1 {
+		t.Fatalf("slow consumers: %d, pushes dropped: %d", s.SlowConsumers, s.PushesDropped)
 	}
+	waitStats(t, hub, "a slow consumer's end", func(s phx.Stats) bool {
+		return s.Disconnects["slow_consumer"] == 1 && s.Connections == 0
+	})
 	// Besides the queue, the kernel's buffers may have taken a few pushes.
 	if held := sent * push; held > bound+32<<10 {
 		t.Fatalf("the client was cut off after %d pushes (%d KiB), over the bound of %d KiB", sent, held>>10, bound>>10)
@@ -164,4 +167,64 @@ func TestHubRefusesJoinsBeyondMaxJoins(t *testing.T) {
 	if status, _ := call(t, nc, `["6","6","c","phx_join",{}]`); status != "ok" {
 		t.Fatalf("a join after leaving: %s", status)
 	}
+}
+
+// waitStats polls the hub's counters until ok accepts them; it fails after a
+// generous deadline, never as a timing assertion.
+func waitStats(t *testing.T, hub *phx.Hub, what string, ok func(phx.Stats) bool) phx.Stats {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := hub.Stats()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: stats %+v", what, s)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The hub counts connections served, pushes written, and each connection
+// that ended by why it ended.
+func TestHubCountsConnectionsPushesAndWhyConnectionsEnd(t *testing.T) {
+	hub, addr := serveHub(t, phx.Options{IdleTimeout: 2 * time.Second}, false)
+	reader := dial(t, addr, false)
+	if status, _ := call(t, reader, `["1","1","news","phx_join",{}]`); status != "ok" {
+		t.Fatalf("join: %s", status)
+	}
+	for i := 0; i < 3; i++ {
+		if hub.Broadcast("news", "item", []byte(`{}`), nil) != 1 {
+			t.Fatal("broadcast reached no one")
+		}
+		if _, err := wsutil.ReadServerText(reader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Replies (the join's) are not pushes.
+	waitStats(t, hub, "3 pushes sent", func(s phx.Stats) bool { return s.PushesSent == 3 && s.PushesDropped == 0 })
+
+	// The client says goodbye; another just goes; a third stays silent.
+	if err := wsutil.WriteClientMessage(reader, ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, "")); err != nil {
+		t.Fatal(err)
+	}
+	dial(t, addr, false).Close()
+	dial(t, addr, false)
+	s := waitStats(t, hub, "three ended", func(s phx.Stats) bool {
+		return s.Disconnects["client_closed"]+s.Disconnects["connection_lost"]+s.Disconnects["idle_timeout"] == 3
+	})
+	if s.Connects != 3 || s.Connections != 0 || s.Disconnects["client_closed"] != 1 ||
+		s.Disconnects["connection_lost"] != 1 || s.Disconnects["idle_timeout"] != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	if len(s.Disconnects) != len(phx.DisconnectReasons) {
+		t.Fatalf("disconnects %v, want every reason of %v", s.Disconnects, phx.DisconnectReasons)
+	}
+
+	// One more, closed by the server as it stops.
+	dial(t, addr, false)
+	waitStats(t, hub, "a fourth connection", func(s phx.Stats) bool { return s.Connections == 1 })
+	hub.Close(phx.CloseRestart, "bye")
+	waitStats(t, hub, "a restart", func(s phx.Stats) bool { return s.Disconnects["server_restart"] == 1 })
 }
