@@ -170,6 +170,22 @@ type errorBody struct {
 	RetryAfter int `json:"retry_after,omitempty"`
 }
 
+// classify is what err tells the client, and with which status: a refusal
+// as it was made, anything else (logged here) as an internal error.
+func (s *Server) classify(r *http.Request, err error) (*httpError, int) {
+	e, ok := asHTTPError(err)
+	if !ok {
+		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		e = &httpError{Code: errorCode(store.CodeInternal), Message: "internal server error"}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		s.log.Error("error code missing from the status table", "code", e.Code, "request_id", requestID(r))
+		status = http.StatusInternalServerError
+	}
+	return e, status
+}
+
 // writeError answers err in the error envelope. Errors that are neither
 // *httpError nor *store.Error are internal: logged with the request id,
 // never echoed.
@@ -181,16 +197,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(statusClientClosed)
 		return
 	}
-	e, ok := asHTTPError(err)
-	if !ok {
-		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
-		e = &httpError{Code: errorCode(store.CodeInternal), Message: "internal server error"}
-	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		s.log.Error("error code missing from the status table", "code", e.Code, "request_id", requestID(r))
-		status = http.StatusInternalServerError
-	}
+	e, status := s.classify(r, err)
 	noteErrorCode(r, e.Code)
 	body := errorBody{Code: e.Code, Message: e.Message, RequestID: requestID(r), Details: e.Details}
 	if status == http.StatusUnprocessableEntity && body.Details == nil {

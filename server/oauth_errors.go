@@ -42,15 +42,7 @@ func oauthCodeOf(e *httpError) errorCode {
 
 // writeOAuthError answers err in OAuth's error format.
 func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err error) {
-	e, ok := asHTTPError(err)
-	if !ok {
-		s.log.Error("internal error", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
-		e = &httpError{Code: errorCode(store.CodeInternal), Message: "internal server error"}
-	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	e, status := s.classify(r, err)
 	code := oauthCodeOf(e)
 	noteErrorCode(r, code)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
