@@ -41,6 +41,7 @@ var authedRoutes = append([]authedRoute{
 	{"DELETE", "/api/v1/me/agents/" + nilID, humansOnly},
 	{"POST", "/api/v1/me/agents/" + nilID + "/rotate-key", humansOnly},
 	{"GET", "/api/v1/me/peers", humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID + "/presence", humansOnly},
 	{"GET", "/api/v1/me/chats", humansOnly},
 	{"POST", "/api/v1/me/chats", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID, humansOnly},
