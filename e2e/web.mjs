@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
+import * as chat from "./web_chat.mjs";
 
 const base = need("CHATD_URL").replace(/\/$/, "");
 const setupURL = need("SETUP_URL");
@@ -380,16 +381,27 @@ async function flow() {
     for (const [type, content, metadata] of events) {
       await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/events`, { event: { content, message_type: type, metadata } });
     }
-    for (const [type, content] of events) {
-      await visible(page.locator(`article.msg.type-${type}`).filter({ hasText: content }));
+    // The agent's steps fold into one block, its error showing all the
+    // same; unfolded, every step shows, each its own way.
+    const turn = page.locator("section.turn").last();
+    await visible(turn.locator("summary").filter({ hasText: /4 steps/ }));
+    await visible(turn.locator(".turn-errors article.msg.type-error").filter({ hasText: "the index timed out" }));
+    await turn.locator("summary").click();
+    for (const [type, content] of events.slice(0, 4)) {
+      await visible(turn.locator(`.steps article.msg.type-${type}`).filter({ hasText: content }));
     }
     const attention = page.locator("article.msg.type-attention");
-    const look = await attention.evaluate((el) => ({ bg: getComputedStyle(el).backgroundColor, plain: getComputedStyle(el.previousElementSibling).backgroundColor }));
+    await visible(attention.filter({ hasText: "may I publish the summary?" }));
+    const look = await attention.evaluate((el) => ({ bg: getComputedStyle(el).backgroundColor,
+      plain: getComputedStyle(document.querySelector("article.msg.type-text")).backgroundColor }));
     if (look.bg === look.plain) throw new Error(`an attention message looks like the others (${look.bg})`);
     await shot("06b-message-types");
   });
 
+  await richSteps();
+
   await step("rename-and-board", async () => {
+    await page.getByLabel("Room actions").click();
     await page.getByRole("button", { name: "Rename" }).click();
     await page.getByLabel("Room title").fill("Launch plan v2");
     await page.getByRole("button", { name: "Save title" }).click();
@@ -397,7 +409,7 @@ async function flow() {
     await visible(page.getByRole("link", { name: "Launch plan v2", exact: true }));
     await page.getByRole("button", { name: "Edit goal" }).click();
     await page.getByLabel("Goal", { exact: true }).fill("Ship on Friday");
-    await page.getByLabel("Summary").fill("Everything merged by Thursday");
+    await page.getByLabel("Summary", { exact: true }).fill("Everything merged by Thursday");
     await page.getByRole("button", { name: "Save goal" }).click();
     await visible(page.getByText("Ship on Friday", { exact: true }));
     await page.getByRole("button", { name: "Edit goal" }).click();
@@ -448,9 +460,13 @@ async function flow() {
     const { key } = state.agent;
     await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
       { message: { content: "@alice said while you were away", mentions: [{ id: state.me.id }] } });
+    await visible(page.locator("#offline-banner"));
     await page.context().setOffline(false);
     await visible(page.getByRole("status").filter({ hasText: /^Live$/ }));
     await visible(page.getByText("said while you were away"));
+    // Back and caught up, nothing of the outage stays on the screen.
+    await until("the offline banner to clear", async () => !(await page.locator("#offline-banner").isVisible()));
+    if (await page.locator(".toast.error").count()) throw new Error("an error from the outage stays on the screen");
   });
 
   await step("history", async () => {
@@ -458,12 +474,12 @@ async function flow() {
     const { key } = state.agent;
     const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Long history" } })).data.id;
     await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
-    for (let i = 1; i <= 45; i++) {
+    for (let i = 1; i <= 70; i++) {
       await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
         { message: { content: `@alice entry ${i}`, mentions: [{ id: state.me.id }] } });
     }
     await page.getByRole("link", { name: /^Long history/ }).click();
-    await visible(page.getByText("@alice entry 45", { exact: true }));
+    await visible(page.getByText("@alice entry 70", { exact: true }));
     if (await page.getByText("@alice entry 1", { exact: true }).count()) throw new Error("the whole history loaded at once");
     const log = page.getByRole("log", { name: "Messages" });
     await until("the first entry after scrolling up", async () => {
@@ -472,7 +488,7 @@ async function flow() {
     });
     await visible(page.getByText("This is the beginning of the room."));
     const entries = await log.locator("article").count();
-    if (entries !== 45) throw new Error(`${entries} messages shown after scrolling back, want 45`);
+    if (entries !== 70) throw new Error(`${entries} messages shown after scrolling back, want 70`);
     await page.getByRole("link", { name: "Launch plan" }).click();
     await visible(page.getByRole("heading", { name: "Launch plan" }));
   });
@@ -550,6 +566,7 @@ async function flow() {
   await step("delete-room", async () => {
     await page.goto(`${base}/#/rooms/${state.room}`);
     await visible(page.getByRole("heading", { name: "Launch plan" }));
+    await page.getByLabel("Room actions").click();
     await page.getByRole("button", { name: "Delete room" }).click();
     const dialog = page.getByRole("dialog");
     await visible(dialog);
@@ -618,6 +635,38 @@ async function flow() {
     if (added !== 1) throw new Error(`following the link added ${added} history entries, want 1`);
   });
   await step("api-reference", apiReference);
+}
+
+// richSteps: the room as a chat client (web_chat.mjs).
+async function richSteps() {
+  const t = {
+    page, base, state, visible, until, shot, log, agentCall, expectRefusal,
+    // processed has the agent take a message and finish it.
+    processed: async (id) => {
+      await agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages/${id}/processing`);
+      await agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages/${id}/processed`, {});
+    },
+    // agentSays posts a text message as the agent, mentioning alice.
+    agentSays: (content) => agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
+      { message: { content, mentions: [{ id: state.me.id }] } }),
+    // personSays posts as alice, mentioning the agent, and answers its id.
+    personSays: (content) => page.evaluate(async ({ room, agent, content }) => {
+      const res = await fetch(`/api/v1/me/chats/${room}/messages`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ message: { content, mentions: [{ id: agent }] } }),
+      });
+      if (res.status !== 201) throw new Error(`posting answered ${res.status}: ${await res.text()}`);
+      return (await res.json()).data.id;
+    }, { room: state.room, agent: state.agent.id, content }),
+  };
+  await step("markdown", () => chat.markdown(t));
+  await step("xss-corpus", () => chat.xss(t));
+  await step("agent-turn", () => chat.agentTurn(t));
+  await step("presence", () => chat.presence(t));
+  await step("default-mention", () => chat.defaultMention(t));
+  await step("reply-react-edit-delete", () => chat.replyReactEditDelete(t));
+  await step("attention", () => chat.attention(t));
 }
 
 // apiReference opens the readable API reference the navigation links to:

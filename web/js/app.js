@@ -18,6 +18,7 @@ const pages = {
   contacts: () => import("./pages/contacts.js"),
   memories: () => import("./pages/memories.js"),
   keys: () => import("./pages/keys.js"),
+  account: () => import("./pages/account.js"),
   oauth: () => import("./pages/oauth.js"),
 };
 // A consent link opened signed out is where sign-in leads back to.
@@ -39,12 +40,34 @@ let routing = 0;
 // missed.
 function notify(message, kind = "info") {
   const close = h("button", { type: "button", class: "link", "aria-label": "Dismiss" }, "×");
-  const toast = h("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status" },
+  // An error raised while the connection is down is the outage's, and
+  // leaves with it.
+  const network = kind === "error" && socket && socket.status !== "online";
+  const toast = h("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status", dataset: network ? { network: "" } : null },
     h("span", {}, message), close);
   close.addEventListener("click", () => toast.remove());
   toasts.appendChild(toast);
   if (kind !== "error") setTimeout(() => toast.remove(), 5000);
 }
+
+// The tab's title carries the unread count of the rooms list.
+let unreadTotal = 0;
+let baseTitle = "chatd";
+function showTitle() {
+  document.title = unreadTotal ? `(${unreadTotal > 99 ? "99+" : unreadTotal}) ${baseTitle}` : baseTitle;
+}
+function setUnread(n) {
+  unreadTotal = n;
+  showTitle();
+}
+
+// On a narrow screen the navigation folds behind the Menu button.
+const navToggle = document.getElementById("nav-toggle");
+function toggleNav(open = navToggle.getAttribute("aria-expanded") !== "true") {
+  navToggle.setAttribute("aria-expanded", String(open));
+  top.classList.toggle("nav-open", open);
+}
+navToggle.addEventListener("click", () => toggleNav());
 
 function navigate(path) {
   if (location.hash === `#${path}`) route();
@@ -58,14 +81,29 @@ const statusText = {
   offline: "Offline: reconnecting…",
 };
 
+// The banner says when the live connection is down; it goes away by
+// itself once the socket is back and the screens have caught up, and takes
+// with it the errors that the outage caused.
+const banner = document.getElementById("offline-banner");
+function showConnection(status) {
+  conn.textContent = statusText[status] || status;
+  conn.dataset.status = status;
+  document.body.classList.toggle("is-offline", status === "offline" || status === "reconnecting");
+  if (status === "offline" || status === "reconnecting") {
+    banner.textContent = status === "offline"
+      ? "You are offline. chatd reconnects by itself and then loads what you missed."
+      : "Reconnecting…";
+    banner.hidden = false;
+  } else if (status === "online") {
+    banner.hidden = true;
+    for (const t of toasts.querySelectorAll(".toast[data-network]")) t.remove();
+  }
+}
+
 function startSocket() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   socket = new Socket(`${proto}//${location.host}/api/v1/socket/websocket`, () => session.token);
-  socket.onStatus((status) => {
-    conn.textContent = statusText[status] || status;
-    conn.dataset.status = status;
-    document.body.classList.toggle("is-offline", status === "offline");
-  });
+  socket.onStatus(showConnection);
   // A socket that keeps failing may be refused for an ended session: a
   // REST call tells, and a 401 there signs the page out.
   socket.onFailure = (n) => {
@@ -169,8 +207,15 @@ async function route() {
     else a.removeAttribute("aria-current");
   }
   replace(main);
+  toggleNav(false);
+  document.body.classList.remove("side-open", "rooms-open");
   const ctx = {
-    api, esc, me, socket, notify, navigate, params,
+    api, esc, me, socket, notify, navigate, params, setUnread,
+    // A screen that changes the person (their name) says so here.
+    meChanged: (m) => {
+      me = m;
+      who.textContent = me.name || me.handle;
+    },
     signedIn: (token) => {
       session.set(token);
       me = null;
@@ -187,7 +232,8 @@ async function route() {
   // A new screen is announced by its heading: focus moves there unless the
   // page put it somewhere on purpose (a form's first field).
   const heading = main.querySelector("h1");
-  document.title = heading ? `${heading.textContent} · chatd` : "chatd";
+  baseTitle = heading ? `${heading.textContent} · chatd` : "chatd";
+  showTitle();
   if (heading && (document.activeElement === document.body || !main.contains(document.activeElement))) {
     heading.tabIndex = -1;
     heading.focus();

@@ -1,38 +1,111 @@
-// Writing a message: a text box with @-mention completion from the room's
-// participants, files attached before sending, Enter to send and
-// Shift+Enter for a new line. Mentions are taken from the text as sent:
-// every @handle of a participant in it is a mention, whether completed or
-// typed out.
+// Writing a message. Every message must mention someone (Band's rule), so
+// the composer helps: in a room with exactly one agent, that agent is
+// mentioned by default, as a chip the person may remove; "Reply" on a
+// message quotes it and mentions its sender; "@" completes participants'
+// handles by keyboard. Enter sends, Shift+Enter adds a line. The draft is
+// kept per room in this browser. Files come from the picker, a drop on the
+// room or a paste, and go up with the message.
+//
+// Mentions are taken from the text as sent (every @handle of a participant
+// in it), plus the chips; the server puts a chip's @handle in front of the
+// text when the text lacks it.
 
 import { h, field, busy, errorBox, showError, onSubmit } from "../dom.js";
 import { sha256Hex } from "../sha256.js";
-import { size } from "./message.js";
+import { size } from "./attachments.js";
 
 let listSeq = 0;
+const draftKey = (roomId) => `chatd.draft.${roomId}`;
+const escRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
-export function composer(ctx, roomId, participants) {
+export function composer(ctx, roomId, { participants }) {
   const listId = `mentions-${++listSeq}`;
   const text = h("textarea", {
-    name: "message", rows: 3, role: "combobox", "aria-autocomplete": "list", "aria-expanded": "false",
-    "aria-controls": listId, placeholder: "Write a message. @ mentions a participant.",
+    name: "message", rows: 2, role: "combobox", "aria-autocomplete": "list", "aria-expanded": "false",
+    "aria-controls": listId, placeholder: "Write a message… (@ mentions, Enter sends, Shift+Enter new line)",
   });
+  text.value = localStorage.getItem(draftKey(roomId)) || "";
   const suggestions = h("ul", { class: "suggestions", id: listId, role: "listbox", "aria-label": "Participants to mention", hidden: true });
-  const files = h("input", { type: "file", name: "files", multiple: true });
-  const chosen = h("div", { class: "hint" });
+  const picker = h("input", { type: "file", name: "files", multiple: true, class: "visually-hidden" });
+  const chips = h("div", { class: "chips", "aria-label": "Mentioned and attached", role: "group" });
   const err = errorBox();
   const send = h("button", { type: "submit" }, "Send");
+  const attach = h("label", { class: "button secondary attach" }, picker, "Attach files");
   const form = h("form", { class: "composer", "aria-label": "New message" },
-    suggestions,
-    field("Message", text, "Mention at least one participant with @: the message is for them. Enter sends, Shift+Enter adds a line."),
-    h("div", { class: "row" }, field("Attach files", files), chosen, send),
+    suggestions, chips,
+    h("div", { class: "compose-row" },
+      field("Message", text, "Mention at least one participant with @: the message is for them."),
+      attach, send),
     err);
 
   let options = [];
   let active = -1;
+  let files = [];
+  let replyTo = null; // the message replied to
+  let defaultMention = null; // the one agent, unless removed
+  let removedDefault = false;
+  const extra = new Map(); // id -> participant mentioned by chip (a reply's sender)
 
-  files.addEventListener("change", () => {
-    const list = [...files.files];
-    chosen.textContent = list.length ? list.map((f) => `${f.name} (${size(f.size)})`).join(", ") : "";
+  const others = () => participants().filter((p) => p.id !== ctx.me.id);
+
+  // renderChips shows the reply, the mentions by chip and the files.
+  function renderChips() {
+    const items = [];
+    if (replyTo) {
+      items.push(h("span", { class: "chip reply-chip" }, `Replying to ${replyTo.sender_name}: `,
+        h("span", { class: "quote-text" }, (replyTo.content || "").slice(0, 80)),
+        h("button", { type: "button", class: "link", "aria-label": "Cancel the reply", onclick: () => { replyTo = null; renderChips(); text.focus(); } }, "×")));
+    }
+    for (const p of mentionChips()) {
+      items.push(h("span", { class: "chip mention-chip", dataset: { mention: p.id } }, `@${p.handle}`,
+        h("button", { type: "button", class: "link", "aria-label": `Do not mention ${p.name}`, onclick: () => {
+          if (defaultMention && p.id === defaultMention.id) removedDefault = true;
+          extra.delete(p.id);
+          renderChips();
+          text.focus();
+        } }, "×")));
+    }
+    files.forEach((f, i) => items.push(h("span", { class: "chip file" }, `${f.name} (${size(f.size)})`,
+      h("button", { type: "button", class: "link", "aria-label": `Remove ${f.name}`, onclick: () => { files.splice(i, 1); renderChips(); } }, "×"))));
+    chips.replaceChildren(...items);
+    chips.hidden = !items.length;
+  }
+
+  function mentionChips() {
+    const list = [...extra.values()];
+    if (defaultMention && !removedDefault && !extra.has(defaultMention.id)) list.unshift(defaultMention);
+    return list;
+  }
+
+  // refresh follows the room's participants: the default mention is the
+  // room's only agent.
+  function refresh() {
+    const agents = others().filter((p) => p.type === "Agent");
+    const one = agents.length === 1 ? agents[0] : null;
+    if (!one || !defaultMention || one.id !== defaultMention.id) removedDefault = false;
+    defaultMention = one;
+    renderChips();
+  }
+
+  function addFiles(list) {
+    for (const f of list) files.push(f);
+    renderChips();
+  }
+
+  picker.addEventListener("change", () => {
+    addFiles([...picker.files]);
+    picker.value = "";
+  });
+  text.addEventListener("paste", (ev) => {
+    const pasted = [...(ev.clipboardData ? ev.clipboardData.files : [])];
+    if (!pasted.length) return;
+    ev.preventDefault();
+    addFiles(pasted.map((f, i) => (f.name && f.name !== "image.png" ? f
+      : new File([f], `pasted-${new Date().toISOString().replace(/[:.]/g, "-")}${i ? `-${i}` : ""}.${(f.type.split("/")[1] || "bin")}`, { type: f.type }))));
+  });
+  text.addEventListener("input", () => {
+    localStorage.setItem(draftKey(roomId), text.value);
+    show();
   });
 
   // query is the @word being typed at the caret, if any.
@@ -53,8 +126,7 @@ export function composer(ctx, roomId, participants) {
   function show() {
     const q = query();
     if (!q) return close();
-    options = participants().filter((p) => p.id !== ctx.me.id &&
-      (p.handle.toLowerCase().includes(q.term) || p.name.toLowerCase().includes(q.term))).slice(0, 8);
+    options = others().filter((p) => p.handle.toLowerCase().includes(q.term) || p.name.toLowerCase().includes(q.term)).slice(0, 8);
     if (!options.length) return close();
     active = Math.min(Math.max(active, 0), options.length - 1);
     suggestions.replaceChildren(...options.map((p, i) => h("li", {
@@ -75,11 +147,11 @@ export function composer(ctx, roomId, participants) {
     text.value = text.value.slice(0, q.start) + insert + after;
     const caret = q.start + insert.length;
     text.setSelectionRange(caret, caret);
+    localStorage.setItem(draftKey(roomId), text.value);
     close();
     text.focus();
   }
 
-  text.addEventListener("input", show);
   text.addEventListener("blur", () => setTimeout(close, 100));
   text.addEventListener("keydown", (ev) => {
     if (!suggestions.hidden) {
@@ -100,6 +172,11 @@ export function composer(ctx, roomId, participants) {
         return;
       }
     }
+    if (ev.key === "Escape" && replyTo) {
+      replyTo = null;
+      renderChips();
+      return;
+    }
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();
       form.requestSubmit();
@@ -108,9 +185,7 @@ export function composer(ctx, roomId, participants) {
 
   // mentionsIn answers the participants the text mentions by @handle.
   function mentionsIn(content) {
-    return participants().filter((p) => p.id !== ctx.me.id &&
-      new RegExp(`(^|[^\\w/])@${p.handle.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?![\\w/-])`).test(content))
-      .map((p) => ({ id: p.id }));
+    return others().filter((p) => new RegExp(`(^|[^\\w/])@${escRe(p.handle)}(?![\\w/-])`).test(content));
   }
 
   async function upload(file) {
@@ -123,26 +198,50 @@ export function composer(ctx, roomId, participants) {
   }
 
   onSubmit(form, err, async () => {
-    const list = [...files.files];
     let content = text.value.trim();
-    if (!content && !list.length) {
+    if (!content && !files.length) {
       showError(err, new Error("Write a message or attach a file first."));
       text.focus();
       return;
     }
-    if (!content) content = `Shared ${list.map((f) => f.name).join(", ")}`;
+    if (!content) content = `Shared ${files.map((f) => f.name).join(", ")}`;
+    const mentioned = new Map(mentionsIn(content).map((p) => [p.id, p]));
+    for (const p of mentionChips()) mentioned.set(p.id, p);
+    if (!mentioned.size) {
+      showError(err, new Error("Mention someone with @: every message is for someone in the room."));
+      text.focus();
+      return;
+    }
     await busy(form, async () => {
       const ids = [];
-      for (const f of list) ids.push((await upload(f)).id);
-      const message = { content, mentions: mentionsIn(content) };
+      for (const f of files) ids.push((await upload(f)).id);
+      const message = { content, mentions: [...mentioned.keys()].map((id) => ({ id })) };
       if (ids.length) message.attachment_ids = ids;
+      if (replyTo) message.reply_to_id = replyTo.id;
       await ctx.api.post(`/api/v1/me/chats/${ctx.esc(roomId)}/messages`, { message });
     });
     text.value = "";
-    files.value = "";
-    chosen.textContent = "";
+    localStorage.removeItem(draftKey(roomId));
+    files = [];
+    replyTo = null;
+    extra.clear();
+    renderChips();
     text.focus();
   });
 
-  return { form, focus: () => text.focus() };
+  renderChips();
+  return {
+    form,
+    refresh,
+    addFiles,
+    focus: () => text.focus(),
+    // reply quotes msg and mentions its sender (when it is not the person).
+    reply(msg) {
+      replyTo = msg;
+      const p = others().find((x) => x.id === msg.sender_id);
+      if (p) extra.set(p.id, p);
+      renderChips();
+      text.focus();
+    },
+  };
 }

@@ -21,7 +21,7 @@ export class Participants {
       this.add();
     });
     this.el = h("section", { "aria-labelledby": `p-${roomId}` },
-      h("h2", { id: `p-${roomId}` }, "Participants"), this.list, this.form);
+      h("h2", { id: `p-${roomId}`, tabindex: "-1" }, "Participants"), this.list, this.form);
   }
 
   base() {
@@ -31,14 +31,26 @@ export class Participants {
   async load() {
     const { items } = await this.ctx.api.page(this.base(), { limit: 100 });
     this.items = items;
-    replace(this.list, items.map((p) => h("li", {},
-      h("span", {}, p.name, " ", h("span", { class: "muted" },
-        `${p.type === "Agent" ? "agent" : "person"}${p.role === "owner" ? ", owner" : ""}${p.working ? ", working…" : ""}`)),
+    replace(this.list, items.map((p) => h("li", { dataset: { participant: p.id } },
+      h("span", {}, h("span", { class: "dot", "aria-hidden": "true" }), p.name, " ", h("span", { class: "muted" },
+        `${p.type === "Agent" ? "agent" : "person"}${p.role === "owner" ? ", owner" : ""}`),
+      p.type === "Agent" ? h("span", { class: "agent-status" }) : null),
       p.id === this.ctx.me.id ? null : h("button", {
         type: "button", class: "link", "aria-label": `Remove ${p.name}`, onclick: () => this.remove(p),
       }, "Remove"))));
     this.onChange(items);
     await this.loadPeers();
+  }
+
+  // decorate shows each agent's state and presence (agents.js).
+  decorate(states) {
+    for (const li of this.list.querySelectorAll("li[data-participant]")) {
+      const id = li.dataset.participant;
+      const seen = states.seen(id);
+      li.classList.toggle("online", seen.connected);
+      const status = li.querySelector(".agent-status");
+      if (status) status.textContent = `${states.describe(id)} · ${seen.text}`;
+    }
   }
 
   async loadPeers() {

@@ -1,27 +1,38 @@
-// One open room: its title (rename, delete), the message timeline, the
-// composer, and the side panel. Live updates come from the room's three
-// channels; after a reconnection everything shown is reloaded, since pushes
-// sent while the socket was away are lost.
+// One open room: its header (title, what each agent is doing, the room's
+// actions), the message timeline, the composer, and the side panel
+// (participants, board, attention). Live updates come from the room's
+// three channels; after a reconnection everything shown is reloaded, since
+// pushes sent while the socket was away are lost.
 
 import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { confirmDialog } from "../ui.js";
+import { plain } from "../markdown.js";
 import { Timeline } from "./timeline.js";
 import { composer } from "./composer.js";
 import { Participants, Board } from "./side.js";
+import { AttentionList } from "./attention.js";
+import { AgentStates } from "./agents.js";
+import { FileLoader } from "./attachments.js";
+import { messageActions } from "./actions.js";
+
+const scrollKey = "chatd.scroll";
 
 export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRenamed }) {
   const path = `/api/v1/me/chats/${ctx.esc(roomId)}`;
   let room = await ctx.api.get(path);
   const names = new Map();
   let people = [];
+  const states = new AgentStates();
+  const files = new FileLoader(ctx, roomId);
 
   const heading = h("h1", { id: "room-title", tabindex: "-1" });
-  const showTitle = () => replace(heading, room.title || "Untitled room");
+  const showTitle = () => replace(heading, plain(room.title || "") || "Untitled room");
   showTitle();
+  const agentLine = h("div", { class: "agent-line", "aria-label": "Agents in this room" });
 
   const renameInput = h("input", { name: "title", maxlength: 120, required: true });
   const renameErr = errorBox();
-  const renameForm = h("form", { class: "row", hidden: true }, field("Room title", renameInput), renameErr,
+  const renameForm = h("form", { class: "row rename", hidden: true }, field("Room title", renameInput), renameErr,
     h("button", { type: "submit" }, "Save title"),
     h("button", { type: "button", class: "secondary", onclick: () => { renameForm.hidden = true; } }, "Cancel"));
   onSubmit(renameForm, renameErr, async () => {
@@ -33,32 +44,26 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   });
 
   let deleting = false;
-  const actions = h("div", { class: "row" },
-    h("button", { type: "button", class: "secondary", onclick: () => {
-      renameInput.value = room.title || "";
-      renameForm.hidden = false;
-      renameInput.focus();
-    } }, "Rename"),
-    h("button", { type: "button", class: "danger", onclick: async () => {
-      const deleted = await confirmDialog({
-        title: `Delete “${room.title || "Untitled room"}”?`,
-        text: "The room and its messages disappear for everyone in it. This cannot be undone.",
-        confirm: "Delete",
-        action: async () => {
-          deleting = true;
-          try {
-            await ctx.api.del(path);
-          } catch (e) {
-            deleting = false;
-            throw e;
-          }
-          return true;
-        },
-      });
-      if (!deleted) return;
-      ctx.notify("Room deleted.");
-      onGone(roomId, null);
-    } }, "Delete room"));
+  async function deleteRoom() {
+    const deleted = await confirmDialog({
+      title: `Delete “${heading.textContent}”?`,
+      text: "The room and its messages disappear for everyone in it. This cannot be undone.",
+      confirm: "Delete",
+      action: async () => {
+        deleting = true;
+        try {
+          await ctx.api.del(path);
+        } catch (e) {
+          deleting = false;
+          throw e;
+        }
+        return true;
+      },
+    });
+    if (!deleted) return;
+    ctx.notify("Room deleted.");
+    onGone(roomId, null);
+  }
 
   // Reading: while the page is visible, what arrives is read at once (a
   // burst of messages is one request). A read still waiting when the person
@@ -85,26 +90,134 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
     readTimer = setTimeout(sendRead, 300);
   };
 
-  const timeline = new Timeline(ctx, roomId, { names, onNew: markRead });
+  const isOwner = () => room.participant_role === "owner" || people.some((p) => p.id === ctx.me.id && p.role === "owner");
+  const act = (...args) => actions.run(...args);
+  const timeline = new Timeline(ctx, roomId, {
+    names, files, act, owner: isOwner,
+    working: (id) => states.working(id),
+    onNew: (m) => {
+      markRead();
+      if (m.message_type === "attention") attention.add(m);
+    },
+  });
+  const write = composer(ctx, roomId, { participants: () => people });
+  const actions = messageActions(ctx, roomId, { timeline, write });
+
+  const updateStates = () => {
+    const before = timeline.messages().length ? agentLine.textContent : null;
+    states.compute(timeline.messages(), people);
+    replace(agentLine, states.chips());
+    participants.decorate(states);
+    if (before !== agentLine.textContent) timeline.schedule();
+  };
+  timeline.rendered = () => {
+    updateStates();
+    jumpButton.hidden = !unreadOffscreen();
+  };
+
   const participants = new Participants(ctx, roomId, (items) => {
     people = items;
     names.clear();
     for (const p of items) names.set(p.id, p.name);
-    timeline.refreshNames();
+    timeline.refresh();
+    write.refresh();
+    updateStates();
   });
   const board = new Board(ctx, roomId);
-  const write = composer(ctx, roomId, () => people);
+  const attention = new AttentionList(ctx, roomId, { reveal: (id) => timeline.reveal(id) });
 
-  replace(root,
-    h("div", { class: "room" },
-      h("div", { class: "room-main" },
-        h("div", { class: "row" }, h("a", { href: "#/rooms", class: "back" }, "← Rooms"), heading, actions),
-        renameForm,
-        timeline.list,
-        write.form),
-      h("aside", { class: "room-side", "aria-label": "Room details" }, participants.el, board.el)));
+  // The side panel is a column on a wide screen and a drawer on a narrow
+  // one; either way its button says whether it is open.
+  const side = h("aside", { class: "room-side", id: `side-${roomId}`, "aria-label": "Room details" },
+    participants.el, attention.el, board.el);
+  const sideButton = h("button", { type: "button", class: "secondary", "aria-controls": side.id, "aria-expanded": "false",
+    onclick: () => toggleSide() }, "Details");
+  function toggleSide(open = !document.body.classList.contains("side-open")) {
+    document.body.classList.toggle("side-open", open);
+    sideButton.setAttribute("aria-expanded", String(open));
+    if (open) side.querySelector("h2").focus();
+  }
+  const showAll = h("input", { type: "checkbox", name: "show_steps", checked: timeline.showAll });
+  showAll.addEventListener("change", () => timeline.setShowAll(showAll.checked));
 
-  await Promise.all([timeline.loadNewest(), participants.load(), board.load()]);
+  const jumpButton = h("button", { type: "button", class: "jump", hidden: true, onclick: () => {
+    const d = document.getElementById(`unread-${roomId}`);
+    if (d) d.scrollIntoView({ block: "start" });
+    jumpButton.hidden = true;
+  } }, "Jump to first unread");
+  const unreadOffscreen = () => {
+    const d = document.getElementById(`unread-${roomId}`);
+    if (!d) return false;
+    const r = d.getBoundingClientRect();
+    const l = timeline.list.getBoundingClientRect();
+    return r.bottom < l.top || r.top > l.bottom;
+  };
+  timeline.onScroll = () => {
+    if (!jumpButton.hidden && !unreadOffscreen()) jumpButton.hidden = true;
+    saveScroll();
+  };
+
+  const menu = h("details", { class: "menu" }, h("summary", { "aria-label": "Room actions" }, "⋯"),
+    h("div", { class: "menu-items" },
+      h("label", { class: "check" }, showAll, " Show every step"),
+      h("button", { type: "button", class: "secondary", onclick: () => {
+        menu.open = false;
+        renameInput.value = room.title || "";
+        renameForm.hidden = false;
+        renameInput.focus();
+      } }, "Rename"),
+      h("button", { type: "button", class: "danger", onclick: () => { menu.open = false; deleteRoom(); } }, "Delete room")));
+
+  const main = h("div", { class: "room-main" },
+    h("div", { class: "room-head" },
+      h("button", { type: "button", class: "secondary drawer-button", "aria-label": "Rooms", onclick: () => document.body.classList.add("rooms-open") }, "☰"),
+      heading, sideButton, menu),
+    agentLine,
+    renameForm,
+    jumpButton,
+    timeline.list,
+    write.form);
+  replace(root, h("div", { class: "room" }, main, side,
+    h("div", { class: "scrim", "aria-hidden": "true", onclick: () => toggleSide(false) })));
+
+  // A file dropped anywhere on the room is attached to the next message.
+  main.addEventListener("dragover", (ev) => {
+    if (ev.dataTransfer && [...ev.dataTransfer.types].includes("Files")) {
+      ev.preventDefault();
+      main.classList.add("dropping");
+    }
+  });
+  main.addEventListener("dragleave", (ev) => { if (ev.target === main) main.classList.remove("dropping"); });
+  main.addEventListener("drop", (ev) => {
+    main.classList.remove("dropping");
+    if (!ev.dataTransfer || !ev.dataTransfer.files.length) return;
+    ev.preventDefault();
+    write.addFiles([...ev.dataTransfer.files]);
+    write.focus();
+  });
+
+  // Where the person was in each room is kept for this tab: the message at
+  // the top of the view, unless they were at the end.
+  function saveScroll() {
+    const all = JSON.parse(sessionStorage.getItem(scrollKey) || "{}");
+    const a = timeline.nearBottom() ? null : timeline.anchor();
+    all[roomId] = a && a.el.dataset.id ? { id: a.el.dataset.id, offset: a.offset } : null;
+    sessionStorage.setItem(scrollKey, JSON.stringify(all));
+  }
+  function restoreScroll() {
+    const saved = JSON.parse(sessionStorage.getItem(scrollKey) || "{}")[roomId];
+    const el = saved && timeline.list.querySelector(`[data-id="${CSS.escape(saved.id)}"]`);
+    if (el) timeline.restore({ el, offset: saved.offset });
+  }
+
+  const loadPresence = () => ctx.api.get(`${path}/presence`).then((list) => {
+    states.setPresence(list || []);
+    updateStates();
+  });
+  await Promise.all([timeline.loadNewest(room.unread_count || 0), participants.load(), board.load(), attention.load(),
+    loadPresence().catch(() => {})]);
+  if (!at) restoreScroll();
+  jumpButton.hidden = !unreadOffscreen();
   markRead();
 
   const chat = ctx.socket.channel(`chat_room:${roomId}`);
@@ -113,16 +226,25 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   const quietly = (p) => p.catch((e) => ctx.notify(e.message, "error"));
   const offs = [
     chat.on("message_created", (m) => timeline.upsert(m, { live: true })),
-    chat.on("event_created", (m) => timeline.upsert(m, { live: true })),
-    chat.on("message_updated", (m) => timeline.update(m)),
+    chat.on("message_updated", (m) => {
+      timeline.update(m);
+      attention.update(m);
+    }),
     members.on("participant_added", () => quietly(participants.load())),
     members.on("participant_removed", () => quietly(participants.load())),
+    members.on("presence", (p) => {
+      states.setPresence([p]);
+      updateStates();
+    }),
     // The person's own deletion may be pushed back before its answer
     // arrives: that one is announced by the answer, not here.
     members.on("room_deleted", () => onGone(roomId, deleting ? null : "This room was deleted.")),
     tasks.on("board_updated", () => quietly(board.load())),
-    ctx.socket.onReconnect(() => quietly(Promise.all([timeline.loadNewest(), participants.load(), board.load()]))),
+    ctx.socket.onReconnect(() => quietly(Promise.all([timeline.loadNewest(), participants.load(), board.load(),
+      attention.load(), loadPresence()]))),
   ];
+  // Agents' "working…" and the times of the agent line age by themselves.
+  const tick = setInterval(updateStates, 15000);
   const visible = () => markRead();
   document.addEventListener("visibilitychange", visible);
   heading.focus();
@@ -144,14 +266,20 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
       readPending = false;
       clearTimeout(readTimer);
     },
+    reveal: (id) => timeline.reveal(id),
     close() {
+      saveScroll();
       clearTimeout(readTimer);
+      clearInterval(tick);
       if (readPending) sendRead();
       document.removeEventListener("visibilitychange", visible);
+      document.body.classList.remove("side-open");
       offs.forEach((off) => off());
       chat.leave();
       members.leave();
       tasks.leave();
+      timeline.close();
+      files.close();
     },
   };
 }
