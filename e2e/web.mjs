@@ -20,6 +20,7 @@ import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import * as chat from "./web_chat.mjs";
+import { screens } from "./web_screens.mjs";
 
 const base = need("CHATD_URL").replace(/\/$/, "");
 const setupURL = need("SETUP_URL");
@@ -74,6 +75,9 @@ const pathOf = (url) => {
   }
 };
 
+// watch reports what a page of the run says: its errors, its console
+// errors, and the API refusals no step expected.
+function watch(page) {
 page.on("pageerror", (err) => {
   problems.push(`[${current.name}] page error: ${err && err.stack ? err.stack : err}`);
 });
@@ -100,6 +104,8 @@ page.on("response", (res) => {
     problems.push(`[${current.name}] unexpected refusal: ${method} ${path} ${res.status()}`);
   }
 });
+}
+watch(page);
 
 // expectRefusal lets the current step's page meet one kind of API refusal.
 function expectRefusal(status, path, method) {
@@ -172,6 +178,12 @@ const sessionToken = () => page.evaluate(() => localStorage.getItem("chatd.sessi
 async function signedIn() {
   await visible(page.getByRole("button", { name: "Sign out" }));
   await until("a session token in localStorage", sessionToken);
+}
+
+// unreadOf answers what a room link says of its unread messages ("2
+// unread"), or "" when it says nothing.
+async function unreadOf(link) {
+  return link.evaluate((a) => { const b = a.querySelector(".unread"); return b ? b.textContent.trim() : ""; }, null, { timeout: T });
 }
 
 async function nav(name) {
@@ -406,7 +418,7 @@ async function flow() {
     await page.getByLabel("Room title").fill("Launch plan v2");
     await page.getByRole("button", { name: "Save title" }).click();
     await visible(page.getByRole("heading", { name: "Launch plan v2", exact: true }));
-    await visible(page.getByRole("link", { name: "Launch plan v2", exact: true }));
+    await visible(page.getByRole("link", { name: /^Launch plan v2/ }));
     await page.getByRole("button", { name: "Edit goal" }).click();
     await page.getByLabel("Goal", { exact: true }).fill("Ship on Friday");
     await page.getByLabel("Summary", { exact: true }).fill("Everything merged by Thursday");
@@ -504,7 +516,7 @@ async function flow() {
     for (const n of [1, 2]) {
       await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
         { message: { content: `@alice news ${n}`, mentions: [{ id: state.me.id }] } });
-      await until(`the list to count ${n} unread`, async () => (await link.getAttribute("aria-label")) === `Agent news, ${n} unread`);
+      await until(`the list to count ${n} unread`, async () => (await unreadOf(link)) === `${n} unread`);
     }
     await shot("08-unread");
     // A second tab of the same person sees the count drop when the first
@@ -512,17 +524,17 @@ async function flow() {
     const other = await page.context().newPage();
     await other.goto(`${base}/#/rooms`);
     const otherLink = other.getByRole("link", { name: /^Agent news/ });
-    await until("the second tab to count 2 unread", async () => (await otherLink.getAttribute("aria-label")) === "Agent news, 2 unread");
+    await until("the second tab to count 2 unread", async () => (await unreadOf(otherLink)) === "2 unread");
     await link.click();
     await visible(page.getByText("news 2"));
-    await until("the second tab to see the room read", async () => (await otherLink.getAttribute("aria-label")) === "Agent news");
+    await until("the second tab to see the room read", async () => (await unreadOf(otherLink)) === "");
     await other.close();
     await page.getByRole("link", { name: "Launch plan" }).click();
     await visible(page.getByRole("heading", { name: "Launch plan" }));
     await page.reload();
     await visible(page.getByRole("heading", { name: "Launch plan" }));
-    const label = await page.getByRole("link", { name: /^Agent news/ }).getAttribute("aria-label");
-    if (label !== "Agent news") throw new Error(`after reading it the room is listed as ${JSON.stringify(label)}`);
+    const label = await unreadOf(page.getByRole("link", { name: /^Agent news/ }));
+    if (label !== "") throw new Error(`after reading it the room is listed with ${JSON.stringify(label)}`);
   });
 
   await step("search", search);
@@ -542,6 +554,24 @@ async function flow() {
     }
   });
 
+  // In a tab of its own: the many screens would fill the main tab's
+  // history, which a later step counts.
+  await step("screens-and-axe", async () => {
+    const tab = await context.newPage();
+    tab.setDefaultTimeout(T);
+    watch(tab);
+    const tabShot = async (name) => {
+      await tab.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
+      shotCount++;
+    };
+    const seen = (locator) => locator.waitFor({ state: "visible", timeout: T });
+    try {
+      await screens({ page: tab, shot: tabShot, log }, screenList(seen));
+    } finally {
+      await tab.close();
+    }
+  });
+
   await step("api-key", async () => {
     // A Human API key minted on the page works at once, shows once, and
     // stops working when revoked.
@@ -558,6 +588,7 @@ async function flow() {
     await page.getByRole("button", { name: "Revoke key backup script" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
     await until("the revoked key to be refused", async () => (await me()) === 401);
+    await until("the list to drop the key", async () => (await page.getByRole("button", { name: "Revoke key backup script" }).count()) === 0);
   });
 
   await step("oauth-consent", oauthConsent);
@@ -635,6 +666,60 @@ async function flow() {
     if (added !== 1) throw new Error(`following the link added ${added} history entries, want 1`);
   });
   await step("api-reference", apiReference);
+}
+
+// screenList is every main screen, for screens-and-axe: how to open each
+// (at either width) and what shows that it is there.
+function screenList(visible) {
+  return [
+    { name: "rooms", open: async (p) => {
+      await p.goto(`${base}/#/rooms`);
+      await visible(p.getByRole("button", { name: "New room" }));
+    } },
+    { name: "room", open: async (p) => {
+      await p.goto(`${base}/#/rooms/${state.room}`);
+      await visible(p.getByRole("heading", { name: "Launch plan v2" }));
+      await visible(p.locator("article.msg").first());
+    } },
+    { name: "room-details", open: async (p, width) => {
+      await p.goto(`${base}/#/rooms/${state.room}`);
+      await visible(p.getByRole("heading", { name: "Launch plan v2" }));
+      if (width === "phone") await p.getByRole("button", { name: "Details" }).click();
+      await visible(p.getByRole("heading", { name: "Attention" }));
+    } },
+    { name: "rooms-drawer", open: async (p, width) => {
+      await p.goto(`${base}/#/rooms/${state.room}`);
+      await visible(p.getByRole("heading", { name: "Launch plan v2" }));
+      if (width === "phone") await p.getByRole("button", { name: "Rooms", exact: true }).click();
+      await visible(p.getByRole("heading", { name: "Rooms", exact: true }));
+    } },
+    { name: "menu", open: async (p, width) => {
+      await p.goto(`${base}/#/search/entry`);
+      await visible(p.locator("li.search-result").first());
+      if (width === "phone") await p.getByRole("button", { name: "Menu" }).click();
+      await visible(p.getByRole("link", { name: "Agents", exact: true }));
+    } },
+    { name: "agents", open: async (p) => {
+      await p.goto(`${base}/#/agents`);
+      await visible(p.getByRole("heading", { name: "Your agents" }));
+    } },
+    { name: "contacts", open: async (p) => {
+      await p.goto(`${base}/#/contacts`);
+      await visible(p.getByRole("heading", { name: "Contacts", exact: true }));
+    } },
+    { name: "memories", open: async (p) => {
+      await p.goto(`${base}/#/memories`);
+      await visible(p.getByRole("heading", { name: "Memories", exact: true }));
+    } },
+    { name: "keys", open: async (p) => {
+      await p.goto(`${base}/#/keys`);
+      await visible(p.getByRole("heading", { name: "Your keys" }));
+    } },
+    { name: "account", open: async (p) => {
+      await p.goto(`${base}/#/account`);
+      await visible(p.getByRole("heading", { name: "Account", exact: true }));
+    } },
+  ];
 }
 
 // richSteps: the room as a chat client (web_chat.mjs).

@@ -68,6 +68,15 @@ function toggleNav(open = navToggle.getAttribute("aria-expanded") !== "true") {
   top.classList.toggle("nav-open", open);
 }
 navToggle.addEventListener("click", () => toggleNav());
+// Escape closes whatever drawer is open (a dialog closes itself first).
+document.addEventListener("keydown", (ev) => {
+  if (ev.key !== "Escape" || document.querySelector("dialog[open]")) return;
+  if (document.body.classList.contains("side-open") || document.body.classList.contains("rooms-open")) {
+    document.body.classList.remove("side-open", "rooms-open");
+    for (const b of document.querySelectorAll("[aria-expanded='true'][aria-controls^='side-']")) b.setAttribute("aria-expanded", "false");
+  }
+  if (navToggle.getAttribute("aria-expanded") === "true") toggleNav(false);
+});
 
 function navigate(path) {
   if (location.hash === `#${path}`) route();

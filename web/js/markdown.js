@@ -63,9 +63,25 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
+// plainText matches text with no character Markdown, HTML or an autolink
+// gives a meaning to: no line break (a <br>), no list number or indent at
+// its start.
+const plainText = /^(?!.*(?:https?:|www\.|mailto:))(?!\d+[.)])(?![ \t])[^*_`#<>|~[\]!\\&\n\r=+:-]*$/is;
+
 // render answers a fragment of content as safe nodes. mention(handle)
 // answers whether an @handle is a real mention of the message, to mark it.
 export function render(content, mention = () => false) {
+  // Most chat messages are a plain sentence: one with nothing Markdown or
+  // HTML could make anything of is a paragraph of text, without the cost
+  // of parsing and sanitizing it (which a long history pays per message).
+  if (plainText.test(content || "")) {
+    const frag = document.createDocumentFragment();
+    const p = document.createElement("p");
+    p.textContent = content;
+    frag.append(p);
+    markMentions(frag, mention);
+    return frag;
+  }
   const frag = DOMPurify.sanitize(md.parse(content || ""), purifyConfig);
   // A link whose address was refused is its text.
   for (const a of frag.querySelectorAll("a:not([href])")) a.replaceWith(...a.childNodes);

@@ -53,12 +53,13 @@ export async function mount(root, ctx) {
     row: (r) => {
       const unread = r.id === current ? 0 : r.unread_count || 0;
       const title = plain(r.title || "") || "Untitled room";
-      const label = `${title}${unread ? `, ${unread > 99 ? "more than 99" : unread} unread` : ""}`;
-      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null, "aria-label": label,
-        class: unread ? "has-unread" : null },
+      // The link's name is what it shows: the title, the count (with the
+      // word a screen reader needs), the time.
+      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null,
+        class: unread ? "has-unread" : null, dataset: { room: r.id } },
         h("span", { class: "title" }, title),
         h("span", { class: "row" },
-          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread)) : null,
+          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread), h("span", { class: "visually-hidden" }, " unread")) : null,
           timeEl(activity(r), { class: "meta" }))));
     },
     empty: () => h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."),
@@ -119,8 +120,11 @@ export async function mount(root, ctx) {
       const r = rooms.get(id);
       if (!r) return;
       maybeNotify(ctx, m, r);
-      r.last_message_at = m.inserted_at;
-      if (id !== current && m.sender_id !== ctx.me.id && unreadTypes.has(m.message_type)) r.unread_count = (r.unread_count || 0) + 1;
+      // A message the room's last reading already counted (its push came
+      // after that read) is not counted twice.
+      const counted = r.last_message_at && m.inserted_at <= r.last_message_at;
+      if (!counted) r.last_message_at = m.inserted_at;
+      if (!counted && id !== current && m.sender_id !== ctx.me.id && unreadTypes.has(m.message_type)) r.unread_count = (r.unread_count || 0) + 1;
       rooms.render();
     });
     watched.set(id, { ch, off: () => { offJoined(); offMessages(); } });

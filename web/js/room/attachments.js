@@ -108,7 +108,8 @@ export function attachmentsOf(msg, files) {
       return h("button", { type: "button", class: "thumb", "aria-label": `View ${a.name} (${bytes})`,
         onclick: () => files.view(a) }, img);
     }
-    return h("button", { type: "button", class: "file-chip", "aria-label": `Download ${a.name} (${bytes})`,
-      onclick: () => files.download(a) }, h("span", { class: "file-name" }, a.name), h("span", { class: "muted" }, bytes));
+    return h("button", { type: "button", class: "file-chip", onclick: () => files.download(a) },
+      h("span", { class: "visually-hidden" }, "Download "), h("span", { class: "file-name" }, a.name), " ",
+      h("span", { class: "muted" }, `(${bytes})`));
   }));
 }

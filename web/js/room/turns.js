@@ -14,6 +14,19 @@ export const stepTypes = new Set(["thought", "tool_call", "tool_result", "error"
 
 export const isStep = (m) => stepTypes.has(m.message_type) && m.sender_type === "Agent" && !m.deleted_at;
 
+// dayOf is the local day of a timestamp, remembered: a render of a long
+// history asks it of every message.
+const days = new Map();
+function dayOf(iso) {
+  const key = iso.slice(0, 16); // the minute: every time zone's day starts on one
+  let d = days.get(key);
+  if (d === undefined) {
+    d = new Date(iso).toDateString();
+    days.set(key, d);
+  }
+  return d;
+}
+
 // blocks cuts the messages, oldest first, into what the timeline shows:
 // {kind: "day", date}, {kind: "unread"}, {kind: "message", msg} and
 // {kind: "turn", id, sender, steps}. firstUnread is the id of the first
@@ -23,7 +36,7 @@ export function blocks(messages, firstUnread) {
   let day = null;
   let turn = null;
   for (const m of messages) {
-    const d = new Date(m.inserted_at).toDateString();
+    const d = dayOf(m.inserted_at);
     if (d !== day) {
       day = d;
       turn = null;
@@ -102,7 +115,7 @@ export function renderTurn(turn, { open, working, render, onToggle }) {
     errors.replaceChildren(...(isOpen ? [] : turn.steps.filter((s) => s.message_type === "error").map((s) => render(s, "error"))));
   };
   const details = h("details", { open },
-    h("summary", { "aria-label": `${text}${failed ? ", failed" : ""}. ${open ? "Fold" : "Unfold"} the steps.` },
+    h("summary", {},
       working ? h("span", { class: "spinner", "aria-hidden": "true" }) : null,
       h("span", {}, text),
       failed ? h("span", { class: "badge failed" }, "failed") : null),
@@ -112,8 +125,6 @@ export function renderTurn(turn, { open, working, render, onToggle }) {
     // Created open, a block fires a toggle of its own: only a change from
     // how it was made is the person's.
     if (details.open === open) return;
-    details.querySelector("summary").setAttribute("aria-label",
-      `${text}${failed ? ", failed" : ""}. ${details.open ? "Fold" : "Unfold"} the steps.`);
     onToggle(details.open);
   });
   showErrors(open);

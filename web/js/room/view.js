@@ -141,21 +141,14 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   showAll.addEventListener("change", () => timeline.setShowAll(showAll.checked));
 
   const jumpButton = h("button", { type: "button", class: "jump", hidden: true, onclick: () => {
-    const d = document.getElementById(`unread-${roomId}`);
-    if (d) d.scrollIntoView({ block: "start" });
+    timeline.revealUnread();
     jumpButton.hidden = true;
   } }, "Jump to first unread");
-  const unreadOffscreen = () => {
-    const d = document.getElementById(`unread-${roomId}`);
-    if (!d) return false;
-    const r = d.getBoundingClientRect();
-    const l = timeline.list.getBoundingClientRect();
-    return r.bottom < l.top || r.top > l.bottom;
-  };
+  const unreadOffscreen = () => !timeline.unreadShown();
   timeline.onScroll = () => {
     if (!jumpButton.hidden && !unreadOffscreen()) jumpButton.hidden = true;
-    saveScroll();
   };
+  window.addEventListener("pagehide", saveScroll);
 
   const menu = h("details", { class: "menu" }, h("summary", { "aria-label": "Room actions" }, "⋯"),
     h("div", { class: "menu-items" },
@@ -198,16 +191,15 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
 
   // Where the person was in each room is kept for this tab: the message at
   // the top of the view, unless they were at the end.
+  // It is written when the person leaves the room (or the page), not on
+  // every scroll.
   function saveScroll() {
     const all = JSON.parse(sessionStorage.getItem(scrollKey) || "{}");
-    const a = timeline.nearBottom() ? null : timeline.anchor();
-    all[roomId] = a && a.el.dataset.id ? { id: a.el.dataset.id, offset: a.offset } : null;
+    all[roomId] = timeline.nearBottom() ? null : timeline.anchor();
     sessionStorage.setItem(scrollKey, JSON.stringify(all));
   }
   function restoreScroll() {
-    const saved = JSON.parse(sessionStorage.getItem(scrollKey) || "{}")[roomId];
-    const el = saved && timeline.list.querySelector(`[data-id="${CSS.escape(saved.id)}"]`);
-    if (el) timeline.restore({ el, offset: saved.offset });
+    timeline.restoreTo(JSON.parse(sessionStorage.getItem(scrollKey) || "{}")[roomId]);
   }
 
   const loadPresence = () => ctx.api.get(`${path}/presence`).then((list) => {
@@ -269,6 +261,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
     reveal: (id) => timeline.reveal(id),
     close() {
       saveScroll();
+      window.removeEventListener("pagehide", saveScroll);
       clearTimeout(readTimer);
       clearInterval(tick);
       if (readPending) sendRead();
