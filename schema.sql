@@ -638,4 +638,24 @@ CREATE TABLE oauth_tokens (
 
 CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);
 
-PRAGMA user_version = 9;
+-- Version 10 --------------------------------------------------------------
+
+-- (Another branch adds a version 10 of its own; whichever lands second is
+-- renumbered.)
+
+-- Attention messages a person put away in the web app ("Mark done"), one row
+-- per person and message: each person's list of what needs them is their
+-- own. A message removed from the database (with its room) takes its marks
+-- with it; a deleted message (a tombstone) keeps them.
+CREATE TABLE attention_marks (
+    user_id     TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    room_id     TEXT NOT NULL,
+    message_seq INTEGER NOT NULL REFERENCES messages (seq) ON DELETE CASCADE,
+    done_at     INTEGER NOT NULL,
+    PRIMARY KEY (user_id, message_seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX attention_marks_room ON attention_marks (user_id, room_id);
+CREATE INDEX attention_marks_message ON attention_marks (message_seq);
+
+PRAGMA user_version = 10;

@@ -52,6 +52,7 @@ func (s *Server) routes() {
 	s.webhookRoutes()
 	if s.roomTasks {
 		s.taskRoutes()
+		s.attentionRoutes()
 	}
 	s.delegationRoutes()
 	s.accountRoutes()
