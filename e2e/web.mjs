@@ -752,6 +752,9 @@ async function richSteps() {
   await step("default-mention", () => chat.defaultMention(t));
   await step("reply-react-edit-delete", () => chat.replyReactEditDelete(t));
   await step("attention", () => chat.attention(t));
+  await step("tasks", () => chat.tasks(t));
+  await step("images", () => chat.images(t));
+  await step("notifications", () => chat.notifications(t));
 }
 
 // apiReference opens the readable API reference the navigation links to:
@@ -854,6 +857,9 @@ async function oauthConsent() {
   await shot("08b-oauth-consent");
   await page.getByRole("button", { name: "Allow" }).click();
   await until("the browser to reach the client's redirect URI", () => landed);
+  // The page there must finish loading, or the next step's navigation is
+  // interrupted by it.
+  await page.waitForURL((u) => u.href.startsWith(redirect));
   if (landed.searchParams.get("state") !== "from-the-client" || landed.searchParams.get("iss") !== base) {
     throw new Error(`the client got ${landed}`);
   }

@@ -243,4 +243,85 @@ export async function attention(t) {
   await panel.getByRole("button", { name: "Show done" }).click();
   await visible(panel.locator("li.attention-item.done").filter({ hasText: "Approve the release?" }));
   await panel.getByRole("button", { name: "Hide done" }).click();
+  // The mark is the person's own, kept by the server: it holds after a reload.
+  await page.reload();
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+  await visible(page.locator("section.attention-panel").getByRole("button", { name: "Show done" }));
+  if (await page.locator("section.attention-panel li.attention-item").filter({ hasText: "Approve the release?" }).count()) {
+    throw new Error("the item marked done is open again after a reload");
+  }
+}
+
+// tasks: an agent's tasks show on the board panel, live, with their state
+// and where each assignee is with them.
+export async function tasks(t) {
+  const { page, visible, state } = t;
+  const created = (await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/tasks`,
+    { subject: "Draft the release notes" })).data;
+  const item = page.locator("section ul.tasks li.task-item").filter({ hasText: "Draft the release notes" });
+  await visible(item.getByText(`#${created.number}`));
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/tasks/${created.id}`, { status: "in_progress" });
+  await visible(item.locator(".task-state").filter({ hasText: /in progress/ }));
+  await t.shot("06j-tasks");
+}
+
+// images: a PNG attached from the picker shows as a thumbnail that opens
+// a viewer; a file dropped on the room is attached to the next message.
+export async function images(t) {
+  const { page, visible, until } = t;
+  // A 2×2 PNG, red.
+  const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEUlEQVR4nGP4z8DAwMDAwMAAAA0aAgHbkQ8KAAAAAElFTkSuQmCC", "base64");
+  await page.getByLabel("Attach files").setInputFiles({ name: "chart.png", mimeType: "image/png", buffer: png });
+  await visible(page.locator(".composer .chip.file").filter({ hasText: "chart.png" }));
+  // Dropped on the room, a second file joins it.
+  await page.locator(".room-main").evaluate((el) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(["dropped notes"], "dropped.txt", { type: "text/plain" }));
+    el.dispatchEvent(new DragEvent("dragover", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    el.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+  });
+  await visible(page.locator(".composer .chip.file").filter({ hasText: "dropped.txt" }));
+  await page.getByLabel("Message", { exact: true }).fill("@alice/helper the chart");
+  await page.getByRole("button", { name: "Send", exact: true }).click();
+  const msg = page.locator("article.msg").filter({ hasText: "the chart" }).last();
+  const thumb = msg.getByRole("button", { name: /^View chart\.png/ });
+  await visible(thumb);
+  await until("the thumbnail to load", () => thumb.locator("img").evaluate((img) => img.complete && img.naturalWidth === 2));
+  await visible(msg.getByRole("button", { name: /^Download dropped\.txt/ }));
+  await thumb.click();
+  const viewer = page.getByRole("dialog", { name: "chart.png" });
+  await visible(viewer.locator("img"));
+  await t.shot("06k-image-viewer");
+  await viewer.getByRole("button", { name: "Close" }).click();
+}
+
+// notifications: with the person's permission and the tab hidden, a
+// mention notifies; the tab's title counts what is unread elsewhere.
+export async function notifications(t) {
+  const { page, until, state } = t;
+  await page.evaluate(() => {
+    window.__notified = [];
+    window.Notification = class {
+      static permission = "granted";
+      constructor(title, opts) { window.__notified.push({ title, body: opts.body }); }
+      close() {}
+    };
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "hidden" });
+  });
+  await t.agentSays("@alice a question for you while you are away");
+  await until("a notification", async () => (await page.evaluate(() => window.__notified.length)) === 1);
+  const n = await page.evaluate(() => window.__notified[0]);
+  if (!/^Helper in Launch plan/.test(n.title) || !n.body.includes("a question for you")) throw new Error(`notified ${JSON.stringify(n)}`);
+  // Seen while visible, nothing notifies.
+  await page.evaluate(() => { delete document.visibilityState; });
+  await t.agentSays("@alice and one you see");
+  await page.waitForTimeout(500);
+  if ((await page.evaluate(() => window.__notified.length)) !== 1) throw new Error("a visible tab was notified");
+  // Another room's news counts in the title.
+  const other = (await t.agentCall(state.agent.key, "POST", "/api/v1/agent/chats", { chat: { title: "Side room" } })).data.id;
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${other}/participants`, { participant: { participant_id: state.me.id } });
+  await page.getByRole("link", { name: /^Side room/ }).waitFor();
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${other}/messages`,
+    { message: { content: "@alice news elsewhere", mentions: [{ id: state.me.id }] } });
+  await until("the title to count it", async () => /^\(1\) /.test(await page.title()));
 }

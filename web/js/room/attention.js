@@ -5,8 +5,8 @@
 // agent resolved (a later event whose metadata.resolves names it) is done
 // for everyone.
 //
-// Done marks are kept per person on the server when it offers chatd's
-// attention extension (PUT …/messages/{id}/done), else in this browser.
+// Done marks are each person's own, kept by the server (chatd's attention
+// marks: PUT and DELETE …/messages/{id}/done, GET …/done).
 
 import { h, replace } from "../dom.js";
 import { relTimeEl } from "../time.js";
@@ -19,6 +19,7 @@ export class AttentionList {
     this.reveal = reveal;
     this.items = new Map(); // id -> msg
     this.resolved = new Set();
+    this.done = new Set(); // the messages this person marked done
     this.list = h("ul", { class: "attention-list" });
     this.count = h("span", { class: "count" });
     this.showDone = false;
@@ -30,18 +31,18 @@ export class AttentionList {
       h("h2", { id: `a-${roomId}`, tabindex: "-1" }, "Attention ", this.count), this.list, this.toggle);
   }
 
-  key() {
-    return `chatd.attentionDone.${this.ctx.me.id}`;
-  }
-
-  doneSet() {
-    return new Set(JSON.parse(localStorage.getItem(this.key()) || "[]"));
+  base() {
+    return `/api/v1/me/chats/${this.ctx.esc(this.roomId)}`;
   }
 
   async load() {
-    const { items } = await this.ctx.api.page(`/api/v1/me/chats/${this.ctx.esc(this.roomId)}/messages`, { message_type: "attention", limit: 100 });
+    const [{ items }, marks] = await Promise.all([
+      this.ctx.api.page(`${this.base()}/messages`, { message_type: "attention", limit: 100 }),
+      this.ctx.api.get(`${this.base()}/done`),
+    ]);
     this.items.clear();
     for (const m of items) this.items.set(m.id, m);
+    this.done = new Set((marks || []).map((x) => x.message_id));
     this.render();
   }
 
@@ -59,14 +60,20 @@ export class AttentionList {
   }
 
   isDone(m) {
-    return this.doneSet().has(m.id) || this.resolved.has(m.id) || Boolean(m.deleted_at);
+    return this.done.has(m.id) || this.resolved.has(m.id) || Boolean(m.deleted_at);
   }
 
-  mark(m, done) {
-    const set = this.doneSet();
-    if (done) set.add(m.id);
-    else set.delete(m.id);
-    localStorage.setItem(this.key(), JSON.stringify([...set]));
+  async mark(m, done) {
+    const path = `${this.base()}/messages/${this.ctx.esc(m.id)}/done`;
+    try {
+      if (done) await this.ctx.api.put(path);
+      else await this.ctx.api.del(path);
+    } catch (e) {
+      this.ctx.notify(`Could not ${done ? "mark it done" : "reopen it"}: ${e.message}`, "error");
+      return;
+    }
+    if (done) this.done.add(m.id);
+    else this.done.delete(m.id);
     this.render();
   }
 

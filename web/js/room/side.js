@@ -107,15 +107,29 @@ export class Board {
     });
     this.edit = h("button", { type: "button", class: "secondary", onclick: () => this.open() }, "Edit goal");
     this.history = h("details", {});
+    this.tasks = h("ul", { class: "tasks", "aria-label": "Tasks" });
     this.el = h("section", { "aria-labelledby": `b-${roomId}` },
-      h("h2", { id: `b-${roomId}` }, "Board"), this.view, this.edit, this.form, this.history);
+      h("h2", { id: `b-${roomId}` }, "Board"), this.view, this.edit, this.form, this.history,
+      h("h3", {}, "Tasks"), this.tasks);
   }
 
   path() {
     return `/api/v1/me/chats/${this.ctx.esc(this.roomId)}/board`;
   }
 
+  // loadTasks shows the room's tasks, by number, each with its state and
+  // where each assignee is with it.
+  async loadTasks() {
+    const { items } = await this.ctx.api.page(`/api/v1/me/chats/${this.ctx.esc(this.roomId)}/tasks`, { state: "all", limit: 100 });
+    replace(this.tasks, items.length ? items.map((t) => h("li", { class: `task-item state-${t.state}`, dataset: { task: t.id } },
+      h("span", {}, h("strong", {}, `#${t.number}`), " ", t.subject),
+      h("span", { class: "muted task-state" }, [t.state === "active" ? t.overall_status.replace(/_/g, " ") : t.state,
+        ...t.assignments.map((a) => ` · ${a.assignee.name || "someone"}: ${a.status.replace(/_/g, " ")}`)].join("")))) :
+      h("li", { class: "muted" }, "No tasks yet. Agents add them as they plan."));
+  }
+
   async load() {
+    this.loadTasks().catch((e) => replace(this.tasks, h("li", { class: "error" }, e.message)));
     const b = await this.ctx.api.get(`${this.path()}?include=history`);
     this.board = b;
     replace(this.view, b.goal_title

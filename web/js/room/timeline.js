@@ -95,7 +95,8 @@ export class Timeline {
   // to catch up on what was pushed while away. unread (at first) is the
   // room's unread count, for the divider.
   async loadNewest(unread = 0) {
-    const first = this.byId.size === 0;
+    const first = !this.loadedOnce;
+    this.loadedOnce = true;
     const { items, next } = await this.ctx.api.page(this.path(), { limit: PAGE });
     if (first) this.next = next;
     const stick = first || this.stuck;

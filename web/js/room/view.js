@@ -206,17 +206,30 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
     states.setPresence(list || []);
     updateStates();
   });
-  await Promise.all([timeline.loadNewest(room.unread_count || 0), participants.load(), board.load(), attention.load(),
-    loadPresence().catch(() => {})]);
-  if (!at) restoreScroll();
-  jumpButton.hidden = !unreadOffscreen();
-  markRead();
-
+  // The channels are joined while the room loads. What is pushed before
+  // a join is lost, so a join that completes after the first load (the
+  // load may have missed what happened in between) reloads what its
+  // channel carries.
   const chat = ctx.socket.channel(`chat_room:${roomId}`);
   const members = ctx.socket.channel(`room_participants:${roomId}`);
   const tasks = ctx.socket.channel(`room_tasks:${roomId}`);
   const quietly = (p) => p.catch((e) => ctx.notify(e.message, "error"));
+  let loaded = false;
+  const afterLoad = (fn) => () => { if (loaded) quietly(fn()); };
+  const joins = [
+    chat.on("joined", afterLoad(() => Promise.all([timeline.loadNewest(), attention.load()]))),
+    members.on("joined", afterLoad(() => Promise.all([participants.load(), loadPresence()]))),
+    tasks.on("joined", afterLoad(() => board.load())),
+  ];
+  await Promise.all([timeline.loadNewest(room.unread_count || 0), participants.load(), board.load(), attention.load(),
+    loadPresence().catch(() => {})]);
+  loaded = true;
+  if (!at) restoreScroll();
+  jumpButton.hidden = !unreadOffscreen();
+  markRead();
+
   const offs = [
+    ...joins,
     chat.on("message_created", (m) => timeline.upsert(m, { live: true })),
     chat.on("message_updated", (m) => {
       timeline.update(m);
@@ -232,8 +245,9 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
     // arrives: that one is announced by the answer, not here.
     members.on("room_deleted", () => onGone(roomId, deleting ? null : "This room was deleted.")),
     tasks.on("board_updated", () => quietly(board.load())),
-    ctx.socket.onReconnect(() => quietly(Promise.all([timeline.loadNewest(), participants.load(), board.load(),
-      attention.load(), loadPresence()]))),
+    tasks.on("task_created", () => quietly(board.loadTasks())),
+    tasks.on("task_updated", () => quietly(board.loadTasks())),
+    // After a reconnection each channel's join reloads what it carries.
   ];
   // Agents' "working…" and the times of the agent line age by themselves.
   const tick = setInterval(updateStates, 15000);
