@@ -593,6 +593,7 @@ async function flow() {
 
   await step("oauth-consent", oauthConsent);
   await step("oauth-sign-out", oauthSignOut);
+  await step("account", account);
 
   await step("delete-room", async () => {
     await page.goto(`${base}/#/rooms/${state.room}`);
@@ -885,6 +886,43 @@ async function oauthSignOut() {
   await page.getByRole("dialog").getByRole("button", { name: "Sign out" }).click();
   await visible(page.getByText(/No app is signed in/));
   await until("the client's token to be refused", async () => (await mcpInitialize(state.oauthToken)) === 401);
+}
+
+// account: the person sees where they are signed in, signs another
+// session out (its token is refused at once), and changes their password:
+// this browser stays signed in and live, the old password stops working.
+async function account() {
+  const signIn = (password) => fetch(`${base}/api/v1/auth/sign-in`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ handle: person.handle, password }),
+  });
+  const elsewhere = (await (await signIn(person.password)).json()).data.access_token;
+  const meWith = async (tok) => (await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${tok}` } })).status;
+  await page.goto(`${base}/#/account`);
+  await visible(page.getByRole("heading", { name: "Where you are signed in" }));
+  await visible(page.getByRole("cell", { name: "This browser", exact: true }));
+  await shot("19-account");
+  await page.getByRole("row").filter({ hasText: "Elsewhere" }).first().getByRole("button", { name: /^Sign out the session/ }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Sign out" }).click();
+  await until("the other session's token to be refused", async () => (await meWith(elsewhere)) === 401);
+
+  const newPassword = "a whole new passphrase";
+  expectRefusal(422, /^\/api\/v1\/me\/password$/, "POST");
+  await page.getByLabel("Current password").fill("not it at all, sorry");
+  await page.getByLabel("New password", { exact: true }).fill(newPassword);
+  await page.getByLabel("New password again").fill(newPassword);
+  await page.getByRole("button", { name: "Change password" }).click();
+  await visible(page.getByRole("alert").filter({ hasText: /is not your password/ }));
+  await page.getByLabel("Current password").fill(person.password);
+  await page.getByLabel("New password", { exact: true }).fill(newPassword);
+  await page.getByLabel("New password again").fill(newPassword);
+  await page.getByRole("button", { name: "Change password" }).click();
+  await visible(page.getByText(/Password changed/));
+  await nav("Rooms");
+  await visible(page.getByRole("button", { name: "New room" }));
+  await visible(page.getByRole("status").filter({ hasText: /^Live$/ }));
+  if ((await signIn(person.password)).status !== 401) throw new Error("the old password still signs in");
+  if ((await signIn(newPassword)).status !== 200) throw new Error("the new password does not sign in");
+  person.password = newPassword;
 }
 
 // mcpInitialize opens an MCP session with an OAuth access token and answers

@@ -275,6 +275,9 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, too
 // isAuthFailure reports whether err refuses a secret: a credential, or an
 // OAuth code, refresh token or client id.
 func isAuthFailure(err error) bool {
+	if errors.Is(err, store.ErrWrongPassword) { // a password change's guess
+		return true
+	}
 	switch store.ErrorCode(err) {
 	case store.CodeUnauthorized, store.CodeInvalidGrant, store.CodeInvalidClient:
 		return true

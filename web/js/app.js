@@ -116,6 +116,7 @@ function startSocket() {
   // A socket that keeps failing may be refused for an ended session: a
   // REST call tells, and a 401 there signs the page out.
   socket.onFailure = (n) => {
+    if (changingSession) return;
     if (n === 1 || n % 3 === 0) api.get("/api/v1/me").catch(() => {});
   };
   socket.connect();
@@ -131,7 +132,12 @@ function signedOut(message) {
   navigate("/sign-in");
 }
 
-session.onUnauthorized(() => signedOut("Your session has ended. Sign in again."));
+// A password change ends this browser's session too, and answers a new one
+// (account.js): meanwhile a refusal of the old one signs nothing out.
+let changingSession = false;
+session.onUnauthorized(() => {
+  if (!changingSession) signedOut("Your session has ended. Sign in again.");
+});
 
 document.getElementById("sign-out").addEventListener("click", async () => {
   // The socket goes first: ending the session drops it on the server's
@@ -220,6 +226,20 @@ async function route() {
   document.body.classList.remove("side-open", "rooms-open");
   const ctx = {
     api, esc, me, socket, notify, navigate, params, setUnread,
+    // A password change ended every session and answered a new one for
+    // this browser: the socket, closed with the old one, reconnects with it.
+    // While the change is under way the old session's end (the socket
+    // closing, a request refused) is expected, not a sign-out.
+    changingSession: (on) => { changingSession = on; },
+    replaceSession: (token) => {
+      session.set(token);
+      changingSession = false;
+    },
+    // This browser's session was ended from the account screen.
+    signOutLocally: () => {
+      signedOut();
+      notify("You signed this browser out.");
+    },
     // A screen that changes the person (their name) says so here.
     meChanged: (m) => {
       me = m;

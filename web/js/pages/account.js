@@ -1,15 +1,89 @@
-// The person's account: who they are, and where their credentials are
-// managed.
+// The person's account: who they are, their password, and where they are
+// signed in (each sign-in can be ended; ending this one signs this browser
+// out). Keys and signed-in apps are on the API keys screen.
 
-import { h } from "../dom.js";
-import { pageSection } from "../ui.js";
+import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
+import { cardTable, confirmDialog, pageSection } from "../ui.js";
+import { timeEl } from "../time.js";
 
 export function mount(root, ctx) {
-  const { me } = ctx;
-  root.append(pageSection("Account", "Who you are signed in as.",
-    h("dl", { class: "card account-facts" },
-      h("dt", {}, "Name"), h("dd", {}, me.name || "—"),
-      h("dt", {}, "Handle"), h("dd", {}, `@${me.handle}`),
-      h("dt", {}, "Role"), h("dd", {}, me.role || "member")),
-    h("p", {}, "Your Human API keys and the apps signed in as you are on the ", h("a", { href: "#/keys" }, "API keys"), " page.")));
+  const { api, esc, me, notify } = ctx;
+
+  const current = h("input", { type: "password", name: "current_password", required: true, autocomplete: "current-password" });
+  const next = h("input", { type: "password", name: "new_password", required: true, minlength: 12, maxlength: 256, autocomplete: "new-password" });
+  const again = h("input", { type: "password", name: "new_password_again", required: true, autocomplete: "new-password" });
+  const err = errorBox();
+  const form = h("form", { class: "card stack create-form" },
+    h("h2", {}, "Change your password"),
+    field("Current password", current),
+    field("New password", next, "12 to 256 characters; a few words make a good one."),
+    field("New password again", again),
+    err,
+    h("div", { class: "row" }, h("button", { type: "submit" }, "Change password")));
+  onSubmit(form, err, async () => {
+    if (next.value !== again.value) throw new Error("The new password and its repetition differ.");
+    ctx.changingSession(true);
+    let out;
+    try {
+      out = await busy(form, () => api.post("/api/v1/me/password", { current_password: current.value, new_password: next.value }));
+    } finally {
+      if (!out) ctx.changingSession(false);
+    }
+    // Every session ended, this one too: the answer is this browser's new one.
+    ctx.replaceSession(out.access_token);
+    form.reset();
+    notify("Password changed. Every other sign-in was signed out.");
+    loadSessions();
+  }, () => current.select());
+
+  const sessionsHeading = h("h2", { tabindex: "-1" }, "Where you are signed in");
+  const sessions = h("div", {}, h("p", { class: "muted" }, "Loading sessions…"));
+
+  async function loadSessions() {
+    let list;
+    try {
+      list = await api.get("/api/v1/me/sessions");
+    } catch (e) {
+      replace(sessions, h("p", { class: "error", role: "alert" }, `The sessions could not be loaded: ${e.message}`));
+      return;
+    }
+    if (!list || !list.length) {
+      replace(sessions, h("p", { class: "empty" }, "No sign-in session: you are using an API key."));
+      return;
+    }
+    replace(sessions, cardTable("Your sign-in sessions", ["Signed in", "Ends", "Where", "Actions"], list.map((s) => [
+      timeEl(s.inserted_at),
+      timeEl(s.expires_at),
+      s.current ? h("strong", {}, "This browser") : h("span", { class: "muted" }, "Elsewhere"),
+      h("button", { type: "button", class: "danger", "aria-label": s.current ? "Sign out this browser" : "Sign out the session from " + new Date(s.inserted_at).toLocaleString(),
+        onclick: () => end(s) }, "Sign out"),
+    ])));
+  }
+
+  async function end(s) {
+    const done = await confirmDialog({
+      title: s.current ? "Sign this browser out?" : "Sign this session out?",
+      text: s.current ? "You will need your password to sign in again." : "Whoever uses it is signed out at once.",
+      confirm: "Sign out",
+      action: async () => {
+        await api.del(`/api/v1/me/sessions/${esc(s.id)}`);
+        return true;
+      },
+    });
+    if (!done) return;
+    if (s.current) {
+      ctx.signOutLocally();
+      return;
+    }
+    notify("Session signed out.");
+    await loadSessions();
+    sessionsHeading.focus();
+  }
+
+  root.append(pageSection("Account",
+    ["You are signed in as ", h("strong", {}, me.name || me.handle), ` (@${me.handle}, ${me.role || "member"}). Your Human API keys and the apps signed in as you are on the `,
+      h("a", { href: "#/keys" }, "API keys"), " screen."],
+    form,
+    h("section", { class: "list-section" }, sessionsHeading, sessions)));
+  loadSessions();
 }

@@ -50,18 +50,8 @@ export async function mount(root, ctx) {
     fetch: (at) => ctx.api.page("/api/v1/me/chats", { limit: 50, include: agentRooms.checked ? "agent_rooms" : null }, at),
     body: h("ul", {}),
     order: (items) => items.sort((a, b) => (activity(b) || "").localeCompare(activity(a) || "")),
-    row: (r) => {
-      const unread = r.id === current ? 0 : r.unread_count || 0;
-      const title = plain(r.title || "") || "Untitled room";
-      // The link's name is what it shows: the title, the count (with the
-      // word a screen reader needs), the time.
-      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null,
-        class: unread ? "has-unread" : null, dataset: { room: r.id } },
-        h("span", { class: "title" }, title),
-        h("span", { class: "row" },
-          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread), h("span", { class: "visually-hidden" }, " unread")) : null,
-          timeEl(activity(r), { class: "meta" }))));
-    },
+    // A row is made anew only when what it shows changed (rowEl).
+    row: (r) => rowEl(r),
     empty: () => h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."),
     // The list sits beside the open room: a refusal is told in a message
     // rather than in the list's place.
@@ -73,6 +63,27 @@ export async function mount(root, ctx) {
       ctx.setUnread(items.reduce((n, r) => n + (r.id === current ? 0 : r.unread_count || 0), 0));
     },
   });
+  const rows = new Map(); // room id -> {sig, el}
+  function rowEl(r) {
+    const sig = JSON.stringify([r.title, r.id === current ? 0 : r.unread_count || 0, activity(r)]);
+    const held = rows.get(r.id);
+    if (held && held.sig === sig) return held.el;
+    const el = makeRow(r);
+    rows.set(r.id, { sig, el });
+    return el;
+  }
+  function makeRow(r) {
+    const unread = r.id === current ? 0 : r.unread_count || 0;
+    const title = plain(r.title || "") || "Untitled room";
+    // The link's name is what it shows: the title, the count (with the
+    // word a screen reader needs), the time.
+    return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null,
+      class: unread ? "has-unread" : null, dataset: { room: r.id } },
+      h("span", { class: "title" }, title),
+      h("span", { class: "row" },
+        unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread), h("span", { class: "visually-hidden" }, " unread")) : null,
+        timeEl(activity(r), { class: "meta" }))));
+  }
   const roomPane = h("section", { class: "room-pane", "aria-live": "off" });
   const layout = h("div", { class: `rooms${current ? " has-room" : ""}` },
     h("nav", { class: "room-list", "aria-labelledby": "rooms-heading" },
