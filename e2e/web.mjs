@@ -797,6 +797,17 @@ async function search() {
   const said = await found.innerText();
   if (!said.includes("@alice entry 3")) throw new Error(`the room opened at ${JSON.stringify(said)}`);
   await shot("08c-search-opened");
+  // The room's own search box looks in that room alone.
+  await page.getByRole("searchbox", { name: "Search this room" }).fill('"entry 7"');
+  await page.getByRole("searchbox", { name: "Search this room" }).press("Enter");
+  await atHash(/^#\/search\/[^/]+\/[^/]+$/);
+  await visible(page.getByText(/only\. Search every room/));
+  const inRoom = page.locator("li.search-result");
+  await visible(inRoom.filter({ hasText: "entry 7" }).first());
+  const rooms = await inRoom.locator(".room-name").allInnerTexts();
+  if (!rooms.length || rooms.some((r) => r !== "Long history")) throw new Error(`the room's search found results in ${rooms}`);
+  await inRoom.first().getByRole("link", { name: "Open in the room" }).click();
+  await visible(page.locator("article.msg.found"));
   await page.getByRole("link", { name: "Launch plan" }).click();
   await visible(page.getByRole("heading", { name: "Launch plan" }));
 }

@@ -155,6 +155,12 @@ export async function presence(t) {
     ws.close();
   }
   await until("the agent to show last seen", async () => !(await online()) && /last seen/.test(await chip.getAttribute("aria-label")));
+  // The agents page says when each agent was last seen.
+  await page.goto(`${base}/#/agents`);
+  const row = page.getByRole("row").filter({ hasText: "alice/helper" });
+  await t.visible(row.locator('td[data-label="Last seen"] time'));
+  await page.goto(`${base}/#/rooms/${state.room}`);
+  await t.visible(page.getByRole("heading", { name: "Launch plan" }));
 }
 
 // defaultMention: in a room with one agent, the agent is mentioned by

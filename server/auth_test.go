@@ -45,6 +45,7 @@ var authedRoutes = append([]authedRoute{
 	{"GET", "/api/v1/me/chats/" + nilID + "/tasks", humansOnly},
 	{"GET", "/api/v1/me/chats/" + nilID + "/done", humansOnly},
 	{"POST", "/api/v1/me/password", humansOnly},
+	{"GET", "/api/v1/me/presence", humansOnly},
 	{"GET", "/api/v1/me/sessions", humansOnly},
 	{"DELETE", "/api/v1/me/sessions/" + nilID, humansOnly},
 	{"PUT", "/api/v1/me/chats/" + nilID + "/messages/" + nilID + "/done", humansOnly},

@@ -162,6 +162,22 @@ func (s *Server) listPresence(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return reply(w, http.StatusOK, s.presenceViews(list))
+}
+
+// listAgentsPresence is GET /api/v1/me/presence: the caller's own
+// agents, connected now or when last seen (the web app's agents page).
+func (s *Server) listAgentsPresence(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.db.OwnedAgentsPresence(r.Context(), callerUser(r).ID)
+	if err != nil {
+		return err
+	}
+	return reply(w, http.StatusOK, s.presenceViews(list))
+}
+
+// presenceViews puts what the socket layer knows beside what the database
+// does: connected now, or the later of the last close and the keys' use.
+func (s *Server) presenceViews(list []store.Presence) []presenceView {
 	now := time.Now()
 	views := make([]presenceView, 0, len(list))
 	for _, p := range list {
@@ -179,5 +195,5 @@ func (s *Server) listPresence(w http.ResponseWriter, r *http.Request) error {
 		}
 		views = append(views, presenceView{ID: p.ID, Type: p.Type, Connected: connected, LastSeenAt: optionalTimestamp(last)})
 	}
-	return reply(w, http.StatusOK, views)
+	return views
 }

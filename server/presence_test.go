@@ -103,3 +103,36 @@ func TestPresenceCountsEveryConnection(t *testing.T) {
 	second.raw.conn.Close()
 	watcher.await(t, topic, "presence", func(p map[string]any) bool { return p["id"] == w.bobID && p["connected"] == false })
 }
+
+// TestAgentsPresence: a person's agents page reads whether each agent is
+// connected, or when it was last seen (here, by its key's use over REST).
+func TestAgentsPresence(t *testing.T) {
+	w := newSocketWorld(t)
+	ts := w.ts
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(w.posterKey), nil), 200, "")
+	worker := newListener(t, ts, w.workerKey)
+	defer worker.raw.conn.Close()
+	var got map[string]any
+	waitFor := time.Now().Add(10 * time.Second)
+	for time.Now().Before(waitFor) {
+		r := ts.do(t, "GET", "/api/v1/me/presence", apiKey(w.aliceKey), nil)
+		expect(t, r, 200, "")
+		got = presenceOf(t, r, w.workerID)
+		if got["connected"] == true {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got["connected"] != true {
+		t.Fatalf("the connected worker is %v", got)
+	}
+	// Keys' last use is written a moment after the request.
+	for time.Now().Before(waitFor) {
+		poster := presenceOf(t, ts.do(t, "GET", "/api/v1/me/presence", apiKey(w.aliceKey), nil), mustAgentIDByKey(t, ts, w.posterKey))
+		if poster["connected"] == false && poster["last_seen_at"] != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the poster, which used its key, has no last_seen_at")
+}

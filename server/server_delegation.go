@@ -79,6 +79,8 @@ func delegationScope(method, path string) string {
 		part = "chats" // finding whom to add to a room
 	case part == "search":
 		part = "chats" // reading the rooms' messages
+	case part == "presence":
+		part = "agents" // whether one's agents are connected
 	case part == "bulk-deletions":
 		return bulkJobScope
 	case part != "agents" && part != "chats" && part != "contacts" && part != "memories":

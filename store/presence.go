@@ -78,3 +78,27 @@ func (db *DB) RoomPresence(ctx context.Context, actor Actor, roomID string) ([]P
 	})
 	return out, err
 }
+
+// OwnedAgentsPresence returns every live agent of a person, with when its
+// keys were last used, for the person's agents page.
+func (db *DB) OwnedAgentsPresence(ctx context.Context, ownerID string) ([]Presence, error) {
+	rows, err := db.query(ctx, `SELECT a.id, (SELECT max(k.last_used_at) FROM api_keys k WHERE k.agent_id = a.id)
+		FROM agents a WHERE a.owner_id = ? AND a.deleted_at IS NULL ORDER BY a.inserted_at, a.id`, ownerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Presence
+	for rows.Next() {
+		p := Presence{Type: PartyAgent}
+		var used sql.NullInt64
+		if err := rows.Scan(&p.ID, &used); err != nil {
+			return nil, err
+		}
+		if used.Valid {
+			p.LastUsed = fromMicros(used.Int64)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -150,6 +150,14 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   };
   window.addEventListener("pagehide", saveScroll);
 
+  // Searching the room opens the Search screen on this room's messages;
+  // a result opens here, at the message.
+  const searchBox = h("input", { type: "search", name: "q", placeholder: "Search this room", "aria-label": "Search this room", maxlength: 256 });
+  const searchForm = h("form", { class: "room-search", role: "search", onsubmit: (ev) => {
+    ev.preventDefault();
+    const words = searchBox.value.trim();
+    if (words) ctx.navigate(`/search/${ctx.esc(words)}/${ctx.esc(roomId)}`);
+  } }, searchBox);
   const menu = h("details", { class: "menu" }, h("summary", { "aria-label": "Room actions" }, "⋯"),
     h("div", { class: "menu-items" },
       h("label", { class: "check" }, showAll, " Show every step"),
@@ -164,7 +172,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   const main = h("div", { class: "room-main" },
     h("div", { class: "room-head" },
       h("button", { type: "button", class: "secondary drawer-button", "aria-label": "Rooms", onclick: () => document.body.classList.add("rooms-open") }, "☰"),
-      heading, sideButton, menu),
+      heading, searchForm, sideButton, menu),
     agentLine,
     renameForm,
     jumpButton,
