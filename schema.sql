@@ -658,4 +658,22 @@ CREATE TABLE attention_marks (
 CREATE INDEX attention_marks_room ON attention_marks (user_id, room_id);
 CREATE INDEX attention_marks_message ON attention_marks (message_seq);
 
+-- Invitations (server/server_invitations.go): an organization's admin
+-- invites a person with a one-time link, valid a week, stored as its
+-- SHA-256 digest only; the invited person picks their handle, name and
+-- password on it and joins the organization with the role it names.
+CREATE TABLE invitations (
+    id              TEXT PRIMARY KEY,
+    digest          BLOB NOT NULL UNIQUE CHECK (length(digest) = 32),
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    role            TEXT NOT NULL CHECK (role IN ('user', 'admin')),
+    invited_by      TEXT REFERENCES users (id) ON DELETE SET NULL,
+    inserted_at     INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    used_at         INTEGER,
+    used_by         TEXT REFERENCES users (id) ON DELETE SET NULL
+) STRICT;
+
+CREATE INDEX invitations_organization ON invitations (organization_id, inserted_at);
+
 PRAGMA user_version = 10;

@@ -934,6 +934,48 @@ async function account() {
   if ((await signIn(person.password)).status !== 401) throw new Error("the old password still signs in");
   if ((await signIn(newPassword)).status !== 200) throw new Error("the new password does not sign in");
   person.password = newPassword;
+
+  // As the organization's admin, alice invites someone: the link is shown
+  // once; opened (in another tab), it makes an account that is signed in.
+  await nav("Account");
+  await visible(page.getByRole("heading", { name: "Invitations" }));
+  await page.getByRole("button", { name: "Create invitation link" }).click();
+  const link = (await page.locator("code.secret").innerText()).trim();
+  if (!/\/#\/invite\/band_i_[a-z0-9]+$/.test(link)) throw new Error(`the invitation link is ${link}`);
+  await shot("20-invitation");
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await visible(page.getByRole("row").filter({ hasText: "Member" }).first());
+  const mine = await sessionToken();
+  const tab = await context.newPage();
+  watch(tab);
+  try {
+    await tab.goto(link);
+    await tab.getByLabel("Handle", { exact: true }).fill("newcomer");
+    await tab.getByLabel("Name", { exact: true }).fill("New Comer");
+    await tab.getByLabel("Password", { exact: true }).fill("the newcomer's passphrase");
+    await tab.getByLabel("Password again").fill("the newcomer's passphrase");
+    await tab.getByRole("button", { name: "Join" }).click();
+    await tab.locator("#who").getByText("New Comer").waitFor({ timeout: T });
+  } finally {
+    await tab.close();
+  }
+  // The tabs share the browser's storage: alice's session goes back.
+  await page.evaluate((tok) => localStorage.setItem("chatd.session", tok), mine);
+  await page.reload();
+  await visible(page.getByRole("heading", { name: "Invitations" }));
+  await visible(page.getByText("No open invitation."));
+  // A second invitation, revoked: its link is refused.
+  await page.getByRole("button", { name: "Create invitation link" }).click();
+  const second = (await page.locator("code.secret").innerText()).trim();
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await page.getByRole("button", { name: /^Revoke the invitation/ }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Revoke" }).click();
+  await visible(page.getByText("No open invitation."));
+  const res = await fetch(`${base}/api/v1/auth/accept-invitation`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: second.split("/").pop(), handle: "latecomer", name: "Late", password: "the latecomer's passphrase" }),
+  });
+  if (res.status !== 401) throw new Error(`a revoked invitation answered ${res.status}`);
 }
 
 // mcpInitialize opens an MCP session with an OAuth access token and answers

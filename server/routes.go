@@ -53,6 +53,7 @@ func (s *Server) routes() {
 	if s.roomTasks {
 		s.taskRoutes()
 		s.attentionRoutes()
+		s.invitationRoutes()
 	}
 	s.delegationRoutes()
 	s.accountRoutes()

@@ -52,6 +52,7 @@ var credentialRoutes = map[string]bool{
 	"POST /api/v1/me/agents/:id/webhooks":    true,
 	"POST /api/v1/me/oauth/authorization":    true,
 	"POST /api/v1/me/password":               true,
+	"POST /api/v1/me/invitations":            true,
 }
 
 // credentialScope is the "scope" of a credential route: none grants it.

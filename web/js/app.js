@@ -19,11 +19,12 @@ const pages = {
   memories: () => import("./pages/memories.js"),
   keys: () => import("./pages/keys.js"),
   account: () => import("./pages/account.js"),
+  invite: () => import("./pages/invite.js"),
   oauth: () => import("./pages/oauth.js"),
 };
 // A consent link opened signed out is where sign-in leads back to.
 const RETURN_KEY = "chatd.returnTo";
-const publicPages = new Set(["setup", "sign-in"]);
+const publicPages = new Set(["setup", "sign-in", "invite"]);
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");

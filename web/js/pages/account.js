@@ -4,6 +4,7 @@
 
 import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { cardTable, confirmDialog, pageSection } from "../ui.js";
+import { invitationsSection } from "./invitations.js";
 import { timeEl } from "../time.js";
 
 export function mount(root, ctx) {
@@ -80,10 +81,15 @@ export function mount(root, ctx) {
     sessionsHeading.focus();
   }
 
+  const invitations = me.role === "admin" ? invitationsSection(ctx) : null;
+
   root.append(pageSection("Account",
     ["You are signed in as ", h("strong", {}, me.name || me.handle), ` (@${me.handle}, ${me.role || "member"}). Your Human API keys and the apps signed in as you are on the `,
       h("a", { href: "#/keys" }, "API keys"), " screen."],
     form,
-    h("section", { class: "list-section" }, sessionsHeading, sessions)));
+    h("section", { class: "list-section" }, sessionsHeading, sessions),
+    invitations ? invitations.el : null));
   loadSessions();
+  if (invitations) invitations.load();
+  return () => { if (invitations) invitations.dispose(); };
 }
