@@ -595,6 +595,33 @@ async function flow() {
   await step("oauth-sign-out", oauthSignOut);
   await step("account", account);
 
+  await step("phone-drawers", async () => {
+    // At a phone's width the room list and the details are drawers over
+    // the room: each closes from its own × button, and focus goes back to
+    // the button that opened it.
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(`${base}/#/rooms/${state.room}`);
+      await visible(page.getByRole("heading", { name: "Launch plan" }));
+      const details = page.getByRole("button", { name: "Details", exact: true });
+      await details.click();
+      const side = page.getByRole("complementary", { name: "Room details" });
+      await visible(side.getByRole("heading", { name: "Attention" }));
+      await side.getByRole("button", { name: "Close the details" }).click();
+      await until("the details drawer to close", async () => !(await side.isVisible()));
+      if ((await details.getAttribute("aria-expanded")) !== "false") throw new Error("Details still says it is expanded");
+      await until("focus back on Details", () => details.evaluate((b) => document.activeElement === b));
+      await page.getByRole("button", { name: "Rooms", exact: true }).click();
+      const list = page.getByRole("heading", { name: "Rooms", exact: true });
+      await visible(list);
+      await page.getByRole("button", { name: "Close the room list" }).click();
+      await until("the room list to close", async () => !(await list.isVisible()));
+      await fitsWidth();
+    } finally {
+      await page.setViewportSize({ width: 1200, height: 800 });
+    }
+  });
+
   await step("delete-room", async () => {
     await page.goto(`${base}/#/rooms/${state.room}`);
     await visible(page.getByRole("heading", { name: "Launch plan" }));

@@ -129,6 +129,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   // The side panel is a column on a wide screen and a drawer on a narrow
   // one; either way its button says whether it is open.
   const side = h("aside", { class: "room-side", id: `side-${roomId}`, "aria-label": "Room details" },
+    h("button", { type: "button", class: "secondary side-close", "aria-label": "Close the details", onclick: () => toggleSide(false) }, "×"),
     participants.el, attention.el, board.el);
   const sideButton = h("button", { type: "button", class: "secondary", "aria-controls": side.id, "aria-expanded": "false",
     onclick: () => toggleSide() }, "Details");
@@ -136,6 +137,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
     document.body.classList.toggle("side-open", open);
     sideButton.setAttribute("aria-expanded", String(open));
     if (open) side.querySelector("h2").focus();
+    else sideButton.focus();
   }
   const showAll = h("input", { type: "checkbox", name: "show_steps", checked: timeline.showAll });
   showAll.addEventListener("change", () => timeline.setShowAll(showAll.checked));
