@@ -11,7 +11,7 @@ import (
 // their marks in a room; the web app's attention list is made of them.
 
 func (s *Server) attentionRoutes() {
-	s.handle("PUT", "/api/v1/me/chats/:chat_id/messages/:id/done", humansOnly, s.markAttentionDone)
+	s.handle("PUT", "/api/v1/me/chats/:chat_id/messages/:id/done", humansOnly, withBody(s, s.markAttentionDone))
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id/messages/:id/done", humansOnly, s.unmarkAttentionDone)
 	s.handle("GET", "/api/v1/me/chats/:chat_id/done", humansOnly, s.listAttentionDone)
 }
@@ -27,8 +27,9 @@ func newAttentionMarkView(m store.AttentionMark) attentionMarkView {
 }
 
 // markAttentionDone is PUT …/messages/{id}/done: 200 with the mark (the
-// first one's time, when it was marked already).
-func (s *Server) markAttentionDone(w http.ResponseWriter, r *http.Request) error {
+// first one's time, when it was marked already). It takes no body, and
+// refuses one as every write does.
+func (s *Server) markAttentionDone(w http.ResponseWriter, r *http.Request, _ emptyBody) error {
 	m, err := s.db.MarkAttention(r.Context(), principal(r).Actor(), r.PathValue("chat_id"), r.PathValue("id"), true)
 	if err != nil {
 		return err
