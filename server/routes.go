@@ -52,9 +52,9 @@ func (s *Server) routes() {
 	s.webhookRoutes()
 	if s.roomTasks {
 		s.taskRoutes()
-		s.attentionRoutes()
-		s.invitationRoutes()
 	}
+	s.attentionRoutes()
+	s.invitationRoutes()
 	s.delegationRoutes()
 	s.accountRoutes()
 }
