@@ -676,4 +676,11 @@ CREATE TABLE invitations (
 
 CREATE INDEX invitations_organization ON invitations (organization_id, inserted_at);
 
-PRAGMA user_version = 10;
+-- Version 11 --------------------------------------------------------------
+
+-- A person an admin removed (store/people.go): the row stays, so that what
+-- they wrote keeps its sender and their handle is never someone else's, but
+-- nothing authenticates, lists or finds them any more.
+ALTER TABLE users ADD COLUMN removed_at INTEGER;
+
+PRAGMA user_version = 11;

@@ -49,6 +49,8 @@ var authedRoutes = append([]authedRoute{
 	{"POST", "/api/v1/me/invitations", humansOnly},
 	{"GET", "/api/v1/me/invitations", humansOnly},
 	{"DELETE", "/api/v1/me/invitations/" + nilID, humansOnly},
+	{"GET", "/api/v1/me/people", humansOnly},
+	{"DELETE", "/api/v1/me/people/" + nilID, humansOnly},
 	{"GET", "/api/v1/me/sessions", humansOnly},
 	{"DELETE", "/api/v1/me/sessions/" + nilID, humansOnly},
 	{"PUT", "/api/v1/me/chats/" + nilID + "/messages/" + nilID + "/done", humansOnly},

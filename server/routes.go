@@ -55,6 +55,7 @@ func (s *Server) routes() {
 	}
 	s.attentionRoutes()
 	s.invitationRoutes()
+	s.peopleRoutes()
 	s.delegationRoutes()
 	s.accountRoutes()
 }

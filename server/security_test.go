@@ -83,7 +83,7 @@ func newSecurityWorld(t *testing.T) *securityWorld {
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
-		"keys": key, "webhooks": hook, "grants": grant, "sessions": session, "invitations": invitation,
+		"keys": key, "webhooks": hook, "grants": grant, "sessions": session, "invitations": invitation, "people": carol.ID,
 		"reactions": "%F0%9F%91%8D", // not an id: the emoji a reaction is taken back by
 	}
 	w.own = map[string]string{"chats": w.ownRoom, "agents": aAgent.ID}
@@ -140,6 +140,7 @@ var routeBodies = map[string]any{
 	"GET /api/v1/me/chats/:chat_id/done":                        nil,
 	"DELETE /api/v1/me/sessions/:id":                            nil,
 	"DELETE /api/v1/me/invitations/:id":                         nil,
+	"DELETE /api/v1/me/people/:id":                              nil,
 	"GET /api/v1/me/chats/:chat_id/presence":                    nil,
 	"GET /api/v1/me/chats/:chat_id/tasks":                       nil,
 	"DELETE /api/v1/me/chats/:chat_id/messages/:id/done":        nil,

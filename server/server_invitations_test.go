@@ -72,14 +72,15 @@ func TestInvitations(t *testing.T) {
 	}
 }
 
-// TestRoutesWithoutRoomTasks: invitations and attention marks have nothing
-// to do with room tasks (--disable-room-tasks), and stay when those are
-// turned off.
+// TestRoutesWithoutRoomTasks: invitations, people and attention marks have
+// nothing to do with room tasks (--disable-room-tasks), and stay when those
+// are turned off.
 func TestRoutesWithoutRoomTasks(t *testing.T) {
 	ts := newTestServerWith(t, func(c *Config) { c.DisableRoomTasks = true })
 	_, aliceKey := ts.user("alice")
 	room := ts.do(t, "POST", humanChatsPath, apiKey(aliceKey), map[string]any{"chat": map[string]any{"title": "Plain"}})
 	expect(t, room, 201, "")
 	expect(t, ts.do(t, "GET", "/api/v1/me/invitations", apiKey(aliceKey), nil), 200, "")
+	expect(t, ts.do(t, "GET", "/api/v1/me/people", apiKey(aliceKey), nil), 200, "")
 	expect(t, ts.do(t, "GET", humanChatsPath+"/"+room.data(t)["id"].(string)+"/done", apiKey(aliceKey), nil), 200, "")
 }
