@@ -983,6 +983,7 @@ async function account() {
     await tab.getByLabel("Password again").fill("the newcomer's passphrase");
     await tab.getByRole("button", { name: "Join" }).click();
     await tab.locator("#who").getByText("New Comer").waitFor({ timeout: T });
+    state.newcomerToken = await tab.evaluate(() => localStorage.getItem("chatd.session"));
   } finally {
     await tab.close();
   }
@@ -1003,6 +1004,25 @@ async function account() {
     body: JSON.stringify({ token: second.split("/").pop(), handle: "latecomer", name: "Late", password: "the latecomer's passphrase" }),
   });
   if (res.status !== 401) throw new Error(`a revoked invitation answered ${res.status}`);
+  await removePerson();
+}
+
+// removePerson: the admin removes the newcomer from the People list, after
+// a confirmation that says what goes with them; their session ends at once.
+async function removePerson() {
+  const row = page.getByRole("row").filter({ hasText: "@newcomer" });
+  await visible(row.getByRole("cell", { name: "Member" }));
+  if (await page.getByRole("row").filter({ hasText: "@alice" }).getByRole("button", { name: /^Remove/ }).count()) {
+    throw new Error("the admin is offered to remove herself");
+  }
+  await shot("21-people");
+  await row.getByRole("button", { name: "Remove New Comer" }).click();
+  const dialog = page.getByRole("dialog");
+  await visible(dialog.getByText(/signed out everywhere/));
+  await dialog.getByRole("button", { name: "Remove", exact: true }).click();
+  await until("the row to leave the list", async () => (await row.count()) === 0);
+  const status = (await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${state.newcomerToken}` } })).status;
+  if (status !== 401) throw new Error(`the removed person's session answers ${status}, want 401`);
 }
 
 // mcpInitialize opens an MCP session with an OAuth access token and answers

@@ -1,10 +1,12 @@
 // The person's account: who they are, their password, and where they are
 // signed in (each sign-in can be ended; ending this one signs this browser
-// out). Keys and signed-in apps are on the API keys screen.
+// out); for an admin, invitations and the organization's people. Keys and
+// signed-in apps are on the API keys screen.
 
 import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { cardTable, confirmDialog, pageSection } from "../ui.js";
 import { invitationsSection } from "./invitations.js";
+import { peopleSection } from "./people.js";
 import { timeEl } from "../time.js";
 
 export function mount(root, ctx) {
@@ -81,15 +83,25 @@ export function mount(root, ctx) {
     sessionsHeading.focus();
   }
 
-  const invitations = me.role === "admin" ? invitationsSection(ctx) : null;
+  const admin = me.role === "admin";
+  const invitations = admin ? invitationsSection(ctx) : null;
+  const people = admin ? peopleSection(ctx) : null;
 
   root.append(pageSection("Account",
     ["You are signed in as ", h("strong", {}, me.name || me.handle), ` (@${me.handle}, ${me.role || "member"}). Your Human API keys and the apps signed in as you are on the `,
       h("a", { href: "#/keys" }, "API keys"), " screen."],
     form,
     h("section", { class: "list-section" }, sessionsHeading, sessions),
-    invitations ? invitations.el : null));
+    invitations ? invitations.el : null,
+    people ? people.el : null));
   loadSessions();
-  if (invitations) invitations.load();
-  return () => { if (invitations) invitations.dispose(); };
+  if (admin) {
+    invitations.load();
+    people.load();
+  }
+  return () => {
+    if (!admin) return;
+    invitations.dispose();
+    people.dispose();
+  };
 }
