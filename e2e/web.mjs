@@ -493,6 +493,17 @@ async function flow() {
     await page.getByRole("link", { name: /^Long history/ }).click();
     await visible(page.getByText("@alice entry 70", { exact: true }));
     if (await page.getByText("@alice entry 1", { exact: true }).count()) throw new Error("the whole history loaded at once");
+    // All 70 are new, so the New divider belongs above entry 1, which is
+    // not loaded yet: Jump to first unread loads back to it.
+    const jump = page.getByRole("button", { name: "Jump to first unread" });
+    await visible(jump);
+    await shot("07b-jump-to-unread");
+    await jump.click();
+    const divider = page.getByRole("separator", { name: "New since you last read" });
+    await until("the New divider in view, right above entry 1", async () => (await inView(divider)) &&
+      (await divider.evaluate((d) => d.nextElementSibling && d.nextElementSibling.textContent.includes("@alice entry 1"))));
+    if (await jump.isVisible()) throw new Error("Jump to first unread is still offered at the divider");
+    await shot("07c-first-unread");
     const log = page.getByRole("log", { name: "Messages" });
     await until("the first entry after scrolling up", async () => {
       await log.evaluate((el) => { el.scrollTop = 0; });
@@ -501,6 +512,13 @@ async function flow() {
     await visible(page.getByText("This is the beginning of the room."));
     const entries = await log.locator("article").count();
     if (entries !== 70) throw new Error(`${entries} messages shown after scrolling back, want 70`);
+    // Where the person was is kept per room: back in it (by Back, too) the
+    // view is at the beginning again, earlier pages loaded for it.
+    await page.getByRole("link", { name: "Launch plan" }).click();
+    await visible(page.getByRole("heading", { name: "Launch plan" }));
+    await page.goBack();
+    await visible(page.getByRole("heading", { name: "Long history" }));
+    await until("the view back at entry 1", () => inView(page.getByText("@alice entry 1", { exact: true })));
     await page.getByRole("link", { name: "Launch plan" }).click();
     await visible(page.getByRole("heading", { name: "Launch plan" }));
   });
@@ -1199,6 +1217,15 @@ async function allNamed(where) {
       (el.labels && el.labels.length) || el.textContent.trim()))
     .map((el) => el.outerHTML.slice(0, 120)));
   if (unnamed.length) throw new Error(`${where}: controls without a name: ${unnamed.join(" | ")}`);
+}
+
+// inView says whether the element's top is in its message list's view.
+function inView(locator) {
+  return locator.evaluate((el) => {
+    const view = el.closest("[role=log]").getBoundingClientRect();
+    const r = el.getBoundingClientRect();
+    return r.top >= view.top - 1 && r.top < view.bottom;
+  });
 }
 
 // fitsWidth fails when the page scrolls sideways at its viewport's width.

@@ -101,22 +101,38 @@ export class Timeline {
     if (first) this.next = next;
     const stick = first || this.stuck;
     for (const m of items) this.put(m);
-    if (first && unread) this.firstUnread = this.findFirstUnread(unread);
+    if (first) this.unread = unread;
+    this.placeUnread();
     this.renderNow();
     if (stick) this.scrollToBottom();
   }
 
-  // findFirstUnread is the id of the oldest of the last n messages that
-  // count as unread, which is where the person's read marker was.
-  findFirstUnread(n) {
+  // placeUnread puts the New divider before the oldest of the last
+  // this.unread messages that count as unread, which is where the person's
+  // read marker was. While that one is older than what is held, the
+  // divider stands above everything held (all of it is new) and moves up
+  // as earlier pages load.
+  placeUnread() {
+    if (!this.unread) return;
     const sorted = this.sorted();
     let seen = 0;
     for (let i = sorted.length - 1; i >= 0; i--) {
       const m = sorted[i];
       if (m.sender_id === this.ctx.me.id || !unreadTypes.has(m.message_type)) continue;
-      if (++seen === n) return m.id;
+      if (++seen === this.unread) {
+        this.firstUnread = m.id;
+        this.unread = 0;
+        return;
+      }
     }
-    return sorted.length ? sorted[0].id : null;
+    this.firstUnread = sorted.length ? sorted[0].id : null;
+    if (!this.next) this.unread = 0;
+  }
+
+  // loadBack loads earlier pages while want() holds, at most revealPages
+  // of them.
+  async loadBack(want) {
+    for (let n = 0; want() && this.next && n < revealPages; n++) await this.loadOlder();
   }
 
   async loadOlder() {
@@ -126,6 +142,7 @@ export class Timeline {
       const { items, next } = await this.ctx.api.page(this.path(), { limit: PAGE }, this.next);
       this.next = next;
       for (const m of items) this.put(m);
+      this.placeUnread();
       this.renderNow();
     } catch (err) {
       this.ctx.notify(`Could not load earlier messages: ${err.message}`, "error");
@@ -139,7 +156,7 @@ export class Timeline {
   // held (at most revealPages of them), unfolds the turn it is in, marks
   // it and moves the focus to it; it answers whether it was found.
   async reveal(id) {
-    for (let n = 0; !this.byId.has(id) && this.next && n < revealPages; n++) await this.loadOlder();
+    await this.loadBack(() => !this.byId.has(id));
     if (!this.byId.has(id)) return false;
     const block = blocks(this.sorted(), this.firstUnread).find((b) => b.key === id || (b.steps && b.steps.some((m) => m.id === id)));
     if (!block) return false;
@@ -156,8 +173,10 @@ export class Timeline {
     return true;
   }
 
-  // revealUnread scrolls to the New divider.
-  revealUnread() {
+  // revealUnread scrolls to the New divider, loading earlier pages until
+  // the first unread message is held.
+  async revealUnread() {
+    await this.loadBack(() => this.unread > 0);
     if (!this.firstUnread) return;
     this.pin = "unread";
     this.stuck = false;
@@ -342,15 +361,19 @@ export class Timeline {
   }
 
   // anchor is the block at the top of the view and how far from it the
-  // view starts (the room keeps it per tab).
+  // view starts (the room keeps it per tab). It is a message or a turn: a
+  // separator's place changes as earlier pages load, a message's does not.
   anchor() {
-    return this.view.anchor(this.list);
+    return this.view.anchor(this.list, (key) => key === "unread" || key.startsWith("day-"));
   }
 
-  // restoreTo brings the view back to a saved anchor, when its block is
-  // among those held.
-  restoreTo(saved) {
-    if (!saved || !this.byId.has(saved.id)) return;
+  // restoreTo brings the view back to a saved anchor, loading earlier
+  // pages until its message is held.
+  async restoreTo(saved) {
+    if (!saved) return;
+    const id = saved.id.replace(/^turn-/, "");
+    await this.loadBack(() => !this.byId.has(id));
+    if (!this.byId.has(id)) return;
     this.pin = saved.id;
     this.stuck = false;
     this.renderNow();

@@ -142,9 +142,9 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   const showAll = h("input", { type: "checkbox", name: "show_steps", checked: timeline.showAll });
   showAll.addEventListener("change", () => timeline.setShowAll(showAll.checked));
 
-  const jumpButton = h("button", { type: "button", class: "jump", hidden: true, onclick: () => {
-    timeline.revealUnread();
+  const jumpButton = h("button", { type: "button", class: "jump", hidden: true, onclick: async () => {
     jumpButton.hidden = true;
+    await timeline.revealUnread();
   } }, "Jump to first unread");
   const unreadOffscreen = () => !timeline.unreadShown();
   timeline.onScroll = () => {
@@ -209,7 +209,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
     sessionStorage.setItem(scrollKey, JSON.stringify(all));
   }
   function restoreScroll() {
-    timeline.restoreTo(JSON.parse(sessionStorage.getItem(scrollKey) || "{}")[roomId]);
+    return timeline.restoreTo(JSON.parse(sessionStorage.getItem(scrollKey) || "{}")[roomId]);
   }
 
   const loadPresence = () => ctx.api.get(`${path}/presence`).then((list) => {
@@ -234,7 +234,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   await Promise.all([timeline.loadNewest(room.unread_count || 0), participants.load(), board.load(), attention.load(),
     loadPresence().catch(() => {})]);
   loaded = true;
-  if (!at) restoreScroll();
+  if (!at) await restoreScroll();
   jumpButton.hidden = !unreadOffscreen();
   markRead();
 

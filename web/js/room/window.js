@@ -36,8 +36,22 @@ export class BlockWindow {
   }
 
   // anchor names the block at the top of the view, and how far its top is
-  // below the view's (negative: above), or null for an empty list.
-  anchor(list) {
+  // below the view's (negative: above), or null for an empty list. A block
+  // skip(key) refuses is passed over for the next, its offset moved down by
+  // the heights between.
+  anchor(list, skip = () => false) {
+    const at = this.topBlock(list);
+    if (!at) return null;
+    let { i, offset } = at;
+    while (i < this.keys.length - 1 && skip(this.keys[i])) {
+      offset += this.prefix[i + 1] - this.prefix[i];
+      i++;
+    }
+    return { id: this.keys[i], offset };
+  }
+
+  // topBlock is anchor's block by its index.
+  topBlock(list) {
     if (!this.keys.length) return null;
     const view = list.getBoundingClientRect().top;
     const kids = this.body.children;
@@ -52,12 +66,12 @@ export class BlockWindow {
         else hi = mid;
       }
       const el = kids[lo];
-      return { id: this.keys[this.start + lo], offset: el.getBoundingClientRect().top - view };
+      return { i: this.start + lo, offset: el.getBoundingClientRect().top - view };
     }
     // The view is over a spacer: the heights say which block is there.
     const y = list.scrollTop - this.before.offsetTop;
     const i = Math.min(this.keys.length - 1, Math.max(0, upperBound(this.prefix, y) - 1));
-    return { id: this.keys[i], offset: this.prefix[i] - y };
+    return { i, offset: this.prefix[i] - y };
   }
 
   // place answers which blocks the render shows, [start, end), and the
