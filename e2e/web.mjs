@@ -479,6 +479,9 @@ async function flow() {
     // Back and caught up, nothing of the outage stays on the screen.
     await until("the offline banner to clear", async () => !(await page.locator("#offline-banner").isVisible()));
     if (await page.locator(".toast.error").count()) throw new Error("an error from the outage stays on the screen");
+    // What the catch-up brought is on the screen, so the room is read.
+    await until("the open room to be read after the catch-up", async () =>
+      (await unreadOf(page.getByRole("link", { name: /^Launch plan/ }))) === "");
   });
 
   await step("history", async () => {

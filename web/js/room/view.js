@@ -227,7 +227,8 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   let loaded = false;
   const afterLoad = (fn) => () => { if (loaded) quietly(fn()); };
   const joins = [
-    chat.on("joined", afterLoad(() => Promise.all([timeline.loadNewest(), attention.load()]))),
+    // What the catch-up brings is on the screen: it is read, as a push is.
+    chat.on("joined", afterLoad(() => Promise.all([timeline.loadNewest(), attention.load()]).then(markRead))),
     members.on("joined", afterLoad(() => Promise.all([participants.load(), loadPresence()]))),
     tasks.on("joined", afterLoad(() => board.load())),
   ];
