@@ -226,6 +226,17 @@ async function flow() {
     await visible(page.getByRole("heading", { name: "Sign in to chatd" }));
     await atHash(/^#\/sign-in$/);
     if (await sessionToken()) throw new Error("the session token is still in localStorage after signing out");
+    // The socket closed on purpose: that is no outage to announce.
+    await page.waitForTimeout(300);
+    if (await page.locator("#offline-banner").isVisible()) throw new Error("signing out shows the offline banner");
+    // The sign-in screen at each width and theme, as the other screens
+    // are in screens-and-axe (which runs signed in).
+    try {
+      await screens({ page, shot: (name) => shot(name), log }, [{ name: "sign-in", open: async () => {} }]);
+    } finally {
+      await page.setViewportSize({ width: 1200, height: 800 });
+      await page.emulateMedia({ colorScheme: null });
+    }
   });
 
   await step("sign-in-refused", async () => {

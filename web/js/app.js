@@ -89,6 +89,7 @@ const statusText = {
   online: "Live",
   reconnecting: "Reconnecting…",
   offline: "Offline: reconnecting…",
+  stopped: "",
 };
 
 // The banner says when the live connection is down; it goes away by
@@ -104,7 +105,7 @@ function showConnection(status) {
       ? "You are offline. chatd reconnects by itself and then loads what you missed."
       : "Reconnecting…";
     banner.hidden = false;
-  } else if (status === "online") {
+  } else if (status === "online" || status === "stopped") {
     banner.hidden = true;
     for (const t of toasts.querySelectorAll(".toast[data-network]")) t.remove();
   }
