@@ -22,7 +22,9 @@ export function composer(ctx, roomId, { participants }) {
   const listId = `mentions-${++listSeq}`;
   const text = h("textarea", {
     name: "message", rows: 2, role: "combobox", "aria-autocomplete": "list", "aria-expanded": "false",
-    "aria-controls": listId, placeholder: "Write a message… (@ mentions, Enter sends, Shift+Enter new line)",
+    "aria-controls": listId,
+    // A phone's box is too narrow for the keys; its keyboard says them.
+    placeholder: matchMedia("(max-width: 760px)").matches ? "Write a message…" : "Write a message… (@ mentions, Enter sends, Shift+Enter new line)",
   });
   text.value = localStorage.getItem(draftKey(roomId)) || "";
   const suggestions = h("ul", { class: "suggestions", id: listId, role: "listbox", "aria-label": "Participants to mention", hidden: true });
@@ -30,7 +32,9 @@ export function composer(ctx, roomId, { participants }) {
   const chips = h("div", { class: "chips", "aria-label": "Mentioned and attached", role: "group" });
   const err = errorBox();
   const send = h("button", { type: "submit" }, "Send");
-  const attach = h("label", { class: "button secondary attach" }, picker, "Attach files");
+  // On a phone the button is a +, its words kept for screen readers.
+  const attach = h("label", { class: "button secondary attach" }, picker,
+    h("span", { class: "attach-icon", "aria-hidden": "true" }, "+"), h("span", { class: "attach-text" }, "Attach files"));
   const form = h("form", { class: "composer", "aria-label": "New message" },
     suggestions, chips,
     h("div", { class: "compose-row" },
