@@ -387,6 +387,12 @@ async function flow() {
     // No reload: the page hears both over its socket.
     await visible(page.getByText("Here is the summary"));
     await visible(state.sent.getByText(/processed/i).first());
+    // Times read as a chat's do, with the exact time on hover, under a
+    // separator for the day.
+    const time = await page.locator("article.msg").filter({ hasText: "Here is the summary" }).locator("time").first()
+      .evaluate((el) => ({ text: el.textContent, title: el.title, year: String(new Date(el.dateTime).getFullYear()) }));
+    if (time.text !== "just now" || !time.title.includes(time.year)) throw new Error(`the message's time reads ${JSON.stringify(time)}`);
+    await visible(page.getByRole("separator", { name: "Today" }));
     await shot("06-room-live");
   });
 
@@ -758,6 +764,10 @@ function screenList(visible) {
       await visible(p.locator("li.search-result").first());
       if (width === "phone") await p.getByRole("button", { name: "Menu" }).click();
       await visible(p.getByRole("link", { name: "Agents", exact: true }));
+    } },
+    { name: "search", open: async (p) => {
+      await p.goto(`${base}/#/search/entry`);
+      await visible(p.locator("li.search-result").first());
     } },
     { name: "agents", open: async (p) => {
       await p.goto(`${base}/#/agents`);

@@ -164,18 +164,22 @@ export async function presence(t) {
 }
 
 // defaultMention: in a room with one agent, the agent is mentioned by
-// default as a chip; a message without a typed mention reaches it; with
-// the chip removed and no mention, the composer says what is missing.
+// default as a chip; a message without a typed mention reaches it (Shift+
+// Enter adds a line, Enter sends); with the chip removed and no mention,
+// the composer says what is missing.
 export async function defaultMention(t) {
   const { page, visible, until, state } = t;
   const chip = page.locator(".composer .mention-chip");
   await visible(chip.filter({ hasText: "@alice/helper" }));
   const box = page.getByLabel("Message", { exact: true });
-  await box.fill("status please");
+  await box.fill("status");
+  await box.press("Shift+Enter");
+  await box.pressSequentially("please");
+  if ((await box.inputValue()) !== "status\nplease") throw new Error(`Shift+Enter left ${JSON.stringify(await box.inputValue())}`);
   await box.press("Enter");
   await until("the message box to be emptied", async () => (await box.inputValue()) === "");
   const next = (await t.agentCall(state.agent.key, "GET", `/api/v1/agent/chats/${state.room}/messages/next`)).data;
-  if (!next || !next.content.includes("status please")) throw new Error(`the agent got ${JSON.stringify(next)}`);
+  if (!next || !next.content.includes("status\nplease")) throw new Error(`the agent got ${JSON.stringify(next)}`);
   await t.processed(next.id);
   // A draft survives leaving the room and coming back.
   await box.fill("a draft to keep");
@@ -272,7 +276,8 @@ export async function tasks(t) {
 }
 
 // images: a PNG attached from the picker shows as a thumbnail that opens
-// a viewer; a file dropped on the room is attached to the next message.
+// a viewer; a file dropped on the room, and one pasted into the message
+// box, are attached to the next message.
 export async function images(t) {
   const { page, visible, until } = t;
   // A 2×2 PNG, red.
@@ -287,6 +292,12 @@ export async function images(t) {
     el.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
   });
   await visible(page.locator(".composer .chip.file").filter({ hasText: "dropped.txt" }));
+  await page.getByLabel("Message", { exact: true }).evaluate((el) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(["pasted notes"], "pasted.txt", { type: "text/plain" }));
+    el.dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
+  });
+  await visible(page.locator(".composer .chip.file").filter({ hasText: "pasted.txt" }));
   await page.getByLabel("Message", { exact: true }).fill("@alice/helper the chart");
   await page.getByRole("button", { name: "Send", exact: true }).click();
   const msg = page.locator("article.msg").filter({ hasText: "the chart" }).last();
@@ -294,6 +305,7 @@ export async function images(t) {
   await visible(thumb);
   await until("the thumbnail to load", () => thumb.locator("img").evaluate((img) => img.complete && img.naturalWidth === 2));
   await visible(msg.getByRole("button", { name: /^Download dropped\.txt/ }));
+  await visible(msg.getByRole("button", { name: /^Download pasted\.txt/ }));
   await thumb.click();
   const viewer = page.getByRole("dialog", { name: "chart.png" });
   await visible(viewer.locator("img"));
@@ -302,7 +314,8 @@ export async function images(t) {
 }
 
 // notifications: with the person's permission and the tab hidden, a
-// mention notifies; the tab's title counts what is unread elsewhere.
+// mention notifies, and so does a request for attention; while the tab is
+// visible nothing does. The tab's title counts what is unread elsewhere.
 export async function notifications(t) {
   const { page, until, state } = t;
   await page.evaluate(() => {
@@ -318,11 +331,18 @@ export async function notifications(t) {
   await until("a notification", async () => (await page.evaluate(() => window.__notified.length)) === 1);
   const n = await page.evaluate(() => window.__notified[0]);
   if (!/^Helper in Launch plan/.test(n.title) || !n.body.includes("a question for you")) throw new Error(`notified ${JSON.stringify(n)}`);
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/events`,
+    { event: { message_type: "attention", content: "Can I deploy **now**?", metadata: { kind: "question" } } });
+  await until("a notification of the attention request", async () => (await page.evaluate(() => window.__notified.length)) === 2);
+  const a = await page.evaluate(() => window.__notified[1]);
+  if (!/^Helper needs your attention in Launch plan/.test(a.title) || a.body !== "Can I deploy now?") throw new Error(`notified ${JSON.stringify(a)}`);
   // Seen while visible, nothing notifies.
   await page.evaluate(() => { delete document.visibilityState; });
   await t.agentSays("@alice and one you see");
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/events`,
+    { event: { message_type: "attention", content: "and one more", metadata: { kind: "question" } } });
   await page.waitForTimeout(500);
-  if ((await page.evaluate(() => window.__notified.length)) !== 1) throw new Error("a visible tab was notified");
+  if ((await page.evaluate(() => window.__notified.length)) !== 2) throw new Error("a visible tab was notified");
   // Another room's news counts in the title.
   const other = (await t.agentCall(state.agent.key, "POST", "/api/v1/agent/chats", { chat: { title: "Side room" } })).data.id;
   await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${other}/participants`, { participant: { participant_id: state.me.id } });

@@ -26,11 +26,14 @@ export async function scan(page) {
 }
 
 // screens visits each screen at each width: open(page) shows it; name
-// names the screenshots. It fails on a serious or critical violation.
+// names the screenshots. It fails on a serious or critical violation, and
+// when a screen looks the same in the dark theme as in the light one (the
+// app follows the system's choice).
 export async function screens(t, list) {
   const { page, shot, log } = t;
   const serious = [];
   const counts = {};
+  const looks = {};
   for (const [label, w, h, scheme] of widths) {
     await page.setViewportSize({ width: w, height: h });
     await page.emulateMedia({ colorScheme: scheme });
@@ -38,6 +41,8 @@ export async function screens(t, list) {
       await s.open(page, label);
       await page.waitForTimeout(300);
       await shot(`screen-${s.name}-${label}`);
+      looks[`${s.name}-${label}`] = await page.evaluate(() => getComputedStyle(document.body).backgroundColor +
+        " " + getComputedStyle(document.body).color);
       const found = await scan(page);
       // A drawer opened for the screen closes, as Escape closes it.
       await page.keyboard.press("Escape");
@@ -50,5 +55,7 @@ export async function screens(t, list) {
     }
   }
   log(`  axe violations per screen: ${JSON.stringify(counts)}`);
+  const undarkened = list.filter((s) => looks[`${s.name}-dark`] === looks[`${s.name}-desktop`]).map((s) => s.name);
+  if (undarkened.length) throw new Error(`these screens ignore the dark theme: ${undarkened.join(", ")}`);
   if (serious.length) throw new Error(`axe found serious or critical violations:\n${serious.join("\n")}`);
 }
