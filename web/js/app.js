@@ -186,6 +186,39 @@ function adoptSessionLink() {
   session.set(decodeURIComponent(link[1]));
 }
 
+// pageContext is what a screen is given: see the top of this file.
+function pageContext(params) {
+  return {
+    api, esc, me, socket, notify, navigate, params, setUnread,
+    // A password change ended every session and answered a new one for
+    // this browser: the socket, closed with the old one, reconnects with it.
+    // While the change is under way the old session's end (the socket
+    // closing, a request refused) is expected, not a sign-out.
+    changingSession: (on) => { changingSession = on; },
+    replaceSession: (token) => {
+      session.set(token);
+      changingSession = false;
+    },
+    // This browser's session was ended from the account screen.
+    signOutLocally: () => {
+      signedOut();
+      notify("You signed this browser out.");
+    },
+    // A screen that changes the person (their name) says so here.
+    meChanged: (m) => {
+      me = m;
+      who.textContent = me.name || me.handle;
+    },
+    signedIn: (token) => {
+      session.set(token);
+      me = null;
+      const back = sessionStorage.getItem(RETURN_KEY);
+      sessionStorage.removeItem(RETURN_KEY);
+      navigate(back || "/rooms");
+    },
+  };
+}
+
 async function route() {
   const n = ++routing;
   adoptSessionLink();
@@ -226,35 +259,7 @@ async function route() {
   replace(main);
   toggleNav(false);
   document.body.classList.remove("side-open", "rooms-open");
-  const ctx = {
-    api, esc, me, socket, notify, navigate, params, setUnread,
-    // A password change ended every session and answered a new one for
-    // this browser: the socket, closed with the old one, reconnects with it.
-    // While the change is under way the old session's end (the socket
-    // closing, a request refused) is expected, not a sign-out.
-    changingSession: (on) => { changingSession = on; },
-    replaceSession: (token) => {
-      session.set(token);
-      changingSession = false;
-    },
-    // This browser's session was ended from the account screen.
-    signOutLocally: () => {
-      signedOut();
-      notify("You signed this browser out.");
-    },
-    // A screen that changes the person (their name) says so here.
-    meChanged: (m) => {
-      me = m;
-      who.textContent = me.name || me.handle;
-    },
-    signedIn: (token) => {
-      session.set(token);
-      me = null;
-      const back = sessionStorage.getItem(RETURN_KEY);
-      sessionStorage.removeItem(RETURN_KEY);
-      navigate(back || "/rooms");
-    },
-  };
+  const ctx = pageContext(params);
   try {
     cleanup = (await mod.mount(main, ctx)) || null;
   } catch (err) {

@@ -10,8 +10,31 @@ import { peopleSection } from "./people.js";
 import { timeEl } from "../time.js";
 
 export function mount(root, ctx) {
-  const { api, esc, me, notify } = ctx;
+  const { me } = ctx;
+  const sessions = sessionsSection(ctx);
+  const admin = me.role === "admin";
+  const invitations = admin ? invitationsSection(ctx) : null;
+  const people = admin ? peopleSection(ctx) : null;
+  root.append(pageSection("Account",
+    ["You are signed in as ", h("strong", {}, me.name || me.handle), ` (@${me.handle}, ${me.role || "member"}). Your Human API keys and the apps signed in as you are on the `,
+      h("a", { href: "#/keys" }, "API keys"), " screen."],
+    passwordForm(ctx, sessions.load),
+    sessions.el,
+    invitations ? invitations.el : null,
+    people ? people.el : null));
+  sessions.load();
+  if (!admin) return null;
+  invitations.load();
+  people.load();
+  return () => {
+    invitations.dispose();
+    people.dispose();
+  };
+}
 
+// passwordForm changes the person's password. Every session ends, this one
+// too: the answer is this browser's new one, and changed() runs after.
+function passwordForm(ctx, changed) {
   const current = h("input", { type: "password", name: "current_password", required: true, autocomplete: "current-password" });
   const next = h("input", { type: "password", name: "new_password", required: true, minlength: 12, maxlength: 256, autocomplete: "new-password" });
   const again = h("input", { type: "password", name: "new_password_again", required: true, autocomplete: "new-password" });
@@ -28,33 +51,38 @@ export function mount(root, ctx) {
     ctx.changingSession(true);
     let out;
     try {
-      out = await busy(form, () => api.post("/api/v1/me/password", { current_password: current.value, new_password: next.value }));
+      out = await busy(form, () => ctx.api.post("/api/v1/me/password", { current_password: current.value, new_password: next.value }));
     } finally {
       if (!out) ctx.changingSession(false);
     }
-    // Every session ended, this one too: the answer is this browser's new one.
     ctx.replaceSession(out.access_token);
     form.reset();
-    notify("Password changed. Every other sign-in was signed out.");
-    loadSessions();
+    ctx.notify("Password changed. Every other sign-in was signed out.");
+    changed();
   }, () => current.select());
+  return form;
+}
 
-  const sessionsHeading = h("h2", { tabindex: "-1" }, "Where you are signed in");
-  const sessions = h("div", {}, h("p", { class: "muted" }, "Loading sessions…"));
+// sessionsSection lists where the person is signed in, each with Sign out;
+// signing this browser out signs the page out.
+function sessionsSection(ctx) {
+  const { api, esc, notify } = ctx;
+  const heading = h("h2", { tabindex: "-1" }, "Where you are signed in");
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading sessions…"));
 
-  async function loadSessions() {
-    let list;
+  async function load() {
+    let items;
     try {
-      list = await api.get("/api/v1/me/sessions");
+      items = await api.get("/api/v1/me/sessions");
     } catch (e) {
-      replace(sessions, h("p", { class: "error", role: "alert" }, `The sessions could not be loaded: ${e.message}`));
+      replace(list, h("p", { class: "error", role: "alert" }, `The sessions could not be loaded: ${e.message}`));
       return;
     }
-    if (!list || !list.length) {
-      replace(sessions, h("p", { class: "empty" }, "No sign-in session: you are using an API key."));
+    if (!items || !items.length) {
+      replace(list, h("p", { class: "empty" }, "No sign-in session: you are using an API key."));
       return;
     }
-    replace(sessions, cardTable("Your sign-in sessions", ["Signed in", "Ends", "Where", "Actions"], list.map((s) => [
+    replace(list, cardTable("Your sign-in sessions", ["Signed in", "Ends", "Where", "Actions"], items.map((s) => [
       timeEl(s.inserted_at),
       timeEl(s.expires_at),
       s.current ? h("strong", {}, "This browser") : h("span", { class: "muted" }, "Elsewhere"),
@@ -79,29 +107,9 @@ export function mount(root, ctx) {
       return;
     }
     notify("Session signed out.");
-    await loadSessions();
-    sessionsHeading.focus();
+    await load();
+    heading.focus();
   }
 
-  const admin = me.role === "admin";
-  const invitations = admin ? invitationsSection(ctx) : null;
-  const people = admin ? peopleSection(ctx) : null;
-
-  root.append(pageSection("Account",
-    ["You are signed in as ", h("strong", {}, me.name || me.handle), ` (@${me.handle}, ${me.role || "member"}). Your Human API keys and the apps signed in as you are on the `,
-      h("a", { href: "#/keys" }, "API keys"), " screen."],
-    form,
-    h("section", { class: "list-section" }, sessionsHeading, sessions),
-    invitations ? invitations.el : null,
-    people ? people.el : null));
-  loadSessions();
-  if (admin) {
-    invitations.load();
-    people.load();
-  }
-  return () => {
-    if (!admin) return;
-    invitations.dispose();
-    people.dispose();
-  };
+  return { el: h("section", { class: "list-section" }, heading, list), load };
 }
