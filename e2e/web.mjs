@@ -415,6 +415,9 @@ async function mentionStep() {
   state.sent = page.locator("li, article").filter({ hasText: "please summarise" }).last();
   await visible(state.sent);
   await visible(state.sent.getByText(/Helper/).first());
+  // Until the agent takes it, the room says the message waits for it.
+  await until("the agent to show one message waiting", async () =>
+    /1 message waiting/.test(await page.locator(`.agent-chip[data-agent="${state.agent.id}"]`).innerText()));
 }
 
 async function agentRepliesStep() {

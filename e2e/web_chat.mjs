@@ -37,7 +37,7 @@ export const xssCorpus = [
 // a table, a task list, a link that opens safely, highlighted Go.
 export async function markdown(t) {
   const { page, visible, until } = t;
-  const content = "@alice Here is **the plan**, with `inline code` and a [link](https://example.com/docs).\n\n" +
+  const content = "@alice Here is **the plan**, with `inline code`, a [link](https://example.com/docs) and https://example.com/auto bare.\n\n" +
     "| step | owner |\n|---|---|\n| build | Helper |\n| ship | Alice |\n\n- [x] tests pass\n- [ ] release notes\n\n" +
     "```go\nfunc main() {\n\tfmt.Println(\"hello\")\n}\n```";
   await t.agentSays(content);
@@ -51,6 +51,9 @@ export async function markdown(t) {
   if (attrs.href !== "https://example.com/docs" || attrs.target !== "_blank" || attrs.rel !== "noopener noreferrer") {
     throw new Error(`the link is ${JSON.stringify(attrs)}`);
   }
+  // A bare address becomes a link too (GFM's autolinks), as safe.
+  const auto = await msg.locator('.md a[href="https://example.com/auto"]').evaluate((a) => a.rel);
+  if (auto !== "noopener noreferrer") throw new Error(`the autolink's rel is ${auto}`);
   // The highlighter loads on first use and colours the keywords.
   await until("the Go code to be highlighted", async () =>
     (await msg.locator("pre code.hljs .hljs-keyword").filter({ hasText: "func" }).count()) === 1);
@@ -133,6 +136,16 @@ export async function agentTurn(t) {
   await t.shot("06f-turn-folded");
   await turn.locator("summary").click();
   await visible(turn.locator(".steps").getByText("12 commits"));
+  await turn.locator("summary").click();
+  // Show every step (in the room's menu) unfolds every turn, and folds
+  // them again when it is turned off.
+  const steps = page.getByLabel("Show every step");
+  await page.getByLabel("Room actions").click();
+  await steps.check();
+  await until("every turn to unfold", () => page.locator("section.turn details").evaluateAll((ds) => ds.length > 1 && ds.every((d) => d.open)));
+  await steps.uncheck();
+  await until("the turns to fold again", () => page.locator("section.turn details").evaluateAll((ds) => ds.every((d) => !d.open)));
+  await page.getByLabel("Room actions").click();
   await until("the agent to show idle", async () =>
     /idle/.test(await page.locator(`.agent-chip[data-agent="${state.agent.id}"]`).innerText()));
 }
@@ -180,7 +193,17 @@ export async function defaultMention(t) {
   await until("the message box to be emptied", async () => (await box.inputValue()) === "");
   const next = (await t.agentCall(state.agent.key, "GET", `/api/v1/agent/chats/${state.room}/messages/next`)).data;
   if (!next || !next.content.includes("status\nplease")) throw new Error(`the agent got ${JSON.stringify(next)}`);
+  // The agent fails it: the room says so, and the message says why on hover.
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages/${next.id}/processing`);
+  await t.agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages/${next.id}/failed`, { error: "the status page is down" });
+  const agentChip = page.locator(`.agent-chip[data-agent="${state.agent.id}"]`);
+  await until("the agent to show failed", async () => /failed on its last message/.test(await agentChip.innerText()));
+  const failed = page.locator(`article.msg[data-id="${next.id}"] .delivery.failed`);
+  await visible(failed);
+  if ((await failed.getAttribute("title")) !== "the status page is down") throw new Error(`the failure reads ${await failed.getAttribute("title")}`);
+  // A failed message is the agent's to try again: the second attempt works.
   await t.processed(next.id);
+  await visible(page.locator(`article.msg[data-id="${next.id}"] .delivery.processed`).filter({ hasText: "attempt 2" }));
   // A draft survives leaving the room and coming back.
   await box.fill("a draft to keep");
   await page.getByRole("button", { name: "Do not mention Helper" }).click();
