@@ -635,9 +635,51 @@ CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);
 
 -- Version 10 --------------------------------------------------------------
 
+-- Attention messages a person put away in the web app ("Mark done"), one row
+-- per person and message: each person's list of what needs them is their
+-- own. A message removed from the database (with its room) takes its marks
+-- with it; a deleted message (a tombstone) keeps them.
+CREATE TABLE attention_marks (
+    user_id     TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    room_id     TEXT NOT NULL,
+    message_seq INTEGER NOT NULL REFERENCES messages (seq) ON DELETE CASCADE,
+    done_at     INTEGER NOT NULL,
+    PRIMARY KEY (user_id, message_seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX attention_marks_room ON attention_marks (user_id, room_id);
+CREATE INDEX attention_marks_message ON attention_marks (message_seq);
+
+-- Invitations (server/server_invitations.go): an organization's admin
+-- invites a person with a one-time link, valid a week, stored as its
+-- SHA-256 digest only; the invited person picks their handle, name and
+-- password on it and joins the organization with the role it names.
+CREATE TABLE invitations (
+    id              TEXT PRIMARY KEY,
+    digest          BLOB NOT NULL UNIQUE CHECK (length(digest) = 32),
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    role            TEXT NOT NULL CHECK (role IN ('user', 'admin')),
+    invited_by      TEXT REFERENCES users (id) ON DELETE SET NULL,
+    inserted_at     INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    used_at         INTEGER,
+    used_by         TEXT REFERENCES users (id) ON DELETE SET NULL
+) STRICT;
+
+CREATE INDEX invitations_organization ON invitations (organization_id, inserted_at);
+
+-- Version 11 --------------------------------------------------------------
+
+-- A person an admin removed (store/people.go): the row stays, so that what
+-- they wrote keeps its sender and their handle is never someone else's, but
+-- nothing authenticates, lists or finds them any more.
+ALTER TABLE users ADD COLUMN removed_at INTEGER;
+
+-- Version 12 --------------------------------------------------------------
+
 -- A message's webhook deliveries, by message: deleting a message (a purge,
 -- a room's deletion) checks that none refers to it, which without this
 -- index reads every webhook delivery there is, once per message.
 CREATE INDEX webhook_deliveries_message ON webhook_deliveries (message_seq);
 
-PRAGMA user_version = 10;
+PRAGMA user_version = 12;

@@ -19,6 +19,8 @@ import { tmpdir } from "node:os";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { join } from "node:path";
+import * as chat from "./web_chat.mjs";
+import { screens } from "./web_screens.mjs";
 
 const base = need("CHATD_URL").replace(/\/$/, "");
 const setupURL = need("SETUP_URL");
@@ -73,6 +75,9 @@ const pathOf = (url) => {
   }
 };
 
+// watch reports what a page of the run says: its errors, its console
+// errors, and the API refusals no step expected.
+function watch(page) {
 page.on("pageerror", (err) => {
   problems.push(`[${current.name}] page error: ${err && err.stack ? err.stack : err}`);
 });
@@ -99,6 +104,8 @@ page.on("response", (res) => {
     problems.push(`[${current.name}] unexpected refusal: ${method} ${path} ${res.status()}`);
   }
 });
+}
+watch(page);
 
 // expectRefusal lets the current step's page meet one kind of API refusal.
 function expectRefusal(status, path, method) {
@@ -173,6 +180,12 @@ async function signedIn() {
   await until("a session token in localStorage", sessionToken);
 }
 
+// unreadOf answers what a room link says of its unread messages ("2
+// unread"), or "" when it says nothing.
+async function unreadOf(link) {
+  return link.evaluate((a) => { const b = a.querySelector(".unread"); return b ? b.textContent.trim() : ""; }, null, { timeout: T });
+}
+
 async function nav(name) {
   await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
 }
@@ -193,431 +206,661 @@ async function agentCall(key, method, path, body) {
 
 const state = {};
 
+// flow is the whole run, a step at a time: first run and sign-in, an
+// agent, a room where it works, the room as a chat client, what a room
+// holds over time, webhooks, every screen, keys and accounts, the phone,
+// and the links chatd prints.
 async function flow() {
-  await step("setup", async () => {
-    await page.goto(setupURL);
-    await page.getByLabel("Handle", { exact: true }).fill(person.handle);
-    await page.getByLabel("Name", { exact: true }).fill(person.name);
-    await page.getByLabel("Password", { exact: true }).fill(person.password);
-    await page.getByLabel("Password again", { exact: true }).fill(person.password);
-    await shot("01-setup");
-    await page.getByRole("button", { name: "Create account" }).click();
-    await atHash(/^#\/rooms$/);
-    await signedIn();
-    await visible(page.getByRole("button", { name: "New room" }));
-    await shot("02-rooms-empty");
-  });
+  await step("setup", setupStep);
+  await step("sign-out", signOutStep);
+  await step("sign-in-refused", signInRefusedStep);
+  await step("sign-in", signInStep);
 
-  await step("sign-out", async () => {
-    await page.getByRole("button", { name: "Sign out" }).click();
-    await visible(page.getByRole("heading", { name: "Sign in to chatd" }));
-    await atHash(/^#\/sign-in$/);
-    if (await sessionToken()) throw new Error("the session token is still in localStorage after signing out");
-  });
+  await step("agent-key", agentKeyStep);
+  await step("agent-new-key", agentNewKeyStep);
+  await step("new-room", newRoomStep);
+  await step("add-agent", addAgentStep);
+  await step("mention", mentionStep);
+  await step("agent-replies", agentRepliesStep);
+  await step("message-types", messageTypesStep);
 
-  await step("sign-in-refused", async () => {
-    expectRefusal(401, /^\/api\/v1\/auth\/sign-in$/, "POST");
-    await page.getByLabel("Handle", { exact: true }).fill(person.handle);
-    await page.getByLabel("Password", { exact: true }).fill("not-the-password");
-    await page.getByRole("button", { name: "Sign in" }).click();
-    const alert = page.getByRole("alert").filter({ hasText: /\S/ }).first();
-    await visible(alert);
-    log(`  the refusal reads: ${(await alert.innerText()).trim()}`);
-    await shot("03-signin-error");
-    if (!/^#\/sign-in$/.test(hash())) throw new Error(`a refused sign-in left the sign-in page for ${page.url()}`);
-  });
+  await richSteps();
 
-  await step("sign-in", async () => {
-    await page.getByLabel("Handle", { exact: true }).fill(person.handle);
-    await page.getByLabel("Password", { exact: true }).fill(person.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await atHash(/^#\/rooms$/);
-    await signedIn();
-    state.me = await page.evaluate(async () => {
-      const res = await fetch("/api/v1/me", { headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}` } });
-      return (await res.json()).data;
-    });
-    if (state.me.handle !== person.handle) throw new Error(`signed in as ${state.me.handle}, want ${person.handle}`);
-  });
-
-  await step("agent-key", async () => {
-    await nav("Agents");
-    await visible(page.getByRole("heading", { name: "Agents", exact: true }));
-    await page.getByLabel("Name", { exact: true }).fill("Helper");
-    await page.getByRole("button", { name: "Register agent" }).click();
-    const secret = page.locator("code.secret");
-    await visible(secret);
-    const key = (await secret.innerText()).trim();
-    if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
-    await visible(page.getByText(/shown only once/));
-    const copy = page.getByRole("button", { name: "Copy" }).first();
-    await visible(copy);
-    await page.getByText("alice/helper").first().waitFor({ state: "visible" });
-    await shot("04-agent-key");
-
-    await copy.click();
-    await visible(page.getByRole("button", { name: /^(Copied|Selected)/ }).first());
-    const copied = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
-    if (copied !== null && copied !== key) throw new Error(`the clipboard holds ${JSON.stringify(copied)}, not the key`);
-    log(copied === null ? "  (the clipboard could not be read back)" : "  Copy put the key on the clipboard");
-
-    const agent = (await agentCall(key, "GET", "/api/v1/agent/me")).data;
-    if (agent.handle !== "alice/helper") throw new Error(`the agent's handle is ${agent.handle}, want alice/helper`);
-    state.agent = { key, id: agent.id, handle: agent.handle };
-
-    await page.getByRole("button", { name: "Done, I stored it" }).click();
-    await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
-    const stillThere = await page.evaluate((k) => document.documentElement.outerHTML.includes(k) ||
-      [...document.querySelectorAll("input, textarea")].some((el) => el.value.includes(k)), key);
-    if (stillThere) throw new Error("the key is still somewhere in the page after Done");
-    await visible(page.getByText("Helper", { exact: true }).first());
-  });
-
-  await step("agent-new-key", async () => {
-    // A new key for the agent, after a confirmation: shown once, it works
-    // at once and the old one is refused.
-    const oldKey = state.agent.key;
-    await page.getByRole("button", { name: "New key for Helper" }).click();
-    const dialog = page.getByRole("dialog");
-    await visible(dialog.getByRole("heading", { name: "Replace the key of Helper?" }));
-    await visible(dialog.getByText(/stops working at once/));
-    await shot("04b-agent-new-key-confirm");
-    await dialog.getByRole("button", { name: "Replace key" }).click();
-    const secret = page.locator("code.secret");
-    await visible(secret);
-    const key = (await secret.innerText()).trim();
-    if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
-    if (key === oldKey) throw new Error("the new key is the old one");
-    await visible(page.getByText(/shown only once/));
-    await visible(page.getByRole("button", { name: "Copy" }).first());
-    await shot("04c-agent-new-key");
-    const status = async (k) => (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": k } })).status;
-    if ((await status(oldKey)) !== 401) throw new Error("the old key still works after its replacement");
-    if ((await status(key)) !== 200) throw new Error("the new key is refused");
-    await page.getByRole("button", { name: "Done, I stored it" }).click();
-    await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
-    await until("focus back on the button that asked", () =>
-      page.evaluate(() => document.activeElement && document.activeElement.getAttribute("aria-label") === "New key for Helper"));
-    state.agent.key = key;
-  });
-
-  await step("new-room", async () => {
-    await nav("Rooms");
-    await page.getByRole("button", { name: "New room" }).click();
-    await page.getByLabel("Title", { exact: true }).fill("Launch plan");
-    await page.getByRole("button", { name: "Create room" }).click();
-    await atHash(/^#\/rooms\/[^/]+$/);
-    state.room = decodeURIComponent(hash().split("/")[2]);
-    await visible(page.getByRole("heading", { name: "Launch plan" }));
-    await shot("05-room");
-  });
-
-  await step("add-agent", async () => {
-    const picker = page.getByLabel("Add participant");
-    await visible(picker);
-    if ((await picker.evaluate((el) => el.tagName)) === "SELECT") {
-      const labels = (await picker.locator("option").allInnerTexts()).map((s) => s.trim());
-      if (labels.some((l) => l.includes(person.name))) throw new Error(`the picker offers ${person.name}, who is in the room: ${labels}`);
-      const helper = labels.find((l) => l.includes("Helper"));
-      if (!helper) throw new Error(`the picker does not offer Helper: ${labels}`);
-      await picker.selectOption({ label: helper });
-    } else {
-      await picker.fill("Helper");
-      await page.getByRole("option", { name: /Helper/ }).first().click();
-    }
-    await page.getByRole("button", { name: "Add", exact: true }).click();
-    await visible(page.getByRole("listitem").filter({ hasText: "Helper" }).first());
-  });
-
-  await step("mention", async () => {
-    const box = page.getByLabel("Message", { exact: true });
-    await box.click();
-    await box.pressSequentially("@hel");
-    const option = page.getByRole("option", { name: /Helper/ }).first();
-    await visible(option);
-    await box.press("Enter");
-    await until("the mention to be completed", async () => (await box.inputValue()).startsWith("@alice/helper"));
-    if (!(await box.inputValue()).endsWith(" ")) await box.pressSequentially(" ");
-    await box.pressSequentially("please summarise");
-    const text = await box.inputValue();
-    if (text !== "@alice/helper please summarise") throw new Error(`the message box holds ${JSON.stringify(text)}`);
-    await page.getByRole("button", { name: "Send", exact: true }).click();
-    await until("the message box to be emptied", async () => (await box.inputValue()) === "");
-    state.sent = page.locator("li, article").filter({ hasText: "please summarise" }).last();
-    await visible(state.sent);
-    await visible(state.sent.getByText(/Helper/).first());
-  });
-
-  await step("agent-replies", async () => {
-    const { key } = state.agent;
-    const room = state.room;
-    const next = (await agentCall(key, "GET", `/api/v1/agent/chats/${room}/messages/next`)).data;
-    if (!next || !String(next.content).includes("please summarise")) throw new Error(`next message: ${JSON.stringify(next)}`);
-    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages/${next.id}/processing`);
-    const people = (await agentCall(key, "GET", `/api/v1/agent/chats/${room}/participants`)).data;
-    const alice = people.find((p) => p.type === "User");
-    if (!alice) throw new Error(`no User among the participants: ${JSON.stringify(people)}`);
-    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
-      { message: { content: "Here is the summary", mentions: [{ id: alice.id }] } });
-    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages/${next.id}/processed`, {});
-    // No reload: the page hears both over its socket.
-    await visible(page.getByText("Here is the summary"));
-    await visible(state.sent.getByText(/processed/i).first());
-    await shot("06-room-live");
-  });
-
-  await step("message-types", async () => {
-    // What an agent does besides talking shows in the room, each kind its
-    // own way; a request for attention stands out.
-    const { key } = state.agent;
-    const events = [
-      ["thought", "weighing the options", {}],
-      ["tool_call", "search(\"launch\")", {}],
-      ["tool_result", "3 results", {}],
-      ["error", "the index timed out", {}],
-      ["attention", "may I publish the summary?", { kind: "question" }],
-    ];
-    for (const [type, content, metadata] of events) {
-      await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/events`, { event: { content, message_type: type, metadata } });
-    }
-    for (const [type, content] of events) {
-      await visible(page.locator(`article.msg.type-${type}`).filter({ hasText: content }));
-    }
-    const attention = page.locator("article.msg.type-attention");
-    const look = await attention.evaluate((el) => ({ bg: getComputedStyle(el).backgroundColor, plain: getComputedStyle(el.previousElementSibling).backgroundColor }));
-    if (look.bg === look.plain) throw new Error(`an attention message looks like the others (${look.bg})`);
-    await shot("06b-message-types");
-  });
-
-  await step("rename-and-board", async () => {
-    await page.getByRole("button", { name: "Rename" }).click();
-    await page.getByLabel("Room title").fill("Launch plan v2");
-    await page.getByRole("button", { name: "Save title" }).click();
-    await visible(page.getByRole("heading", { name: "Launch plan v2", exact: true }));
-    await visible(page.getByRole("link", { name: "Launch plan v2", exact: true }));
-    await page.getByRole("button", { name: "Edit goal" }).click();
-    await page.getByLabel("Goal", { exact: true }).fill("Ship on Friday");
-    await page.getByLabel("Summary").fill("Everything merged by Thursday");
-    await page.getByRole("button", { name: "Save goal" }).click();
-    await visible(page.getByText("Ship on Friday", { exact: true }));
-    await page.getByRole("button", { name: "Edit goal" }).click();
-    await page.getByLabel("Goal", { exact: true }).fill("Ship on Monday");
-    await page.getByRole("button", { name: "Save goal" }).click();
-    await visible(page.getByText("Ship on Monday", { exact: true }));
-    await page.getByText(/^History \(2\)$/).click();
-    await visible(page.getByText(/set the goal to “Ship on Monday”/));
-  });
-
-  await step("attachment", async () => {
-    // The SHA-256 the page falls back to without WebCrypto (plain http on a
-    // LAN address) agrees with WebCrypto on sizes around the block edges.
-    const mismatches = await page.evaluate(async () => {
-      const { digestForTest } = await import("/js/sha256.js");
-      const bad = [];
-      for (const n of [0, 1, 55, 56, 63, 64, 65, 1000, 100000]) {
-        const bytes = new Uint8Array(n).map((_, i) => (i * 31 + 7) & 255);
-        const want = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))]
-          .map((b) => b.toString(16).padStart(2, "0")).join("");
-        if (digestForTest(bytes) !== want) bad.push(n);
-      }
-      return bad;
-    });
-    if (mismatches.length) throw new Error(`the fallback SHA-256 differs from WebCrypto at sizes ${mismatches}`);
-    // A file with a name beyond ASCII goes up with the message and comes
-    // back byte for byte.
-    const file = join(profile, "notes résumé.txt");
-    await writeFile(file, "launch notes\nline two\n");
-    await page.getByLabel("Attach files").setInputFiles(file);
-    await page.getByLabel("Message", { exact: true }).fill("@alice/helper the notes");
-    await page.getByRole("button", { name: "Send", exact: true }).click();
-    const button = page.getByRole("button", { name: /^Download notes résumé\.txt/ });
-    await visible(button);
-    const [download] = await Promise.all([page.waitForEvent("download"), button.click()]);
-    const got = await readFile(await download.path(), "utf8");
-    if (download.suggestedFilename() !== "notes résumé.txt" || got !== "launch notes\nline two\n") {
-      throw new Error(`downloaded ${download.suggestedFilename()}: ${JSON.stringify(got)}`);
-    }
-  });
-
-  await step("offline", async () => {
-    // The network goes away: the header says so at once. What the agent
-    // says meanwhile is not pushed; the page loads it when it is back.
-    await page.context().setOffline(true);
-    await visible(page.getByRole("status").filter({ hasText: /^Offline/ }));
-    await shot("07-offline");
-    const { key } = state.agent;
-    await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
-      { message: { content: "@alice said while you were away", mentions: [{ id: state.me.id }] } });
-    await page.context().setOffline(false);
-    await visible(page.getByRole("status").filter({ hasText: /^Live$/ }));
-    await visible(page.getByText("said while you were away"));
-  });
-
-  await step("history", async () => {
-    // Older messages load as the person scrolls up, a page at a time.
-    const { key } = state.agent;
-    const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Long history" } })).data.id;
-    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
-    for (let i = 1; i <= 45; i++) {
-      await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
-        { message: { content: `@alice entry ${i}`, mentions: [{ id: state.me.id }] } });
-    }
-    await page.getByRole("link", { name: /^Long history/ }).click();
-    await visible(page.getByText("@alice entry 45", { exact: true }));
-    if (await page.getByText("@alice entry 1", { exact: true }).count()) throw new Error("the whole history loaded at once");
-    const log = page.getByRole("log", { name: "Messages" });
-    await until("the first entry after scrolling up", async () => {
-      await log.evaluate((el) => { el.scrollTop = 0; });
-      return (await page.getByText("@alice entry 1", { exact: true }).count()) === 1;
-    });
-    await visible(page.getByText("This is the beginning of the room."));
-    const entries = await log.locator("article").count();
-    if (entries !== 45) throw new Error(`${entries} messages shown after scrolling back, want 45`);
-    await page.getByRole("link", { name: "Launch plan" }).click();
-    await visible(page.getByRole("heading", { name: "Launch plan" }));
-  });
-
-  await step("unread", async () => {
-    // An agent opens a room with alice in it and writes there: the list
-    // counts it live, opening the room reads it, and the count stays read.
-    const { key } = state.agent;
-    const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Agent news" } })).data.id;
-    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
-    const link = page.getByRole("link", { name: /^Agent news/ });
-    await visible(link);
-    for (const n of [1, 2]) {
-      await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
-        { message: { content: `@alice news ${n}`, mentions: [{ id: state.me.id }] } });
-      await until(`the list to count ${n} unread`, async () => (await link.getAttribute("aria-label")) === `Agent news, ${n} unread`);
-    }
-    await shot("08-unread");
-    // A second tab of the same person sees the count drop when the first
-    // one reads the room.
-    const other = await page.context().newPage();
-    await other.goto(`${base}/#/rooms`);
-    const otherLink = other.getByRole("link", { name: /^Agent news/ });
-    await until("the second tab to count 2 unread", async () => (await otherLink.getAttribute("aria-label")) === "Agent news, 2 unread");
-    await link.click();
-    await visible(page.getByText("news 2"));
-    await until("the second tab to see the room read", async () => (await otherLink.getAttribute("aria-label")) === "Agent news");
-    await other.close();
-    await page.getByRole("link", { name: "Launch plan" }).click();
-    await visible(page.getByRole("heading", { name: "Launch plan" }));
-    await page.reload();
-    await visible(page.getByRole("heading", { name: "Launch plan" }));
-    const label = await page.getByRole("link", { name: /^Agent news/ }).getAttribute("aria-label");
-    if (label !== "Agent news") throw new Error(`after reading it the room is listed as ${JSON.stringify(label)}`);
-  });
-
+  await step("rename-and-board", renameAndBoardStep);
+  await step("attachment", attachmentStep);
+  await step("offline", offlineStep);
+  await step("history", historyStep);
+  await step("unread", unreadStep);
   await step("search", search);
 
   await webhookSteps();
 
-  await step("every-screen-labelled", async () => {
-    // Each screen renders without errors, and every control has a name a
-    // screen reader can say.
-    for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan v2"], ["#/agents", "Agents"],
-      ["#/contacts", "Contacts", "screen-contacts"], ["#/memories", "Memories", "screen-memories"],
-      ["#/keys", "API keys", "screen-keys"], ["#/search/entry", "Search", "screen-search"]]) {
-      await page.goto(`${base}/${hash}`);
-      await visible(page.getByRole("heading", { name: heading, exact: true }));
-      await allNamed(hash);
-      if (name) await shot(name);
-    }
-  });
+  await step("every-screen-labelled", everyScreenLabelledStep);
+  await step("screens-and-axe", screensAndAxeStep);
 
-  await step("api-key", async () => {
-    // A Human API key minted on the page works at once, shows once, and
-    // stops working when revoked.
-    await nav("API keys");
-    await page.getByLabel("Key name").fill("backup script");
-    await page.getByRole("button", { name: "Create key" }).click();
-    const secret = page.locator("code.secret");
-    await visible(secret);
-    const key = (await secret.innerText()).trim();
-    const me = async () => (await fetch(`${base}/api/v1/me`, { headers: { "X-API-Key": key } })).status;
-    if ((await me()) !== 200) throw new Error("the new key is refused");
-    await page.getByRole("button", { name: "Done, I stored it" }).click();
-    await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
-    await page.getByRole("button", { name: "Revoke key backup script" }).click();
-    await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
-    await until("the revoked key to be refused", async () => (await me()) === 401);
-  });
-
+  await step("api-key", apiKeyStep);
   await step("oauth-consent", oauthConsent);
   await step("oauth-sign-out", oauthSignOut);
+  await step("account", account);
 
-  await step("delete-room", async () => {
+  await step("phone-drawers", phoneDrawersStep);
+  await step("delete-room", deleteRoomStep);
+  await step("phone-rooms", phoneRoomsStep);
+  await step("phone-agents", phoneAgentsStep);
+  await step("delete-agent", deleteAgentStep);
+  await step("dev-link", devLinkStep);
+  await step("api-reference", apiReference);
+}
+
+async function setupStep() {
+  await page.goto(setupURL);
+  await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+  await page.getByLabel("Name", { exact: true }).fill(person.name);
+  await page.getByLabel("Password", { exact: true }).fill(person.password);
+  await page.getByLabel("Password again", { exact: true }).fill(person.password);
+  await shot("01-setup");
+  await page.getByRole("button", { name: "Create account" }).click();
+  await atHash(/^#\/rooms$/);
+  await signedIn();
+  await visible(page.getByRole("button", { name: "New room" }));
+  await shot("02-rooms-empty");
+}
+
+async function signOutStep() {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await visible(page.getByRole("heading", { name: "Sign in to chatd" }));
+  await atHash(/^#\/sign-in$/);
+  if (await sessionToken()) throw new Error("the session token is still in localStorage after signing out");
+  // The socket closed on purpose: that is no outage to announce.
+  await page.waitForTimeout(300);
+  if (await page.locator("#offline-banner").isVisible()) throw new Error("signing out shows the offline banner");
+  // The sign-in screen at each width and theme, as the other screens
+  // are in screens-and-axe (which runs signed in).
+  try {
+    await screens({ page, shot: (name) => shot(name), log }, [{ name: "sign-in", open: async () => {} }]);
+  } finally {
+    await page.setViewportSize({ width: 1200, height: 800 });
+    await page.emulateMedia({ colorScheme: null });
+  }
+}
+
+async function signInRefusedStep() {
+  expectRefusal(401, /^\/api\/v1\/auth\/sign-in$/, "POST");
+  await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+  await page.getByLabel("Password", { exact: true }).fill("not-the-password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  const alert = page.getByRole("alert").filter({ hasText: /\S/ }).first();
+  await visible(alert);
+  log(`  the refusal reads: ${(await alert.innerText()).trim()}`);
+  await shot("03-signin-error");
+  if (!/^#\/sign-in$/.test(hash())) throw new Error(`a refused sign-in left the sign-in page for ${page.url()}`);
+}
+
+async function signInStep() {
+  await page.getByLabel("Handle", { exact: true }).fill(person.handle);
+  await page.getByLabel("Password", { exact: true }).fill(person.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await atHash(/^#\/rooms$/);
+  await signedIn();
+  state.me = await page.evaluate(async () => {
+    const res = await fetch("/api/v1/me", { headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}` } });
+    return (await res.json()).data;
+  });
+  if (state.me.handle !== person.handle) throw new Error(`signed in as ${state.me.handle}, want ${person.handle}`);
+}
+
+async function agentKeyStep() {
+  await nav("Agents");
+  await visible(page.getByRole("heading", { name: "Agents", exact: true }));
+  await page.getByLabel("Name", { exact: true }).fill("Helper");
+  await page.getByRole("button", { name: "Register agent" }).click();
+  const secret = page.locator("code.secret");
+  await visible(secret);
+  const key = (await secret.innerText()).trim();
+  if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
+  await visible(page.getByText(/shown only once/));
+  const copy = page.getByRole("button", { name: "Copy" }).first();
+  await visible(copy);
+  await page.getByText("alice/helper").first().waitFor({ state: "visible" });
+  await shot("04-agent-key");
+
+  await copy.click();
+  await visible(page.getByRole("button", { name: /^(Copied|Selected)/ }).first());
+  const copied = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
+  if (copied !== null && copied !== key) throw new Error(`the clipboard holds ${JSON.stringify(copied)}, not the key`);
+  log(copied === null ? "  (the clipboard could not be read back)" : "  Copy put the key on the clipboard");
+
+  const agent = (await agentCall(key, "GET", "/api/v1/agent/me")).data;
+  if (agent.handle !== "alice/helper") throw new Error(`the agent's handle is ${agent.handle}, want alice/helper`);
+  state.agent = { key, id: agent.id, handle: agent.handle };
+
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
+  const stillThere = await page.evaluate((k) => document.documentElement.outerHTML.includes(k) ||
+    [...document.querySelectorAll("input, textarea")].some((el) => el.value.includes(k)), key);
+  if (stillThere) throw new Error("the key is still somewhere in the page after Done");
+  await visible(page.getByText("Helper", { exact: true }).first());
+}
+
+async function agentNewKeyStep() {
+  // A new key for the agent, after a confirmation: shown once, it works
+  // at once and the old one is refused.
+  const oldKey = state.agent.key;
+  await page.getByRole("button", { name: "New key for Helper" }).click();
+  const dialog = page.getByRole("dialog");
+  await visible(dialog.getByRole("heading", { name: "Replace the key of Helper?" }));
+  await visible(dialog.getByText(/stops working at once/));
+  await shot("04b-agent-new-key-confirm");
+  await dialog.getByRole("button", { name: "Replace key" }).click();
+  const secret = page.locator("code.secret");
+  await visible(secret);
+  const key = (await secret.innerText()).trim();
+  if (!/^band_a_[a-z0-9]+$/.test(key)) throw new Error(`the shown key ${JSON.stringify(key)} is not an agent key`);
+  if (key === oldKey) throw new Error("the new key is the old one");
+  await visible(page.getByText(/shown only once/));
+  await visible(page.getByRole("button", { name: "Copy" }).first());
+  await shot("04c-agent-new-key");
+  const status = async (k) => (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": k } })).status;
+  if ((await status(oldKey)) !== 401) throw new Error("the old key still works after its replacement");
+  if ((await status(key)) !== 200) throw new Error("the new key is refused");
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
+  await until("focus back on the button that asked", () =>
+    page.evaluate(() => document.activeElement && document.activeElement.getAttribute("aria-label") === "New key for Helper"));
+  state.agent.key = key;
+}
+
+async function newRoomStep() {
+  await nav("Rooms");
+  await page.getByRole("button", { name: "New room" }).click();
+  await page.getByLabel("Title", { exact: true }).fill("Launch plan");
+  await page.getByRole("button", { name: "Create room" }).click();
+  await atHash(/^#\/rooms\/[^/]+$/);
+  state.room = decodeURIComponent(hash().split("/")[2]);
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+  await shot("05-room");
+}
+
+async function addAgentStep() {
+  const picker = page.getByLabel("Add participant");
+  await visible(picker);
+  if ((await picker.evaluate((el) => el.tagName)) === "SELECT") {
+    const labels = (await picker.locator("option").allInnerTexts()).map((s) => s.trim());
+    if (labels.some((l) => l.includes(person.name))) throw new Error(`the picker offers ${person.name}, who is in the room: ${labels}`);
+    const helper = labels.find((l) => l.includes("Helper"));
+    if (!helper) throw new Error(`the picker does not offer Helper: ${labels}`);
+    await picker.selectOption({ label: helper });
+  } else {
+    await picker.fill("Helper");
+    await page.getByRole("option", { name: /Helper/ }).first().click();
+  }
+  await page.getByRole("button", { name: "Add", exact: true }).click();
+  await visible(page.getByRole("listitem").filter({ hasText: "Helper" }).first());
+}
+
+async function mentionStep() {
+  const box = page.getByLabel("Message", { exact: true });
+  await box.click();
+  await box.pressSequentially("@hel");
+  const option = page.getByRole("option", { name: /Helper/ }).first();
+  await visible(option);
+  await box.press("Enter");
+  await until("the mention to be completed", async () => (await box.inputValue()).startsWith("@alice/helper"));
+  if (!(await box.inputValue()).endsWith(" ")) await box.pressSequentially(" ");
+  await box.pressSequentially("please summarise");
+  const text = await box.inputValue();
+  if (text !== "@alice/helper please summarise") throw new Error(`the message box holds ${JSON.stringify(text)}`);
+  await page.getByRole("button", { name: "Send", exact: true }).click();
+  await until("the message box to be emptied", async () => (await box.inputValue()) === "");
+  state.sent = page.locator("li, article").filter({ hasText: "please summarise" }).last();
+  await visible(state.sent);
+  await visible(state.sent.getByText(/Helper/).first());
+  // Until the agent takes it, the room says the message waits for it.
+  await until("the agent to show one message waiting", async () =>
+    /1 message waiting/.test(await page.locator(`.agent-chip[data-agent="${state.agent.id}"]`).innerText()));
+}
+
+async function agentRepliesStep() {
+  const { key } = state.agent;
+  const room = state.room;
+  const next = (await agentCall(key, "GET", `/api/v1/agent/chats/${room}/messages/next`)).data;
+  if (!next || !String(next.content).includes("please summarise")) throw new Error(`next message: ${JSON.stringify(next)}`);
+  await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages/${next.id}/processing`);
+  const people = (await agentCall(key, "GET", `/api/v1/agent/chats/${room}/participants`)).data;
+  const alice = people.find((p) => p.type === "User");
+  if (!alice) throw new Error(`no User among the participants: ${JSON.stringify(people)}`);
+  await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
+    { message: { content: "Here is the summary", mentions: [{ id: alice.id }] } });
+  await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages/${next.id}/processed`, {});
+  // No reload: the page hears both over its socket.
+  await visible(page.getByText("Here is the summary"));
+  await visible(state.sent.getByText(/processed/i).first());
+  // Times read as a chat's do, with the exact time on hover, under a
+  // separator for the day.
+  const time = await page.locator("article.msg").filter({ hasText: "Here is the summary" }).locator("time").first()
+    .evaluate((el) => ({ text: el.textContent, title: el.title, year: String(new Date(el.dateTime).getFullYear()) }));
+  if (time.text !== "just now" || !time.title.includes(time.year)) throw new Error(`the message's time reads ${JSON.stringify(time)}`);
+  await visible(page.getByRole("separator", { name: "Today" }));
+  await shot("06-room-live");
+}
+
+async function messageTypesStep() {
+  // What an agent does besides talking shows in the room, each kind its
+  // own way; a request for attention stands out.
+  const { key } = state.agent;
+  const events = [
+    ["thought", "weighing the options", {}],
+    ["tool_call", "search(\"launch\")", {}],
+    ["tool_result", "3 results", {}],
+    ["error", "the index timed out", {}],
+    ["attention", "may I publish the summary?", { kind: "question" }],
+  ];
+  for (const [type, content, metadata] of events) {
+    await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/events`, { event: { content, message_type: type, metadata } });
+  }
+  // The agent's steps fold into one block, its error showing all the
+  // same; unfolded, every step shows, each its own way.
+  const turn = page.locator("section.turn").last();
+  await visible(turn.locator("summary").filter({ hasText: /4 steps/ }));
+  await visible(turn.locator(".turn-errors article.msg.type-error").filter({ hasText: "the index timed out" }));
+  await turn.locator("summary").click();
+  for (const [type, content] of events.slice(0, 4)) {
+    await visible(turn.locator(`.steps article.msg.type-${type}`).filter({ hasText: content }));
+  }
+  const attention = page.locator("article.msg.type-attention");
+  await visible(attention.filter({ hasText: "may I publish the summary?" }));
+  const look = await attention.evaluate((el) => ({ bg: getComputedStyle(el).backgroundColor,
+    plain: getComputedStyle(document.querySelector("article.msg.type-text")).backgroundColor }));
+  if (look.bg === look.plain) throw new Error(`an attention message looks like the others (${look.bg})`);
+  await shot("06b-message-types");
+}
+
+async function renameAndBoardStep() {
+  await page.getByLabel("Room actions").click();
+  await page.getByRole("button", { name: "Rename" }).click();
+  await page.getByLabel("Room title").fill("Launch plan v2");
+  await page.getByRole("button", { name: "Save title" }).click();
+  await visible(page.getByRole("heading", { name: "Launch plan v2", exact: true }));
+  await visible(page.getByRole("link", { name: /^Launch plan v2/ }));
+  await page.getByRole("button", { name: "Edit goal" }).click();
+  await page.getByLabel("Goal", { exact: true }).fill("Ship on Friday");
+  await page.getByLabel("Summary", { exact: true }).fill("Everything merged by Thursday");
+  await page.getByRole("button", { name: "Save goal" }).click();
+  await visible(page.getByText("Ship on Friday", { exact: true }));
+  await page.getByRole("button", { name: "Edit goal" }).click();
+  await page.getByLabel("Goal", { exact: true }).fill("Ship on Monday");
+  await page.getByRole("button", { name: "Save goal" }).click();
+  await visible(page.getByText("Ship on Monday", { exact: true }));
+  await page.getByText(/^History \(2\)$/).click();
+  await visible(page.getByText(/set the goal to “Ship on Monday”/));
+}
+
+async function attachmentStep() {
+  // The SHA-256 the page falls back to without WebCrypto (plain http on a
+  // LAN address) agrees with WebCrypto on sizes around the block edges.
+  const mismatches = await page.evaluate(async () => {
+    const { digestForTest } = await import("/js/sha256.js");
+    const bad = [];
+    for (const n of [0, 1, 55, 56, 63, 64, 65, 1000, 100000]) {
+      const bytes = new Uint8Array(n).map((_, i) => (i * 31 + 7) & 255);
+      const want = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))]
+        .map((b) => b.toString(16).padStart(2, "0")).join("");
+      if (digestForTest(bytes) !== want) bad.push(n);
+    }
+    return bad;
+  });
+  if (mismatches.length) throw new Error(`the fallback SHA-256 differs from WebCrypto at sizes ${mismatches}`);
+  // A file with a name beyond ASCII goes up with the message and comes
+  // back byte for byte.
+  const file = join(profile, "notes résumé.txt");
+  await writeFile(file, "launch notes\nline two\n");
+  await page.getByLabel("Attach files").setInputFiles(file);
+  await page.getByLabel("Message", { exact: true }).fill("@alice/helper the notes");
+  await page.getByRole("button", { name: "Send", exact: true }).click();
+  const button = page.getByRole("button", { name: /^Download notes résumé\.txt/ });
+  await visible(button);
+  const [download] = await Promise.all([page.waitForEvent("download"), button.click()]);
+  const got = await readFile(await download.path(), "utf8");
+  if (download.suggestedFilename() !== "notes résumé.txt" || got !== "launch notes\nline two\n") {
+    throw new Error(`downloaded ${download.suggestedFilename()}: ${JSON.stringify(got)}`);
+  }
+}
+
+async function offlineStep() {
+  // The network goes away: the header says so at once. What the agent
+  // says meanwhile is not pushed; the page loads it when it is back.
+  await page.context().setOffline(true);
+  await visible(page.getByRole("status").filter({ hasText: /^Offline/ }));
+  await shot("07-offline");
+  const { key } = state.agent;
+  await agentCall(key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
+    { message: { content: "@alice said while you were away", mentions: [{ id: state.me.id }] } });
+  await visible(page.locator("#offline-banner"));
+  await page.context().setOffline(false);
+  await visible(page.getByRole("status").filter({ hasText: /^Live$/ }));
+  await visible(page.getByText("said while you were away"));
+  // Back and caught up, nothing of the outage stays on the screen.
+  await until("the offline banner to clear", async () => !(await page.locator("#offline-banner").isVisible()));
+  if (await page.locator(".toast.error").count()) throw new Error("an error from the outage stays on the screen");
+  // What the catch-up brought is on the screen, so the room is read.
+  await until("the open room to be read after the catch-up", async () =>
+    (await unreadOf(page.getByRole("link", { name: /^Launch plan/ }))) === "");
+}
+
+async function historyStep() {
+  // Older messages load as the person scrolls up, a page at a time.
+  const { key } = state.agent;
+  const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Long history" } })).data.id;
+  await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
+  for (let i = 1; i <= 70; i++) {
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
+      { message: { content: `@alice entry ${i}`, mentions: [{ id: state.me.id }] } });
+  }
+  await page.getByRole("link", { name: /^Long history/ }).click();
+  await visible(page.getByText("@alice entry 70", { exact: true }));
+  if (await page.getByText("@alice entry 1", { exact: true }).count()) throw new Error("the whole history loaded at once");
+  // All 70 are new, so the New divider belongs above entry 1, which is
+  // not loaded yet: Jump to first unread loads back to it.
+  const jump = page.getByRole("button", { name: "Jump to first unread" });
+  await visible(jump);
+  await shot("07b-jump-to-unread");
+  await jump.click();
+  const divider = page.getByRole("separator", { name: "New since you last read" });
+  await until("the New divider in view, right above entry 1", async () => (await inView(divider)) &&
+    (await divider.evaluate((d) => d.nextElementSibling && d.nextElementSibling.textContent.includes("@alice entry 1"))));
+  if (await jump.isVisible()) throw new Error("Jump to first unread is still offered at the divider");
+  await shot("07c-first-unread");
+  const log = page.getByRole("log", { name: "Messages" });
+  await until("the first entry after scrolling up", async () => {
+    await log.evaluate((el) => { el.scrollTop = 0; });
+    return (await page.getByText("@alice entry 1", { exact: true }).count()) === 1;
+  });
+  await visible(page.getByText("This is the beginning of the room."));
+  const entries = await log.locator("article").count();
+  if (entries !== 70) throw new Error(`${entries} messages shown after scrolling back, want 70`);
+  // Where the person was is kept per room: back in it (by Back, too) the
+  // view is at the beginning again, earlier pages loaded for it.
+  await page.getByRole("link", { name: "Launch plan" }).click();
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+  await page.goBack();
+  await visible(page.getByRole("heading", { name: "Long history" }));
+  await until("the view back at entry 1", () => inView(page.getByText("@alice entry 1", { exact: true })));
+  await page.getByRole("link", { name: "Launch plan" }).click();
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+}
+
+async function unreadStep() {
+  // An agent opens a room with alice in it and writes there: the list
+  // counts it live, opening the room reads it, and the count stays read.
+  const { key } = state.agent;
+  const room = (await agentCall(key, "POST", "/api/v1/agent/chats", { chat: { title: "Agent news" } })).data.id;
+  await agentCall(key, "POST", `/api/v1/agent/chats/${room}/participants`, { participant: { participant_id: state.me.id } });
+  const link = page.getByRole("link", { name: /^Agent news/ });
+  await visible(link);
+  for (const n of [1, 2]) {
+    await agentCall(key, "POST", `/api/v1/agent/chats/${room}/messages`,
+      { message: { content: `@alice news ${n}`, mentions: [{ id: state.me.id }] } });
+    await until(`the list to count ${n} unread`, async () => (await unreadOf(link)) === `${n} unread`);
+  }
+  await shot("08-unread");
+  // A second tab of the same person sees the count drop when the first
+  // one reads the room.
+  const other = await page.context().newPage();
+  await other.goto(`${base}/#/rooms`);
+  const otherLink = other.getByRole("link", { name: /^Agent news/ });
+  await until("the second tab to count 2 unread", async () => (await unreadOf(otherLink)) === "2 unread");
+  await link.click();
+  await visible(page.getByText("news 2"));
+  await until("the second tab to see the room read", async () => (await unreadOf(otherLink)) === "");
+  await other.close();
+  await page.getByRole("link", { name: "Launch plan" }).click();
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+  await page.reload();
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+  const label = await unreadOf(page.getByRole("link", { name: /^Agent news/ }));
+  if (label !== "") throw new Error(`after reading it the room is listed with ${JSON.stringify(label)}`);
+}
+
+async function everyScreenLabelledStep() {
+  // Each screen renders without errors, and every control has a name a
+  // screen reader can say.
+  for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan v2"], ["#/agents", "Agents"],
+    ["#/contacts", "Contacts", "screen-contacts"], ["#/memories", "Memories", "screen-memories"],
+    ["#/keys", "API keys", "screen-keys"], ["#/search/entry", "Search", "screen-search"]]) {
+    await page.goto(`${base}/${hash}`);
+    await visible(page.getByRole("heading", { name: heading, exact: true }));
+    await allNamed(hash);
+    if (name) await shot(name);
+  }
+}
+
+// In a tab of its own: the many screens would fill the main tab's
+// history, which a later step counts.
+async function screensAndAxeStep() {
+  const tab = await context.newPage();
+  tab.setDefaultTimeout(T);
+  watch(tab);
+  const tabShot = async (name) => {
+    await tab.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
+    shotCount++;
+  };
+  const seen = (locator) => locator.waitFor({ state: "visible", timeout: T });
+  try {
+    await screens({ page: tab, shot: tabShot, log }, screenList(seen));
+  } finally {
+    await tab.close();
+  }
+}
+
+async function apiKeyStep() {
+  // A Human API key minted on the page works at once, shows once, and
+  // stops working when revoked.
+  await nav("API keys");
+  await page.getByLabel("Key name").fill("backup script");
+  await page.getByRole("button", { name: "Create key" }).click();
+  const secret = page.locator("code.secret");
+  await visible(secret);
+  const key = (await secret.innerText()).trim();
+  const me = async () => (await fetch(`${base}/api/v1/me`, { headers: { "X-API-Key": key } })).status;
+  if ((await me()) !== 200) throw new Error("the new key is refused");
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await until("the key to be gone from the page", async () => (await page.locator("code.secret").count()) === 0);
+  await page.getByRole("button", { name: "Revoke key backup script" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
+  await until("the revoked key to be refused", async () => (await me()) === 401);
+  await until("the list to drop the key", async () => (await page.getByRole("button", { name: "Revoke key backup script" }).count()) === 0);
+}
+
+async function phoneDrawersStep() {
+  // At a phone's width the room list and the details are drawers over
+  // the room: each closes from its own × button, and focus goes back to
+  // the button that opened it.
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
     await page.goto(`${base}/#/rooms/${state.room}`);
     await visible(page.getByRole("heading", { name: "Launch plan" }));
-    await page.getByRole("button", { name: "Delete room" }).click();
-    const dialog = page.getByRole("dialog");
-    await visible(dialog);
-    await dialog.getByRole("button", { name: "Delete", exact: true }).click();
-    await until("the room to leave the address", async () => !hash().startsWith(`#/rooms/${state.room}`));
-    await until("the room to leave the list", async () => (await page.getByRole("link", { name: /Launch plan/ }).count()) === 0);
-    // The deletion comes back as pushes too; the person is told once.
-    await page.waitForTimeout(500);
-    const told = await page.locator(".toast").filter({ hasText: /deleted|no longer in this room/ }).count();
-    if (told !== 1) throw new Error(`the deletion was announced ${told} times, want once`);
-    await shot("09-room-deleted");
-  });
-
-  await step("phone-rooms", async () => {
-    await page.setViewportSize({ width: 375, height: 800 });
-    await page.goto(`${base}/#/rooms`);
-    await visible(page.getByRole("button", { name: "New room" }));
+    const details = page.getByRole("button", { name: "Details", exact: true });
+    await details.click();
+    const side = page.getByRole("complementary", { name: "Room details" });
+    await visible(side.getByRole("heading", { name: "Attention" }));
+    await side.getByRole("button", { name: "Close the details" }).click();
+    await until("the details drawer to close", async () => !(await side.isVisible()));
+    if ((await details.getAttribute("aria-expanded")) !== "false") throw new Error("Details still says it is expanded");
+    await until("focus back on Details", () => details.evaluate((b) => document.activeElement === b));
+    await page.getByRole("button", { name: "Rooms", exact: true }).click();
+    const list = page.getByRole("heading", { name: "Rooms", exact: true });
+    await visible(list);
+    await page.getByRole("button", { name: "Close the room list" }).click();
+    await until("the room list to close", async () => !(await list.isVisible()));
     await fitsWidth();
-    await shot("10-phone-rooms");
-  });
-
-  await step("phone-agents", async () => {
-    await page.setViewportSize({ width: 375, height: 800 });
-    await page.goto(`${base}/#/agents`);
-    await visible(page.getByRole("heading", { name: "Agents", exact: true }));
-    await fitsWidth();
-    await shot("11-phone-agents");
-  });
-
-  await step("delete-agent", async () => {
-    // The agent has processed a message, so its deletion asks again before
-    // taking that history with it; then its key stops working.
+  } finally {
     await page.setViewportSize({ width: 1200, height: 800 });
-    expectRefusal(422, /^\/api\/v1\/me\/agents\/[^/]+$/, "DELETE");
-    await page.getByRole("button", { name: "Delete agent Helper" }).click();
-    const dialog = page.getByRole("dialog");
-    await dialog.getByRole("button", { name: "Delete agent", exact: true }).click();
-    await dialog.getByRole("button", { name: "Delete agent and its history" }).click();
-    await visible(page.getByText("No agents yet: register one above."));
-    const status = (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": state.agent.key } })).status;
-    if (status !== 401) throw new Error(`the deleted agent's key answers ${status}, want 401`);
-  });
+  }
+}
 
-  await step("dev-link", async () => {
-    // The link chatd dev prints (another server, so another origin with a
-    // localStorage of its own) opens the rooms signed in as @dev, and
-    // leaves its token neither in the address bar nor in the history.
-    const { hash: fragment } = new URL(devLink);
-    const token = decodeURIComponent(fragment.replace(/^#\/session\//, ""));
-    await page.goto(devLink);
-    await atHash(/^#\/rooms$/);
-    await signedIn();
-    await visible(page.getByRole("link", { name: /^Dev room/ }));
-    await visible(page.locator("#who").getByText("Dev", { exact: true }));
-    await shot("12-dev-link");
-    if ((await sessionToken()) !== token) throw new Error("the stored session is not the link's");
-    if (page.url().includes(token)) throw new Error(`the token is still in the address bar: ${page.url()}`);
-    // The link followed again in the open page: its history entry is
-    // rewritten rather than followed by another, so Back never shows it.
-    const entries = await page.evaluate(() => history.length);
-    await page.evaluate((h) => { location.hash = h; }, fragment);
-    await atHash(/^#\/rooms$/);
-    await signedIn();
-    await visible(page.getByRole("link", { name: /^Dev room/ }));
-    const added = (await page.evaluate(() => history.length)) - entries;
-    if (added !== 1) throw new Error(`following the link added ${added} history entries, want 1`);
-  });
-  await step("api-reference", apiReference);
+async function deleteRoomStep() {
+  await page.goto(`${base}/#/rooms/${state.room}`);
+  await visible(page.getByRole("heading", { name: "Launch plan" }));
+  await page.getByLabel("Room actions").click();
+  await page.getByRole("button", { name: "Delete room" }).click();
+  const dialog = page.getByRole("dialog");
+  await visible(dialog);
+  await dialog.getByRole("button", { name: "Delete", exact: true }).click();
+  await until("the room to leave the address", async () => !hash().startsWith(`#/rooms/${state.room}`));
+  await until("the room to leave the list", async () => (await page.getByRole("link", { name: /Launch plan/ }).count()) === 0);
+  // The deletion comes back as pushes too; the person is told once.
+  await page.waitForTimeout(500);
+  const told = await page.locator(".toast").filter({ hasText: /deleted|no longer in this room/ }).count();
+  if (told !== 1) throw new Error(`the deletion was announced ${told} times, want once`);
+  await shot("09-room-deleted");
+}
+
+async function phoneRoomsStep() {
+  await page.setViewportSize({ width: 375, height: 800 });
+  await page.goto(`${base}/#/rooms`);
+  await visible(page.getByRole("button", { name: "New room" }));
+  await fitsWidth();
+  await shot("10-phone-rooms");
+}
+
+async function phoneAgentsStep() {
+  await page.setViewportSize({ width: 375, height: 800 });
+  await page.goto(`${base}/#/agents`);
+  await visible(page.getByRole("heading", { name: "Agents", exact: true }));
+  await fitsWidth();
+  await shot("11-phone-agents");
+}
+
+async function deleteAgentStep() {
+  // The agent has processed a message, so its deletion asks again before
+  // taking that history with it; then its key stops working.
+  await page.setViewportSize({ width: 1200, height: 800 });
+  expectRefusal(422, /^\/api\/v1\/me\/agents\/[^/]+$/, "DELETE");
+  await page.getByRole("button", { name: "Delete agent Helper" }).click();
+  const dialog = page.getByRole("dialog");
+  await dialog.getByRole("button", { name: "Delete agent", exact: true }).click();
+  await dialog.getByRole("button", { name: "Delete agent and its history" }).click();
+  await visible(page.getByText("No agents yet: register one above."));
+  const status = (await fetch(`${base}/api/v1/agent/me`, { headers: { "X-API-Key": state.agent.key } })).status;
+  if (status !== 401) throw new Error(`the deleted agent's key answers ${status}, want 401`);
+}
+
+async function devLinkStep() {
+  // The link chatd dev prints (another server, so another origin with a
+  // localStorage of its own) opens the rooms signed in as @dev, and
+  // leaves its token neither in the address bar nor in the history.
+  const { hash: fragment } = new URL(devLink);
+  const token = decodeURIComponent(fragment.replace(/^#\/session\//, ""));
+  await page.goto(devLink);
+  await atHash(/^#\/rooms$/);
+  await signedIn();
+  await visible(page.getByRole("link", { name: /^Dev room/ }));
+  await visible(page.locator("#who").getByText("Dev", { exact: true }));
+  await shot("12-dev-link");
+  if ((await sessionToken()) !== token) throw new Error("the stored session is not the link's");
+  if (page.url().includes(token)) throw new Error(`the token is still in the address bar: ${page.url()}`);
+  // The link followed again in the open page: its history entry is
+  // rewritten rather than followed by another, so Back never shows it.
+  const entries = await page.evaluate(() => history.length);
+  await page.evaluate((h) => { location.hash = h; }, fragment);
+  await atHash(/^#\/rooms$/);
+  await signedIn();
+  await visible(page.getByRole("link", { name: /^Dev room/ }));
+  const added = (await page.evaluate(() => history.length)) - entries;
+  if (added !== 1) throw new Error(`following the link added ${added} history entries, want 1`);
+}
+
+// screenList is every main screen, for screens-and-axe: how to open each
+// (at either width) and what shows that it is there.
+function screenList(visible) {
+  return [
+    { name: "rooms", open: async (p) => {
+      await p.goto(`${base}/#/rooms`);
+      await visible(p.getByRole("button", { name: "New room" }));
+    } },
+    { name: "room", open: async (p) => {
+      await p.goto(`${base}/#/rooms/${state.room}`);
+      await visible(p.getByRole("heading", { name: "Launch plan v2" }));
+      await visible(p.locator("article.msg").first());
+    } },
+    { name: "room-details", open: async (p, width) => {
+      await p.goto(`${base}/#/rooms/${state.room}`);
+      await visible(p.getByRole("heading", { name: "Launch plan v2" }));
+      if (width === "phone") await p.getByRole("button", { name: "Details" }).click();
+      await visible(p.getByRole("heading", { name: "Attention" }));
+    } },
+    { name: "rooms-drawer", open: async (p, width) => {
+      await p.goto(`${base}/#/rooms/${state.room}`);
+      await visible(p.getByRole("heading", { name: "Launch plan v2" }));
+      if (width === "phone") await p.getByRole("button", { name: "Rooms", exact: true }).click();
+      await visible(p.getByRole("heading", { name: "Rooms", exact: true }));
+    } },
+    { name: "menu", open: async (p, width) => {
+      await p.goto(`${base}/#/search/entry`);
+      await visible(p.locator("li.search-result").first());
+      if (width === "phone") await p.getByRole("button", { name: "Menu" }).click();
+      await visible(p.getByRole("link", { name: "Agents", exact: true }));
+    } },
+    { name: "search", open: async (p) => {
+      await p.goto(`${base}/#/search/entry`);
+      await visible(p.locator("li.search-result").first());
+    } },
+    { name: "agents", open: async (p) => {
+      await p.goto(`${base}/#/agents`);
+      await visible(p.getByRole("heading", { name: "Your agents" }));
+    } },
+    { name: "contacts", open: async (p) => {
+      await p.goto(`${base}/#/contacts`);
+      await visible(p.getByRole("heading", { name: "Contacts", exact: true }));
+    } },
+    { name: "memories", open: async (p) => {
+      await p.goto(`${base}/#/memories`);
+      await visible(p.getByRole("heading", { name: "Memories", exact: true }));
+    } },
+    { name: "keys", open: async (p) => {
+      await p.goto(`${base}/#/keys`);
+      await visible(p.getByRole("heading", { name: "Your keys" }));
+    } },
+    { name: "account", open: async (p) => {
+      await p.goto(`${base}/#/account`);
+      await visible(p.getByRole("heading", { name: "Account", exact: true }));
+    } },
+  ];
+}
+
+// richSteps: the room as a chat client (web_chat.mjs).
+async function richSteps() {
+  const t = {
+    page, base, state, visible, until, shot, log, agentCall, expectRefusal,
+    // processed has the agent take a message and finish it.
+    processed: async (id) => {
+      await agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages/${id}/processing`);
+      await agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages/${id}/processed`, {});
+    },
+    // agentSays posts a text message as the agent, mentioning alice.
+    agentSays: (content) => agentCall(state.agent.key, "POST", `/api/v1/agent/chats/${state.room}/messages`,
+      { message: { content, mentions: [{ id: state.me.id }] } }),
+    // personSays posts as alice, mentioning the agent, and answers its id.
+    personSays: (content) => page.evaluate(async ({ room, agent, content }) => {
+      const res = await fetch(`/api/v1/me/chats/${room}/messages`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${localStorage.getItem("chatd.session")}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ message: { content, mentions: [{ id: agent }] } }),
+      });
+      if (res.status !== 201) throw new Error(`posting answered ${res.status}: ${await res.text()}`);
+      return (await res.json()).data.id;
+    }, { room: state.room, agent: state.agent.id, content }),
+  };
+  await step("markdown", () => chat.markdown(t));
+  await step("xss-corpus", () => chat.xss(t));
+  await step("agent-turn", () => chat.agentTurn(t));
+  await step("presence", () => chat.presence(t));
+  await step("default-mention", () => chat.defaultMention(t));
+  await step("reply-react-edit-delete", () => chat.replyReactEditDelete(t));
+  await step("attention", () => chat.attention(t));
+  await step("tasks", () => chat.tasks(t));
+  await step("images", () => chat.images(t));
+  await step("notifications", () => chat.notifications(t));
 }
 
 // apiReference opens the readable API reference the navigation links to:
@@ -659,6 +902,17 @@ async function search() {
   const said = await found.innerText();
   if (!said.includes("@alice entry 3")) throw new Error(`the room opened at ${JSON.stringify(said)}`);
   await shot("08c-search-opened");
+  // The room's own search box looks in that room alone.
+  await page.getByRole("searchbox", { name: "Search this room" }).fill('"entry 7"');
+  await page.getByRole("searchbox", { name: "Search this room" }).press("Enter");
+  await atHash(/^#\/search\/[^/]+\/[^/]+$/);
+  await visible(page.getByText(/only\. Search every room/));
+  const inRoom = page.locator("li.search-result");
+  await visible(inRoom.filter({ hasText: "entry 7" }).first());
+  const rooms = await inRoom.locator(".room-name").allInnerTexts();
+  if (!rooms.length || rooms.some((r) => r !== "Long history")) throw new Error(`the room's search found results in ${rooms}`);
+  await inRoom.first().getByRole("link", { name: "Open in the room" }).click();
+  await visible(page.locator("article.msg.found"));
   await page.getByRole("link", { name: "Launch plan" }).click();
   await visible(page.getByRole("heading", { name: "Launch plan" }));
 }
@@ -720,6 +974,9 @@ async function oauthConsent() {
   await shot("08b-oauth-consent");
   await page.getByRole("button", { name: "Allow" }).click();
   await until("the browser to reach the client's redirect URI", () => landed);
+  // The page there must finish loading, or the next step's navigation is
+  // interrupted by it.
+  await page.waitForURL((u) => u.href.startsWith(redirect));
   if (landed.searchParams.get("state") !== "from-the-client" || landed.searchParams.get("iss") !== base) {
     throw new Error(`the client got ${landed}`);
   }
@@ -745,6 +1002,105 @@ async function oauthSignOut() {
   await page.getByRole("dialog").getByRole("button", { name: "Sign out" }).click();
   await visible(page.getByText(/No app is signed in/));
   await until("the client's token to be refused", async () => (await mcpInitialize(state.oauthToken)) === 401);
+}
+
+// account: the person sees where they are signed in, signs another
+// session out (its token is refused at once), and changes their password:
+// this browser stays signed in and live, the old password stops working.
+async function account() {
+  const signIn = (password) => fetch(`${base}/api/v1/auth/sign-in`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ handle: person.handle, password }),
+  });
+  const elsewhere = (await (await signIn(person.password)).json()).data.access_token;
+  const meWith = async (tok) => (await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${tok}` } })).status;
+  await page.goto(`${base}/#/account`);
+  await visible(page.getByRole("heading", { name: "Where you are signed in" }));
+  await visible(page.getByRole("cell", { name: "This browser", exact: true }));
+  await shot("19-account");
+  await page.getByRole("row").filter({ hasText: "Elsewhere" }).first().getByRole("button", { name: /^Sign out the session/ }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Sign out" }).click();
+  await until("the other session's token to be refused", async () => (await meWith(elsewhere)) === 401);
+
+  const newPassword = "a whole new passphrase";
+  expectRefusal(422, /^\/api\/v1\/me\/password$/, "POST");
+  await page.getByLabel("Current password").fill("not it at all, sorry");
+  await page.getByLabel("New password", { exact: true }).fill(newPassword);
+  await page.getByLabel("New password again").fill(newPassword);
+  await page.getByRole("button", { name: "Change password" }).click();
+  await visible(page.getByRole("alert").filter({ hasText: /is not your password/ }));
+  await page.getByLabel("Current password").fill(person.password);
+  await page.getByLabel("New password", { exact: true }).fill(newPassword);
+  await page.getByLabel("New password again").fill(newPassword);
+  await page.getByRole("button", { name: "Change password" }).click();
+  await visible(page.getByText(/Password changed/));
+  await nav("Rooms");
+  await visible(page.getByRole("button", { name: "New room" }));
+  await visible(page.getByRole("status").filter({ hasText: /^Live$/ }));
+  if ((await signIn(person.password)).status !== 401) throw new Error("the old password still signs in");
+  if ((await signIn(newPassword)).status !== 200) throw new Error("the new password does not sign in");
+  person.password = newPassword;
+
+  // As the organization's admin, alice invites someone: the link is shown
+  // once; opened (in another tab), it makes an account that is signed in.
+  await nav("Account");
+  await visible(page.getByRole("heading", { name: "Invitations" }));
+  await page.getByRole("button", { name: "Create invitation link" }).click();
+  const link = (await page.locator("code.secret").innerText()).trim();
+  if (!/\/#\/invite\/band_i_[a-z0-9]+$/.test(link)) throw new Error(`the invitation link is ${link}`);
+  await shot("20-invitation");
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await visible(page.getByRole("row").filter({ hasText: "Member" }).first());
+  const mine = await sessionToken();
+  const tab = await context.newPage();
+  watch(tab);
+  try {
+    await tab.goto(link);
+    await tab.getByLabel("Handle", { exact: true }).fill("newcomer");
+    await tab.getByLabel("Name", { exact: true }).fill("New Comer");
+    await tab.getByLabel("Password", { exact: true }).fill("the newcomer's passphrase");
+    await tab.getByLabel("Password again").fill("the newcomer's passphrase");
+    await tab.getByRole("button", { name: "Join" }).click();
+    await tab.locator("#who").getByText("New Comer").waitFor({ timeout: T });
+    state.newcomerToken = await tab.evaluate(() => localStorage.getItem("chatd.session"));
+  } finally {
+    await tab.close();
+  }
+  // The tabs share the browser's storage: alice's session goes back.
+  await page.evaluate((tok) => localStorage.setItem("chatd.session", tok), mine);
+  await page.reload();
+  await visible(page.getByRole("heading", { name: "Invitations" }));
+  await visible(page.getByText("No open invitation."));
+  // A second invitation, revoked: its link is refused.
+  await page.getByRole("button", { name: "Create invitation link" }).click();
+  const second = (await page.locator("code.secret").innerText()).trim();
+  await page.getByRole("button", { name: "Done, I stored it" }).click();
+  await page.getByRole("button", { name: /^Revoke the invitation/ }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Revoke" }).click();
+  await visible(page.getByText("No open invitation."));
+  const res = await fetch(`${base}/api/v1/auth/accept-invitation`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: second.split("/").pop(), handle: "latecomer", name: "Late", password: "the latecomer's passphrase" }),
+  });
+  if (res.status !== 401) throw new Error(`a revoked invitation answered ${res.status}`);
+  await removePerson();
+}
+
+// removePerson: the admin removes the newcomer from the People list, after
+// a confirmation that says what goes with them; their session ends at once.
+async function removePerson() {
+  const row = page.getByRole("row").filter({ hasText: "@newcomer" });
+  await visible(row.getByRole("cell", { name: "Member" }));
+  if (await page.getByRole("row").filter({ hasText: "@alice" }).getByRole("button", { name: /^Remove/ }).count()) {
+    throw new Error("the admin is offered to remove herself");
+  }
+  await shot("21-people");
+  await row.getByRole("button", { name: "Remove New Comer" }).click();
+  const dialog = page.getByRole("dialog");
+  await visible(dialog.getByText(/signed out everywhere/));
+  await dialog.getByRole("button", { name: "Remove", exact: true }).click();
+  await until("the row to leave the list", async () => (await row.count()) === 0);
+  const status = (await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${state.newcomerToken}` } })).status;
+  if (status !== 401) throw new Error(`the removed person's session answers ${status}, want 401`);
 }
 
 // mcpInitialize opens an MCP session with an OAuth access token and answers
@@ -921,6 +1277,15 @@ async function allNamed(where) {
       (el.labels && el.labels.length) || el.textContent.trim()))
     .map((el) => el.outerHTML.slice(0, 120)));
   if (unnamed.length) throw new Error(`${where}: controls without a name: ${unnamed.join(" | ")}`);
+}
+
+// inView says whether the element's top is in its message list's view.
+function inView(locator) {
+  return locator.evaluate((el) => {
+    const view = el.closest("[role=log]").getBoundingClientRect();
+    const r = el.getBoundingClientRect();
+    return r.top >= view.top - 1 && r.top < view.bottom;
+  });
 }
 
 // fitsWidth fails when the page scrolls sideways at its viewport's width.

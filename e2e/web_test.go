@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// webTimeout bounds the whole browser run (it takes seconds when it works);
-// past it the script and the Chromium it started are killed.
-const webTimeout = 3 * time.Minute
+// webTimeout bounds the whole browser run (one to three minutes when it
+// works, on two busy cores); past it the script and the Chromium it started
+// are killed.
+const webTimeout = 6 * time.Minute
 
 // TestWebAppInChromium drives the embedded web app in headless Chromium
 // (web.mjs, with playwright-core) against a real `chatd serve` on a new

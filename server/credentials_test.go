@@ -67,6 +67,11 @@ func TestSocketsEndWithTheirCredential(t *testing.T) {
 			}
 		}, []string{"session 0", "session 1", "short token"}},
 		{"a token expired", func(t *testing.T, w *world) {}, []string{"short token"}},
+		{"removed by an admin", func(t *testing.T, w *world) {
+			root, rootKey := w.ts.user("operator")
+			w.ts.exec(t, `UPDATE users SET role = 'admin' WHERE id = ?`, root.ID)
+			expect(t, w.ts.doNoContent(t, "DELETE", "/api/v1/me/people/"+w.alice.ID, apiKey(rootKey)), 204, "")
+		}, []string{"key", "spare key", "spare key, agent", "session 0", "session 1", "short token"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := setUp(t)

@@ -323,6 +323,9 @@ func credentialKind(r *http.Request) string {
 // isAuthFailure reports whether err refuses a secret: a credential, or an
 // OAuth code, refresh token or client id.
 func isAuthFailure(err error) bool {
+	if errors.Is(err, store.ErrWrongPassword) { // a password change's guess
+		return true
+	}
 	switch store.ErrorCode(err) {
 	case store.CodeUnauthorized, store.CodeInvalidGrant, store.CodeInvalidClient:
 		return true

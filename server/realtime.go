@@ -23,7 +23,9 @@ import (
 //	chat_room:{room}          message_created (agents: text that mentions them;
 //	                          people: every message), message_updated and
 //	                          event_created (people)
-//	room_participants:{room}  participant_added, participant_removed, room_deleted
+//	room_participants:{room}  participant_added, participant_removed, room_deleted,
+//	                          and presence (chatd's own: people, and agents
+//	                          that asked with ?extensions=true; presence.go)
 //	room_tasks:{room}         task_created, task_updated, board_updated
 //	agent_rooms:{agent}       room_added, room_removed, room_updated
 //	user_rooms:{user}         room_added, room_removed, room_updated, and
@@ -43,6 +45,9 @@ type realtime struct {
 	done    chan struct{}
 	dropped atomic.Int64
 	sockets socketRegistry
+	// presence knows who is connected, for chatd's presence extension
+	// (presence.go).
+	presence *presenceTracker
 	// credentialsEnded counts the changes that may have ended credentials,
 	// so that a connection authenticated while one was routed is rechecked
 	// (register).
@@ -60,10 +65,12 @@ func newRealtime(s *Server) *realtime {
 		s: s, log: s.log,
 		changes: make(chan store.Change, changeQueue),
 		stop:    make(chan struct{}), done: make(chan struct{}),
-		sockets: newSocketRegistry(),
+		sockets:  newSocketRegistry(),
+		presence: newPresenceTracker(),
 	}
 	rt.hub = phx.NewHub(rt, phx.Options{})
 	go rt.run()
+	go rt.runPresence()
 	return rt
 }
 

@@ -53,6 +53,9 @@ func (s *Server) routes() {
 	if s.roomTasks {
 		s.taskRoutes()
 	}
+	s.attentionRoutes()
+	s.invitationRoutes()
+	s.peopleRoutes()
 	s.delegationRoutes()
 	s.accountRoutes()
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -68,13 +69,22 @@ func newSecurityWorld(t *testing.T) *securityWorld {
 		}
 	}
 
+	if err := ts.db.SetPassword(context.Background(), carol.ID, goodPassword); err != nil {
+		t.Fatal(err)
+	}
+	carolSession := ts.signIn(t, carol.Handle, goodPassword)
+	session := ts.do(t, "GET", "/api/v1/me/sessions", bearer(carolSession), nil).list(t)[0].(map[string]any)["id"].(string)
+
+	invitation := ts.do(t, "POST", "/api/v1/me/invitations", apiKey(carolKey), map[string]any{"invitation": map[string]any{}}).data(t)["id"].(string)
+
 	ts.oauthSignIn(t, apiKey(carolKey), cAgent.ID)
 	grant := ts.do(t, "GET", "/api/v1/me/oauth/grants", apiKey(carolKey), nil).list(t)[0].(map[string]any)["id"].(string)
 
 	w.foreign = map[string]string{
 		"chats": w.foreignRoom, "participants": carol.ID, "messages": msg, "tasks": task, "files": file, "memories": memory,
 		"agents": cAgent.ID, "requests": request, "delegations": delegation, "bulk-deletions": job,
-		"keys": key, "webhooks": hook, "grants": grant, "reactions": "%F0%9F%91%8D", // not an id: the emoji a reaction is taken back by
+		"keys": key, "webhooks": hook, "grants": grant, "sessions": session, "invitations": invitation, "people": carol.ID,
+		"reactions": "%F0%9F%91%8D", // not an id: the emoji a reaction is taken back by
 	}
 	w.own = map[string]string{"chats": w.ownRoom, "agents": aAgent.ID}
 	return w
@@ -126,6 +136,14 @@ var routeBodies = map[string]any{
 	"DELETE /api/v1/me/chats/:chat_id/participants/:id":         nil,
 	"DELETE /api/v1/me/chats/:chat_id":                          nil,
 	"POST /api/v1/me/chats/:chat_id/read":                       nil,
+	"PUT /api/v1/me/chats/:chat_id/messages/:id/done":           nil,
+	"GET /api/v1/me/chats/:chat_id/done":                        nil,
+	"DELETE /api/v1/me/sessions/:id":                            nil,
+	"DELETE /api/v1/me/invitations/:id":                         nil,
+	"DELETE /api/v1/me/people/:id":                              nil,
+	"GET /api/v1/me/chats/:chat_id/presence":                    nil,
+	"GET /api/v1/me/chats/:chat_id/tasks":                       nil,
+	"DELETE /api/v1/me/chats/:chat_id/messages/:id/done":        nil,
 	"DELETE /api/v1/me/agents/:id":                              nil,
 	"POST /api/v1/me/agents/:id/rotate-key":                     nil,
 	"DELETE /api/v1/me/memories/:id":                            nil,

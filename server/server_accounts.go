@@ -25,6 +25,9 @@ func (s *Server) accountRoutes() {
 	s.handle("GET", "/api/v1/me/keys", humansOnly, s.listKeys)
 	s.handle("POST", "/api/v1/me/keys", humansOnly, withBody(s, s.createKey))
 	s.handle("DELETE", "/api/v1/me/keys/:id", humansOnly, s.deleteKey)
+	s.handle("POST", "/api/v1/me/password", humansOnly, withBody(s, s.changePassword))
+	s.handle("GET", "/api/v1/me/sessions", humansOnly, s.listSessions)
+	s.handle("DELETE", "/api/v1/me/sessions/:id", humansOnly, s.endSession)
 }
 
 // SessionToken signs the bearer token of a session, as a sign-in answers
@@ -159,6 +162,53 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, req createKey
 // deleteKey is DELETE /api/v1/me/keys/{id}: the key stops working at once.
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	if err := s.db.DeleteUserKey(r.Context(), callerUser(r).ID, r.PathValue("id")); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+type changePasswordRequest struct {
+	CurrentPassword string `json:"current_password"`
+	NewPassword     string `json:"new_password"`
+}
+
+// changePassword is POST /api/v1/me/password: with the current password,
+// a new one; every session ends, and the answer is a new session token (as
+// sign-in answers it) for the browser that asked. A wrong current password
+// is 422 (not 401, which would tell a client its credential ended) and
+// counts against the address's failed-authentication limit.
+func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, req changePasswordRequest) error {
+	return s.startSession(w, r, http.StatusOK, func() (*store.User, *store.Session, error) {
+		sess, err := s.db.ChangePassword(r.Context(), callerUser(r).ID, req.CurrentPassword, req.NewPassword)
+		return nil, sess, err
+	})
+}
+
+// sessionView is a live session as its person sees it; current marks the
+// one the request came with.
+type sessionView struct {
+	ID         string `json:"id"`
+	InsertedAt string `json:"inserted_at"`
+	ExpiresAt  string `json:"expires_at"`
+	Current    bool   `json:"current"`
+}
+
+// listSessions is GET /api/v1/me/sessions: the caller's live sign-ins,
+// newest first.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.db.UserSessions(r.Context(), callerUser(r).ID)
+	if err != nil {
+		return err
+	}
+	current := principal(r).SessionID
+	return reply(w, http.StatusOK, viewsOf(list, func(x store.SessionInfo) sessionView {
+		return sessionView{ID: x.ID, InsertedAt: timestamp(x.InsertedAt), ExpiresAt: timestamp(x.ExpiresAt), Current: x.ID == current}
+	}))
+}
+
+// endSession is DELETE /api/v1/me/sessions/{id}: that sign-in ends at once.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) error {
+	if err := s.db.EndUserSession(r.Context(), callerUser(r).ID, r.PathValue("id")); err != nil {
 		return err
 	}
 	return noContent(w)

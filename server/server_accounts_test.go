@@ -239,16 +239,75 @@ func TestDelegatedTokensCannotTouchKeysOrSessions(t *testing.T) {
 		{"POST", keysPath, map[string]any{"key": map[string]any{"name": "stolen"}}},
 		{"DELETE", keysPath + "/" + nilID, nil},
 		{"POST", signOutPath, nil},
+		{"POST", "/api/v1/me/password", map[string]any{"current_password": goodPassword, "new_password": "a brand new passphrase"}},
+		{"GET", "/api/v1/me/sessions", nil},
+		{"DELETE", "/api/v1/me/sessions/" + nilID, nil},
 	} {
 		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
 			k.ts.refused(t, rt.method, rt.path, bearer(tok), rt.body, 403, "forbidden", "")
 		})
 	}
-	for _, path := range []string{keysPath, keysPath + "/" + nilID, signOutPath, setupPath, signInPath} {
+	for _, path := range []string{keysPath, keysPath + "/" + nilID, signOutPath, setupPath, signInPath,
+		"/api/v1/me/password", "/api/v1/me/sessions", "/api/v1/me/sessions/" + nilID} {
 		for _, m := range []string{"GET", "POST", "DELETE"} {
 			if sc := delegationScope(m, path); sc != "" && sc != credentialScope {
 				t.Errorf("%s %s needs scope %q, which a delegation could hold", m, path, sc)
 			}
 		}
 	}
+}
+
+// TestMySessionsAndPassword: a person lists their sign-ins, ends one (its
+// token stops working), and changes their password: every session ends,
+// the answer is a new one, and the new password signs in. Refusals change
+// nothing.
+func TestMySessionsAndPassword(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	bob, _ := ts.user("bob")
+	for _, u := range []*store.User{alice, bob} {
+		if err := ts.db.SetPassword(context.Background(), u.ID, goodPassword); err != nil {
+			t.Fatal(err)
+		}
+	}
+	here := ts.signIn(t, "alice", goodPassword)
+	phone := ts.signIn(t, "alice", goodPassword)
+	bobs := ts.signIn(t, "bob", goodPassword)
+
+	r := ts.do(t, "GET", "/api/v1/me/sessions", bearer(here), nil)
+	expect(t, r, 200, "")
+	list := r.list(t)
+	if len(list) != 2 || list[0].(map[string]any)["current"] == list[1].(map[string]any)["current"] {
+		t.Fatalf("alice's sessions: %s", r.body)
+	}
+	phoneID := list[0].(map[string]any)["id"].(string) // newest first
+	if list[0].(map[string]any)["current"] == true {
+		t.Fatalf("the newest session is the phone's, not this one: %s", r.body)
+	}
+	bobID := ts.do(t, "GET", "/api/v1/me/sessions", bearer(bobs), nil).list(t)[0].(map[string]any)["id"].(string)
+
+	ts.run(t, []scenario{
+		refusalCase("bob's session", bearer(here), "DELETE", "/api/v1/me/sessions/"+bobID, nil, 404, "not_found"),
+		refusalCase("no such session", bearer(here), "DELETE", "/api/v1/me/sessions/"+nilID, nil, 404, "not_found"),
+		refusalCase("wrong current password", bearer(here), "POST", "/api/v1/me/password",
+			map[string]any{"current_password": goodPassword + "!", "new_password": "a brand new passphrase"}, 422, "validation_error", "/current_password"),
+		refusalCase("too short", bearer(here), "POST", "/api/v1/me/password",
+			map[string]any{"current_password": goodPassword, "new_password": "short"}, 422, "validation_error", "/new_password"),
+		refusalCase("unknown field", bearer(here), "POST", "/api/v1/me/password",
+			map[string]any{"current_password": goodPassword, "new_password": "a brand new passphrase", "also": 1}, 400, "unknown_field"),
+	})
+
+	expect(t, ts.doNoContent(t, "DELETE", "/api/v1/me/sessions/"+phoneID, bearer(here)), 204, "")
+	expect(t, ts.do(t, "GET", "/api/v1/me", bearer(phone), nil), 401, "unauthorized")
+	expect(t, ts.doNoContent(t, "DELETE", "/api/v1/me/sessions/"+phoneID, bearer(here)), 404, "not_found")
+
+	r = ts.do(t, "POST", "/api/v1/me/password", bearer(here),
+		map[string]any{"current_password": goodPassword, "new_password": "a brand new passphrase"})
+	expect(t, r, 200, "")
+	fresh := r.data(t)["access_token"].(string)
+	expect(t, ts.do(t, "GET", "/api/v1/me", bearer(here), nil), 401, "unauthorized")
+	expect(t, ts.do(t, "GET", "/api/v1/me", bearer(fresh), nil), 200, "")
+	expect(t, ts.do(t, "GET", "/api/v1/me", bearer(bobs), nil), 200, "") // bob's sessions are his
+	ts.signIn(t, "alice", "a brand new passphrase")
+	expect(t, ts.do(t, "POST", signInPath, noCred, map[string]any{"handle": "alice", "password": goodPassword}), 401, "unauthorized")
 }

@@ -51,6 +51,8 @@ var credentialRoutes = map[string]bool{
 	"POST /api/v1/me/agents/:id/delegations": true,
 	"POST /api/v1/me/agents/:id/webhooks":    true,
 	"POST /api/v1/me/oauth/authorization":    true,
+	"POST /api/v1/me/password":               true,
+	"POST /api/v1/me/invitations":            true,
 }
 
 // credentialScope is the "scope" of a credential route: none grants it.
@@ -78,6 +80,8 @@ func delegationScope(method, path string) string {
 		part = "chats" // finding whom to add to a room
 	case part == "search":
 		part = "chats" // reading the rooms' messages
+	case part == "presence":
+		part = "agents" // whether one's agents are connected
 	case part == "bulk-deletions":
 		return bulkJobScope
 	case part != "agents" && part != "chats" && part != "contacts" && part != "memories":

@@ -21,6 +21,8 @@ func (s *Server) participantRoutes() {
 	s.handle("PATCH", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, withBody(s, s.updateParticipant))
 	s.handle("DELETE", "/api/v1/me/chats/:chat_id/participants/:id", humansOnly, s.removeParticipant)
 	s.handle("GET", "/api/v1/me/peers", humansOnly, s.listPeers)
+	s.handle("GET", "/api/v1/me/chats/:chat_id/presence", humansOnly, s.listPresence)
+	s.handle("GET", "/api/v1/me/presence", humansOnly, s.listAgentsPresence)
 }
 
 // participantView is ChatParticipant, with the details of

@@ -288,15 +288,18 @@ func (reg *socketRegistry) releaseLocked(limitKey string) {
 	reg.slots.give(limitKey)
 }
 
-// add records c, the connection of sc, and sets its expiry. It returns the
-// agent's older connections, which c supersedes; ok is false when c closed
-// already (remove has run and must not be undone).
-func (reg *socketRegistry) add(c *phx.Conn, sc *socketConn) (older []*phx.Conn, ok bool) {
+// add records c, the connection of sc, and sets its expiry; added runs
+// with it, under the same lock as remove, so that a connection closing
+// meanwhile is never counted open. It returns the agent's older
+// connections, which c supersedes; ok is false when c closed already
+// (remove has run and must not be undone).
+func (reg *socketRegistry) add(c *phx.Conn, sc *socketConn, added func(*socketConn)) (older []*phx.Conn, ok bool) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	if sc.gone {
 		return nil, false
 	}
+	added(sc)
 	if sc.agent != nil {
 		for o := range reg.agents[sc.agent.ID] {
 			older = append(older, o)
@@ -364,7 +367,7 @@ func dropConn(m map[string]map[*phx.Conn]struct{}, key string, c *phx.Conn) {
 // agent's older connections (last connection wins). ended is the count of
 // credentialsEnded from before the connection's credential was checked.
 func (rt *realtime) register(c *phx.Conn, sc *socketConn, ended int64) {
-	older, ok := rt.sockets.add(c, sc)
+	older, ok := rt.sockets.add(c, sc, rt.presence.opened)
 	if !ok {
 		return
 	}
@@ -388,4 +391,5 @@ func (rt *realtime) Closed(c *phx.Conn) {
 	sc := c.Value.(*socketConn)
 	rt.sockets.release(sc)
 	rt.sockets.remove(c, sc)
+	rt.presence.closed(sc)
 }

@@ -6,9 +6,10 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
-// The room task board (beta), Agent API only. A task is named in paths by
-// its id or its board number (/tasks/3 is #3); the rules of its lifecycle,
-// assignments and history are the store's (store/tasks.go).
+// The room task board (beta), on the Agent API; people read a room's
+// tasks (chatd's own route, for the web app's board panel). A task is named
+// in paths by its id or its board number (/tasks/3 is #3); the rules of its
+// lifecycle, assignments and history are the store's (store/tasks.go).
 
 func (s *Server) taskRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks", agentsOnly, s.listTasks)
@@ -16,6 +17,7 @@ func (s *Server) taskRoutes() {
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, s.getTask)
 	s.handle("POST", "/api/v1/agent/chats/:chat_id/tasks/:id", agentsOnly, withBody(s, s.updateTask))
 	s.handle("GET", "/api/v1/agent/chats/:chat_id/tasks/:id/history", agentsOnly, s.listTaskHistory)
+	s.handle("GET", "/api/v1/me/chats/:chat_id/tasks", humansOnly, s.listTasks)
 }
 
 // taskView is Task.
@@ -67,8 +69,9 @@ var (
 	taskHistoryListing = listing{defaultLimit: 50, maxLimit: 100}
 )
 
-// listTasks is GET /agent/chats/{id}/tasks?state=: the board by number,
-// active tasks unless another state (or all) is asked for.
+// listTasks is GET /agent/chats/{id}/tasks?state= (and the same under
+// /me): the board by number, active tasks unless another state (or all) is
+// asked for.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
@@ -79,6 +82,9 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	roomID := r.PathValue("chat_id")
 	// The state is part of the scope: a cursor pages the listing it came from.
 	scope := "agent/tasks:" + roomID + ":" + state
+	if !principal(r).IsAgent() {
+		scope = "me/tasks:" + roomID + ":" + state
+	}
 	pq, err := s.parsePage(q, scope, taskListing)
 	if err != nil {
 		return err

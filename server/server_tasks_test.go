@@ -867,3 +867,24 @@ func TestTasksAttentionEvents(t *testing.T) {
 	expect(t, k.ts.do(t, "POST", path, k.scoutCred, map[string]any{"event": map[string]any{"content": "x", "message_type": "task",
 		"metadata": map[string]any{"task_id": foreign.ID}}}), 201, "")
 }
+
+// TestTasksPeopleRead: a person reading the room reads its board through
+// the Human API, as the agents do; a person who cannot read it gets 404.
+func TestTasksPeopleRead(t *testing.T) {
+	k := newTasksWorld(t)
+	k.subject(t, k.helperCred, k.room, "write the notes")
+	done := k.subject(t, k.helperCred, k.room, "an old plan")
+	k.update(t, k.helperCred, k.room, done.ID, map[string]any{"state": "archived"})
+	path := "/api/v1/me/chats/" + k.room + "/tasks"
+	r := k.ts.do(t, "GET", path, apiKey(k.aliceKey), nil)
+	expect(t, r, 200, "")
+	if got := listedValues(t, r, "subject"); got != "write the notes" {
+		t.Fatalf("active tasks: %s", got)
+	}
+	r = k.ts.do(t, "GET", path+"?state=all", apiKey(k.aliceKey), nil)
+	if got := listedValues(t, r, "subject"); got != "write the notes,an old plan" {
+		t.Fatalf("all tasks: %s", got)
+	}
+	_, carolKey := k.ts.user("carol", "Elsewhere")
+	expect(t, k.ts.do(t, "GET", path, apiKey(carolKey), nil), 404, "not_found")
+}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
@@ -8,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/chatd/chatd/store"
 )
@@ -22,6 +25,69 @@ type webFile struct {
 	body  []byte
 	ctype string
 	etag  string // strong: a digest of body
+
+	// The gzip form of a text file, made the first time a browser that
+	// takes gzip asks for it (not at start: servers start often in tests,
+	// and most never serve a file), kept when it is smaller. Its ETag is
+	// the file's with "-gz": a strong validator names one representation.
+	gzipOnce sync.Once
+	gz       []byte
+}
+
+// gzipMinSize is the size under which a file is sent as it is: below it,
+// compressing saves less than the bytes it adds.
+const gzipMinSize = 1024
+
+// compressible reports whether a content type is text that gzip shrinks
+// (images and fonts are compressed already).
+func compressible(ctype string) bool {
+	return strings.HasPrefix(ctype, "text/") || strings.HasPrefix(ctype, "application/json") ||
+		strings.HasPrefix(ctype, "image/svg") || strings.HasPrefix(ctype, "application/manifest")
+}
+
+// gzipped answers the file's gzip form, or nil when it has none.
+func (f *webFile) gzipped() []byte {
+	if len(f.body) < gzipMinSize || !compressible(f.ctype) {
+		return nil
+	}
+	f.gzipOnce.Do(func() {
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		_, _ = zw.Write(f.body)
+		if zw.Close() == nil && b.Len() < len(f.body) {
+			f.gz = b.Bytes()
+		}
+	})
+	return f.gz
+}
+
+// quality is the q of a coding's parameters (1 when absent or unreadable).
+func quality(params string) float64 {
+	for _, p := range strings.Split(params, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if strings.EqualFold(strings.TrimSpace(k), "q") {
+			if q, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return q
+			}
+		}
+	}
+	return 1
+}
+
+// acceptsGzip reports whether a request's Accept-Encoding takes gzip: it
+// names gzip (or *) without q=0.
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			coding = strings.ToLower(strings.TrimSpace(coding))
+			if coding != "gzip" && coding != "*" {
+				continue
+			}
+			return quality(params) > 0
+		}
+	}
+	return false
 }
 
 // webCSP is the Content-Security-Policy of every web file: the web app loads
@@ -131,22 +197,33 @@ var webPages = map[string]string{"docs/api": "docs/api/index.html"}
 // no-cache has the browser check every time, which costs a 304 when nothing
 // changed, and a new build's files are picked up at once. X-Content-Type-
 // Options: nosniff is set on every response (withRequestScope).
+// A text file is sent gzipped to a browser that takes it (Vary says so to
+// caches).
 func serveWebFile(w http.ResponseWriter, r *http.Request, f *webFile) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", webCSP)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("ETag", f.etag)
-	if etagListed(strings.Join(r.Header.Values("If-None-Match"), ","), f.etag) {
+	body, etag := f.body, f.etag
+	gz := f.gzipped()
+	if gz != nil {
+		h.Set("Vary", "Accept-Encoding")
+		if acceptsGzip(r) {
+			body, etag = gz, strings.TrimSuffix(f.etag, `"`)+`-gz"`
+			h.Set("Content-Encoding", "gzip")
+		}
+	}
+	h.Set("ETag", etag)
+	if etagListed(strings.Join(r.Header.Values("If-None-Match"), ","), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	h.Set("Content-Type", f.ctype)
-	h.Set("Content-Length", strconv.Itoa(len(f.body)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(f.body)
+		_, _ = w.Write(body)
 	}
 }
 

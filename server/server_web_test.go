@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"io/fs"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/fstest"
 )
@@ -227,5 +231,62 @@ func TestWebFilesNotServed(t *testing.T) {
 		if r.header.Get("Content-Type") != "text/html; charset=utf-8" {
 			t.Errorf("GET %s: %s, want index.html", p, r.header.Get("Content-Type"))
 		}
+	}
+}
+
+// TestWebFilesGzip: a text file over a kilobyte goes gzipped to a client
+// that takes gzip, with its own ETag and Vary; others get it as it is, and
+// so does everyone for a small file or an image.
+func TestWebFilesGzip(t *testing.T) {
+	script := strings.Repeat("export const line = 'the web app';\n", 200)
+	ts := newTestServerWith(t, func(c *Config) {
+		c.Web = fstest.MapFS{
+			"app.js":   {Data: []byte(script)},
+			"tiny.css": {Data: []byte("body { margin: 0 }")},
+			"big.png":  {Data: []byte(strings.Repeat("\x89PNG", 1000))},
+		}
+	})
+	// Go's client asks for gzip by itself unless told otherwise.
+	plain := ts.do(t, "GET", "/app.js", withHeader("Accept-Encoding", "identity"), nil)
+	expect(t, plain, 200, "")
+	if plain.header.Get("Content-Encoding") != "" || string(plain.body) != script || plain.header.Get("Vary") != "Accept-Encoding" {
+		t.Fatalf("without gzip: %v, %d bytes", plain.header, len(plain.body))
+	}
+	for _, accept := range []string{"gzip", "gzip, deflate, br", "br;q=1, gzip;q=0.5", "*"} {
+		r := ts.do(t, "GET", "/app.js", withHeader("Accept-Encoding", accept), nil)
+		expect(t, r, 200, "")
+		if r.header.Get("Content-Encoding") != "gzip" || r.header.Get("Content-Length") != strconv.Itoa(len(r.body)) {
+			t.Fatalf("Accept-Encoding %q: %v", accept, r.header)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil || string(got) != script {
+			t.Fatalf("Accept-Encoding %q: the body does not unzip to the file (%v)", accept, err)
+		}
+		if etag := r.header.Get("ETag"); etag == plain.header.Get("ETag") || !strings.HasSuffix(etag, `-gz"`) {
+			t.Fatalf("the gzip form's ETag %q is not its own (the file's is %q)", etag, plain.header.Get("ETag"))
+		}
+		// Its ETag revalidates it.
+		again := ts.do(t, "GET", "/app.js", both(withHeader("Accept-Encoding", accept), withHeader("If-None-Match", r.header.Get("ETag"))), nil)
+		expect(t, again, 304, "")
+	}
+	for _, accept := range []string{"gzip;q=0", "br", "identity"} {
+		r := ts.do(t, "GET", "/app.js", withHeader("Accept-Encoding", accept), nil)
+		if r.header.Get("Content-Encoding") != "" || string(r.body) != script {
+			t.Fatalf("Accept-Encoding %q was sent %v", accept, r.header)
+		}
+	}
+	for _, path := range []string{"/tiny.css", "/big.png"} {
+		r := ts.do(t, "GET", path, withHeader("Accept-Encoding", "gzip"), nil)
+		if r.header.Get("Content-Encoding") != "" || r.header.Get("Vary") != "" {
+			t.Fatalf("%s was sent %v", path, r.header)
+		}
+	}
+	head := ts.do(t, "HEAD", "/app.js", withHeader("Accept-Encoding", "gzip"), nil)
+	if head.header.Get("Content-Encoding") != "gzip" || len(head.body) != 0 {
+		t.Fatalf("HEAD: %v, %d bytes", head.header, len(head.body))
 	}
 }

@@ -61,7 +61,7 @@ func (db *DB) SignIn(ctx context.Context, handle, password string) (*User, *Sess
 	var hash string
 	if ValidHandle(handle) == "" && len(password) <= 4*MaxPasswordLen {
 		row := db.queryRow(ctx, `SELECT `+userColumns+`, (SELECT hash FROM user_passwords WHERE user_id = users.id)
-			FROM users WHERE handle = ?`, handle)
+			FROM users WHERE handle = ? AND removed_at IS NULL`, handle)
 		var h sql.NullString
 		var err error
 		u, err = scanUser(scanTail{row, &h})
@@ -110,7 +110,7 @@ func (s scanTail) Scan(dst ...any) error { return s.row.Scan(append(dst, s.tail)
 // signed out); a session that is not live authenticates nobody.
 func (db *DB) SessionUser(ctx context.Context, sessionID, userID string) (*User, error) {
 	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = (SELECT user_id FROM sessions
-		WHERE id = ? AND user_id = ? AND revoked_at IS NULL AND expires_at > ?)`, sessionID, userID, now().UnixMicro()))
+		WHERE id = ? AND user_id = ? AND revoked_at IS NULL AND expires_at > ?) AND removed_at IS NULL`, sessionID, userID, now().UnixMicro()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrBadCredentials
 	}

@@ -357,7 +357,7 @@ func (db *DB) deleteAgent(tx *Tx, caller *User, agentID string, force bool) (*De
 			return nil, err
 		}
 	}
-	if err := db.leaveAllRooms(tx, a, caller); err != nil {
+	if err := db.leaveAllRooms(tx, a.ID, caller.ID); err != nil {
 		return nil, err
 	}
 	if err := db.dropContactsOf(tx, a.ID); err != nil {
@@ -461,11 +461,12 @@ func ownedAgent(q queryer, caller *User, agentID, what string) (*Agent, error) {
 	return a, nil
 }
 
-// leaveAllRooms removes a deleted agent from its rooms; where it was the last
-// owner, its owner becomes an owner of the room.
-func (db *DB) leaveAllRooms(tx *Tx, a *Agent, owner *User) error {
+// leaveAllRooms removes a deleted agent or a removed person (memberID) from
+// their rooms; where they were the last owner, heirID (the agent's owner,
+// the admin who removed the person) becomes an owner of the room.
+func (db *DB) leaveAllRooms(tx *Tx, memberID, heirID string) error {
 	rows, err := tx.Query(`SELECT `+roomColumns+` FROM rooms r JOIN participants p ON p.room_id = r.id
-		WHERE p.member_id = ? AND r.deleted_at IS NULL`, a.ID)
+		WHERE p.member_id = ? AND r.deleted_at IS NULL`, memberID)
 	if err != nil {
 		return err
 	}
@@ -474,16 +475,16 @@ func (db *DB) leaveAllRooms(tx *Tx, a *Agent, owner *User) error {
 		return err
 	}
 	for _, room := range rooms {
-		member, err := participant(tx, room.ID, a.ID)
+		member, err := participant(tx, room.ID, memberID)
 		if err != nil {
 			return err
 		}
 		if keepAnOwner(tx, member, "remove") != nil {
-			if err := db.promoteToOwner(tx, room, owner.ID); err != nil {
+			if err := db.promoteToOwner(tx, room, heirID); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.Exec(`DELETE FROM participants WHERE room_id = ? AND member_id = ?`, room.ID, a.ID); err != nil {
+		if _, err := tx.Exec(`DELETE FROM participants WHERE room_id = ? AND member_id = ?`, room.ID, memberID); err != nil {
 			return err
 		}
 		db.publish(tx, Change{Kind: ParticipantRemoved, Room: room, Member: member})

@@ -106,7 +106,7 @@ func scanParty(row interface{ Scan(...any) error }) (*Party, error) {
 
 // partyByID returns a live person or agent.
 func partyByID(q queryer, id string) (*Party, error) {
-	p, err := scanParty(q.QueryRow(partyUserSelect+` WHERE u.id = ?`, id))
+	p, err := scanParty(q.QueryRow(partyUserSelect+` WHERE u.id = ? AND u.removed_at IS NULL`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		p, err = scanParty(q.QueryRow(partyAgentSelect+` WHERE a.id = ? AND a.deleted_at IS NULL`, id))
 	}
@@ -126,7 +126,7 @@ func partyByHandle(q queryer, handle string) (*Party, error) {
 	if strings.Contains(h, "/") {
 		p, err = scanParty(q.QueryRow(partyAgentSelect+` WHERE a.handle = ? AND a.deleted_at IS NULL`, h))
 	} else {
-		p, err = scanParty(q.QueryRow(partyUserSelect+` WHERE u.handle = ?`, h))
+		p, err = scanParty(q.QueryRow(partyUserSelect+` WHERE u.handle = ? AND u.removed_at IS NULL`, h))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &Error{Code: CodeNotFound, Message: "no one has the handle " + h}

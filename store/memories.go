@@ -291,7 +291,7 @@ func (db *DB) insertMemory(tx *Tx, actor Actor, row *memoryRow, at string) (*Mem
 	p := Problems{}
 	if row.subjectID != nil {
 		var n int
-		err := tx.QueryRow(`SELECT (SELECT count(*) FROM users WHERE id = ?1 AND organization_id = ?2)
+		err := tx.QueryRow(`SELECT (SELECT count(*) FROM users WHERE id = ?1 AND organization_id = ?2 AND removed_at IS NULL)
 			+ (SELECT count(*) FROM agents WHERE id = ?1 AND organization_id = ?2 AND deleted_at IS NULL)`,
 			*row.subjectID, actor.OrganizationID).Scan(&n)
 		if err != nil {

@@ -44,11 +44,11 @@ func peersOf(actor Actor) (string, []any) {
 				AND (a.owner_id = ? OR a.is_global = 1 OR (a.shared_with_organization = 1 AND a.organization_id = ?))`
 		args = []any{actor.OwnerID, actor.ID, actor.OwnerID, actor.OrganizationID}
 	} else {
-		registry = `SELECT ` + userCols + `, 'registry' AS source FROM users u WHERE u.organization_id = ? AND u.id != ?
+		registry = `SELECT ` + userCols + `, 'registry' AS source FROM users u WHERE u.organization_id = ? AND u.id != ? AND u.removed_at IS NULL
 			UNION ALL SELECT ` + agentCols + `, 'registry' FROM agents a WHERE a.deleted_at IS NULL AND (a.owner_id = ? OR a.is_global = 1)`
 		args = []any{actor.OrganizationID, actor.ID, actor.ID}
 	}
-	contacts := `SELECT ` + userCols + `, 'contact' FROM contacts c JOIN users u ON u.id = c.contact_id WHERE c.owner_id = ?
+	contacts := `SELECT ` + userCols + `, 'contact' FROM contacts c JOIN users u ON u.id = c.contact_id WHERE c.owner_id = ? AND u.removed_at IS NULL
 		UNION ALL SELECT ` + agentCols + `, 'contact' FROM contacts c JOIN agents a ON a.id = c.contact_id
 			WHERE c.owner_id = ? AND a.deleted_at IS NULL`
 	args = append(append([]any{actor.ID}, args...), actor.ID, actor.ID)

@@ -187,7 +187,7 @@ func ensureOrganization(tx *Tx, name string) (id string, created bool, err error
 
 // UserByID returns a user.
 func (db *DB) UserByID(ctx context.Context, id string) (*User, error) {
-	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, id))
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = ? AND removed_at IS NULL`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("user")
 	}
@@ -197,7 +197,7 @@ func (db *DB) UserByID(ctx context.Context, id string) (*User, error) {
 // UserByHandle returns a user by handle (case-insensitive; a leading "@" is ignored).
 func (db *DB) UserByHandle(ctx context.Context, handle string) (*User, error) {
 	handle = strings.TrimPrefix(strings.TrimSpace(handle), "@")
-	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE handle = ?`, handle))
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE handle = ? AND removed_at IS NULL`, handle))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("user " + handle)
 	}
@@ -266,7 +266,7 @@ func PeopleOutside(ctx context.Context, path, organization string, limit int) ([
 // can say whom to choose from.
 func (db *DB) OnlyUser(ctx context.Context) (*User, error) {
 	const listed = 10
-	rows, err := db.query(ctx, `SELECT `+userColumns+` FROM users ORDER BY handle LIMIT ?`, listed+1)
+	rows, err := db.query(ctx, `SELECT `+userColumns+` FROM users WHERE removed_at IS NULL ORDER BY handle LIMIT ?`, listed+1)
 	if err != nil {
 		return nil, err
 	}

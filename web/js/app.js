@@ -18,11 +18,13 @@ const pages = {
   contacts: () => import("./pages/contacts.js"),
   memories: () => import("./pages/memories.js"),
   keys: () => import("./pages/keys.js"),
+  account: () => import("./pages/account.js"),
+  invite: () => import("./pages/invite.js"),
   oauth: () => import("./pages/oauth.js"),
 };
 // A consent link opened signed out is where sign-in leads back to.
 const RETURN_KEY = "chatd.returnTo";
-const publicPages = new Set(["setup", "sign-in"]);
+const publicPages = new Set(["setup", "sign-in", "invite"]);
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
@@ -39,12 +41,43 @@ let routing = 0;
 // missed.
 function notify(message, kind = "info") {
   const close = h("button", { type: "button", class: "link", "aria-label": "Dismiss" }, "×");
-  const toast = h("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status" },
+  // An error raised while the connection is down is the outage's, and
+  // leaves with it.
+  const network = kind === "error" && socket && socket.status !== "online";
+  const toast = h("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status", dataset: network ? { network: "" } : null },
     h("span", {}, message), close);
   close.addEventListener("click", () => toast.remove());
   toasts.appendChild(toast);
   if (kind !== "error") setTimeout(() => toast.remove(), 5000);
 }
+
+// The tab's title carries the unread count of the rooms list.
+let unreadTotal = 0;
+let baseTitle = "chatd";
+function showTitle() {
+  document.title = unreadTotal ? `(${unreadTotal > 99 ? "99+" : unreadTotal}) ${baseTitle}` : baseTitle;
+}
+function setUnread(n) {
+  unreadTotal = n;
+  showTitle();
+}
+
+// On a narrow screen the navigation folds behind the Menu button.
+const navToggle = document.getElementById("nav-toggle");
+function toggleNav(open = navToggle.getAttribute("aria-expanded") !== "true") {
+  navToggle.setAttribute("aria-expanded", String(open));
+  top.classList.toggle("nav-open", open);
+}
+navToggle.addEventListener("click", () => toggleNav());
+// Escape closes whatever drawer is open (a dialog closes itself first).
+document.addEventListener("keydown", (ev) => {
+  if (ev.key !== "Escape" || document.querySelector("dialog[open]")) return;
+  if (document.body.classList.contains("side-open") || document.body.classList.contains("rooms-open")) {
+    document.body.classList.remove("side-open", "rooms-open");
+    for (const b of document.querySelectorAll("[aria-expanded='true'][aria-controls^='side-']")) b.setAttribute("aria-expanded", "false");
+  }
+  if (navToggle.getAttribute("aria-expanded") === "true") toggleNav(false);
+});
 
 function navigate(path) {
   if (location.hash === `#${path}`) route();
@@ -56,19 +89,36 @@ const statusText = {
   online: "Live",
   reconnecting: "Reconnecting…",
   offline: "Offline: reconnecting…",
+  stopped: "",
 };
+
+// The banner says when the live connection is down; it goes away by
+// itself once the socket is back and the screens have caught up, and takes
+// with it the errors that the outage caused.
+const banner = document.getElementById("offline-banner");
+function showConnection(status) {
+  conn.textContent = statusText[status] || status;
+  conn.dataset.status = status;
+  document.body.classList.toggle("is-offline", status === "offline" || status === "reconnecting");
+  if (status === "offline" || status === "reconnecting") {
+    banner.textContent = status === "offline"
+      ? "You are offline. chatd reconnects by itself and then loads what you missed."
+      : "Reconnecting…";
+    banner.hidden = false;
+  } else if (status === "online" || status === "stopped") {
+    banner.hidden = true;
+    for (const t of toasts.querySelectorAll(".toast[data-network]")) t.remove();
+  }
+}
 
 function startSocket() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   socket = new Socket(`${proto}//${location.host}/api/v1/socket/websocket`, () => session.token);
-  socket.onStatus((status) => {
-    conn.textContent = statusText[status] || status;
-    conn.dataset.status = status;
-    document.body.classList.toggle("is-offline", status === "offline");
-  });
+  socket.onStatus(showConnection);
   // A socket that keeps failing may be refused for an ended session: a
   // REST call tells, and a 401 there signs the page out.
   socket.onFailure = (n) => {
+    if (changingSession) return;
     if (n === 1 || n % 3 === 0) api.get("/api/v1/me").catch(() => {});
   };
   socket.connect();
@@ -84,7 +134,12 @@ function signedOut(message) {
   navigate("/sign-in");
 }
 
-session.onUnauthorized(() => signedOut("Your session has ended. Sign in again."));
+// A password change ends this browser's session too, and answers a new one
+// (account.js): meanwhile a refusal of the old one signs nothing out.
+let changingSession = false;
+session.onUnauthorized(() => {
+  if (!changingSession) signedOut("Your session has ended. Sign in again.");
+});
 
 document.getElementById("sign-out").addEventListener("click", async () => {
   // The socket goes first: ending the session drops it on the server's
@@ -131,6 +186,39 @@ function adoptSessionLink() {
   session.set(decodeURIComponent(link[1]));
 }
 
+// pageContext is what a screen is given: see the top of this file.
+function pageContext(params) {
+  return {
+    api, esc, me, socket, notify, navigate, params, setUnread,
+    // A password change ended every session and answered a new one for
+    // this browser: the socket, closed with the old one, reconnects with it.
+    // While the change is under way the old session's end (the socket
+    // closing, a request refused) is expected, not a sign-out.
+    changingSession: (on) => { changingSession = on; },
+    replaceSession: (token) => {
+      session.set(token);
+      changingSession = false;
+    },
+    // This browser's session was ended from the account screen.
+    signOutLocally: () => {
+      signedOut();
+      notify("You signed this browser out.");
+    },
+    // A screen that changes the person (their name) says so here.
+    meChanged: (m) => {
+      me = m;
+      who.textContent = me.name || me.handle;
+    },
+    signedIn: (token) => {
+      session.set(token);
+      me = null;
+      const back = sessionStorage.getItem(RETURN_KEY);
+      sessionStorage.removeItem(RETURN_KEY);
+      navigate(back || "/rooms");
+    },
+  };
+}
+
 async function route() {
   const n = ++routing;
   adoptSessionLink();
@@ -169,16 +257,9 @@ async function route() {
     else a.removeAttribute("aria-current");
   }
   replace(main);
-  const ctx = {
-    api, esc, me, socket, notify, navigate, params,
-    signedIn: (token) => {
-      session.set(token);
-      me = null;
-      const back = sessionStorage.getItem(RETURN_KEY);
-      sessionStorage.removeItem(RETURN_KEY);
-      navigate(back || "/rooms");
-    },
-  };
+  toggleNav(false);
+  document.body.classList.remove("side-open", "rooms-open");
+  const ctx = pageContext(params);
   try {
     cleanup = (await mod.mount(main, ctx)) || null;
   } catch (err) {
@@ -187,7 +268,8 @@ async function route() {
   // A new screen is announced by its heading: focus moves there unless the
   // page put it somewhere on purpose (a form's first field).
   const heading = main.querySelector("h1");
-  document.title = heading ? `${heading.textContent} · chatd` : "chatd";
+  baseTitle = heading ? `${heading.textContent} · chatd` : "chatd";
+  showTitle();
   if (heading && (document.activeElement === document.body || !main.contains(document.activeElement))) {
     heading.tabIndex = -1;
     heading.focus();

@@ -123,7 +123,8 @@ export class Socket {
     if (this.ws) this.ws.close(1000);
     this.ws = null;
     this.channels.clear();
-    this.setStatus("offline");
+    // Stopped on purpose (signing out): not an outage to report.
+    this.setStatus("stopped");
   }
 
   send(joinRef, topic, event, payload) {

@@ -55,7 +55,11 @@ export function pagedList({
   function render() {
     const items = order([...byId.values()]);
     if (items.length) {
-      replace(body, frame(items.map(row)));
+      const framed = frame(items.map(row));
+      // Rows a list keeps (the same elements, in the same order) are left
+      // alone: a click under way on one of them is not lost to a render.
+      const same = Array.isArray(framed) && framed.length === body.children.length && framed.every((el, i) => body.children[i] === el);
+      if (!same) replace(body, framed);
     } else {
       const e = empty();
       replace(body, typeof e === "string" ? h("p", { class: "empty" }, e) : e);

@@ -31,14 +31,28 @@ export function mount(root, ctx) {
     changed: () => agents.render(),
     closed: (a) => (root.querySelector(`[data-webhooks="${CSS.escape(a.id)}"]`) || listHeading).focus(),
   });
+  // Whether each agent is connected now, or when it was last seen
+  // (chatd's presence: its socket, or its key's last use).
+  const seen = new Map();
+  const lastSeen = (a) => {
+    const p = seen.get(a.id);
+    if (p && p.connected) return h("span", { class: "online" }, h("span", { class: "dot", "aria-hidden": "true" }), "Connected");
+    return p && p.last_seen_at ? timeEl(p.last_seen_at) : h("span", { class: "muted" }, "never");
+  };
   const agents = pagedList({
-    fetch: (at) => api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, at),
+    fetch: async (at) => {
+      const [page, presence] = await Promise.all([api.page("/api/v1/me/agents", { limit: PAGE_SIZE }, at),
+        api.get("/api/v1/me/presence").catch(() => [])]);
+      for (const p of presence || []) seen.set(p.id, p);
+      return page;
+    },
     loading: "Loading agents…",
     row: (a) => [
       h("strong", {}, a.name),
       h("code", {}, `@${a.handle}`),
       a.description ? a.description : h("span", { class: "muted" }, "No description"),
       timeEl(a.inserted_at),
+      lastSeen(a),
       h("div", { class: "row" },
         h("button", { type: "button", class: "secondary", "aria-label": `New key for ${a.name}`,
           onclick: (ev) => rotate(a, ev.currentTarget) }, "New key"),
@@ -48,7 +62,7 @@ export function mount(root, ctx) {
         h("button", { type: "button", class: "danger", "aria-label": `Delete agent ${a.name}`,
           onclick: () => remove(a) }, "Delete")),
     ],
-    frame: (rows) => cardTable("Your agents", ["Name", "Handle", "Description", "Created", "Actions"], rows),
+    frame: (rows) => cardTable("Your agents", ["Name", "Handle", "Description", "Created", "Last seen", "Actions"], rows),
     empty: () => "No agents yet: register one above.",
     failed: (e) => `The agents could not be loaded: ${e.message}`,
     more: "Load more agents",

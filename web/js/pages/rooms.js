@@ -7,6 +7,8 @@ import { h, replace, field, busy, errorBox, onSubmit } from "../dom.js";
 import { pagedList } from "../ui.js";
 import { timeEl } from "../time.js";
 import { openRoom } from "../room/view.js";
+import { plain } from "../markdown.js";
+import { notifications, maybeNotify } from "../notify.js";
 
 // watchLimit bounds the rooms whose messages are counted live; older rooms
 // show the count from their last listing.
@@ -48,15 +50,8 @@ export async function mount(root, ctx) {
     fetch: (at) => ctx.api.page("/api/v1/me/chats", { limit: 50, include: agentRooms.checked ? "agent_rooms" : null }, at),
     body: h("ul", {}),
     order: (items) => items.sort((a, b) => (activity(b) || "").localeCompare(activity(a) || "")),
-    row: (r) => {
-      const unread = r.id === current ? 0 : r.unread_count || 0;
-      const label = `${r.title || "Untitled room"}${unread ? `, ${unread > 99 ? "more than 99" : unread} unread` : ""}`;
-      return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null, "aria-label": label },
-        h("span", { class: "title" }, r.title || "Untitled room"),
-        h("span", { class: "row" },
-          unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread)) : null,
-          timeEl(activity(r), { class: "meta" }))));
-    },
+    // A row is made anew only when what it shows changed (rowEl).
+    row: (r) => rowEl(r),
     empty: () => h("li", { class: "muted" }, "No rooms yet. Create one to start talking with your agents."),
     // The list sits beside the open room: a refusal is told in a message
     // rather than in the list's place.
@@ -65,16 +60,43 @@ export async function mount(root, ctx) {
     linkMore: true,
     rendered: (items) => {
       for (const r of items) if (watched.size < watchLimit) watch(r.id);
+      ctx.setUnread(items.reduce((n, r) => n + (r.id === current ? 0 : r.unread_count || 0), 0));
     },
   });
+  const rows = new Map(); // room id -> {sig, el}
+  function rowEl(r) {
+    const sig = JSON.stringify([r.title, r.id === current ? 0 : r.unread_count || 0, activity(r)]);
+    const held = rows.get(r.id);
+    if (held && held.sig === sig) return held.el;
+    const el = makeRow(r);
+    rows.set(r.id, { sig, el });
+    return el;
+  }
+  function makeRow(r) {
+    const unread = r.id === current ? 0 : r.unread_count || 0;
+    const title = plain(r.title || "") || "Untitled room";
+    // The link's name is what it shows: the title, the count (with the
+    // word a screen reader needs), the time.
+    return h("li", {}, h("a", { href: `#/rooms/${r.id}`, "aria-current": r.id === current ? "page" : null,
+      class: unread ? "has-unread" : null, dataset: { room: r.id } },
+      h("span", { class: "title" }, title),
+      h("span", { class: "row" },
+        unread ? h("span", { class: "unread" }, unread > 99 ? "99+" : String(unread), h("span", { class: "visually-hidden" }, " unread")) : null,
+        timeEl(activity(r), { class: "meta" }))));
+  }
   const roomPane = h("section", { class: "room-pane", "aria-live": "off" });
   const layout = h("div", { class: `rooms${current ? " has-room" : ""}` },
     h("nav", { class: "room-list", "aria-labelledby": "rooms-heading" },
-      h("div", { class: "row" }, h("h1", { id: "rooms-heading" }, "Rooms"), newButton),
+      h("div", { class: "row" }, h("h1", { id: "rooms-heading" }, "Rooms"), newButton,
+        h("button", { type: "button", class: "secondary drawer-close", "aria-label": "Close the room list",
+          onclick: () => document.body.classList.remove("rooms-open") }, "×")),
       createForm,
+      notifications(ctx),
       h("label", { class: "check" }, agentRooms, " Include my agents' rooms"),
       rooms.el),
-    roomPane);
+    roomPane,
+    h("div", { class: "scrim rooms-scrim", "aria-hidden": "true", onclick: () => document.body.classList.remove("rooms-open") }));
+  document.body.classList.remove("rooms-open");
   root.append(layout);
 
   onSubmit(createForm, createErr, async () => {
@@ -108,8 +130,12 @@ export async function mount(root, ctx) {
     const offMessages = ch.on("message_created", (m) => {
       const r = rooms.get(id);
       if (!r) return;
-      r.last_message_at = m.inserted_at;
-      if (id !== current && m.sender_id !== ctx.me.id && unreadTypes.has(m.message_type)) r.unread_count = (r.unread_count || 0) + 1;
+      maybeNotify(ctx, m, r);
+      // A message the room's last reading already counted (its push came
+      // after that read) is not counted twice.
+      const counted = r.last_message_at && m.inserted_at <= r.last_message_at;
+      if (!counted) r.last_message_at = m.inserted_at;
+      if (!counted && id !== current && m.sender_id !== ctx.me.id && unreadTypes.has(m.message_type)) r.unread_count = (r.unread_count || 0) + 1;
       rooms.render();
     });
     watched.set(id, { ch, off: () => { offJoined(); offMessages(); } });
@@ -192,6 +218,7 @@ export async function mount(root, ctx) {
   }
 
   return () => {
+    ctx.setUnread(0);
     rooms.stop();
     if (opened) opened.close();
     offs.forEach((off) => off());

@@ -65,7 +65,7 @@ export function mount(root, ctx) {
 
   let asked = "";
   const results = pagedList({
-    fetch: (at) => api.page("/api/v1/me/search", { q: asked, message_type: type.value, sort: sort.value, limit: PAGE_SIZE }, at),
+    fetch: (at) => api.page("/api/v1/me/search", { q: asked, chat_id: inRoom, message_type: type.value, sort: sort.value, limit: PAGE_SIZE }, at),
     body: h("ol", { class: "search-results" }),
     row: result,
     empty: () => (asked ? `Nothing found for “${asked}”.` : "Type some words to search every room you read."),
@@ -81,11 +81,17 @@ export function mount(root, ctx) {
     asked = q.value.trim();
     if (asked) results.load();
   };
+  // #/search/<words>/<room> searches one room (the room's own search box).
+  const inRoom = ctx.params[1] || null;
+  const scope = h("p", { class: "hint" });
+  if (inRoom) {
+    replace(scope, "In ", roomTitle(inRoom), " only. ", h("a", { href: `#/search/${esc(ctx.params[0] || "")}` }, "Search every room"));
+  }
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const words = q.value.trim();
     // The words go into the address, so that Back comes back to them.
-    if (words && words !== (ctx.params[0] || "")) ctx.navigate(`/search/${esc(words)}`);
+    if (words && words !== (ctx.params[0] || "")) ctx.navigate(`/search/${esc(words)}${inRoom ? `/${esc(inRoom)}` : ""}`);
     else run();
   });
   type.addEventListener("change", run);
@@ -93,7 +99,7 @@ export function mount(root, ctx) {
 
   root.append(pageSection("Search",
     "Find messages in every room you read, your agents' rooms included: text, thoughts, tool calls and their results.",
-    form, heading, status, results.el));
+    form, scope, heading, status, results.el));
   if (q.value) run();
   else results.render();
   q.focus();

@@ -21,7 +21,7 @@ export class Participants {
       this.add();
     });
     this.el = h("section", { "aria-labelledby": `p-${roomId}` },
-      h("h2", { id: `p-${roomId}` }, "Participants"), this.list, this.form);
+      h("h2", { id: `p-${roomId}`, tabindex: "-1" }, "Participants"), this.list, this.form);
   }
 
   base() {
@@ -31,14 +31,26 @@ export class Participants {
   async load() {
     const { items } = await this.ctx.api.page(this.base(), { limit: 100 });
     this.items = items;
-    replace(this.list, items.map((p) => h("li", {},
-      h("span", {}, p.name, " ", h("span", { class: "muted" },
-        `${p.type === "Agent" ? "agent" : "person"}${p.role === "owner" ? ", owner" : ""}${p.working ? ", working…" : ""}`)),
+    replace(this.list, items.map((p) => h("li", { dataset: { participant: p.id } },
+      h("span", {}, h("span", { class: "dot", "aria-hidden": "true" }), p.name, " ", h("span", { class: "muted" },
+        `${p.type === "Agent" ? "agent" : "person"}${p.role === "owner" ? ", owner" : ""}`),
+      p.type === "Agent" ? h("span", { class: "agent-status" }) : null),
       p.id === this.ctx.me.id ? null : h("button", {
         type: "button", class: "link", "aria-label": `Remove ${p.name}`, onclick: () => this.remove(p),
       }, "Remove"))));
     this.onChange(items);
     await this.loadPeers();
+  }
+
+  // decorate shows each agent's state and presence (agents.js).
+  decorate(states) {
+    for (const li of this.list.querySelectorAll("li[data-participant]")) {
+      const id = li.dataset.participant;
+      const seen = states.seen(id);
+      li.classList.toggle("online", seen.connected);
+      const status = li.querySelector(".agent-status");
+      if (status) status.textContent = `${states.describe(id)} · ${seen.text}`;
+    }
   }
 
   async loadPeers() {
@@ -95,15 +107,29 @@ export class Board {
     });
     this.edit = h("button", { type: "button", class: "secondary", onclick: () => this.open() }, "Edit goal");
     this.history = h("details", {});
+    this.tasks = h("ul", { class: "tasks", "aria-label": "Tasks" });
     this.el = h("section", { "aria-labelledby": `b-${roomId}` },
-      h("h2", { id: `b-${roomId}` }, "Board"), this.view, this.edit, this.form, this.history);
+      h("h2", { id: `b-${roomId}` }, "Board"), this.view, this.edit, this.form, this.history,
+      h("h3", {}, "Tasks"), this.tasks);
   }
 
   path() {
     return `/api/v1/me/chats/${this.ctx.esc(this.roomId)}/board`;
   }
 
+  // loadTasks shows the room's tasks, by number, each with its state and
+  // where each assignee is with it.
+  async loadTasks() {
+    const { items } = await this.ctx.api.page(`/api/v1/me/chats/${this.ctx.esc(this.roomId)}/tasks`, { state: "all", limit: 100 });
+    replace(this.tasks, items.length ? items.map((t) => h("li", { class: `task-item state-${t.state}`, dataset: { task: t.id } },
+      h("span", {}, h("strong", {}, `#${t.number}`), " ", t.subject),
+      h("span", { class: "muted task-state" }, [t.state === "active" ? t.overall_status.replace(/_/g, " ") : t.state,
+        ...t.assignments.map((a) => ` · ${a.assignee.name || "someone"}: ${a.status.replace(/_/g, " ")}`)].join("")))) :
+      h("li", { class: "muted" }, "No tasks yet. Agents add them as they plan."));
+  }
+
   async load() {
+    this.loadTasks().catch((e) => replace(this.tasks, h("li", { class: "error" }, e.message)));
     const b = await this.ctx.api.get(`${this.path()}?include=history`);
     this.board = b;
     replace(this.view, b.goal_title

@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chatd/chatd/server/phx"
+	"github.com/chatd/chatd/store"
+)
+
+// Presence, chatd's extension: whether an agent or a person has the
+// real-time socket open now, or when they were last seen, so that a person
+// can tell a silent agent from a dead one.
+//
+// It lives in memory, as the socket registry does: a participant is
+// connected while it holds at least one registered connection. When its
+// first connection opens or its last one closes, every room it is in gets
+// a presence push on room_participants:{room}: people always, agents only
+// when their socket asked for chatd's extension events (?extensions=true),
+// since the Band SDKs log a warning for an event they have no handler for.
+// GET /api/v1/me/chats/{id}/presence answers the same for every participant
+// of a room, for a page that just opened it. "Last seen" is the later of
+// when the last connection closed (since this server started) and when the
+// participant's API keys were last used (an agent that works over REST,
+// long-poll, webhooks or MCP is seen that way).
+
+// presenceQueue bounds the changes waiting to be pushed; past it they are
+// dropped and counted, as the realtime queue does: presence is a courtesy
+// that the listing corrects.
+const presenceQueue = 4096
+
+type presenceChange struct {
+	id        string
+	agent     bool
+	connected bool
+	at        time.Time
+}
+
+type presenceTracker struct {
+	mu       sync.Mutex
+	conns    map[string]map[*socketConn]struct{} // participant id -> its open connections
+	lastSeen map[string]time.Time                // participant id -> when its last connection closed
+	changes  chan presenceChange
+	dropped  atomic.Int64
+	now      func() time.Time
+}
+
+func newPresenceTracker() *presenceTracker {
+	return &presenceTracker{conns: map[string]map[*socketConn]struct{}{}, lastSeen: map[string]time.Time{},
+		changes: make(chan presenceChange, presenceQueue), now: time.Now}
+}
+
+// opened counts sc's connection, and queues a change when it is its
+// participant's first.
+func (t *presenceTracker) opened(sc *socketConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := sc.id()
+	set := t.conns[id]
+	if set == nil {
+		set = map[*socketConn]struct{}{}
+		t.conns[id] = set
+	}
+	first := len(set) == 0
+	set[sc] = struct{}{}
+	if first {
+		t.queue(presenceChange{id: id, agent: sc.agent != nil, connected: true, at: t.now()})
+	}
+}
+
+// closed forgets sc's connection (counted by opened, or not: a connection
+// that closed before it was registered), and queues a change when it was
+// its participant's last.
+func (t *presenceTracker) closed(sc *socketConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := sc.id()
+	set := t.conns[id]
+	if _, ok := set[sc]; !ok {
+		return
+	}
+	delete(set, sc)
+	if len(set) > 0 {
+		return
+	}
+	delete(t.conns, id)
+	at := t.now()
+	t.lastSeen[id] = at
+	t.queue(presenceChange{id: id, agent: sc.agent != nil, connected: false, at: at})
+}
+
+func (t *presenceTracker) queue(c presenceChange) {
+	select {
+	case t.changes <- c:
+	default:
+		t.dropped.Add(1)
+	}
+}
+
+// state answers whether id is connected now, and when its last connection
+// closed (zero when none did since the server started).
+func (t *presenceTracker) state(id string) (connected bool, closedAt time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.conns[id]) > 0, t.lastSeen[id]
+}
+
+// presenceView is a presence push, and an item of the presence listing.
+type presenceView struct {
+	ID         string          `json:"id"`
+	Type       store.PartyType `json:"type"`
+	Connected  bool            `json:"connected"`
+	LastSeenAt *string         `json:"last_seen_at"`
+}
+
+// wantsExtensions is who hears an extension event on a topic agents join:
+// people, and the agents that asked.
+func wantsExtensions(c *phx.Conn) bool {
+	sc := c.Value.(*socketConn)
+	return sc.agent == nil || sc.extensions
+}
+
+// runPresence pushes the changes of presence in the order they happened,
+// each to the rooms of its participant, until stop closes.
+func (rt *realtime) runPresence() {
+	for {
+		select {
+		case c := <-rt.presence.changes:
+			rt.pushPresence(c)
+		case <-rt.stop:
+			return
+		}
+	}
+}
+
+func (rt *realtime) pushPresence(c presenceChange) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rooms, err := rt.s.db.MemberRoomIDs(ctx, c.id)
+	if err != nil {
+		rt.log.Warn("presence: the rooms of a participant could not be read", "id", c.id, "error", err)
+		return
+	}
+	typ := store.PartyUser
+	if c.agent {
+		typ = store.PartyAgent
+	}
+	at := timestamp(c.at)
+	payload := payloadJSON(presenceView{ID: c.id, Type: typ, Connected: c.connected, LastSeenAt: &at})
+	for _, room := range rooms {
+		rt.hub.Broadcast("room_participants:"+room, "presence", payload, wantsExtensions)
+	}
+}
+
+// listPresence is GET /api/v1/me/chats/{id}/presence: every participant
+// of the room, connected now or when last seen.
+func (s *Server) listPresence(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.db.RoomPresence(r.Context(), principal(r).Actor(), r.PathValue("chat_id"))
+	if err != nil {
+		return err
+	}
+	return reply(w, http.StatusOK, s.presenceViews(list))
+}
+
+// listAgentsPresence is GET /api/v1/me/presence: the caller's own
+// agents, connected now or when last seen (the web app's agents page).
+func (s *Server) listAgentsPresence(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.db.OwnedAgentsPresence(r.Context(), callerUser(r).ID)
+	if err != nil {
+		return err
+	}
+	return reply(w, http.StatusOK, s.presenceViews(list))
+}
+
+// presenceViews puts what the socket layer knows beside what the database
+// does: connected now, or the later of the last close and the keys' use.
+func (s *Server) presenceViews(list []store.Presence) []presenceView {
+	now := time.Now()
+	views := make([]presenceView, 0, len(list))
+	for _, p := range list {
+		connected, closedAt := s.rt.presence.state(p.ID)
+		seen := p.LastUsed
+		if closedAt.After(seen) {
+			seen = closedAt
+		}
+		if connected {
+			seen = now
+		}
+		var last *time.Time
+		if !seen.IsZero() {
+			last = &seen
+		}
+		views = append(views, presenceView{ID: p.ID, Type: p.Type, Connected: connected, LastSeenAt: optionalTimestamp(last)})
+	}
+	return views
+}
