@@ -34,6 +34,13 @@
 //   - webhooks: the same posts with no webhook and with -endpoints of them
 //     registered; then how fast the server delivered
 //
+// and as the database grows:
+//
+//   - scale:    one database grown through -sizes messages; at each size
+//     its bytes per message, a server's cold start on it, and the p99 of a
+//     post, /next, an agent's listing, a person's history and /me/chats,
+//     the sizes taking turns
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
@@ -42,8 +49,9 @@
 //     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
 //     go run ./bench -workloads searchindex -clients 16 -duration 10s -sync normal
 //     go run ./bench -workloads post,targeted -rate 1000 -duration 10s
+//     go run ./bench -workloads scale -sizes 10000,100000,1000000 -rate 100 -duration 10s -sync normal
 //
-// With -rate, post and targeted run in an open loop: requests are
+// With -rate, post, targeted and scale run in an open loop: requests are
 // due at that rate whatever the server answers, and each is timed from its
 // due time (openloop.go says why).
 package main
@@ -70,16 +78,17 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks; searchindex")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks; searchindex; scale")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
-	rate := flag.Float64("rate", 0, "post, fanout, targeted, webhooks: posts per second in all (0: as fast as they are acknowledged); post and targeted then run in an open loop, timed from each post's due time")
+	rate := flag.Float64("rate", 0, "post, fanout, targeted, webhooks, scale: posts (scale: requests) per second in all (0: as fast as they are acknowledged; scale: 100); post, targeted and scale then run in an open loop, timed from each request's due time")
 	agents := flag.Int("agents", 1000, "targeted: agents")
 	rooms := flag.Int("rooms", 100, "targeted: rooms")
 	rounds := flag.Int("rounds", 1000, "mcp, longpoll: wake-ups to time (longpoll: of each kind of poll)")
 	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
 	endpoints := flag.Int("endpoints", 100, "webhooks: endpoints registered on the server that sends them")
+	sizeList := flag.String("sizes", "10000,100000,1000000", "scale: comma-separated message counts the database grows through")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -121,6 +130,8 @@ func main() {
 			err = webhookWorkload(bin, clients[0], *duration, *rate, *endpoints)
 		case "searchindex":
 			err = searchIndexWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration)
+		case "scale":
+			err = scaleWorkloadFlags(bin, strings.Split(*syncList, ",")[0], *sizeList, *rate, *duration)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}
