@@ -39,6 +39,13 @@
 //   - webhooks: the same posts with no webhook and with -endpoints of them
 //     registered; then how fast the server delivered
 //
+// and as the database grows:
+//
+//   - scale:    one database grown through -sizes messages; at each size
+//     its bytes per message, a server's cold start on it, and the p99 of a
+//     post, /next, an agent's listing, a person's history and /me/chats,
+//     the sizes taking turns
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
@@ -47,6 +54,12 @@
 //     go run ./bench -workloads metrics -clients 16 -duration 30s
 //     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
 //     go run ./bench -workloads searchindex -clients 16 -duration 10s -sync normal
+//     go run ./bench -workloads post,targeted -rate 1000 -duration 10s
+//     go run ./bench -workloads scale -sizes 10000,100000,1000000 -rate 100 -duration 10s -sync normal
+//
+// With -rate, post, targeted and scale run in an open loop: requests are
+// due at that rate whatever the server answers, and each is timed from its
+// due time (openloop.go says why).
 package main
 
 import (
@@ -71,16 +84,17 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
-	rate := flag.Float64("rate", 0, "fanout, webhooks: posts per second in all (0: as fast as they are acknowledged)")
+	rate := flag.Float64("rate", 0, "post, fanout, targeted, webhooks, scale: posts (scale: requests) per second in all (0: as fast as they are acknowledged; scale: 100); post, targeted and scale then run in an open loop, timed from each request's due time")
 	agents := flag.Int("agents", 1000, "targeted: agents")
 	rooms := flag.Int("rooms", 100, "targeted: rooms")
 	rounds := flag.Int("rounds", 1000, "mcp, longpoll: wake-ups to time (longpoll: of each kind of poll)")
 	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
 	endpoints := flag.Int("endpoints", 100, "webhooks: endpoints registered on the server that sends them")
+	sizeList := flag.String("sizes", "10000,100000,1000000", "scale: comma-separated message counts the database grows through")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -113,7 +127,7 @@ func main() {
 		case "fanout":
 			err = fanOut(bin, *subscribers, *posters, *rate, *duration)
 		case "targeted":
-			err = targeted(bin, *agents, *rooms, *posters, *duration)
+			err = targeted(bin, *agents, *rooms, *posters, *rate, *duration)
 		case "mcp":
 			err = mcpWorkload(bin, clients, *duration, *rounds)
 		case "longpoll":
@@ -124,6 +138,8 @@ func main() {
 			err = webhookWorkload(bin, clients[0], *duration, *rate, *endpoints)
 		case "searchindex":
 			err = searchIndexWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration)
+		case "scale":
+			err = scaleWorkloadFlags(bin, strings.Split(*syncList, ",")[0], *sizeList, *rate, *duration)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}
@@ -137,7 +153,7 @@ func main() {
 	fmt.Printf("%-8s %-8s %7s %10s %9s %9s %8s\n", "sync", "workload", "clients", "req/s", "p50", "p99", "errors")
 	for _, mode := range strings.Split(*syncList, ",") {
 		for _, n := range clients {
-			if err := runMode(bin, mode, n, *duration, httpLoads); err != nil {
+			if err := runMode(bin, mode, n, *duration, *rate, httpLoads); err != nil {
 				fail(err)
 			}
 		}
@@ -145,15 +161,15 @@ func main() {
 }
 
 // runMode starts a server in the given sync mode, sets up n clients and runs
-// each workload.
-func runMode(bin, mode string, n int, d time.Duration, workloads []string) error {
-	return runModeOn(bin, mode, "", n, d, workloads, nil)
+// each workload; post in an open loop at rate when rate is not 0.
+func runMode(bin, mode string, n int, d time.Duration, rate float64, workloads []string) error {
+	return runModeOn(bin, mode, "", n, d, rate, workloads, nil)
 }
 
 // runModeOn is runMode on a database that prepare (when not nil) changes
 // before the server starts, with label in the lines' first column ("": the
 // sync mode).
-func runModeOn(bin, mode, label string, n int, d time.Duration, workloads []string, prepare func(db string) error) error {
+func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, workloads []string, prepare func(db string) error) error {
 	dir, err := os.MkdirTemp("", "chatd-bench-")
 	if err != nil {
 		return err
@@ -195,12 +211,18 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, workloads []stri
 	}
 	for _, w := range workloads {
 		var res result
-		switch w {
-		case "post":
+		switch {
+		case w == "post" && rate > 0:
+			res := openLoop(rate, d, func(i int, _ time.Time) error { return setup.post(i % n) })
+			fmt.Printf("         open loop, %d lanes, latency from each post's due time:\n", n)
+			openHeader("")
+			openLine(label, w, res, res.lat)
+			continue
+		case w == "post":
 			res = c.run(n, d, setup.post)
-		case "work":
+		case w == "work":
 			res = c.run(n, d, setup.work)
-		case "history":
+		case w == "history":
 			res = c.run(n, d, setup.history)
 		default:
 			return fmt.Errorf("unknown workload %q", w)
@@ -276,7 +298,7 @@ func parseInts(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("bad client count %q", f)
+			return nil, fmt.Errorf("bad count %q", f)
 		}
 		out = append(out, n)
 	}

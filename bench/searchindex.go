@@ -23,7 +23,7 @@ func searchIndexWorkload(bin, mode string, clients int, d time.Duration) error {
 		if !indexed {
 			label, prepare = "none", dropSearchIndexTriggers
 		}
-		if err := runModeOn(bin, mode, label, clients, d, []string{"post"}, prepare); err != nil {
+		if err := runModeOn(bin, mode, label, clients, d, 0, []string{"post"}, prepare); err != nil {
 			return err
 		}
 	}

@@ -336,39 +336,28 @@ func postFor(c *client, keys []string, room, mention string, rate float64, d tim
 	return int(posted.Load())
 }
 
+// targetedAgent is an agent of the targeted workload and its room.
+type targetedAgent struct{ id, key, room string }
+
 // targeted has agents in rooms (perRoom each); the person posts in random
-// rooms mentioning one agent there; only that agent may receive it.
-func targeted(bin string, agents, rooms, posters int, d time.Duration) error {
+// rooms mentioning one agent there; only that agent may receive it. With
+// rate, the posts are due at that rate in all (an open loop), and each is
+// timed from its due time to its answer and to its frame's arrival.
+func targeted(bin string, agents, rooms, posters int, rate float64, d time.Duration) error {
 	base, key, _, stop, _, err := wsServer(bin)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	c := newClient(base, posters)
-	type agent struct{ id, key, room string }
-	all := make([]agent, agents)
-	roomIDs := make([]string, rooms)
-	for r := range roomIDs {
-		var room struct{ Data struct{ ID string } }
-		if _, err := c.call("POST", "/api/v1/me/chats", key, map[string]any{}, &room, 201); err != nil {
-			return err
-		}
-		roomIDs[r] = room.Data.ID
-	}
-	for i := range all {
-		id, k, err := registerAgent(c, key, fmt.Sprintf("agent %d %s", i, strconv.FormatInt(time.Now().UnixNano(), 36)))
-		if err != nil {
-			return err
-		}
-		room := roomIDs[i%rooms]
-		if _, err := c.call("POST", "/api/v1/me/chats/"+room+"/participants", key,
-			map[string]any{"participant": map[string]any{"participant_id": id}}, nil, 201); err != nil {
-			return err
-		}
-		all[i] = agent{id, k, room}
+	c := newClient(base, max(posters, 64))
+	all, err := targetedAgents(c, key, agents, rooms)
+	if err != nil {
+		return err
 	}
 	lat := newLatencies(agents)
 	var frames, misdelivered atomic.Int64
+	// due[n]: when post n was due (unix nanoseconds), for the open loop.
+	due := make([]atomic.Int64, int(rate*d.Seconds())+2)
 	var conns []*wsClient
 	defer func() { closeAll(conns) }()
 	for i, a := range all {
@@ -385,32 +374,114 @@ func targeted(bin string, agents, rooms, posters int, d time.Duration) error {
 			if !bytes.Contains(frame, []byte(`"id":"`+a.id+`","handle"`)) {
 				misdelivered.Add(1)
 			}
+			if rate > 0 {
+				if n := taskNumber(frame); n >= 0 && n < len(due) && due[n].Load() != 0 {
+					delay = time.Since(time.Unix(0, due[n].Load()))
+				}
+			}
 			lat.add(i, delay)
 		})
 	}
+	post := func(n int) error {
+		a := all[(n*7919)%agents]
+		_, err := c.call("POST", "/api/v1/me/chats/"+a.room+"/messages", key, map[string]any{
+			"message": map[string]any{"content": fmt.Sprintf("task#%d", n), "mentions": []map[string]string{{"id": a.id}}},
+		}, nil, 201)
+		return err
+	}
+	if rate > 0 {
+		return targetedOpen(rate, d, post, due, lat, &frames, &misdelivered, agents, rooms)
+	}
+	posted := postClosed(posters, d, post)
+	time.Sleep(time.Second)
+	sorted := lat.sorted()
+	fmt.Printf("targeted: %d agents in %d rooms, %d posts in %s: %d frames (%.0f/s), %d to an agent not mentioned; commit-to-frame p50 %s p99 %s\n",
+		agents, rooms, posted, d, frames.Load(), float64(frames.Load())/(d+time.Second).Seconds(), misdelivered.Load(),
+		ms(pct(sorted, 0.5)), ms(pct(sorted, 0.99)))
+	return nil
+}
+
+// targetedOpen posts at rate for d, each post n due at its slot, and
+// prints the POST's latency and the frame's, both from the due time.
+func targetedOpen(rate float64, d time.Duration, post func(int) error, due []atomic.Int64, lat *latencies,
+	frames, misdelivered *atomic.Int64, agents, rooms int) error {
+	res := openLoop(rate, d, func(n int, at time.Time) error {
+		due[n].Store(at.UnixNano())
+		return post(n)
+	})
+	time.Sleep(time.Second) // let the last frames arrive
+	fmt.Printf("targeted: %d agents in %d rooms, open loop, %d posts due in %s: %d frames, %d to an agent not mentioned; latency from each post's due time:\n",
+		agents, rooms, res.due, d, frames.Load(), misdelivered.Load())
+	openHeader("")
+	openLine("targeted", "POST answered", res, res.lat)
+	openLine("targeted", "POST → frame", res, lat.sorted())
+	return nil
+}
+
+// postClosed has posters goroutines call post, each as soon as its last
+// call returned, for d; it returns the calls that succeeded.
+func postClosed(posters int, d time.Duration, post func(int) error) int {
 	var posted atomic.Int64
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for p := 0; p < posters; p++ {
 		wg.Go(func() {
 			for n := p; time.Now().Before(deadline); n += posters {
-				a := all[(n*7919)%agents]
-				_, err := c.call("POST", "/api/v1/me/chats/"+a.room+"/messages", key, map[string]any{
-					"message": map[string]any{"content": fmt.Sprintf("task %d", n), "mentions": []map[string]string{{"id": a.id}}},
-				}, nil, 201)
-				if err == nil {
+				if post(n) == nil {
 					posted.Add(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	time.Sleep(time.Second)
-	sorted := lat.sorted()
-	fmt.Printf("targeted: %d agents in %d rooms, %d posts in %s: %d frames (%.0f/s), %d to an agent not mentioned; commit-to-frame p50 %s p99 %s\n",
-		agents, rooms, posted.Load(), d, frames.Load(), float64(frames.Load())/(d+time.Second).Seconds(), misdelivered.Load(),
-		ms(pct(sorted, 0.5)), ms(pct(sorted, 0.99)))
-	return nil
+	return int(posted.Load())
+}
+
+var taskMark = []byte("task#")
+
+// taskNumber reads n from the "task#n" a targeted post's frame carries, or -1.
+func taskNumber(frame []byte) int {
+	i := bytes.Index(frame, taskMark)
+	if i < 0 {
+		return -1
+	}
+	n, seen := 0, false
+	for _, b := range frame[i+len(taskMark):] {
+		if b < '0' || b > '9' {
+			break
+		}
+		n, seen = n*10+int(b-'0'), true
+	}
+	if !seen {
+		return -1
+	}
+	return n
+}
+
+// targetedAgents registers agents spread over rooms of the person's.
+func targetedAgents(c *client, key string, agents, rooms int) ([]targetedAgent, error) {
+	all := make([]targetedAgent, agents)
+	roomIDs := make([]string, rooms)
+	for r := range roomIDs {
+		var room struct{ Data struct{ ID string } }
+		if _, err := c.call("POST", "/api/v1/me/chats", key, map[string]any{}, &room, 201); err != nil {
+			return nil, err
+		}
+		roomIDs[r] = room.Data.ID
+	}
+	for i := range all {
+		id, k, err := registerAgent(c, key, fmt.Sprintf("agent %d %s", i, strconv.FormatInt(time.Now().UnixNano(), 36)))
+		if err != nil {
+			return nil, err
+		}
+		room := roomIDs[i%rooms]
+		if _, err := c.call("POST", "/api/v1/me/chats/"+room+"/participants", key,
+			map[string]any{"participant": map[string]any{"participant_id": id}}, nil, 201); err != nil {
+			return nil, err
+		}
+		all[i] = targetedAgent{id, k, room}
+	}
+	return all, nil
 }
 
 func joinAll(base, key, topic string, n int) ([]*wsClient, error) {
