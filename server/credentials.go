@@ -17,7 +17,8 @@ import (
 //   - a session ended by signing out, or by the person's password being
 //     set (through the API or `chatd set-password`);
 //   - a bearer token's expiry (a session's, or one from `chatd token`):
-//     a timer set when the connection registers.
+//     a timer set when the connection registers;
+//   - the person removed by an admin, whatever they connected with.
 //
 // Each such write publishes store.CredentialsEnded; a write by another
 // process (a chatd command) is noticed within a second as
@@ -45,6 +46,8 @@ func (rt *realtime) closeEndedCredentials(conns []*phx.Conn) {
 			conn.Close(phx.ClosePolicy, "the API key was deleted or replaced")
 		case ended[held[i].sessionID]:
 			conn.Close(phx.ClosePolicy, "the session ended")
+		case ended[held[i].personID]:
+			conn.Close(phx.ClosePolicy, "the person was removed")
 		}
 	}
 }
@@ -52,41 +55,46 @@ func (rt *realtime) closeEndedCredentials(conns []*phx.Conn) {
 // heldCredential is what a connection or MCP session was opened with: an
 // API key, a sign-in session (a bearer token's, which signing out ends), or
 // an OAuth grant (an access token's, /mcp only: the grant outlives each
-// hour-long access token, and its revocation is the credential's end).
-type heldCredential struct{ keyID, sessionID, grantID string }
+// hour-long access token, and its revocation is the credential's end); and
+// the person it acts as, whose removal ends all of them (a token from
+// `chatd token` has nothing else to end).
+type heldCredential struct{ keyID, sessionID, grantID, personID string }
 
 // endedIn reports whether ended (endedCredentials's answer) holds h's
 // credential.
 func (h heldCredential) endedIn(ended map[string]bool) bool {
-	return ended[h.keyID] || ended[h.sessionID] || ended[h.grantID]
+	return ended[h.keyID] || ended[h.sessionID] || ended[h.grantID] || ended[h.personID]
 }
 
 // heldBy is what p holds, as a connection opened with it keeps it.
 func heldBy(p *store.Principal) heldCredential {
-	return heldCredential{keyID: p.KeyID, sessionID: p.SessionID, grantID: p.OAuthGrantID}
+	h := heldCredential{keyID: p.KeyID, sessionID: p.SessionID, grantID: p.OAuthGrantID}
+	if p.User != nil {
+		h.personID = p.User.ID
+	}
+	return h
 }
 
-// endedCredentials returns which of the held keys, sessions and grants no
-// longer authenticate, by id, in one read.
+// endedCredentials returns which of the held keys, sessions, grants and
+// people no longer authenticate, by id, in one read.
 func (s *Server) endedCredentials(held []heldCredential) (map[string]bool, error) {
-	var keys, sessions, grants []string
+	var ids store.HeldCredentials
 	for _, h := range held {
-		if h.keyID != "" {
-			keys = append(keys, h.keyID)
-		}
-		if h.sessionID != "" {
-			sessions = append(sessions, h.sessionID)
-		}
-		if h.grantID != "" {
-			grants = append(grants, h.grantID)
+		for _, c := range []struct {
+			id   string
+			list *[]string
+		}{{h.keyID, &ids.Keys}, {h.sessionID, &ids.Sessions}, {h.grantID, &ids.Grants}, {h.personID, &ids.People}} {
+			if c.id != "" {
+				*c.list = append(*c.list, c.id)
+			}
 		}
 	}
-	if len(keys)+len(sessions)+len(grants) == 0 {
+	if len(ids.Keys)+len(ids.Sessions)+len(ids.Grants)+len(ids.People) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return s.db.EndedCredentials(ctx, keys, sessions, grants)
+	return s.db.EndedCredentials(ctx, ids)
 }
 
 // endWithCredentials ends, with end, those of open (what is called what in

@@ -49,6 +49,9 @@ func TestSocketsEndWithTheirCredential(t *testing.T) {
 		"short token": func(w *world) url.Values {
 			return url.Values{"token": {w.ts.token(w.alice, 2*time.Second)}}
 		},
+		"hour's token": func(w *world) url.Values {
+			return url.Values{"token": {w.ts.token(w.alice, time.Hour)}}
+		},
 	}
 	for _, tc := range []struct {
 		name   string
@@ -71,7 +74,7 @@ func TestSocketsEndWithTheirCredential(t *testing.T) {
 			root, rootKey := w.ts.user("operator")
 			w.ts.exec(t, `UPDATE users SET role = 'admin' WHERE id = ?`, root.ID)
 			expect(t, w.ts.doNoContent(t, "DELETE", "/api/v1/me/people/"+w.alice.ID, apiKey(rootKey)), 204, "")
-		}, []string{"key", "spare key", "spare key, agent", "session 0", "session 1", "short token"}},
+		}, []string{"key", "spare key", "spare key, agent", "session 0", "session 1", "short token", "hour's token"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := setUp(t)

@@ -220,7 +220,7 @@ func TestEndedCredentials(t *testing.T) {
 	rec := record(db)
 	ended := func() map[string]bool {
 		t.Helper()
-		got, err := db.EndedCredentials(ctx, []string{p.KeyID, spare.ID, newID()}, []string{signedOut.ID, live.ID, newID()}, nil)
+		got, err := db.EndedCredentials(ctx, HeldCredentials{Keys: []string{p.KeyID, spare.ID, newID()}, Sessions: []string{signedOut.ID, live.ID, newID()}})
 		if err != nil {
 			t.Fatal(err)
 		}

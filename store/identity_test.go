@@ -435,7 +435,7 @@ func TestRotateAgentKey(t *testing.T) {
 	})
 
 	t.Run("the old key's end is published", func(t *testing.T) {
-		ended, err := db.EndedCredentials(ctx, []string{oldKeys[0].ID, keys[0].ID}, nil, nil)
+		ended, err := db.EndedCredentials(ctx, HeldCredentials{Keys: []string{oldKeys[0].ID, keys[0].ID}})
 		if err != nil || !ended[oldKeys[0].ID] || ended[keys[0].ID] {
 			t.Fatalf("EndedCredentials = %v, %v", ended, err)
 		}

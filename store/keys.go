@@ -346,24 +346,36 @@ func (db *DB) keyInfos(ctx context.Context, where string, args ...any) ([]KeyInf
 	return scanAll(rows, scanKeyInfo)
 }
 
-// EndedCredentials returns which of the given API key, session and OAuth
-// grant ids no longer authenticate anyone: keys deleted or replaced
-// (RotateAgentKey), sessions signed out, ended by a new password, or
-// expired, grants revoked or lapsed. Connections opened with them are
-// closed.
-func (db *DB) EndedCredentials(ctx context.Context, keyIDs, sessionIDs, grantIDs []string) (map[string]bool, error) {
+// HeldCredentials are what open connections were opened with, by id: API
+// keys, sign-in sessions, OAuth grants, and the people they act as (a
+// token from `chatd token` has no session, and ends with its person).
+type HeldCredentials struct{ Keys, Sessions, Grants, People []string }
+
+// EndedCredentials returns which of the held ids no longer authenticate
+// anyone: keys deleted or replaced (RotateAgentKey), sessions signed out,
+// ended by a new password, or expired, grants revoked or lapsed, people
+// removed. Connections opened with them are closed.
+func (db *DB) EndedCredentials(ctx context.Context, held HeldCredentials) (map[string]bool, error) {
 	ended := make(map[string]bool)
-	if err := db.collectIDs(ctx, ended, keyIDs,
-		`SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`); err != nil {
-		return nil, err
+	at := now().UnixMicro()
+	for _, c := range []struct {
+		ids   []string
+		query string
+		args  []any
+	}{
+		{held.Keys, `SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`, nil},
+		{held.Sessions, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+			(SELECT 1 FROM sessions WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, []any{at}},
+		{held.Grants, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+			(SELECT 1 FROM oauth_grants WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, []any{at}},
+		{held.People, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+			(SELECT 1 FROM users WHERE id = value AND removed_at IS NULL)`, nil},
+	} {
+		if err := db.collectIDs(ctx, ended, c.ids, c.query, c.args...); err != nil {
+			return nil, err
+		}
 	}
-	if err := db.collectIDs(ctx, ended, sessionIDs, `SELECT value FROM json_each(?) WHERE NOT EXISTS
-		(SELECT 1 FROM sessions WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, now().UnixMicro()); err != nil {
-		return nil, err
-	}
-	err := db.collectIDs(ctx, ended, grantIDs, `SELECT value FROM json_each(?) WHERE NOT EXISTS
-		(SELECT 1 FROM oauth_grants WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, now().UnixMicro())
-	return ended, err
+	return ended, nil
 }
 
 // collectIDs adds to set the ids among ids that query (which takes them as

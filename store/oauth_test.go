@@ -200,7 +200,7 @@ func TestOAuthGrantLife(t *testing.T) {
 	}
 	_, err = w.refresh(second.Refresh)
 	wantCode(t, err, CodeInvalidGrant)
-	ended, err := w.db.EndedCredentials(context.Background(), nil, nil, []string{first.GrantID})
+	ended, err := w.db.EndedCredentials(context.Background(), HeldCredentials{Grants: []string{first.GrantID}})
 	if err != nil || !ended[first.GrantID] {
 		t.Fatalf("EndedCredentials = %v, %v; want the grant ended", ended, err)
 	}
