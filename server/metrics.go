@@ -19,8 +19,8 @@ import (
 // every user's traffic). Requests are counted at the request middleware by
 // the route pattern they matched, never the raw path, so the series stay as
 // few as the routes; commits are observed through the store's commit hook;
-// everything else (queue depth, WAL size, sockets, bulk jobs) is read when
-// scraped. The library's counters and histograms are atomic or take a short
+// everything else (queue depth, WAL size, sockets, bulk jobs, the purge) is
+// read when scraped. The library's counters and histograms are atomic or take a short
 // lock of their own, so the hot path gains a map lookup and an add.
 
 // routeUnmatched labels requests no route matched (404, 405), so that
@@ -108,6 +108,13 @@ func (s *Server) writePulledMetrics(w io.Writer) {
 	metrics.WriteGaugeUint64(w, "chatd_channels_joined", uint64(hub.Subscriptions))
 	metrics.WriteCounterUint64(w, "chatd_slow_consumers_dropped_total", uint64(hub.SlowConsumers))
 	metrics.WriteGaugeUint64(w, "chatd_longpolls_held", uint64(s.waiters.held()))
+
+	purged := s.db.PurgeStats()
+	metrics.WriteCounterUint64(w, `chatd_purged_total{kind="text"}`, uint64(purged.Texts))
+	metrics.WriteCounterUint64(w, `chatd_purged_total{kind="event"}`, uint64(purged.Events))
+	metrics.WriteCounterUint64(w, `chatd_purged_total{kind="file"}`, uint64(purged.Files))
+	metrics.WriteCounterUint64(w, "chatd_purged_bytes_total", uint64(purged.Bytes))
+	metrics.WriteCounterUint64(w, "chatd_purge_passes_total", uint64(purged.Passes))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

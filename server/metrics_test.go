@@ -78,6 +78,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, series := range []string{"chatd_write_queue_depth", "chatd_wal_bytes", "chatd_writer_commits_total",
 		`chatd_checkpoints_total{mode="truncate"}`, `chatd_bulk_jobs{status="queued"}`, `chatd_bulk_jobs{status="failed"}`,
+		`chatd_purged_total{kind="event"}`, "chatd_purged_bytes_total", "chatd_purge_passes_total",
 		"chatd_writer_commit_jobs_count", "chatd_writer_commit_duration_seconds_sum",
 		"go_goroutines", "process_resident_memory_bytes"} {
 		if sample(text, series) < 0 {

@@ -82,7 +82,8 @@ func (db *DB) Stats(ctx context.Context, orgID string, now time.Time) (*Stats, e
 }
 
 // OrganizationStats is Stats for an admin of an organization: the
-// database's figures, and their organization's rooms and messages.
+// database's figures, and their organization's rooms and messages, with
+// the titles of the rooms they may read.
 func (db *DB) OrganizationStats(ctx context.Context, caller *User) (*Stats, error) {
 	var role string
 	if err := db.queryRow(ctx, `SELECT role FROM users WHERE id = ?`, caller.ID).Scan(&role); err != nil {
@@ -91,7 +92,22 @@ func (db *DB) OrganizationStats(ctx context.Context, caller *User) (*Stats, erro
 	if role != "admin" {
 		return nil, &Error{Code: CodeForbidden, Message: "only an admin of the organization may read its statistics"}
 	}
-	return db.Stats(ctx, caller.OrganizationID, now())
+	s, err := db.Stats(ctx, caller.OrganizationID, now())
+	if err != nil {
+		return nil, err
+	}
+	// An admin sees how big every room of the organization is, but the
+	// title only of the rooms they may read.
+	for _, list := range [][]RoomSize{s.LargestByMessages, s.LargestByBytes} {
+		for i := range list {
+			if _, err := db.Room(ctx, UserActor(caller), list[i].ID); ErrorCode(err) == CodeNotFound {
+				list[i].Title = nil
+			} else if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
 }
 
 func (s *Stats) readPages(q readQ) error {
