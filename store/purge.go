@@ -12,9 +12,13 @@ import (
 // text messages and the events older than their room's periods, and its
 // files. It never holds the write lock for long: each step is one write job
 // through the writer that deletes at most a few hundred messages (or a few
-// MiB of a file), and the purge pauses after each step for at least as long
-// as the step took, so it takes at most about half of the writer's time and
-// the writes queued behind it go first.
+// MiB of a file), sized to hold the writer for about purgeStepTarget
+// (pacer), and the purge pauses after each step for purgeYield times as long
+// as the step's work took in the writer, so it takes only a small share of
+// the writer's time and the writes queued behind it go first. (The wait for
+// the writer and the commit's sync are not the purge's work: counting them
+// would slow the purge most where the disk is slow, sparing no one.) The
+// retention benchmark (docs/performance.md) chose the share.
 //
 // A purged message disappears: no tombstone, no push (clients see it gone
 // at their next read). With it go, in the same step, its deliveries
@@ -43,30 +47,62 @@ import (
 // restart, a settings change or a `chatd purge` run beside the server never
 // deletes anything twice or too early.
 
-// Purge step bounds: the messages one step deletes, the rows it looks at
-// to find them, the files it expires, and the file bytes it deletes.
+// Purge step bounds: the most messages one step deletes, the rows it looks
+// at to find them, the most files it expires, and the most file bytes it
+// deletes. Steps start smaller and are sized to take about
+// purgeStepTarget of the writer's time each (see pacer).
 const (
-	purgeBatch       = 200
+	purgeBatch       = 500
 	purgeScan        = 2000
 	purgeFileBatch   = 100
 	purgeChunkBudget = 8 << 20
+	purgeStepTarget  = 3 * time.Millisecond
 )
 
-// purgeMinPause is the least pause between two steps of a pass.
-const purgeMinPause = 2 * time.Millisecond
+// purgeMinPause is the least pause between two steps of a pass;
+// purgeYield, how many times as long as its work a step's pause is.
+const (
+	purgeMinPause = 2 * time.Millisecond
+	purgeYield    = 7
+)
+
+// pacer sizes the steps of a pass so that each holds the writer for about
+// target, whatever the machine and its load: a step that took longer
+// shrinks the next in proportion; a step that did at least half its size's
+// work in under half of target doubles it (a step that found little to do
+// says nothing of what a full one costs); within 1 and max. A step's size
+// is its most messages; the files' steps scale with it.
+type pacer struct {
+	size, max int
+	target    time.Duration
+}
+
+// next sizes the next step after one that did work units in took.
+func (p *pacer) next(took time.Duration, work int) {
+	switch {
+	case took > p.target:
+		p.size = max(1, int(int64(p.size)*int64(p.target)/int64(took)))
+	case 2*work >= p.size && 2*took < p.target:
+		p.size = min(p.max, 2*p.size)
+	}
+}
 
 // PurgeOptions tune one pass of the purge.
 type PurgeOptions struct {
 	// Now is the time the periods count back from; zero: when the pass
 	// starts.
 	Now time.Time
-	// Batch bounds the messages one step deletes; default 200.
+	// Batch bounds the messages one step deletes; default 500. Steps
+	// start at a tenth of it and are sized to StepTarget.
 	Batch int
+	// StepTarget is how long a step should hold the writer; default 3 ms.
+	StepTarget time.Duration
 	// MinPause is the least pause after each step; 0: 2 ms. The pause is
-	// also at least as long as the step took.
+	// also at least purgeYield times as long as the step's work took in the
+	// writer.
 	MinPause time.Duration
 	// ChunkBudget bounds the bytes of file chunks one step deletes (at
-	// least one chunk); default 8 MiB.
+	// least one chunk), for a step of Batch; default 8 MiB.
 	ChunkBudget int64
 	// Progress, when set, is called after each step with what it deleted.
 	Progress func(PurgeLine)
@@ -255,6 +291,10 @@ func (db *DB) Purge(ctx context.Context, opts PurgeOptions) (*PurgeReport, error
 	if opts.ChunkBudget <= 0 {
 		opts.ChunkBudget = purgeChunkBudget
 	}
+	if opts.StepTarget <= 0 {
+		opts.StepTarget = purgeStepTarget
+	}
+	pace := &pacer{size: max(1, opts.Batch/10), max: opts.Batch, target: opts.StepTarget}
 	report := &PurgeReport{Now: opts.Now}
 	var targets []purgeTarget
 	err := db.readTx(ctx, func(q readQ) error {
@@ -266,42 +306,64 @@ func (db *DB) Purge(ctx context.Context, opts PurgeOptions) (*PurgeReport, error
 		if err != nil {
 			break
 		}
-		for _, kind := range RetentionKinds {
-			if _, ok := cutoff(t.periods, kind, opts.Now); !ok {
-				continue
-			}
-			step := func(tx *Tx) (PurgeLine, bool, error) { return purgeMessages(tx, t.roomID, kind, opts) }
-			if kind == KindFile {
-				step = func(tx *Tx) (PurgeLine, bool, error) { return expireFiles(tx, t.roomID, opts) }
-			}
-			if err = db.purgeSteps(ctx, opts, report, t.title, step); err != nil {
-				break
-			}
-		}
+		err = db.purgeRoom(ctx, opts, pace, report, t)
 	}
 	if err == nil {
-		err = db.purgeSteps(ctx, opts, report, nil, func(tx *Tx) (PurgeLine, bool, error) { return reclaimExpiredFiles(tx, opts.ChunkBudget) })
+		unit := max(1, opts.ChunkBudget/int64(opts.Batch)) // the file bytes of a step's unit of work
+		err = db.purgeSteps(ctx, opts, pace, report, nil, func(tx *Tx, size int) (PurgeLine, int, bool, error) {
+			deleted, done, err := reclaimExpiredFiles(tx, unit*int64(size))
+			return PurgeLine{}, int(deleted / unit), done, err
+		})
 	}
 	report.sort()
 	return report, err
 }
 
-// purgeSteps runs step as write jobs until it reports it is done, pausing
-// after each, and adds what each deleted to report.
-func (db *DB) purgeSteps(ctx context.Context, opts PurgeOptions, report *PurgeReport, title *string,
-	step func(*Tx) (PurgeLine, bool, error)) error {
+// purgeRoom runs the steps of one room's purge, kind by kind.
+func (db *DB) purgeRoom(ctx context.Context, opts PurgeOptions, pace *pacer, report *PurgeReport, t purgeTarget) error {
+	for _, kind := range RetentionKinds {
+		if _, ok := cutoff(t.periods, kind, opts.Now); !ok {
+			continue
+		}
+		step := func(tx *Tx, size int) (PurgeLine, int, bool, error) {
+			line, done, err := purgeMessages(tx, t.roomID, kind, opts.Now, size)
+			return line, int(line.Count), done, err
+		}
+		if kind == KindFile {
+			step = func(tx *Tx, size int) (PurgeLine, int, bool, error) {
+				line, done, err := expireFiles(tx, t.roomID, opts.Now, min(size, purgeFileBatch))
+				return line, int(line.Count), done, err
+			}
+		}
+		if err := db.purgeSteps(ctx, opts, pace, report, t.title, step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// purgeSteps runs step as write jobs, of the size pace sets, until it
+// reports it is done, pausing after each, and adds what each deleted to
+// report.
+func (db *DB) purgeSteps(ctx context.Context, opts PurgeOptions, pace *pacer, report *PurgeReport, title *string,
+	step func(tx *Tx, size int) (line PurgeLine, work int, done bool, err error)) error {
 	for {
 		var line PurgeLine
+		var work int
 		var done bool
-		start := time.Now()
+		var took time.Duration
 		err := db.Write(ctx, func(tx *Tx) error {
+			start := time.Now()
 			var err error
-			line, done, err = step(tx)
+			line, work, done, err = step(tx, pace.size)
+			took = time.Since(start)
 			return err
 		})
 		if err != nil {
 			return err
 		}
+		db.log.Debug("purge step", "room", line.RoomID, "kind", line.Kind, "size", pace.size, "deleted", line.Count, "took", took)
+		pace.next(took, work)
 		if line.Count > 0 {
 			line.Title = title
 			report.add(line)
@@ -313,27 +375,26 @@ func (db *DB) purgeSteps(ctx context.Context, opts PurgeOptions, report *PurgeRe
 		if done {
 			return nil
 		}
-		pause := max(opts.MinPause, time.Since(start))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(pause):
+		case <-time.After(max(opts.MinPause, purgeYield*took)):
 		}
 	}
 }
 
 // purgeMessages is one step of a room's purge of one kind of message: from
-// where the last step stopped, it deletes up to opts.Batch messages of the
+// where the last step stopped, it deletes up to batch messages of the
 // kind that are out of time, up to the first that is not (or the newest of
 // the database), looking at no more than purgeScan rows; it reports what it
 // deleted and whether the room's kind is done for this pass.
-func purgeMessages(tx *Tx, roomID, kind string, opts PurgeOptions) (PurgeLine, bool, error) {
+func purgeMessages(tx *Tx, roomID, kind string, now time.Time, batch int) (PurgeLine, bool, error) {
 	line := PurgeLine{RoomID: roomID, Kind: kind}
 	p, err := effectivePeriods(tx, roomID)
 	if err != nil {
 		return line, false, err
 	}
-	before, ok := cutoff(p, kind, opts.Now)
+	before, ok := cutoff(p, kind, now)
 	if !ok {
 		return line, true, nil
 	}
@@ -343,7 +404,7 @@ func purgeMessages(tx *Tx, roomID, kind string, opts PurgeOptions) (PurgeLine, b
 	if err != nil {
 		return line, false, err
 	}
-	through, done, err := purgeRange(tx, roomID, kind, mark, newest, before, opts.Batch)
+	through, done, err := purgeRange(tx, roomID, kind, mark, newest, before, batch)
 	if err != nil || through == mark {
 		return line, done, err
 	}
@@ -444,23 +505,23 @@ var chatContentList = func() string {
 	return list + ")"
 }()
 
-// expireFiles is one step of a room's file purge: it expires up to
-// purgeFileBatch ready files uploaded before the room's file period, oldest
-// first, and takes them off the messages that carried them. Their chunks go
-// in reclaimExpiredFiles.
-func expireFiles(tx *Tx, roomID string, opts PurgeOptions) (PurgeLine, bool, error) {
+// expireFiles is one step of a room's file purge: it expires up to batch
+// ready files uploaded before the room's file period, oldest first, and
+// takes them off the messages that carried them. Their chunks go in
+// reclaimExpiredFiles.
+func expireFiles(tx *Tx, roomID string, now time.Time, batch int) (PurgeLine, bool, error) {
 	line := PurgeLine{RoomID: roomID, Kind: KindFile}
 	p, err := effectivePeriods(tx, roomID)
 	if err != nil {
 		return line, false, err
 	}
-	before, ok := cutoff(p, KindFile, opts.Now)
+	before, ok := cutoff(p, KindFile, now)
 	if !ok {
 		return line, true, nil
 	}
 	rows, err := tx.Query(`UPDATE files SET expired_at = ? WHERE id IN (SELECT id FROM files
 		WHERE room_id = ? AND status = 'ready' AND expired_at IS NULL AND inserted_at < ? ORDER BY inserted_at LIMIT ?)
-		RETURNING id, size`, tx.Now().UnixMicro(), roomID, before, purgeFileBatch)
+		RETURNING id, size`, tx.Now().UnixMicro(), roomID, before, batch)
 	if err != nil {
 		return line, false, err
 	}
@@ -482,17 +543,18 @@ func expireFiles(tx *Tx, roomID string, opts PurgeOptions) (PurgeLine, bool, err
 			return line, false, err
 		}
 	}
-	return line, len(ids) < purgeFileBatch, nil
+	return line, len(ids) < batch, nil
 }
 
 // reclaimExpiredFiles is one step of deleting expired files: the chunks of
 // the oldest expired files, up to budget bytes (at least one chunk), and
-// each file whose chunks are all gone. It counts nothing: the files were
-// counted when they expired.
-func reclaimExpiredFiles(tx *Tx, budget int64) (PurgeLine, bool, error) {
+// each file whose chunks are all gone. It returns the bytes of the chunks
+// it deleted (the files were counted when they expired), and whether no
+// expired file is left.
+func reclaimExpiredFiles(tx *Tx, budget int64) (int64, bool, error) {
 	rows, err := tx.Query(`SELECT id, chunk_size FROM files WHERE expired_at IS NOT NULL ORDER BY expired_at, id LIMIT 16`)
 	if err != nil {
-		return PurgeLine{}, false, err
+		return 0, false, err
 	}
 	type expired struct {
 		id    string
@@ -504,8 +566,9 @@ func reclaimExpiredFiles(tx *Tx, budget int64) (PurgeLine, bool, error) {
 		return e, err
 	})
 	if err != nil || len(files) == 0 {
-		return PurgeLine{}, true, err
+		return 0, true, err
 	}
+	var deleted int64
 	for _, f := range files {
 		if budget <= 0 {
 			break
@@ -513,15 +576,15 @@ func reclaimExpiredFiles(tx *Tx, budget int64) (PurgeLine, bool, error) {
 		chunks := max(1, budget/max(f.chunk, 1))
 		res, err := tx.Exec(`DELETE FROM file_chunks WHERE rowid IN (SELECT rowid FROM file_chunks WHERE file_id = ? LIMIT ?)`, f.id, chunks)
 		if err != nil {
-			return PurgeLine{}, false, err
+			return deleted, false, err
 		}
 		n, _ := res.RowsAffected()
-		budget -= n * f.chunk
+		budget, deleted = budget-n*f.chunk, deleted+n*f.chunk
 		if n < chunks {
 			if _, err := tx.Exec(`DELETE FROM files WHERE id = ?`, f.id); err != nil {
-				return PurgeLine{}, false, err
+				return deleted, false, err
 			}
 		}
 	}
-	return PurgeLine{}, false, nil
+	return deleted, false, nil
 }

@@ -422,7 +422,7 @@ func TestPurgeResumesInSmallSteps(t *testing.T) {
 			stop()
 		}
 	}})
-	if err == nil || first != 12 {
+	if err == nil || first < 12 || first > 16 {
 		t.Fatalf("the interrupted pass: %v, %d deleted", err, first)
 	}
 	report := k.purge(t, PurgeOptions{Batch: 4})
