@@ -75,8 +75,10 @@ func TestStatsReportWhereTheBytesGo(t *testing.T) {
 	wantCode(t, err, CodeForbidden)
 }
 
-// After a purge, the database file shrinks once vacuumed; a vacuum is
-// refused while a server holds the database.
+// After a purge, the database file shrinks once vacuumed, the search
+// index with it (FTS5 keeps a purged message's entries, and a tombstone
+// beside them, until it merges them); a vacuum is refused while a server
+// holds the database.
 func TestVacuumShrinksThePurgedDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chatd.db")
 	k := &retentionKit{searchKit: newSearchKitAt(t, path), now: time.Now().UTC()}
@@ -99,6 +101,10 @@ func TestVacuumShrinksThePurgedDatabase(t *testing.T) {
 	k.say(t, k.room, "new")
 	k.setRoom(t, k.room, Periods{EventDays: days(1)})
 	k.purge(t, PurgeOptions{Batch: 1000})
+	indexBytes := func(db *DB) int {
+		return rawCount(t, db, `SELECT sum(pgsize) FROM dbstat WHERE name = 'messages_fts_data'`)
+	}
+	purgedIndex := indexBytes(k.db)
 
 	lock, err := LockServer(path)
 	if err != nil {
@@ -120,6 +126,9 @@ func TestVacuumShrinksThePurgedDatabase(t *testing.T) {
 	indexIntact(t, db)
 	if n := rawCount(t, db, `SELECT count(*) FROM messages`); n != 1 {
 		t.Fatalf("%d messages after the vacuum", n)
+	}
+	if after := indexBytes(db); after*10 > purgedIndex {
+		t.Fatalf("the search index went from %d to %d bytes", purgedIndex, after)
 	}
 }
 
