@@ -124,6 +124,7 @@ type organizationStatsView struct {
 type roomSizeView struct {
 	ID           string  `json:"id"`
 	Title        *string `json:"title"`
+	Readable     bool    `json:"readable"`
 	Deleted      bool    `json:"deleted"`
 	Messages     int64   `json:"messages"`
 	MessageBytes int64   `json:"message_bytes"`
@@ -179,7 +180,7 @@ func newStatsView(st *store.Stats, ret *store.Retention, purged store.PurgeStats
 func roomSizeViews(rooms []store.RoomSize) []roomSizeView {
 	out := make([]roomSizeView, len(rooms))
 	for i, r := range rooms {
-		out[i] = roomSizeView{r.ID, r.Title, r.Deleted, r.Messages, r.MessageBytes, r.FileBytes}
+		out[i] = roomSizeView{r.ID, r.Title, r.Readable, r.Deleted, r.Messages, r.MessageBytes, r.FileBytes}
 	}
 	return out
 }

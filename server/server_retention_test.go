@@ -119,11 +119,18 @@ func TestRetentionOfARoom(t *testing.T) {
 }
 
 // Only an organization's admin reads the statistics, with the titles of
-// the rooms they may read.
+// the rooms they may read: another's room shows its size, not its title.
 func TestRetentionStatistics(t *testing.T) {
 	ts := newTestServer(t)
 	k := newTeam(t, ts)
 	say(t, ts, k.helperKey, k.room, k.scout.ID, "a message for the figures")
+	_, bobbotKey := ts.agent(k.bob, "Bobbot")
+	r := ts.do(t, "POST", agentChatsPath, apiKey(bobbotKey), map[string]any{"chat": map[string]any{"title": "Bob's plans"}})
+	expect(t, r, 201, "")
+	bobs := r.data(t)["id"].(string)
+	expect(t, ts.do(t, "POST", agentChatsPath+"/"+bobs+"/participants", apiKey(bobbotKey), participantBody(k.bob.ID, "")), 201, "")
+	say(t, ts, bobbotKey, bobs, k.bob.ID, "one")
+	say(t, ts, bobbotKey, bobs, k.bob.ID, "two")
 	ts.run(t, []scenario{
 		{name: "an admin", method: "GET", path: organizationPath + "/stats", cred: apiKey(k.aliceKey), status: 200,
 			check: func(t testing.TB, r *response) {
@@ -131,9 +138,16 @@ func TestRetentionStatistics(t *testing.T) {
 				db, org := d["database"].(map[string]any), d["organization"].(map[string]any)
 				tables := db["tables"].(map[string]any)
 				largest := org["largest_rooms_by_messages"].([]any)
-				if db["bytes"].(float64) <= 0 || tables["messages"] != float64(1) || org["messages"] != float64(1) ||
-					len(largest) != 1 || largest[0].(map[string]any)["id"] != k.room || len(org["messages_per_day"].([]any)) != 30 {
+				if db["bytes"].(float64) <= 0 || tables["messages"] != float64(3) || org["messages"] != float64(3) ||
+					len(largest) != 2 || len(org["messages_per_day"].([]any)) != 30 {
 					t.Fatalf("stats: %s", r.body)
+				}
+				theirs, ours := largest[0].(map[string]any), largest[1].(map[string]any)
+				if theirs["id"] != bobs || theirs["title"] != nil || theirs["readable"] != false || theirs["messages"] != float64(2) {
+					t.Fatalf("a room the admin does not read: %v", theirs)
+				}
+				if ours["id"] != k.room || ours["readable"] != true {
+					t.Fatalf("a room the admin reads: %v", ours)
 				}
 			}},
 		refusalCase("a person who is not an admin", apiKey(k.bobKey), "GET", organizationPath+"/stats", nil, 403, "forbidden"),
