@@ -8,6 +8,7 @@ import { confirmDialog } from "../ui.js";
 import { Timeline } from "./timeline.js";
 import { composer } from "./composer.js";
 import { Participants, Board } from "./side.js";
+import { RoomRetention } from "./retention.js";
 
 export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRenamed }) {
   const path = `/api/v1/me/chats/${ctx.esc(roomId)}`;
@@ -86,8 +87,10 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   };
 
   const timeline = new Timeline(ctx, roomId, { names, onNew: markRead });
+  const retention = new RoomRetention(ctx, roomId);
   const participants = new Participants(ctx, roomId, (items) => {
     people = items;
+    retention.owns(items);
     names.clear();
     for (const p of items) names.set(p.id, p.name);
     timeline.refreshNames();
@@ -102,9 +105,9 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
         renameForm,
         timeline.list,
         write.form),
-      h("aside", { class: "room-side", "aria-label": "Room details" }, participants.el, board.el)));
+      h("aside", { class: "room-side", "aria-label": "Room details" }, participants.el, board.el, retention.el)));
 
-  await Promise.all([timeline.loadNewest(), participants.load(), board.load()]);
+  await Promise.all([timeline.loadNewest(), participants.load(), board.load(), retention.load()]);
   markRead();
 
   const chat = ctx.socket.channel(`chat_room:${roomId}`);
