@@ -34,12 +34,20 @@
 //   - webhooks: the same posts with no webhook and with -endpoints of them
 //     registered; then how fast the server delivered
 //
+// and with a backlog for retention to purge:
+//
+//   - retention: posting without and during the purge of -messages old
+//     messages and -files old files; the purge's rate; the file's size
+//     seeded, after the purge, and after chatd vacuum; and a check that the
+//     purge deleted all that was out of time and nothing else
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
 //     go run ./bench -workloads mcp -clients 16 -duration 5s -rounds 1000
 //     go run ./bench -workloads longpoll -held-polls 1000 -rounds 1000
 //     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
+//     go run ./bench -workloads retention -clients 16 -duration 30s -sync full -messages 1000000 -files 100
 package main
 
 import (
@@ -64,7 +72,7 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; webhooks; retention")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
@@ -74,6 +82,9 @@ func main() {
 	rounds := flag.Int("rounds", 1000, "mcp, longpoll: wake-ups to time (longpoll: of each kind of poll)")
 	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
 	endpoints := flag.Int("endpoints", 100, "webhooks: endpoints registered on the server that sends them")
+	messages := flag.Int("messages", 1000000, "retention: old messages to seed for the purge")
+	files := flag.Int("files", 100, "retention: old files of 1 MiB to seed for the purge (at most a fifth of -messages)")
+	seeded := flag.String("seeded", "", "retention: a directory to keep the seeded database in, and to start from it when a run with the same -messages, -files and -clients left it there")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -113,6 +124,8 @@ func main() {
 			err = longPollWorkload(bin, *rounds, *heldPolls)
 		case "webhooks":
 			err = webhookWorkload(bin, clients[0], *duration, *rate, *endpoints)
+		case "retention":
+			err = retentionWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration, *messages, *files, *seeded)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}
