@@ -54,7 +54,7 @@ database and exits 0.`,
 		"max-messages-per-room": "CHATD_MAX_MESSAGES_PER_ROOM", "attempt-timeout": "CHATD_ATTEMPT_TIMEOUT",
 		"max-memories-per-agent": "CHATD_MAX_MEMORIES_PER_AGENT", "max-tasks-per-room": "CHATD_MAX_TASKS_PER_ROOM",
 		"memories": "CHATD_MEMORIES", "room-tasks": "CHATD_ROOM_TASKS", "max-file-size": "CHATD_MAX_FILE_SIZE",
-		"bulk-queue":   "CHATD_BULK_QUEUE",
+		"bulk-queue": "CHATD_BULK_QUEUE", "purge-interval": "CHATD_PURGE_INTERVAL",
 		"ws-max-conns": "CHATD_WS_MAX_CONNS", "ws-max-per-key": "CHATD_WS_MAX_PER_KEY",
 		"poll-max-held": "CHATD_POLL_MAX_HELD", "poll-max-per-key": "CHATD_POLL_MAX_PER_KEY",
 		"rate-limit": "CHATD_RATE_LIMIT", "rate-burst": "CHATD_RATE_BURST",
@@ -156,6 +156,7 @@ func (c *serveConfig) bindFlags(f *pflag.FlagSet) {
 	f.IntVar(&l.TasksPerRoom, "max-tasks-per-room", store.DefaultLimits.TasksPerRoom, "quota: tasks on one room's board")
 	f.BoolVar(&c.memories, "memories", true, "serve the memory routes (--memories=false makes them answer 403 feature_disabled)")
 	f.BoolVar(&c.roomTasks, "room-tasks", true, "serve the room task board (--room-tasks=false removes its routes and reports ff_room_tasks false)")
+	f.DurationVar(&s.PurgeInterval, "purge-interval", server.DefaultPurgeInterval, "how often the retention purge runs, besides at start and when a retention setting changes; 0 switches it off (chatd purge then does it)")
 	f.IntVar(&st.BulkQueue, "bulk-queue", 64, "bulk deletion jobs that may be open (queued or running) at once; beyond this, new ones answer 503")
 	f.IntVar(&s.MaxSockets, "ws-max-conns", 20000, "real-time connections the server holds at most (beyond: 429 too_many_requests)")
 	f.IntVar(&s.MaxSocketsPerKey, "ws-max-per-key", 100, "real-time connections one API key or token may hold at most")
@@ -183,6 +184,7 @@ func (c *serveConfig) settle() error {
 	s := &c.server
 	s.DisableMemories, s.DisableRoomTasks = !c.memories, !c.roomTasks
 	s.DisableRateLimit, s.DisableAuthFailureLimit = s.RateLimit == 0, s.AuthFailureRate == 0
+	s.DisablePurge = s.PurgeInterval == 0
 	var err error
 	if s.Webhooks.Allow, err = webhook.ParsePrefixes(c.webhookAllow); err != nil {
 		return usageError{fmt.Errorf("--webhook-allow: %v", err)}
@@ -212,6 +214,8 @@ func (c serveConfig) check() error {
 		return usageError{fmt.Errorf("quotas must be at least 1")}
 	case st.AttemptTimeout <= 0:
 		return usageError{fmt.Errorf("--attempt-timeout must be positive")}
+	case s.PurgeInterval != 0 && s.PurgeInterval < time.Second:
+		return usageError{fmt.Errorf("--purge-interval must be 0 (off) or at least 1s, not %s", s.PurgeInterval)}
 	case st.BulkQueue < 1 || st.BulkQueue > 100_000:
 		return usageError{fmt.Errorf("--bulk-queue must be from 1 to 100000, not %d", st.BulkQueue)}
 	case s.MaxSockets < 1 || s.MaxSocketsPerKey < 1:

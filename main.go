@@ -94,7 +94,8 @@ Or, to develop an agent against a throwaway server with agents ready:
 	})
 	root.AddCommand(newServeCmd(), newDevCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
 		newAddWebhookCmd(), newListWebhooksCmd(), newRemoveWebhookCmd(), newResumeWebhookCmd(), newListWebhookDeliveriesCmd(),
-		newBackupCmd(), newRestoreCmd(), newTokenCmd(), newSetPasswordCmd(), newVersionCmd())
+		newBackupCmd(), newRestoreCmd(), newRetentionCmd(), newPurgeCmd(), newStatsCmd(), newVacuumCmd(), newTokenCmd(),
+		newSetPasswordCmd(), newVersionCmd())
 	return root
 }
 

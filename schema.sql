@@ -677,9 +677,51 @@ ALTER TABLE users ADD COLUMN removed_at INTEGER;
 
 -- Version 12 --------------------------------------------------------------
 
--- A message's webhook deliveries, by message: deleting a message (a purge,
--- a room's deletion) checks that none refers to it, which without this
--- index reads every webhook delivery there is, once per message.
+-- Retention (store/retention.go): how many days messages, events and files
+-- are kept, as an organization's default and a room's own setting. A NULL
+-- count keeps that kind forever (the organization's default) or follows the
+-- organization (a room's); a room's count can only shorten what its
+-- organization keeps. No row reads as all NULL: nothing is ever deleted
+-- until someone asks for it.
+CREATE TABLE organization_retention (
+    organization_id TEXT PRIMARY KEY REFERENCES organizations (id),
+    text_days       INTEGER CHECK (text_days BETWEEN 1 AND 36500),
+    event_days      INTEGER CHECK (event_days BETWEEN 1 AND 36500),
+    file_days       INTEGER CHECK (file_days BETWEEN 1 AND 36500),
+    updated_by      TEXT NOT NULL,
+    updated_at      INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE room_retention (
+    room_id    TEXT PRIMARY KEY REFERENCES rooms (id),
+    text_days  INTEGER CHECK (text_days BETWEEN 1 AND 36500),
+    event_days INTEGER CHECK (event_days BETWEEN 1 AND 36500),
+    file_days  INTEGER CHECK (file_days BETWEEN 1 AND 36500),
+    updated_by TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+
+-- How far the purge has gone through each room, per kind ('text' or
+-- 'event'): every message of that kind with a seq up to through_seq is
+-- gone. Each purge step goes on from here, so no row is scanned twice for
+-- a kind, whatever the other kind keeps.
+CREATE TABLE retention_marks (
+    room_id     TEXT NOT NULL REFERENCES rooms (id),
+    kind        TEXT NOT NULL CHECK (kind IN ('text', 'event')),
+    through_seq INTEGER NOT NULL,
+    PRIMARY KEY (room_id, kind)
+) STRICT, WITHOUT ROWID;
+
+-- A file past its room's file retention is expired first (it reads as
+-- missing at once, and its attachments go), then its chunks are deleted a
+-- few at a time, then the file itself: one large file never holds the
+-- write lock for long, and a restart goes on where the last run stopped.
+ALTER TABLE files ADD COLUMN expired_at INTEGER;
+CREATE INDEX files_expired ON files (expired_at) WHERE expired_at IS NOT NULL;
+
+-- Deleting a message looks up its webhook requests by message (the
+-- foreign key's own check does too): without this index, a scan of the
+-- whole outbox per message deleted.
 CREATE INDEX webhook_deliveries_message ON webhook_deliveries (message_seq);
 
 PRAGMA user_version = 12;

@@ -46,6 +46,13 @@
 //     post, /next, an agent's listing, a person's history and /me/chats,
 //     the sizes taking turns
 //
+// and with a backlog for retention to purge:
+//
+//   - retention: posting without and during the purge of -messages old
+//     messages and -files old files; the purge's rate; the file's size
+//     seeded, after the purge, and after chatd vacuum; and a check that the
+//     purge deleted all that was out of time and nothing else
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
@@ -56,6 +63,7 @@
 //     go run ./bench -workloads searchindex -clients 16 -duration 10s -sync normal
 //     go run ./bench -workloads post,targeted -rate 1000 -duration 10s
 //     go run ./bench -workloads scale -sizes 10000,100000,1000000 -rate 100 -duration 10s -sync normal
+//     go run ./bench -workloads retention -clients 16 -duration 30s -sync full -messages 1000000 -files 100
 //
 // With -rate, post, targeted and scale run in an open loop: requests are
 // due at that rate whatever the server answers, and each is timed from its
@@ -84,7 +92,7 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale; retention")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
@@ -95,6 +103,9 @@ func main() {
 	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
 	endpoints := flag.Int("endpoints", 100, "webhooks: endpoints registered on the server that sends them")
 	sizeList := flag.String("sizes", "10000,100000,1000000", "scale: comma-separated message counts the database grows through")
+	messages := flag.Int("messages", 1000000, "retention: old messages to seed for the purge")
+	files := flag.Int("files", 100, "retention: old files of 1 MiB to seed for the purge (at most a fifth of -messages)")
+	seeded := flag.String("seeded", "", "retention: a directory to keep the seeded database in, and to start from it when a run with the same -messages, -files and -clients left it there")
 	flag.Parse()
 
 	clients, err := parseInts(*clientList)
@@ -140,6 +151,8 @@ func main() {
 			err = searchIndexWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration)
 		case "scale":
 			err = scaleWorkloadFlags(bin, strings.Split(*syncList, ",")[0], *sizeList, *rate, *duration)
+		case "retention":
+			err = retentionWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration, *messages, *files, *seeded)
 		default:
 			err = fmt.Errorf("unknown workload %q", w)
 		}

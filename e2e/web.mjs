@@ -233,6 +233,8 @@ async function flow() {
   await step("unread", unreadStep);
   await step("search", search);
 
+  await step("retention", retention);
+
   await webhookSteps();
 
   await step("every-screen-labelled", everyScreenLabelledStep);
@@ -626,7 +628,7 @@ async function everyScreenLabelledStep() {
   // screen reader can say.
   for (const [hash, heading, name] of [["#/rooms/" + state.room, "Launch plan v2"], ["#/agents", "Agents"],
     ["#/contacts", "Contacts", "screen-contacts"], ["#/memories", "Memories", "screen-memories"],
-    ["#/keys", "API keys", "screen-keys"], ["#/search/entry", "Search", "screen-search"]]) {
+    ["#/keys", "API keys", "screen-keys"], ["#/search/entry", "Search", "screen-search"], ["#/admin", "Admin"]]) {
     await page.goto(`${base}/${hash}`);
     await visible(page.getByRole("heading", { name: heading, exact: true }));
     await allNamed(hash);
@@ -825,6 +827,10 @@ function screenList(visible) {
       await p.goto(`${base}/#/account`);
       await visible(p.getByRole("heading", { name: "Account", exact: true }));
     } },
+    { name: "admin", open: async (p) => {
+      await p.goto(`${base}/#/admin`);
+      await visible(p.getByRole("heading", { name: "Database" }));
+    } },
   ];
 }
 
@@ -915,6 +921,53 @@ async function search() {
   await visible(page.locator("article.msg.found"));
   await page.getByRole("link", { name: "Launch plan" }).click();
   await visible(page.getByRole("heading", { name: "Launch plan" }));
+}
+
+// retention: the room's owner keeps events for less in the room's side
+// panel; the organization's admin sets the default and reads the
+// statistics on the Admin page, and the room then shows both.
+async function retention() {
+  await page.goto(`${base}/#/rooms/${state.room}`);
+  const side = page.getByRole("complementary", { name: "Room details" });
+  await visible(side.getByRole("heading", { name: "Retention" }));
+  await visible(side.getByText("kept forever").first());
+  await side.getByRole("button", { name: "Edit retention" }).click();
+  await side.getByLabel(/^Events .*, days$/).fill("7");
+  await side.getByRole("button", { name: "Save retention" }).click();
+  await visible(side.getByText("7 days (this room's)"));
+  await visible(side.getByRole("button", { name: "Edit retention" }));
+
+  await nav("Admin");
+  await visible(page.getByRole("heading", { name: "Admin", exact: true }));
+  await visible(page.getByRole("heading", { name: "Database" }));
+  await visible(page.getByRole("link", { name: "Launch plan v2" }).first());
+  await page.getByLabel("Text messages, days").fill("365");
+  await page.getByRole("button", { name: "Save retention" }).click();
+  await visible(page.getByText("Retention saved."));
+  await visible(page.getByText(/^Last set /));
+  await dismissNotices();
+  await shot("08d-admin");
+  await page.setViewportSize({ width: 375, height: 800 });
+  await fitsWidth();
+  await shot("08e-phone-admin");
+  await page.setViewportSize({ width: 1200, height: 800 });
+
+  await page.goto(`${base}/#/rooms/${state.room}`);
+  await visible(side.getByText("365 days"));
+  await visible(side.getByText("7 days (this room's)"));
+  await side.getByRole("button", { name: "Edit retention" }).click();
+  await visible(side.getByLabel(/^Events .*, days$/));
+  if (await side.getByLabel(/^Events .*, days$/).inputValue() !== "7") throw new Error("the room's own period is not in its form");
+  await dismissNotices();
+  await shot("08f-room-retention");
+  await side.getByRole("button", { name: "Cancel" }).click();
+}
+
+// dismissNotices closes the notices still showing, with their own buttons,
+// so that a screenshot shows what they would cover.
+async function dismissNotices() {
+  await page.evaluate(() => document.querySelectorAll(".toast button").forEach((b) => b.click()));
+  await page.locator(".toast").first().waitFor({ state: "detached" });
 }
 
 async function apiReference() {

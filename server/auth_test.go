@@ -78,6 +78,11 @@ var authedRoutes = append([]authedRoute{
 	{"POST", "/api/v1/me/chats/bulk-delete", humansOnly},
 	{"POST", "/api/v1/me/agents/bulk-delete", humansOnly},
 	{"GET", "/api/v1/me/bulk-deletions/" + nilID, humansOnly},
+	{"GET", "/api/v1/me/organization/retention", humansOnly},
+	{"PUT", "/api/v1/me/organization/retention", humansOnly},
+	{"GET", "/api/v1/me/organization/stats", humansOnly},
+	{"GET", "/api/v1/me/chats/" + nilID + "/retention", humansOnly},
+	{"PUT", "/api/v1/me/chats/" + nilID + "/retention", humansOnly},
 
 	{"GET", "/api/v1/agent/contacts", agentsOnly},
 	{"POST", "/api/v1/agent/contacts/add", agentsOnly},

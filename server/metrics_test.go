@@ -241,7 +241,7 @@ func TestMetricsOfWorkSocketsAndTheDatabase(t *testing.T) {
 		`chatd_socket_pushes_dropped_total`:                        0,
 	})
 	for _, family := range []string{"chatd_checkpoint_duration_seconds", "chatd_checkpoints_total", "chatd_wal_bytes",
-		"chatd_bulk_jobs", "go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes", "process_open_fds"} {
+		"chatd_bulk_jobs", "chatd_purged_total", "chatd_purged_bytes_total", "chatd_purge_passes_total", "go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes", "process_open_fds"} {
 		if f[family] == nil {
 			t.Errorf("no family %s", family)
 		}

@@ -24,6 +24,7 @@ func (m *serverMetrics) writeTo(ctx context.Context, p *promText) {
 	m.writeWriter(p)
 	m.writeRealtime(p)
 	m.writeWork(p)
+	m.writePurge(p)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m.writeDatabase(ctx, p)
@@ -114,6 +115,21 @@ func (m *serverMetrics) writeWork(p *promText) {
 
 // writeDatabase writes what is read from the database at scrape time. A
 // read that fails leaves its families out, and is logged.
+// writePurge writes what the retention purge deleted since the server
+// started.
+func (m *serverMetrics) writePurge(p *promText) {
+	purged := m.s.db.PurgeStats()
+	p.family("chatd_purged_total", "counter", "Items the retention purge deleted, by kind: text messages, events, files.")
+	for _, k := range []struct {
+		kind string
+		n    int64
+	}{{"text", purged.Texts}, {"event", purged.Events}, {"file", purged.Files}} {
+		p.sample("chatd_purged_total", labelSet("kind", k.kind), float64(k.n))
+	}
+	p.one("chatd_purged_bytes_total", "counter", "Bytes of the messages and files the retention purge deleted.", float64(purged.Bytes))
+	p.one("chatd_purge_passes_total", "counter", "Retention purge passes completed.", float64(purged.Passes))
+}
+
 func (m *serverMetrics) writeDatabase(ctx context.Context, p *promText) {
 	log := m.s.log
 	if b, err := m.s.db.DeliveryBacklog(ctx, backlogLimit); err == nil {

@@ -88,7 +88,10 @@ func TestPresenceCountsEveryConnection(t *testing.T) {
 	watcher := newListener(t, ts, w.aliceKey, topic)
 	first := newListener(t, ts, w.bobKey)
 	watcher.await(t, topic, "presence", func(p map[string]any) bool { return p["id"] == w.bobID && p["connected"] == true })
-	second := newListener(t, ts, w.bobKey)
+	// The second tab joins a channel, so the server has taken it in (it
+	// answers frames only from a registered connection) before the first
+	// goes.
+	second := newListener(t, ts, w.bobKey, "user_rooms:"+w.bobID)
 	first.raw.conn.Close()
 	<-first.closed
 	// The server notices the close a moment later.

@@ -46,6 +46,7 @@ func (s *Server) routes() {
 	s.boardRoutes()
 	s.myAgentRoutes()
 	s.bulkRoutes()
+	s.retentionRoutes()
 	s.fileRoutes()
 	s.contactRoutes()
 	s.memoryRoutes()

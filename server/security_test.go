@@ -154,6 +154,8 @@ var routeBodies = map[string]any{
 	"GET /api/v1/agent/chats/:chat_id/tasks/:id/history":        nil,
 	"GET /api/v1/me/agents/:id/delegations":                     nil,
 	"GET /api/v1/me/bulk-deletions/:id":                         nil,
+	"GET /api/v1/me/chats/:chat_id/retention":                   nil,
+	"PUT /api/v1/me/chats/:chat_id/retention":                   map[string]any{"retention": map[string]any{"text_days": 1}},
 	"GET /api/v1/agent/chats/:chat_id/context":                  nil,
 	"GET /api/v1/agent/chats/:chat_id/files/:id":                nil,
 	"GET /api/v1/me/chats/:chat_id/files/:id":                   nil,

@@ -96,6 +96,11 @@ type Config struct {
 	Metrics bool
 	// Webhooks tunes the sending of messages to agents' webhooks.
 	Webhooks WebhookConfig
+	// PurgeInterval is how often the retention purge runs (besides at
+	// start and after a retention setting changes); default
+	// DefaultPurgeInterval. DisablePurge leaves it to `chatd purge`.
+	PurgeInterval time.Duration
+	DisablePurge  bool
 	// PublicURL is the URL clients reach the server at (scheme, host and
 	// port, no path), as OAuth's metadata, issuer and resource name it
 	// (server_oauth.go); empty, each request's own host over http.
@@ -229,6 +234,9 @@ func New(cfg Config) (*Server, error) {
 	// After the publisher, so that the pushes of jobs resumed from an
 	// earlier run reach their subscribers.
 	cfg.DB.StartBulkWorker()
+	if !cfg.DisablePurge {
+		cfg.DB.StartPurgeWorker(cmp.Or(cfg.PurgeInterval, DefaultPurgeInterval))
+	}
 	s.webhooks.start()
 	return s, nil
 }
@@ -250,7 +258,8 @@ func (s *Server) observeStore(db *store.DB) {
 }
 
 // Close stops sending webhooks (what is pending is sent by the next start),
-// stops the bulk deletion worker (open jobs resume on the next start), ends
+// stops the bulk deletion worker (open jobs resume on the next start) and
+// the retention purge (the next start's pass goes on from there), ends
 // the waits for messages (a held long-poll is answered 204) and the MCP
 // sessions, closes the real-time connections (telling clients the server
 // restarts) and stops publishing changes.
@@ -259,6 +268,7 @@ func (s *Server) Close() {
 	s.db.SetCommitObserver(nil)
 	s.db.SetCheckpointObserver(nil)
 	s.db.StopBulkWorker()
+	s.db.StopPurgeWorker()
 	s.db.SetPublisher(nil)
 	s.waiters.close()
 	s.mcp.closeAll()
@@ -267,6 +277,9 @@ func (s *Server) Close() {
 		s.log.Warn("long-polls still unanswered when the server stopped")
 	}
 }
+
+// DefaultPurgeInterval is the default of Config.PurgeInterval.
+const DefaultPurgeInterval = time.Hour
 
 // DefaultMaxHeldPolls and DefaultMaxHeldPollsPerKey are the defaults of
 // Config.MaxHeldPolls and MaxHeldPollsPerKey: a held poll costs a few KB

@@ -100,6 +100,7 @@ type DB struct {
 	fileChunkSize  int64
 	bulk           bulkWorker
 	bulkQueue      int
+	purge          purgeWorker
 	webhooks       *webhookWake
 
 	migratedFrom, version int
@@ -128,6 +129,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
 		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)},
+		purge:    purgeWorker{wake: make(chan struct{}, 1)},
 		webhooks: newWebhookWake()}
 	if err := db.open(opts, target); err != nil {
 		// Close releases whatever open got before it failed, and only that.
@@ -316,8 +318,9 @@ func (db *DB) startCheckpointer(writeDSN string) error {
 // closed if it was opened.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
-		// The worker's next item would only meet a closed writer.
+		// The workers' next steps would only meet a closed writer.
 		db.StopBulkWorker()
+		db.StopPurgeWorker()
 		if db.ckpt != nil {
 			db.ckpt.close()
 		}

@@ -276,7 +276,7 @@ func readyFile(q queryer, roomID, fileID string) (*File, error) {
 	if !ValidID(fileID) {
 		return nil, notFound("file")
 	}
-	f, err := scanFile(q.QueryRow(`SELECT `+fileColumns+` FROM files WHERE id = ? AND room_id = ? AND status = 'ready'`, fileID, roomID))
+	f, err := scanFile(q.QueryRow(`SELECT `+fileColumns+` FROM files WHERE id = ? AND room_id = ? AND status = 'ready' AND expired_at IS NULL`, fileID, roomID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("file")
 	}

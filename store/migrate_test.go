@@ -248,6 +248,15 @@ func databaseAsOf(t *testing.T, v int) string {
 			t.Fatalf("version %d database: %v", v, err)
 		}
 	}
+	if v >= 8 {
+		// From version 8 an insert queues its message for the search index,
+		// which the writer indexes before it commits: a database of that
+		// version never holds a committed message still queued.
+		if _, err := raw.Exec(`INSERT INTO messages_fts (rowid, content) SELECT m.seq, m.content
+			FROM messages_fts_queue q JOIN messages m ON m.seq = q.seq; DELETE FROM messages_fts_queue`); err != nil {
+			t.Fatalf("version %d database: %v", v, err)
+		}
+	}
 	return path
 }
 
@@ -401,4 +410,54 @@ func TestUpgradeToVersion9SignsInExistingAgents(t *testing.T) {
 	if err != nil || p.Agent == nil || p.Agent.ID != v4.helper || p.OAuthGrantID != tokens.GrantID {
 		t.Fatalf("the token authenticates %+v, %v; want bob/helper", p, err)
 	}
+}
+
+// Upgrading to version 12 deletes nothing: retention starts as keep
+// forever, so a purge after the upgrade finds nothing to do, however old
+// the messages and files are; once an organization sets periods, the purge
+// applies them to what was there before the upgrade.
+func TestUpgradeToVersion12KeepsEverythingUntilRetentionIsSet(t *testing.T) {
+	path := databaseAsOf(t, 9)
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := "0190a0a0-0000-7000-8000-0000000000e1"
+	for _, stmt := range []string{
+		`INSERT INTO files (id, room_id, uploader_id, uploader_type, name, content_type, size, sha256, chunk_size, status, inserted_at)
+			VALUES ('` + file + `', '` + v4.busy + `', '` + v4.alice + `', 'User', 'old.txt', 'text/plain', 3, 'x', 4, 'ready', 1)`,
+		`INSERT INTO file_chunks (file_id, n, data) VALUES ('` + file + `', 0, x'6f6c64')`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	db := openTestDBAt(t, path, Options{})
+	if db.MigratedFrom() != 9 {
+		t.Fatalf("migrated from %d, want 9", db.MigratedFrom())
+	}
+	ctx := t.Context()
+	alice := Actor{ID: v4.alice, Type: PartyUser, OwnerID: v4.alice, OrganizationID: v4.org}
+	if _, err := db.RoomFile(ctx, alice, v4.busy, file); err != nil {
+		t.Fatalf("a file from before the upgrade: %v", err)
+	}
+	report, err := db.Purge(ctx, PurgeOptions{})
+	if err != nil || len(report.Lines) != 0 || rawCount(t, db, `SELECT count(*) FROM messages`) != 2 {
+		t.Fatalf("a purge right after the upgrade: %+v, %v", report, err)
+	}
+	if _, err := db.SetOrganizationRetentionByName(ctx, "Old", Periods{TextDays: days(1), FileDays: days(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if report, err = db.Purge(ctx, PurgeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	texts, _ := report.Total(KindText)
+	files, _ := report.Total(KindFile)
+	if texts != 1 || files != 1 || rawCount(t, db, `SELECT count(*) FROM messages WHERE message_type = 'thought'`) != 1 ||
+		rawCount(t, db, `SELECT count(*) FROM files`)+rawCount(t, db, `SELECT count(*) FROM file_chunks`) != 0 {
+		t.Fatalf("the purge once set: %+v", report)
+	}
+	indexIntact(t, db)
 }

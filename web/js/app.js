@@ -20,6 +20,7 @@ const pages = {
   keys: () => import("./pages/keys.js"),
   account: () => import("./pages/account.js"),
   invite: () => import("./pages/invite.js"),
+  admin: () => import("./pages/admin.js"),
   oauth: () => import("./pages/oauth.js"),
 };
 // A consent link opened signed out is where sign-in leads back to.
@@ -167,6 +168,9 @@ async function ensureSignedIn() {
     return false;
   }
   who.textContent = me.name || me.handle;
+  // The admin page is for the organization's admins; the server refuses
+  // its routes to anyone else.
+  document.getElementById("nav-admin").hidden = me.role !== "admin";
   top.hidden = false;
   startSocket();
   return true;

@@ -1,6 +1,6 @@
 // One open room: its header (title, what each agent is doing, the room's
 // actions), the message timeline, the composer, and the side panel
-// (participants, board, attention). Live updates come from the room's
+// (participants, board, attention, retention). Live updates come from the room's
 // three channels; after a reconnection everything shown is reloaded, since
 // pushes sent while the socket was away are lost.
 
@@ -14,6 +14,7 @@ import { AttentionList } from "./attention.js";
 import { AgentStates } from "./agents.js";
 import { FileLoader } from "./attachments.js";
 import { messageActions } from "./actions.js";
+import { RoomRetention } from "./retention.js";
 
 const scrollKey = "chatd.scroll";
 
@@ -28,8 +29,8 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   const reader = roomReader(r, () => timeline.newestId(), removal.deleting, onRead);
   const parts = roomParts(r, { files, reader, agentLine });
   timeline = parts.timeline;
-  const { participants, attention, board, write } = parts;
-  const side = sidePanel(roomId, [participants.el, attention.el, board.el]);
+  const { participants, attention, board, retention, write } = parts;
+  const side = sidePanel(roomId, [participants.el, attention.el, board.el, retention.el]);
   const jump = jumpToUnread(timeline);
   timeline.rendered = () => {
     parts.updateStates();
@@ -50,7 +51,7 @@ export async function openRoom(ctx, root, roomId, { at, onRead, onGone, onRename
   });
   const live = liveChannels(r, { ...parts, loadPresence, reader, deleting: removal.deleting, onGone });
   await Promise.all([timeline.loadNewest(r.room.unread_count || 0), participants.load(), board.load(), attention.load(),
-    loadPresence().catch(() => {})]);
+    retention.load(), loadPresence().catch(() => {})]);
   live.loaded();
   if (!at) await scroll.restore();
   jump.update();
@@ -112,6 +113,7 @@ function roomParts(r, { files, reader, agentLine }) {
   };
   const participants = new Participants(ctx, roomId, (items) => {
     r.people = items;
+    parts.retention.owns(items);
     r.names.clear();
     for (const p of items) r.names.set(p.id, p.name);
     timeline.refresh();
@@ -122,6 +124,7 @@ function roomParts(r, { files, reader, agentLine }) {
     timeline, write, participants, updateStates,
     actions: messageActions(ctx, roomId, { timeline, write }),
     board: new Board(ctx, roomId),
+    retention: new RoomRetention(ctx, roomId),
     attention: new AttentionList(ctx, roomId, { reveal: (id) => timeline.reveal(id) }),
   });
 }
