@@ -371,10 +371,13 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 		{[]string{"serve", "--auth-failure-burst", "0"}, "--auth-failure-burst"},
 		{[]string{"serve", "--header-timeout", "0s"}, "--header-timeout"},
 		{[]string{"serve", "--transfer-timeout", "0s"}, "--transfer-timeout"},
+		{[]string{"serve", "--purge-interval", "500ms"}, "--purge-interval must be 0 (off) or at least 1s, not 500ms"},
+		{[]string{"serve", "--purge-interval", "-1h"}, "--purge-interval must be 0 (off) or at least 1s, not -1h0m0s"},
 	} {
 		runChatd(t, nil, append(tc.args, "--db", filepath.Join(dir, "chatd.db"))...).failsWithOneLine(t, tc.want)
 	}
 	runChatd(t, []string{"CHATD_RATE_BURST=0"}, "serve", "--db", filepath.Join(dir, "chatd.db")).failsWithOneLine(t, "--rate-burst")
+	runChatd(t, []string{"CHATD_PURGE_INTERVAL=10ms"}, "serve", "--db", filepath.Join(dir, "chatd.db")).failsWithOneLine(t, "--purge-interval")
 	// CHATD_DB and CHATD_ADDR stand in for the flags.
 	db := filepath.Join(dir, "env.db")
 	runChatd(t, []string{"CHATD_DB=" + db}, "migrate").ok(t)
