@@ -112,20 +112,11 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	bin := *chatdPath
-	if bin == "" {
-		dir, err := os.MkdirTemp("", "chatd-bench-bin-")
-		if err != nil {
-			fail(err)
-		}
-		defer os.RemoveAll(dir)
-		bin = filepath.Join(dir, "chatd")
-		build := exec.Command("go", "build", "-o", bin, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fail(fmt.Errorf("building chatd: %v\n%s", err, out))
-		}
+	bin, cleanup, err := chatdBinary(*chatdPath)
+	if err != nil {
+		fail(err)
 	}
+	defer cleanup()
 
 	var httpLoads []string
 	for _, w := range strings.Split(*workloads, ",") {
@@ -171,6 +162,27 @@ func main() {
 			}
 		}
 	}
+}
+
+// chatdBinary is the chatd binary to run: path, or else one built from
+// this repository into a temporary directory that cleanup removes.
+func chatdBinary(path string) (bin string, cleanup func(), err error) {
+	if path != "" {
+		return path, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "chatd-bench-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	bin = filepath.Join(dir, "chatd")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("building chatd: %v\n%s", err, out)
+	}
+	return bin, cleanup, nil
 }
 
 // runMode starts a server in the given sync mode, sets up n clients and runs
