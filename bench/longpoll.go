@@ -367,14 +367,14 @@ func (s *benchServer) memoryAfterGC() (serverMemory, error) {
 	return s.memory()
 }
 
-// memory reads the server's memory now.
-func (s *benchServer) memory() (serverMemory, error) {
-	res, err := http.Get(s.metricsURL)
+// scrapeSamples reads the server's metrics, by series.
+func scrapeSamples(url string) (map[string]float64, error) {
+	res, err := http.Get(url)
 	if err != nil {
-		return serverMemory{}, err
+		return nil, err
 	}
 	defer res.Body.Close()
-	gauges := map[string]float64{}
+	out := map[string]float64{}
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -383,10 +383,16 @@ func (s *benchServer) memory() (serverMemory, error) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			gauges[name] = v
+			out[name] = v
 		}
 	}
-	if err := sc.Err(); err != nil {
+	return out, sc.Err()
+}
+
+// memory reads the server's memory now.
+func (s *benchServer) memory() (serverMemory, error) {
+	gauges, err := scrapeSamples(s.metricsURL)
+	if err != nil {
 		return serverMemory{}, err
 	}
 	m := serverMemory{rssKB: rssKB(s.pid), heapAlloc: gauges["go_memstats_heap_alloc_bytes"],

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,28 +250,6 @@ func (r *retentionRun) postDuringPurge() (result, purgeFigures, error) {
 
 func purgedItems(m map[string]float64) float64 {
 	return m[`chatd_purged_total{kind="text"}`] + m[`chatd_purged_total{kind="event"}`] + m[`chatd_purged_total{kind="file"}`]
-}
-
-// scrapeSamples reads the server's metrics, by series.
-func scrapeSamples(url string) (map[string]float64, error) {
-	res, err := http.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[name] = v
-		}
-	}
-	return out, sc.Err()
 }
 
 func dbSize(path string) int64 {
