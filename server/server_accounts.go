@@ -70,7 +70,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, status int
 	return reply(w, status, out)
 }
 
-type setupRequest struct {
+// newPersonRequest is the body of a one-time link that makes a person:
+// the first-run setup link's, or an invitation's.
+type newPersonRequest struct {
 	Token    string `json:"token"`
 	Handle   string `json:"handle"`
 	Name     string `json:"name"`
@@ -80,7 +82,7 @@ type setupRequest struct {
 
 // setup is POST /api/v1/auth/setup: the first-run link's token creates the
 // first person (admin of the default organization) and signs them in.
-func (s *Server) setup(w http.ResponseWriter, r *http.Request, req setupRequest) error {
+func (s *Server) setup(w http.ResponseWriter, r *http.Request, req newPersonRequest) error {
 	return s.startSession(w, r, http.StatusCreated, func() (*store.User, *store.Session, error) {
 		return s.db.SetUpFirstUser(r.Context(), req.Token,
 			store.NewUser{Handle: req.Handle, Name: req.Name, Email: req.Email}, req.Password)

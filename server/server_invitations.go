@@ -71,19 +71,11 @@ func (s *Server) revokeInvitation(w http.ResponseWriter, r *http.Request) error 
 	return noContent(w)
 }
 
-type acceptInvitationRequest struct {
-	Token    string `json:"token"`
-	Handle   string `json:"handle"`
-	Name     string `json:"name"`
-	Email    string `json:"email"`
-	Password string `json:"password"`
-}
-
 // acceptInvitation is POST /api/v1/auth/accept-invitation: the token
 // creates the person and signs them in (201, as setup answers). A bad,
 // expired or used token is 401 and counts against the address's
 // failed-authentication limit.
-func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request, req acceptInvitationRequest) error {
+func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request, req newPersonRequest) error {
 	return s.startSession(w, r, http.StatusCreated, func() (*store.User, *store.Session, error) {
 		return s.db.AcceptInvitation(r.Context(), req.Token,
 			store.NewUser{Handle: req.Handle, Name: req.Name, Email: req.Email}, req.Password)
