@@ -1,7 +1,9 @@
 // Command bench drives a real chatd server over loopback and prints
 // throughput and latency for the workloads that matter most:
 //
-//   - post:    agents posting text messages that mention another agent
+//   - post:    agents posting text messages that mention another agent;
+//     closed-loop, it is preceded by the same requests to a bare net/http
+//     handler (ceiling.go), and its ratio to that ceiling is printed
 //   - work:    agents draining their messages: /next → /processing → /processed
 //   - history: people reading room history, newest first
 //
@@ -62,6 +64,7 @@
 //     go run ./bench -workloads webhooks -clients 16 -duration 10s -endpoints 100 -rate 500
 //     go run ./bench -workloads searchindex -clients 16 -duration 10s -sync normal
 //     go run ./bench -workloads post,targeted -rate 1000 -duration 10s
+//     go run ./bench -workloads targeted -rate 1000 -sync full -profile /tmp/prof
 //     go run ./bench -workloads scale -sizes 10000,100000,1000000 -rate 100 -duration 10s -sync normal
 //     go run ./bench -workloads retention -clients 16 -duration 30s -sync full -messages 1000000 -files 100
 //
@@ -88,10 +91,11 @@ import (
 )
 
 func main() {
+	serveCeilingIfAsked()
 	chatdPath := flag.String("chatd", "", "chatd binary to run (default: build this repository)")
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
-	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with")
+	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with (targeted, searchindex, scale, retention: the first)")
 	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale; retention")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
@@ -129,7 +133,7 @@ func main() {
 		case "fanout":
 			err = fanOut(bin, *subscribers, *posters, *rate, *duration)
 		case "targeted":
-			err = targeted(bin, *agents, *rooms, *posters, *rate, *duration)
+			err = targeted(bin, strings.Split(*syncList, ",")[0], *agents, *rooms, *posters, *rate, *duration)
 		case "mcp":
 			err = mcpWorkload(bin, clients, *duration, *rounds)
 		case "longpoll":
@@ -218,9 +222,9 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 	if err := runJSON(bin, &person, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json"); err != nil {
 		return err
 	}
-	srv, url, _, err := startServerArgs(bin, db, "--sync", mode,
+	srv, url, metricsURL, err := startServerArgs(bin, db, append([]string{"--sync", mode,
 		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000",
-		"--rate-limit", "0")
+		"--rate-limit", "0"}, profileFlags(*profileDir)...)...)
 	if err != nil {
 		return err
 	}
@@ -243,6 +247,16 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 			openHeader("")
 			openLine(label, w, res, res.lat)
 			continue
+		case w == "post" && prepare == nil:
+			ceiling, err := measureCeiling(n, d)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%-8s %-8s %7d %10.0f %9s %9s %8d\n", "net/http", "ceiling", n, ceiling.rate(), ms(ceiling.p(0.50)), ms(ceiling.p(0.99)), ceiling.errors)
+			wait := startProfile(*profileDir, metricsURL, d)
+			res = c.run(n, d, setup.post)
+			wait()
+			defer fmt.Printf("%-8s %-8s %7d %10.3f (posts/s over the ceiling's req/s)\n", label, "ratio", n, res.rate()/ceiling.rate())
 		case w == "post":
 			res = c.run(n, d, setup.post)
 		case w == "work":
@@ -259,6 +273,10 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 	}
 	return nil
 }
+
+// profileDir, when set, receives the server's CPU profile and runtime
+// trace of a targeted run or of each closed-loop post run (profile.go).
+var profileDir = flag.String("profile", "", "targeted, post: a directory to write the server's CPU profile (cpu.pprof) and runtime trace (trace.out) of the run into (post: of the last run)")
 
 var (
 	listening = regexp.MustCompile(`listening on (http://\S+)`)

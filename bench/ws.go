@@ -343,12 +343,13 @@ type targetedAgent struct{ id, key, room string }
 // rooms mentioning one agent there; only that agent may receive it. With
 // rate, the posts are due at that rate in all (an open loop), and each is
 // timed from its due time to its answer and to its frame's arrival.
-func targeted(bin string, agents, rooms, posters int, rate float64, d time.Duration) error {
-	base, key, _, stop, _, err := wsServer(bin)
+func targeted(bin, mode string, agents, rooms, posters int, rate float64, d time.Duration) error {
+	srv, err := startBenchServer(bin, append([]string{"--sync", mode}, profileFlags(*profileDir)...)...)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer srv.stop()
+	base, key := srv.base, srv.personKey
 	c := newClient(base, max(posters, 64))
 	all, err := targetedAgents(c, key, agents, rooms)
 	if err != nil {
@@ -389,6 +390,8 @@ func targeted(bin string, agents, rooms, posters int, rate float64, d time.Durat
 		}, nil, 201)
 		return err
 	}
+	fmt.Printf("targeted: --sync %s\n", mode)
+	defer startProfile(*profileDir, srv.metricsURL, d)()
 	if rate > 0 {
 		return targetedOpen(rate, d, post, due, lat, &frames, &misdelivered, agents, rooms)
 	}

@@ -134,8 +134,9 @@ func newServerMetrics(s *Server, commit string) *serverMetrics {
 	metrics.ExposeMetadata(true)
 	m := &serverMetrics{s: s, fixed: map[string]*routeStats{},
 		commitJobs: newHistogram(jobsBuckets), commitSeconds: newHistogram(commitBuckets),
-		checkpoints: map[string]*histogram{"truncate": newHistogram(checkpointBuckets), "passive": newHistogram(checkpointBuckets)},
-		build:       labelSet("version", s.version, "commit", cmp.Or(commit, "unknown"), "goversion", runtime.Version())}
+		checkpoints: map[string]*histogram{"truncate": newHistogram(checkpointBuckets),
+			"catchup": newHistogram(checkpointBuckets), "passive": newHistogram(checkpointBuckets)},
+		build: labelSet("version", s.version, "commit", cmp.Or(commit, "unknown"), "goversion", runtime.Version())}
 	for _, route := range []string{routeUnmatched, routeWeb} {
 		for _, method := range methodLabels {
 			m.fixed[method+" "+route] = m.routeStats(method, route)

@@ -76,11 +76,12 @@ func (m *serverMetrics) writeWriter(p *promText) {
 	p.family("chatd_writer_commit_duration_seconds", "histogram", "Time of each committed transaction, from BEGIN to COMMIT.")
 	p.histogram("chatd_writer_commit_duration_seconds", "", m.commitSeconds)
 	p.family("chatd_checkpoints_total", "counter", "WAL checkpoints completed: truncate by the writer (idle, past the WAL bound, "+
-		"at shutdown), passive in the background.")
+		"at shutdown), catchup by the writer so the WAL can start over under load, passive in the background.")
 	p.sample("chatd_checkpoints_total", labelSet("mode", "truncate"), float64(st.Checkpoints))
+	p.sample("chatd_checkpoints_total", labelSet("mode", "catchup"), float64(st.CatchUpCheckpoints))
 	p.sample("chatd_checkpoints_total", labelSet("mode", "passive"), float64(st.BackgroundCheckpoints))
 	p.family("chatd_checkpoint_duration_seconds", "histogram", "Time of each completed checkpoint; a truncate one holds up the writer meanwhile.")
-	for _, mode := range []string{"truncate", "passive"} {
+	for _, mode := range []string{"truncate", "catchup", "passive"} {
 		p.histogram("chatd_checkpoint_duration_seconds", labelSet("mode", mode), m.checkpoints[mode])
 	}
 	p.one("chatd_wal_bytes", "gauge", "The size of the -wal file now.", float64(st.WALBytes))

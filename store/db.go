@@ -308,7 +308,12 @@ func (db *DB) startCheckpointer(writeDSN string) error {
 	if err != nil {
 		return err
 	}
-	db.ckpt = newCheckpointer(conn, db.w, db.log)
+	var pageSize int64
+	if err := conn.QueryRowContext(context.Background(), "PRAGMA page_size").Scan(&pageSize); err != nil {
+		conn.Close()
+		return err
+	}
+	db.ckpt = newCheckpointer(conn, db.w, pageSize, db.log)
 	return nil
 }
 

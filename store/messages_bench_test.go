@@ -110,7 +110,7 @@ func processCPU() time.Duration {
 
 // unindex drops the triggers that keep the search index, so that messages
 // written after are not indexed.
-func unindex(b *testing.B, db *DB) {
+func unindex(b testing.TB, db *DB) {
 	b.Helper()
 	err := db.Write(context.Background(), func(tx *Tx) error {
 		rows, err := tx.Query(`SELECT name FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'messages_fts%'`)

@@ -110,6 +110,9 @@ type WriterStats struct {
 	Commits       int64 // transactions committed
 	Refused       int64 // jobs refused because the queue was full
 	Checkpoints   int64 // TRUNCATE checkpoints completed by the writer
+	// CatchUpCheckpoints are the writer's PASSIVE ones that let the WAL
+	// start over under load (see checkpoint.go).
+	CatchUpCheckpoints int64
 	// BackgroundCheckpoints are the PASSIVE checkpoints of checkpoint.go.
 	BackgroundCheckpoints int64
 	WALBytes              int64 // current size of the -wal file
@@ -137,13 +140,16 @@ type writer struct {
 	observer    atomic.Pointer[CommitObserver]
 	// ckptObserver is shared with the background checkpointer.
 	ckptObserver atomic.Pointer[CheckpointObserver]
+	// catchUp is set by the background checkpointer when the WAL should
+	// start over (see checkpoint.go).
+	catchUp atomic.Bool
 	// otherWrites is called when another process committed to the
 	// database (see lookForOtherWriters); dataVersion is what the last
 	// look saw, 0 before the first.
 	otherWrites atomic.Pointer[func()]
 	dataVersion int64
 
-	jobs, failed, commits, refused, checkpoints atomic.Int64
+	jobs, failed, commits, refused, checkpoints, catchUps atomic.Int64
 }
 
 func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration, walLimit int64, passiveOnly bool, log *slog.Logger) *writer {
@@ -219,13 +225,14 @@ func (db *DB) SetCommitObserver(f CommitObserver) {
 func (db *DB) WriterStats() WriterStats {
 	w := db.w
 	return WriterStats{
-		QueueDepth:    len(w.queue),
-		QueueCapacity: cap(w.queue),
-		Jobs:          w.jobs.Load(),
-		FailedJobs:    w.failed.Load(),
-		Commits:       w.commits.Load(),
-		Refused:       w.refused.Load(),
-		Checkpoints:   w.checkpoints.Load(),
+		QueueDepth:         len(w.queue),
+		QueueCapacity:      cap(w.queue),
+		Jobs:               w.jobs.Load(),
+		FailedJobs:         w.failed.Load(),
+		Commits:            w.commits.Load(),
+		Refused:            w.refused.Load(),
+		Checkpoints:        w.checkpoints.Load(),
+		CatchUpCheckpoints: w.catchUps.Load(),
 		BackgroundCheckpoints: func() int64 {
 			if db.ckpt == nil {
 				return 0
@@ -274,6 +281,8 @@ func (w *writer) run() {
 			dirty = true
 			if w.walLimit > 0 && fileSize(w.walPath) > w.walLimit {
 				w.checkpoint()
+			} else if w.catchUp.CompareAndSwap(true, false) {
+				w.catchUpCheckpoint()
 			}
 			if !timer.Stop() {
 				select {
@@ -554,6 +563,23 @@ func (w *writer) checkpoint() bool {
 	w.checkpoints.Add(1)
 	observeCheckpoint(&w.ckptObserver, "truncate", start)
 	return true
+}
+
+// catchUpCheckpoint copies what was committed since the background
+// checkpointer's last pass, so that the next transaction can start the WAL
+// over. PASSIVE never waits for readers.
+func (w *writer) catchUpCheckpoint() {
+	start := time.Now()
+	var busy, logFrames, checkpointed int
+	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &checkpointed)
+	if err != nil {
+		if !isBusy(err) {
+			w.log.Warn("checkpoint failed", "err", err)
+		}
+		return
+	}
+	w.catchUps.Add(1)
+	observeCheckpoint(&w.ckptObserver, "catchup", start)
 }
 
 func fileSize(path string) int64 {

@@ -306,3 +306,33 @@ func TestCheckpointObserverSeesEachMode(t *testing.T) {
 		})
 	}
 }
+
+// Under writes that never pause, the WAL starts over again and again (the
+// writer catches up with the background checkpoints) instead of growing
+// until the writer must truncate it, which stalls every write behind it.
+func TestWALStartsOverUnderUnbrokenWrites(t *testing.T) {
+	db := openTableDB(t, Options{CheckpointIdle: 1 << 40})
+	big := make([]byte, 64<<10)
+	var written int64
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; db.WriterStats().CatchUpCheckpoints < 3; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no catch-up checkpoints after %d MiB written: %+v", written>>20, db.WriterStats())
+		}
+		err := db.Write(context.Background(), func(tx *Tx) error {
+			_, err := tx.Exec(`INSERT OR REPLACE INTO t (k, v) VALUES (?, ?)`, fmt.Sprint(i%64), big)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		written += int64(len(big))
+	}
+	s := db.WriterStats()
+	if s.Checkpoints != 0 {
+		t.Errorf("the writer truncated the WAL %d times under load", s.Checkpoints)
+	}
+	if s.WALBytes >= written {
+		t.Errorf("the WAL is %d bytes after %d written: it never started over", s.WALBytes, written)
+	}
+}
