@@ -21,7 +21,8 @@ func profileFlags(dir string) []string {
 }
 
 // startProfile records, while a workload runs for d, the server's CPU
-// profile and runtime trace into dir (cpu.pprof, trace.out); wait blocks
+// profile, runtime trace and allocations into dir (cpu.pprof, trace.out,
+// allocs.pprof); wait blocks
 // until both are written, then saves the server's metrics (metrics.txt). Read them with `go tool pprof cpu.pprof` and
 // `go tool trace trace.out` (or `go tool trace -pprof=sync trace.out`).
 func startProfile(dir, metricsURL string, d time.Duration) (wait func()) {
@@ -38,6 +39,7 @@ func startProfile(dir, metricsURL string, d time.Duration) (wait func()) {
 	for _, p := range []struct{ path, file string }{
 		{fmt.Sprintf("profile?seconds=%d", secs), "cpu.pprof"},
 		{fmt.Sprintf("trace?seconds=%d", secs), "trace.out"},
+		{fmt.Sprintf("allocs?seconds=%d", secs), "allocs.pprof"},
 	} {
 		wg.Go(func() {
 			if err := download(base+p.path, filepath.Join(dir, p.file)); err != nil {

@@ -25,6 +25,31 @@ type MentionInput struct {
 	KindNull         bool // "kind": null was sent (refused)
 }
 
+// mentionCandidates loads the participants of the room that the mentions
+// may name: when every entry names an id, only those, so that a post in a
+// room of thousands reads a row per mention rather than the whole room;
+// when an entry names a handle, every participant.
+func mentionCandidates(q queryer, roomID string, in []MentionInput) ([]*Participant, error) {
+	ids := make([]any, 0, len(in)+1)
+	ids = append(ids, roomID)
+	for _, m := range in {
+		switch {
+		case m.ID != nil && *m.ID != "":
+			ids = append(ids, *m.ID)
+		case m.Handle != nil:
+			return roomParticipants(q, roomID, "")
+		}
+	}
+	if len(ids) == 1 {
+		return nil, nil
+	}
+	rows, err := q.Query(participantSelect+` WHERE p.room_id = ? AND p.member_id IN `+inList(len(ids)-1), ids...)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, scanParticipant)
+}
+
 // resolveMentions resolves mentions against the room's participants (by id,
 // which wins, or by handle within the room) and appends their problems.
 func resolveMentions(c *codedProblems, in []MentionInput, members []*Participant, sender Actor) []Mention {

@@ -85,11 +85,11 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 	}
 	var msg *Message
 	err := db.writeInRoom(ctx, sender, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
-		members, err := roomParticipants(tx, a.room.ID, "")
+		candidates, err := mentionCandidates(tx, a.room.ID, in.Mentions)
 		if err != nil {
 			return err
 		}
-		mentions := resolveMentions(c, in.Mentions, members, sender)
+		mentions := resolveMentions(c, in.Mentions, candidates, sender)
 		files, err := resolveAttachments(tx, c, a.room.ID, in.AttachmentIDs)
 		if err != nil {
 			return err
@@ -114,7 +114,7 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 			if m.Kind != "mention" {
 				continue
 			}
-			if p := findParticipant(members, m.ID); p != nil && p.Type == PartyAgent {
+			if p := findParticipant(candidates, m.ID); p != nil && p.Type == PartyAgent {
 				d := &Delivery{AgentID: m.ID, Status: "pending", Attempts: []Attempt{}, AttemptsJSON: json.RawMessage("[]"), UpdatedAt: tx.Now()}
 				if _, err := tx.Exec(`INSERT INTO deliveries (agent_id, room_id, message_seq, updated_at) VALUES (?, ?, ?, ?)`,
 					m.ID, roomID, msg.Seq, tx.Now().UnixMicro()); err != nil {
@@ -132,7 +132,11 @@ func (db *DB) SendText(ctx context.Context, sender Actor, roomID string, in Text
 					return err
 				}
 				a.room.Title, a.room.UpdatedAt = &t, tx.Now()
-				db.publish(tx, Change{Kind: RoomUpdated, Room: a.room, Members: members})
+				everyone, err := roomParticipants(tx, roomID, "")
+				if err != nil {
+					return err
+				}
+				db.publish(tx, Change{Kind: RoomUpdated, Room: a.room, Members: everyone})
 			}
 		}
 		db.publish(tx, Change{Kind: MessageCreated, Room: a.room, Message: msg})

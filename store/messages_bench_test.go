@@ -135,3 +135,31 @@ func unindex(b testing.TB, db *DB) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkSendTextInABigRoom measures a post mentioning one agent in a
+// room of 1,000 agents: what a post reads of the room's participants.
+func BenchmarkSendTextInABigRoom(b *testing.B) {
+	db := openTestDB(b, Options{Sync: SyncNormal, Limits: Limits{MessagesPerRoom: 1 << 30, AgentsPerUser: 2000}})
+	ctx := context.Background()
+	owner, _ := mustUser(b, db, "owner")
+	room, err := db.CreateRoom(ctx, UserActor(owner), NewRoom{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mentioned string
+	for i := range 1000 {
+		a, _ := mustAgent(b, db, owner, fmt.Sprintf("member %d", i))
+		if _, err := db.AddParticipant(ctx, UserActor(owner), room.ID, a.ID, ""); err != nil {
+			b.Fatal(err)
+		}
+		mentioned = a.ID
+	}
+	cpu := processCPU()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := db.SendText(ctx, UserActor(owner), room.ID, TextInput{Content: "hello there", Mentions: []MentionInput{{ID: &mentioned}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+}
