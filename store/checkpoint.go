@@ -12,45 +12,54 @@ import (
 // Doing that inside the writer stalls every write queued behind it (tens of
 // milliseconds for a large WAL), so routine checkpoints run here instead, on
 // a connection of their own: a PASSIVE checkpoint takes no write lock and
-// never blocks the writer or the readers. Once the WAL is fully copied, the
-// next write transaction starts it over from the beginning, so it stays
-// small under a steady load. The writer still checkpoints (TRUNCATE, leaving
-// an empty WAL) when it is idle, on shutdown, and as a backstop if the WAL
-// ever grows past a bound this goroutine could not keep it under (readers
-// holding old snapshots for a long time).
+// never blocks the writer or the readers. The writer still checkpoints
+// (TRUNCATE, leaving an empty WAL) when it is idle, on shutdown, and as a
+// backstop if the WAL ever grows past a bound (readers holding old
+// snapshots for a long time).
 //
-// Under a steady load the WAL never starts over by itself: it restarts only
-// when a write begins with every frame already copied, and by the time a
-// background pass ends the writer has appended more. Left alone it grows
-// until the backstop TRUNCATE, which then stalls every write behind it for
-// as long as freeing a large file takes (136 ms for 256 MiB here). So once
-// a pass has copied all it found and the WAL holds more than restartBytes,
-// the writer is asked to catch up: between two batches it copies the few
-// frames committed since (a PASSIVE checkpoint of its own, a millisecond or
-// two), and its next transaction starts the WAL over from the beginning
-// unless a reader still uses it, in which case the next pass asks again.
+// Copying is not enough to keep the WAL small: it starts over only when a
+// write begins with every frame already copied, and under a steady load
+// the writer has always appended more by the time a pass ends. Left alone
+// the WAL grows until the backstop TRUNCATE, which then stalls every write
+// behind it for as long as freeing a large file takes (136 ms for 256 MiB
+// on a small VM). So once a pass has copied all it found and the WAL holds
+// more than defaultRestartBytes, the writer is asked to catch up: between
+// two batches it copies the few frames committed since (a PASSIVE
+// checkpoint of its own, one to a few milliseconds, most of it the database
+// file's fsync), and its next transaction starts the WAL over from the
+// beginning, unless a reader still uses it, in which case a later pass asks
+// again. The writer does it when no write is waiting, or after catchUpWait
+// if one always is.
 
 // checkpointEvery is how often the checkpointer copies what was committed.
 const checkpointEvery = 250 * time.Millisecond
 
-// restartBytes is the WAL size past which a complete pass asks the writer
-// to catch up and start the WAL over.
-const restartBytes = 4 << 20
+// defaultRestartBytes is the WAL size past which a complete pass asks the
+// writer to catch up and start the WAL over. Smaller, the writer would
+// stop for a catch-up more often; larger, readers would search a larger
+// WAL index for each page.
+const defaultRestartBytes = 32 << 20
+
+// catchUpWait is how long the writer waits for a moment with no write
+// queued before it catches up anyway.
+const catchUpWait = time.Second
 
 type checkpointer struct {
 	conn     *sql.Conn
 	log      *slog.Logger
 	commits  *atomic.Int64 // the writer's commit counter
-	catchUp  *atomic.Bool  // the writer's request to catch up
+	catchUp  *atomic.Int64 // the writer's request to catch up: when it was first made (unix ns), 0 for none
 	pageSize int64
-	observer *atomic.Pointer[CheckpointObserver]
-	stop     chan struct{}
-	stopped  chan struct{}
-	done     atomic.Int64 // checkpoints completed
+	// restartBytes: see defaultRestartBytes.
+	restartBytes int64
+	observer     *atomic.Pointer[CheckpointObserver]
+	stop         chan struct{}
+	stopped      chan struct{}
+	done         atomic.Int64 // checkpoints completed
 }
 
-func newCheckpointer(conn *sql.Conn, w *writer, pageSize int64, log *slog.Logger) *checkpointer {
-	c := &checkpointer{conn: conn, log: log, commits: &w.commits, catchUp: &w.catchUp, pageSize: pageSize,
+func newCheckpointer(conn *sql.Conn, w *writer, pageSize, restartBytes int64, log *slog.Logger) *checkpointer {
+	c := &checkpointer{conn: conn, log: log, commits: &w.commits, catchUp: &w.catchUp, pageSize: pageSize, restartBytes: restartBytes,
 		observer: &w.ckptObserver, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
 	return c
@@ -109,8 +118,8 @@ func (c *checkpointer) passive() {
 	}
 	c.done.Add(1)
 	observeCheckpoint(c.observer, "passive", start)
-	if busy == 0 && copied == logFrames && int64(logFrames)*c.pageSize > restartBytes {
-		c.catchUp.Store(true)
+	if busy == 0 && copied == logFrames && int64(logFrames)*c.pageSize > c.restartBytes {
+		c.catchUp.CompareAndSwap(0, time.Now().UnixNano())
 	}
 }
 

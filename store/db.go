@@ -78,6 +78,10 @@ type Options struct {
 	// driver is the database/sql driver the store's connections use:
 	// SQLite's, or in tests a wrapper that watches what the store runs.
 	driver string
+	// restartBytes is the WAL size past which the writer catches up so the
+	// WAL starts over (checkpoint.go); default defaultRestartBytes, smaller
+	// in tests.
+	restartBytes int64
 }
 
 // DB is an open chatd database.
@@ -195,7 +199,7 @@ func (db *DB) open(opts Options, target int) error {
 	if err := db.startWriter(opts); err != nil {
 		return err
 	}
-	return db.startCheckpointer(dsn.write)
+	return db.startCheckpointer(dsn.write, opts.restartBytes)
 }
 
 // fileURI is the SQLite URI of the file at path, escaped so that any path
@@ -299,7 +303,7 @@ func (db *DB) startWriter(opts Options) error {
 // startCheckpointer starts the background checkpoints. Their connection
 // comes from a pool of its own, opened like the writer's (a query_only
 // connection may not checkpoint).
-func (db *DB) startCheckpointer(writeDSN string) error {
+func (db *DB) startCheckpointer(writeDSN string, restartBytes int64) error {
 	var err error
 	if db.ckptDB, err = sql.Open("sqlite", writeDSN); err != nil {
 		return err
@@ -313,7 +317,10 @@ func (db *DB) startCheckpointer(writeDSN string) error {
 		conn.Close()
 		return err
 	}
-	db.ckpt = newCheckpointer(conn, db.w, pageSize, db.log)
+	if restartBytes <= 0 {
+		restartBytes = defaultRestartBytes
+	}
+	db.ckpt = newCheckpointer(conn, db.w, pageSize, restartBytes, db.log)
 	return nil
 }
 

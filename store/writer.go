@@ -144,7 +144,7 @@ type writer struct {
 	ckptObserver atomic.Pointer[CheckpointObserver]
 	// catchUp is set by the background checkpointer when the WAL should
 	// start over (see checkpoint.go).
-	catchUp atomic.Bool
+	catchUp atomic.Int64
 	// otherWrites is called when another process committed to the
 	// database (see lookForOtherWriters); dataVersion is what the last
 	// look saw, 0 before the first.
@@ -283,7 +283,7 @@ func (w *writer) run() {
 			dirty = true
 			if w.pastWALLimit() {
 				w.checkpoint()
-			} else if w.catchUp.CompareAndSwap(true, false) {
+			} else if w.dueToCatchUp() {
 				w.catchUpCheckpoint()
 			}
 			if !timer.Stop() {
@@ -579,6 +579,17 @@ func (w *writer) pastWALLimit() bool {
 	}
 	w.walSizeAt = time.Now()
 	return fileSize(w.walPath) > w.walLimit
+}
+
+// dueToCatchUp reports whether the background checkpointer asked the
+// writer to catch up and now is the time: no write waits, or one always
+// has for catchUpWait. It takes the request.
+func (w *writer) dueToCatchUp() bool {
+	asked := w.catchUp.Load()
+	if asked == 0 || len(w.queue) > 0 && time.Since(time.Unix(0, asked)) < catchUpWait {
+		return false
+	}
+	return w.catchUp.CompareAndSwap(asked, 0)
 }
 
 // catchUpCheckpoint copies what was committed since the background

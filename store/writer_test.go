@@ -313,7 +313,7 @@ func TestCheckpointObserverSeesEachMode(t *testing.T) {
 // writer catches up with the background checkpoints) instead of growing
 // until the writer must truncate it, which stalls every write behind it.
 func TestWALStartsOverUnderUnbrokenWrites(t *testing.T) {
-	db := openTableDB(t, Options{CheckpointIdle: 1 << 40})
+	db := openTableDB(t, Options{CheckpointIdle: 1 << 40, restartBytes: 4 << 20})
 	big := make([]byte, 64<<10)
 	var written int64
 	deadline := time.Now().Add(time.Minute)
