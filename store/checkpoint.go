@@ -41,8 +41,10 @@ const checkpointEvery = 250 * time.Millisecond
 const defaultRestartBytes = 32 << 20
 
 // catchUpWait is how long the writer waits for a moment with no write
-// queued before it catches up anyway.
-const catchUpWait = time.Second
+// queued before it catches up anyway. Longer, the WAL could pass the
+// journal_size_limit (64 MiB), which SQLite then enforces by truncating the
+// file in the first commit after the WAL starts over.
+const catchUpWait = 100 * time.Millisecond
 
 type checkpointer struct {
 	conn     *sql.Conn
@@ -108,19 +110,33 @@ func (c *checkpointer) run() {
 
 func (c *checkpointer) passive() {
 	start := time.Now()
-	var busy, logFrames, copied int
-	err := c.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
-	if err != nil {
-		if !isBusy(err) {
-			c.log.Warn("background checkpoint failed", "err", err)
-		}
+	r, ok := runCheckpoint(c.conn, "PASSIVE", c.log)
+	if !ok {
 		return
 	}
 	c.done.Add(1)
 	observeCheckpoint(c.observer, "passive", start)
-	if busy == 0 && copied == logFrames && int64(logFrames)*c.pageSize > c.restartBytes {
+	if r.busy == 0 && r.copied == r.logFrames && int64(r.logFrames)*c.pageSize > c.restartBytes {
 		c.catchUp.CompareAndSwap(0, time.Now().UnixNano())
 	}
+}
+
+// checkpointResult is what PRAGMA wal_checkpoint answers: whether it was
+// kept from finishing, the frames in the WAL and those copied.
+type checkpointResult struct{ busy, logFrames, copied int }
+
+// runCheckpoint runs a checkpoint of mode on conn. A busy database is no
+// reason for a warning (a later checkpoint will do); anything else is.
+func runCheckpoint(conn *sql.Conn, mode string, log *slog.Logger) (checkpointResult, bool) {
+	var r checkpointResult
+	err := conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+mode+")").Scan(&r.busy, &r.logFrames, &r.copied)
+	if err != nil {
+		if !isBusy(err) {
+			log.Warn("checkpoint failed", "mode", mode, "err", err)
+		}
+		return r, false
+	}
+	return r, true
 }
 
 func (c *checkpointer) close() {

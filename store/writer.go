@@ -551,15 +551,8 @@ func (w *writer) checkpoint() bool {
 		return false
 	}
 	defer w.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
-	var busy, logFrames, checkpointed int
-	err := w.conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &checkpointed)
-	if err != nil {
-		if !isBusy(err) {
-			w.log.Warn("checkpoint failed", "err", err)
-		}
-		return false
-	}
-	if busy != 0 {
+	r, ok := runCheckpoint(w.conn, "TRUNCATE", w.log)
+	if !ok || r.busy != 0 {
 		return false
 	}
 	w.checkpoints.Add(1)
@@ -597,12 +590,7 @@ func (w *writer) dueToCatchUp() bool {
 // over. PASSIVE never waits for readers.
 func (w *writer) catchUpCheckpoint() {
 	start := time.Now()
-	var busy, logFrames, checkpointed int
-	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &checkpointed)
-	if err != nil {
-		if !isBusy(err) {
-			w.log.Warn("checkpoint failed", "err", err)
-		}
+	if _, ok := runCheckpoint(w.conn, "PASSIVE", w.log); !ok {
 		return
 	}
 	w.catchUps.Add(1)
