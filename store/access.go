@@ -137,10 +137,19 @@ func loadAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) {
 // loadPostAccess returns the actor's access to a live room it may post in.
 // An agent blocked in the room learns that its execution there is stopped
 // (403) rather than that the room is missing: it was let in once, and the
-// block is what it needs to know about.
+// block is what it needs to know about. The access it returns serves the
+// post alone: for an active participant it leaves out what the actor's
+// agents give them (ownerByAgent), which no post depends on.
 func loadPostAccess(q queryer, actor Actor, roomID string) (*roomAccess, error) {
-	a, err := accessTo(q, actor, roomID)
+	a, err := ownAccessTo(q, actor, roomID)
 	if err != nil {
+		return nil, err
+	}
+	if a.status == "active" {
+		// May post; what the actor's agents do in the room changes nothing.
+		return a, nil
+	}
+	if err := a.addAgentStanding(q, actor); err != nil {
 		return nil, err
 	}
 	if actor.IsAgent() && a.status == "blocked" {
@@ -169,6 +178,17 @@ func (db *DB) writeInRoom(ctx context.Context, actor Actor, roomID string,
 // accessTo reads the actor's standing in a live room without deciding
 // anything; ErrNotFound only when there is no such live room.
 func accessTo(q queryer, actor Actor, roomID string) (*roomAccess, error) {
+	a, err := ownAccessTo(q, actor, roomID)
+	if err != nil {
+		return nil, err
+	}
+	return a, a.addAgentStanding(q, actor)
+}
+
+// ownAccessTo reads the room and the actor's own row in it, and nothing of
+// the agents the actor owns there: a roomAccess whose ownerByAgent and
+// readByAgent are not known yet.
+func ownAccessTo(q queryer, actor Actor, roomID string) (*roomAccess, error) {
 	if !ValidID(roomID) {
 		return nil, notFound("chat room")
 	}
@@ -184,16 +204,23 @@ func accessTo(q queryer, actor Actor, roomID string) (*roomAccess, error) {
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
-	if !actor.IsAgent() {
-		var read, owner int
-		err = q.QueryRow(`SELECT count(*), coalesce(max(p.role = 'owner'), 0) FROM participants p JOIN agents a ON a.id = p.agent_id
-			WHERE p.room_id = ? AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL`, room.ID, actor.ID).Scan(&read, &owner)
-		if err != nil {
-			return nil, err
-		}
-		a.readByAgent, a.ownerByAgent = read > 0, owner == 1
-	}
 	return a, nil
+}
+
+// addAgentStanding reads what a person's agents give them in the room:
+// reading it through one, owning it through one. An agent has no agents.
+func (a *roomAccess) addAgentStanding(q queryer, actor Actor) error {
+	if actor.IsAgent() {
+		return nil
+	}
+	var read, owner int
+	err := q.QueryRow(`SELECT count(*), coalesce(max(p.role = 'owner'), 0) FROM participants p JOIN agents a ON a.id = p.agent_id
+		WHERE p.room_id = ? AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL`, a.room.ID, actor.ID).Scan(&read, &owner)
+	if err != nil {
+		return err
+	}
+	a.readByAgent, a.ownerByAgent = read > 0, owner == 1
+	return nil
 }
 
 // readableRooms is the condition "room r is readable by the actor", for
