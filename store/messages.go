@@ -188,6 +188,7 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 	if err != nil {
 		return nil, err
 	}
+	queueForIndex(tx)
 	if !sender.IsAgent() {
 		if _, err := markReadUpTo(tx, sender.ID, room.ID, m.Seq); err != nil {
 			return nil, err
