@@ -68,9 +68,9 @@ func newCheckpointer(conn *sql.Conn, w *writer, pageSize, restartBytes int64, lo
 }
 
 // CheckpointObserver is told the mode ("truncate" or "catchup" by the
-// writer, "passive" in the background) and duration of every checkpoint that completed. The
-// writer's run on the writer goroutine, so it must be quick and never
-// block, like a CommitObserver.
+// writer, "passive" in the background) and duration of every checkpoint
+// that completed. The writer's run on the writer goroutine, so it must be
+// quick and never block, like a CommitObserver.
 type CheckpointObserver func(mode string, took time.Duration)
 
 // SetCheckpointObserver installs f (nil for none).
