@@ -281,7 +281,7 @@ func (db *DB) openReadPool(dsn dsns, conns int) error {
 	if db.read, err = sql.Open(dsn.driver, dsn.read); err != nil {
 		return err
 	}
-	db.readStmts = &stmtCache{pool: db.read, m: map[string]*sql.Stmt{}, pending: map[string]bool{}}
+	db.readStmts = newStmtCache(db.read)
 	db.read.SetMaxOpenConns(conns)
 	db.read.SetMaxIdleConns(conns)
 	return nil

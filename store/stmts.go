@@ -22,6 +22,17 @@ type stmtCache struct {
 	m       map[string]*sql.Stmt
 	pending map[string]bool
 	closed  bool
+	// preparing counts the prepares in flight, and stop ends those still
+	// waiting for a connection: close waits for them, since a prepare holds
+	// a connection the pool's Close would leave open behind it.
+	preparing sync.WaitGroup
+	stop      context.Context
+	stopNow   context.CancelFunc
+}
+
+func newStmtCache(pool *sql.DB) *stmtCache {
+	stop, stopNow := context.WithCancel(context.Background())
+	return &stmtCache{pool: pool, m: map[string]*sql.Stmt{}, pending: map[string]bool{}, stop: stop, stopNow: stopNow}
 }
 
 // get returns the prepared statement for query, or nil when it is not
@@ -40,12 +51,14 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 		return nil
 	}
 	c.pending[query] = true
+	c.preparing.Add(1)
 	go c.prepare(query)
 	return nil
 }
 
 func (c *stmtCache) prepare(query string) {
-	st, err := c.pool.PrepareContext(context.Background(), query)
+	defer c.preparing.Done()
+	st, err := c.pool.PrepareContext(c.stop, query)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.pending, query)
@@ -59,13 +72,20 @@ func (c *stmtCache) prepare(query string) {
 	}
 }
 
+// close closes the statements, once no prepare is in flight: the pool is
+// closed next, and must have every connection back by then.
 func (c *stmtCache) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stopNow()
+	c.preparing.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range c.m {
 		st.Close()
 	}
-	c.m, c.closed = nil, true
+	c.m = nil
 }
 
 // readQ runs queries in one read transaction with the cached statements.

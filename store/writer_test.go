@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -336,5 +337,26 @@ func TestWALStartsOverUnderUnbrokenWrites(t *testing.T) {
 	}
 	if s.WALBytes >= written {
 		t.Errorf("the WAL is %d bytes after %d written: it never started over", s.WALBytes, written)
+	}
+}
+
+// Close leaves no connection open behind it, even one the read cache was
+// still preparing a statement on: the last connection to close removes the
+// WAL, and a connection left over would take the file's exclusive lock to do
+// so later, under whoever opens the database next.
+func TestCloseWaitsForStatementsBeingPrepared(t *testing.T) {
+	for i := 0; i < 30; i++ {
+		db := openTestDB(t, Options{})
+		var n int
+		// A first query misses the cache and prepares in the background.
+		if err := db.queryRow(context.Background(), `SELECT count(*) FROM organizations`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(db.Path() + "-wal"); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("round %d: the WAL outlived Close (%v): a connection is still open", i, err)
+		}
 	}
 }
