@@ -534,15 +534,15 @@ CREATE TABLE reactions (
 CREATE VIRTUAL TABLE messages_fts USING fts5 (content, content = 'messages', content_rowid = 'seq',
     tokenize = 'unicode61 remove_diacritics 2');
 
--- A new message is indexed in the transaction that writes it, at its end:
--- its insert queues it here, and the writer indexes what is queued after
--- the transaction's last job, before it commits (store/search_index.go). FTS5
--- writes what it was given as a new segment of the index whenever a
--- savepoint opens, and the writer opens one per job, so indexing each
--- message in its own job would write a segment, and later merge it, per
--- message; queued, a group commit writes one. A change to a message still
+-- A new message is indexed beside its write, not in it: its insert queues it
+-- here, and the indexer indexes what is queued in a write of its own a
+-- moment later, or first thing when someone searches (store/search_index.go).
+-- FTS5 writes what it was given as a new segment of the index at the end of
+-- each transaction (and whenever a savepoint opens), so indexing in each
+-- post's own commit would write a segment, and later merge it, per commit;
+-- queued, one write indexes the messages of many. A change to a message still
 -- queued needs nothing more (the queue's entry reads the content as it is
--- at the end); one to a message already indexed changes the index at once.
+-- when indexed); one to a message already indexed changes the index at once.
 -- FTS5 trusts a 'delete' blindly, so it is sent only for what is indexed.
 CREATE TABLE messages_fts_queue (seq INTEGER PRIMARY KEY) STRICT;
 

@@ -95,6 +95,7 @@ type DB struct {
 
 	readStmts      *stmtCache
 	ckpt           *checkpointer
+	indexer        *indexer
 	ckptDB         *sql.DB
 	closeOnce      sync.Once
 	closeErr       error
@@ -183,7 +184,8 @@ func (opts *Options) complete() error {
 
 // open takes db from a path to a running database, one step at a time:
 // the write connection (which migrates the schema before anything else
-// reads it), the read pool, the writer, the checkpointer. A step that fails
+// reads it), the read pool, the writer, the checkpointer, the search
+// indexer. A step that fails
 // leaves what the earlier ones opened for Close.
 func (db *DB) open(opts Options, target int) error {
 	dsn := connStrings(db.path, opts.Sync, opts.driver)
@@ -199,7 +201,11 @@ func (db *DB) open(opts Options, target int) error {
 	if err := db.startWriter(opts); err != nil {
 		return err
 	}
-	return db.startCheckpointer(dsn.write, opts.restartBytes)
+	if err := db.startCheckpointer(dsn.write, opts.restartBytes); err != nil {
+		return err
+	}
+	db.startIndexer()
+	return nil
 }
 
 // fileURI is the SQLite URI of the file at path, escaped so that any path
@@ -333,6 +339,9 @@ func (db *DB) Close() error {
 		// The workers' next steps would only meet a closed writer.
 		db.StopBulkWorker()
 		db.StopPurgeWorker()
+		if db.indexer != nil {
+			db.indexer.close()
+		}
 		if db.ckpt != nil {
 			db.ckpt.close()
 		}

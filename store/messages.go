@@ -188,7 +188,6 @@ func insertMessage(tx *Tx, limits Limits, room *Room, sender Actor, typ, content
 	if err != nil {
 		return nil, err
 	}
-	queueForIndex(tx)
 	if !sender.IsAgent() {
 		if _, err := markReadUpTo(tx, sender.ID, room.ID, m.Seq); err != nil {
 			return nil, err

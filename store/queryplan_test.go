@@ -162,7 +162,7 @@ var boundedSorts = map[string]string{
 	"ORDER BY r.inserted_at DESC, r.id DESC":    "the person's own rooms",
 	"ORDER BY r.updated_at DESC, r.id DESC":     "the person's own rooms",
 	"ORDER BY r.inserted_at ASC, r.id ASC":      "the person's own rooms",
-	"INSERT INTO messages_fts (rowid, content)": "the write batch's new messages",
+	"INSERT INTO messages_fts (rowid, content)": "the messages queued for the index since its last write (indexEvery)",
 }
 
 // openWork is the condition of a delivery not yet processed: a statement
@@ -172,7 +172,8 @@ const openWork = "d.status != 'processed'"
 
 // boundedScans are the tables the hot paths may read whole.
 var boundedScans = map[string]string{
-	"SCAN q": "messages_fts_queue, emptied at the end of every write batch: it holds only the batch's new messages",
+	"SCAN q":                  "messages_fts_queue, emptied by every index write: it holds the messages of the last indexEvery",
+	"SCAN messages_fts_queue": "EXISTS: the first row at most, whether anything waits for the index",
 }
 
 // unbound returns why a plan step is not bound by an index, or "".

@@ -79,6 +79,9 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 	if actor.IsAgent() {
 		agentID = actor.ID
 	}
+	if err := db.flushIndex(ctx, db.Write); err != nil {
+		return nil, err
+	}
 	page := &Page[*SearchHit]{}
 	var w window
 	if pr.After != nil {

@@ -63,7 +63,7 @@ func newSearchBench(b *testing.B, n int) *searchBench {
 	const perWrite = 5000
 	for done := 0; done < n; done += perWrite {
 		err := db.Write(ctx, func(tx *Tx) error {
-			queueForIndex(tx)
+			tx.BeforeCommit("search index", indexQueued)
 			for i := done; i < min(done+perWrite, n); i++ {
 				room := rooms[i%len(rooms)]
 				typ, content := corpus.message()

@@ -119,13 +119,17 @@ type WriterStats struct {
 }
 
 type writer struct {
-	conn     *sql.Conn // the only write connection
-	stmts    map[string]*sql.Stmt
-	queue    chan *job
-	log      *slog.Logger
-	walPath  string
-	idle     time.Duration // checkpoint after this long without writes
-	walLimit int64         // checkpoint at once when the WAL grows past this (a backstop; see checkpoint.go)
+	conn  *sql.Conn // the only write connection
+	stmts map[string]*sql.Stmt
+	queue chan *job
+	// background holds at most one job of the store's own bookkeeping (the
+	// search index), so that it never takes a place in queue that a
+	// client's write could have had.
+	background chan *job
+	log        *slog.Logger
+	walPath    string
+	idle       time.Duration // checkpoint after this long without writes
+	walLimit   int64         // checkpoint at once when the WAL grows past this (a backstop; see checkpoint.go)
 	// walSizeAt is when pastWALLimit last read the WAL's size.
 	walSizeAt time.Time
 
@@ -163,6 +167,7 @@ func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration
 		conn:        conn,
 		stmts:       map[string]*sql.Stmt{},
 		queue:       make(chan *job, queueSize),
+		background:  make(chan *job, 1),
 		log:         log,
 		walPath:     walPath,
 		idle:        idle,
@@ -199,6 +204,26 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 	j := &job{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	if err := db.w.submit(j); err != nil {
 		return err
+	}
+	return <-j.done
+}
+
+// writeBackground runs fn like Write, but in the writer's place for the
+// store's own bookkeeping rather than in its queue: ErrQueueFull at once
+// when such a write already waits.
+func (db *DB) writeBackground(ctx context.Context, fn func(*Tx) error) error {
+	j := &job{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	db.w.mu.RLock()
+	if db.w.closed {
+		db.w.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case db.w.background <- j:
+		db.w.mu.RUnlock()
+	default:
+		db.w.mu.RUnlock()
+		return ErrQueueFull
 	}
 	return <-j.done
 }
@@ -273,6 +298,9 @@ func (w *writer) run() {
 		select {
 		case <-look.C:
 			w.lookForOtherWriters()
+		case j := <-w.background:
+			w.commit(w.collect(append(batch[:0], j)))
+			dirty = true
 		case j := <-w.queue:
 			batch = w.collect(append(batch[:0], j))
 			if len(batch) < maxBatch && w.lastBatch > 1 {
@@ -301,6 +329,11 @@ func (w *writer) run() {
 		case <-w.stop:
 			// No submitter can enqueue any more (closed is set under the lock),
 			// so draining until empty runs every accepted job.
+			select {
+			case j := <-w.background:
+				w.commit([]*job{j})
+			default:
+			}
 			for len(w.queue) > 0 {
 				batch = w.collect(batch[:0])
 				w.commit(batch)
