@@ -1,0 +1,12 @@
+package store
+
+import (
+	"os"
+	"testing"
+
+	"github.com/chatd/chatd/internal/pgtest"
+)
+
+// TestMain stops the PostgreSQL cluster the tests on PostgreSQL started
+// (internal/pgtest), once every test is done.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
