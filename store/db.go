@@ -39,6 +39,9 @@ type Options struct {
 	// Schema is the text of schema.sql: the full current schema, ending with
 	// "PRAGMA user_version = N;".
 	Schema string
+	// PostgresSchema is the text of schema_postgres.sql, the same schema for
+	// PostgreSQL; only a database URL needs it.
+	PostgresSchema string
 	// Sync is the commit durability; default SyncFull.
 	Sync Sync
 	// QueueSize bounds the writer's queue; default 1024.
@@ -86,12 +89,13 @@ type Options struct {
 
 // DB is an open chatd database.
 type DB struct {
-	path   string
-	read   *sql.DB
-	write  *sql.DB
-	w      *writer
-	limits Limits
-	log    *slog.Logger
+	path    string
+	dialect dialect
+	read    *sql.DB
+	write   *sql.DB
+	w       *writer
+	limits  Limits
+	log     *slog.Logger
 
 	readStmts      *stmtCache
 	ckpt           *checkpointer
@@ -111,11 +115,12 @@ type DB struct {
 	migratedFrom, version int
 }
 
-// Open opens (creating if needed) the database at path, creates or upgrades
-// its schema, and starts the writer. The directory of path is created if
-// missing.
-func Open(path string, opts Options) (*DB, error) {
-	if strings.TrimSpace(path) == "" {
+// Open opens (creating if needed) the database at location, creates or
+// upgrades its schema, and starts the writer. location is a SQLite file's
+// path, whose directory is created if missing, or a PostgreSQL URL
+// (postgres://…, see IsDatabaseURL).
+func Open(location string, opts Options) (*DB, error) {
+	if strings.TrimSpace(location) == "" {
 		return nil, errors.New("database path is empty")
 	}
 	target, err := schemaVersion(opts.Schema)
@@ -125,19 +130,32 @@ func Open(path string, opts Options) (*DB, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(path)
+	if IsDatabaseURL(location) {
+		db := newDB(location, postgresDialect, opts)
+		return db.opened(db.openPostgres(location, opts, target))
+	}
+	abs, err := filepath.Abs(location)
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
-	db := &DB{path: abs, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
+	db := newDB(abs, sqliteDialect, opts)
+	return db.opened(db.open(opts, target))
+}
+
+func newDB(path string, d dialect, opts Options) *DB {
+	return &DB{path: path, dialect: d, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
 		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)},
 		purge:    purgeWorker{wake: make(chan struct{}, 1)},
 		webhooks: newWebhookWake()}
-	if err := db.open(opts, target); err != nil {
-		// Close releases whatever open got before it failed, and only that.
+}
+
+// opened returns db once its opening succeeded. When it failed, Close
+// releases whatever the opening got before it failed, and only that.
+func (db *DB) opened(err error) (*DB, error) {
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -278,7 +296,7 @@ func (db *DB) migrateSchema(schema string, target int) error {
 		return err
 	}
 	db.version = target
-	return ensureSecret(db.write)
+	return ensureSecret(db.write, db.dialect.bind)
 }
 
 // openReadPool opens the pool of read-only connections.
@@ -287,7 +305,7 @@ func (db *DB) openReadPool(dsn dsns, conns int) error {
 	if db.read, err = sql.Open(dsn.driver, dsn.read); err != nil {
 		return err
 	}
-	db.readStmts = newStmtCache(db.read)
+	db.readStmts = newStmtCache(db.read, db.dialect.bind)
 	db.read.SetMaxOpenConns(conns)
 	db.read.SetMaxIdleConns(conns)
 	return nil
@@ -300,7 +318,7 @@ func (db *DB) startWriter(opts Options) error {
 	if err != nil {
 		return err
 	}
-	db.w = newWriter(conn, opts.QueueSize, db.path+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.PassiveCheckpointsOnly, opts.Logger)
+	db.w = newWriter(conn, db.dialect, opts.QueueSize, db.path+"-wal", opts.CheckpointIdle, opts.CheckpointBytes, opts.PassiveCheckpointsOnly, opts.Logger)
 	otherWrites := db.otherProcessWrote
 	db.w.otherWrites.Store(&otherWrites)
 	return nil
@@ -407,7 +425,7 @@ func (db *DB) Pages(ctx context.Context) (Pages, error) {
 // readTx runs fn in one read transaction, so that several queries (a page
 // and its total, say) see the same snapshot.
 func (db *DB) readTx(ctx context.Context, fn func(readQ) error) error {
-	tx, err := db.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := db.read.BeginTx(ctx, &db.dialect.snapshot)
 	if err != nil {
 		return err
 	}
@@ -432,21 +450,31 @@ func describeOpenError(path string, err error) error {
 	return fmt.Errorf("open %s: %w", path, err)
 }
 
-// isBusy reports whether err is SQLite's "database is locked/busy".
+// isBusy reports whether err is a lock another writer holds: SQLite's
+// "database is locked/busy", or PostgreSQL's lock and serialization
+// failures.
 func isBusy(err error) bool {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		c := se.Code() & 0xff
 		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
 	}
+	if pe, ok := postgresError(err); ok {
+		// serialization_failure, deadlock_detected, lock_not_available
+		return pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03"
+	}
 	return false
 }
 
 // isConstraint reports whether err is a constraint violation (unique, check,
-// foreign key) and returns SQLite's message for it.
+// foreign key), on either database.
 func isConstraint(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+	}
+	pe, ok := postgresError(err)
+	return ok && strings.HasPrefix(pe.Code, "23") // integrity_constraint_violation
 }
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

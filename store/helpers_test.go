@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
 )
 
 var testSchema = func() string {
@@ -20,6 +22,29 @@ var testSchema = func() string {
 	return string(b)
 }()
 
+// testBackend is the database the store's tests run on: SQLite, or
+// PostgreSQL when CHATD_TEST_BACKEND=postgres (a throwaway cluster of
+// internal/pgtest).
+var testBackend = os.Getenv("CHATD_TEST_BACKEND")
+
+// postgresFor holds the PostgreSQL database that stands for each SQLite
+// path a test opened, so that a test reopening a path reopens its database.
+var postgresFor sync.Map
+
+// testLocation is where the test database at path lives on the backend
+// under test: path itself, or a PostgreSQL database of its own.
+func testLocation(t testing.TB, path string) string {
+	if testBackend != "postgres" {
+		return path
+	}
+	if url, ok := postgresFor.Load(path); ok {
+		return url.(string)
+	}
+	url := pgtest.NewDatabase(t)
+	postgresFor.Store(path, url)
+	return url
+}
+
 // openTestDB opens a fresh database in a temp directory and closes it when
 // the test ends.
 func openTestDB(t testing.TB, opts Options) *DB {
@@ -29,11 +54,11 @@ func openTestDB(t testing.TB, opts Options) *DB {
 
 func openTestDBAt(t testing.TB, path string, opts Options) *DB {
 	t.Helper()
-	opts.Schema = testSchema
+	opts.Schema, opts.PostgresSchema = testSchema, testPostgresSchema
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	db, err := Open(path, opts)
+	db, err := Open(testLocation(t, path), opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -136,12 +136,12 @@ func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 // token-signing and cursor-signing keys are derived.
 const secretName = "server_secret"
 
-func ensureSecret(conn *sql.DB) error {
+func ensureSecret(conn *sql.DB, bind func(string) string) error {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return err
 	}
-	_, err := conn.Exec("INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", secretName, secret)
+	_, err := conn.Exec(bind("INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"), secretName, secret)
 	return err
 }
 

@@ -18,6 +18,7 @@ const maxReadStmts = 2048
 
 type stmtCache struct {
 	pool    *sql.DB
+	bind    func(query string) string
 	mu      sync.Mutex
 	m       map[string]*sql.Stmt
 	pending map[string]bool
@@ -30,9 +31,9 @@ type stmtCache struct {
 	stopNow   context.CancelFunc
 }
 
-func newStmtCache(pool *sql.DB) *stmtCache {
+func newStmtCache(pool *sql.DB, bind func(string) string) *stmtCache {
 	stop, stopNow := context.WithCancel(context.Background())
-	return &stmtCache{pool: pool, m: map[string]*sql.Stmt{}, pending: map[string]bool{}, stop: stop, stopNow: stopNow}
+	return &stmtCache{pool: pool, bind: bind, m: map[string]*sql.Stmt{}, pending: map[string]bool{}, stop: stop, stopNow: stopNow}
 }
 
 // get returns the prepared statement for query, or nil when it is not
@@ -58,7 +59,7 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 
 func (c *stmtCache) prepare(query string) {
 	defer c.preparing.Done()
-	st, err := c.pool.PrepareContext(c.stop, query)
+	st, err := c.pool.PrepareContext(c.stop, c.bind(query))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.pending, query)
@@ -99,14 +100,14 @@ func (r readQ) QueryRow(query string, args ...any) *sql.Row {
 	if st := r.cache.get(query); st != nil {
 		return r.tx.StmtContext(r.ctx, st).QueryRowContext(r.ctx, args...)
 	}
-	return r.tx.QueryRowContext(r.ctx, query, args...)
+	return r.tx.QueryRowContext(r.ctx, r.cache.bind(query), args...)
 }
 
 func (r readQ) Query(query string, args ...any) (*sql.Rows, error) {
 	if st := r.cache.get(query); st != nil {
 		return r.tx.StmtContext(r.ctx, st).QueryContext(r.ctx, args...)
 	}
-	return r.tx.QueryContext(r.ctx, query, args...)
+	return r.tx.QueryContext(r.ctx, r.cache.bind(query), args...)
 }
 
 // queryRow runs a one-row query on the read pool, outside a transaction.
@@ -114,7 +115,7 @@ func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row 
 	if st := db.readStmts.get(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return db.read.QueryRowContext(ctx, query, args...)
+	return db.read.QueryRowContext(ctx, db.readStmts.bind(query), args...)
 }
 
 // query runs a query on the read pool, outside a transaction.
@@ -122,7 +123,7 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 	if st := db.readStmts.get(query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return db.read.QueryContext(ctx, query, args...)
+	return db.read.QueryContext(ctx, db.readStmts.bind(query), args...)
 }
 
 // byKey indexes rows that a follow-up query enriches, and returns their

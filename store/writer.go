@@ -48,7 +48,7 @@ func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
 	st, err := t.w.stmt(query)
 	if err != nil {
 		// A broken query: let the row report it through Scan.
-		return t.w.conn.QueryRowContext(t.ctx, query, args...)
+		return t.w.conn.QueryRowContext(t.ctx, t.w.dialect.bind(query), args...)
 	}
 	return st.QueryRowContext(t.ctx, args...)
 }
@@ -119,9 +119,11 @@ type WriterStats struct {
 }
 
 type writer struct {
-	conn  *sql.Conn // the only write connection
-	stmts map[string]*sql.Stmt
-	queue chan *job
+	conn    *sql.Conn // the only write connection
+	dialect dialect
+	upkeep  upkeep
+	stmts   map[string]*sql.Stmt
+	queue   chan *job
 	// background holds at most one job of the store's own bookkeeping (the
 	// search index), so that it never takes a place in queue that a
 	// client's write could have had.
@@ -158,13 +160,44 @@ type writer struct {
 	jobs, failed, commits, refused, checkpoints, catchUps atomic.Int64
 }
 
-func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration, walLimit int64, passiveOnly bool, log *slog.Logger) *writer {
+// upkeep is the care the database's files need from the writer between
+// transactions: SQLite's WAL checkpoints and its look for other processes'
+// commits (sqliteUpkeep). PostgreSQL looks after its own files and has none.
+type upkeep struct {
+	afterCommit func()      // after each batch
+	idle        func() bool // after idle without writes, if written since it last returned true
+	look        func()      // every otherWritersEvery
+	closing     func()      // once the last batch has committed
+}
+
+func noUpkeep(*writer) upkeep {
+	return upkeep{afterCommit: func() {}, idle: func() bool { return true }, look: func() {}, closing: func() {}}
+}
+
+// sqliteUpkeep is the writer's care of a SQLite database.
+func (w *writer) sqliteUpkeep() upkeep {
+	return upkeep{
+		afterCommit: func() {
+			if w.pastWALLimit() {
+				w.checkpoint()
+			} else if w.dueToCatchUp() {
+				w.catchUpCheckpoint()
+			}
+		},
+		idle:    w.checkpoint,
+		look:    w.lookForOtherWriters,
+		closing: func() { w.checkpoint() },
+	}
+}
+
+func newWriter(conn *sql.Conn, d dialect, queueSize int, walPath string, idle time.Duration, walLimit int64, passiveOnly bool, log *slog.Logger) *writer {
 	if passiveOnly {
 		walLimit = 0
 	}
 	w := &writer{
 		passiveOnly: passiveOnly,
 		conn:        conn,
+		dialect:     d,
 		stmts:       map[string]*sql.Stmt{},
 		queue:       make(chan *job, queueSize),
 		background:  make(chan *job, 1),
@@ -175,6 +208,7 @@ func newWriter(conn *sql.Conn, queueSize int, walPath string, idle time.Duration
 		stopped:     make(chan struct{}),
 		stop:        make(chan struct{}),
 	}
+	w.upkeep = d.upkeep(w)
 	go w.run()
 	return w
 }
@@ -291,13 +325,13 @@ func (w *writer) run() {
 	defer timer.Stop()
 	look := time.NewTicker(otherWritersEvery)
 	defer look.Stop()
-	w.lookForOtherWriters()
+	w.upkeep.look()
 	dirty := false // written since the last checkpoint
 	batch := make([]*job, 0, maxBatch)
 	for {
 		select {
 		case <-look.C:
-			w.lookForOtherWriters()
+			w.upkeep.look()
 		case j := <-w.background:
 			w.commit(w.collect(append(batch[:0], j)))
 			dirty = true
@@ -309,11 +343,7 @@ func (w *writer) run() {
 			w.lastBatch = len(batch)
 			w.commit(batch)
 			dirty = true
-			if w.pastWALLimit() {
-				w.checkpoint()
-			} else if w.dueToCatchUp() {
-				w.catchUpCheckpoint()
-			}
+			w.upkeep.afterCommit()
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -323,7 +353,7 @@ func (w *writer) run() {
 			timer.Reset(w.idle)
 		case <-timer.C:
 			if dirty {
-				dirty = !w.checkpoint()
+				dirty = !w.upkeep.idle()
 			}
 			timer.Reset(w.idle)
 		case <-w.stop:
@@ -338,7 +368,7 @@ func (w *writer) run() {
 				batch = w.collect(batch[:0])
 				w.commit(batch)
 			}
-			w.checkpoint()
+			w.upkeep.closing()
 			for _, st := range w.stmts {
 				st.Close()
 			}
@@ -450,8 +480,13 @@ func (w *writer) commit(batch []*job) {
 func (w *writer) runBatch(batch []*job) (err error) {
 	ctx := context.Background()
 	start := time.Now()
-	if err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return w.batchError("begin", err)
+	for _, q := range w.dialect.begin {
+		if err := w.exec(ctx, q); err != nil {
+			if q != w.dialect.begin[0] {
+				_ = w.exec(ctx, "ROLLBACK")
+			}
+			return w.batchError("begin", err)
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -523,7 +558,7 @@ func (w *writer) stmt(query string) (*sql.Stmt, error) {
 	if st, ok := w.stmts[query]; ok {
 		return st, nil
 	}
-	st, err := w.conn.PrepareContext(context.Background(), query)
+	st, err := w.conn.PrepareContext(context.Background(), w.dialect.bind(query))
 	if err != nil {
 		return nil, err
 	}

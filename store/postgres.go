@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+// On PostgreSQL the store keeps the shape it has on SQLite: one writer
+// goroutine with one connection that group-commits every write, and a pool
+// of connections for reads. Several chatd processes may share one
+// PostgreSQL database; their writers take turns through one advisory lock
+// (postgresDialect.begin), so the rules SQLite's single writer keeps (quotas,
+// attempt numbers, the order of a board's history, message numbers that
+// grow in commit order) hold across all of them.
+
+// IsDatabaseURL reports whether location names a PostgreSQL database
+// (postgres:// or postgresql://) rather than a SQLite file.
+func IsDatabaseURL(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+}
+
+// RedactedURL is location with any password in it replaced, for logs and
+// messages.
+func RedactedURL(location string) string {
+	u, err := url.Parse(location)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+// openPostgres takes db from a URL to a running database: the write
+// connection (which creates the schema, or checks it, before anything else
+// reads it), the read pool, the writer.
+func (db *DB) openPostgres(location string, opts Options, target int) error {
+	var err error
+	if db.write, err = sql.Open(db.dialect.driver, location); err != nil {
+		return err
+	}
+	db.write.SetMaxOpenConns(1)
+	db.write.SetMaxIdleConns(1)
+	db.write.SetConnMaxLifetime(0)
+	db.write.SetConnMaxIdleTime(0)
+	if err := db.migratePostgres(opts.PostgresSchema, target); err != nil {
+		return fmt.Errorf("database %s: %w", RedactedURL(location), err)
+	}
+	if db.read, err = sql.Open(db.dialect.driver, location); err != nil {
+		return err
+	}
+	db.read.SetMaxOpenConns(opts.ReadConns)
+	db.read.SetMaxIdleConns(opts.ReadConns)
+	db.readStmts = newStmtCache(db.read, db.dialect.bind)
+	return db.startWriter(opts)
+}
+
+// migratePostgres creates the schema in an empty database, or checks that
+// the database's is the one this chatd knows. Writers of other nodes wait
+// for it (it holds their lock), so two nodes that start at once create the
+// schema once.
+func (db *DB) migratePostgres(schema string, target int) (err error) {
+	version, err := postgresSchemaVersion(schema)
+	if err != nil {
+		return err
+	}
+	if version != target {
+		return fmt.Errorf("the PostgreSQL schema is at version %d, the SQLite one at %d", version, target)
+	}
+	ctx := context.Background()
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err = tx.ExecContext(ctx, db.dialect.begin[1]); err != nil {
+		return err
+	}
+	if db.migratedFrom, err = postgresVersionIn(ctx, tx); err != nil {
+		return err
+	}
+	switch from := db.migratedFrom; {
+	case from > target:
+		return &ErrSchemaTooNew{Found: from, Supported: target}
+	case from == 0:
+		if err = createPostgresSchema(ctx, tx, schema); err != nil {
+			return err
+		}
+	case from < target:
+		return fmt.Errorf("no upgrade step from schema version %d to %d", from, target)
+	}
+	if err = tx.Commit(); err != nil {
+		return err
+	}
+	db.version = target
+	return ensureSecret(db.write, db.dialect.bind)
+}
+
+// postgresVersionIn reads the schema version of the database tx is in: 0
+// when it has no chatd schema.
+func postgresVersionIn(ctx context.Context, tx *sql.Tx) (int, error) {
+	var present bool
+	if err := tx.QueryRowContext(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&present); err != nil || !present {
+		return 0, err
+	}
+	var v int
+	err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	return v, err
+}
+
+// createPostgresSchema runs the whole schema in an empty database; it
+// refuses one that holds tables of something else.
+func createPostgresSchema(ctx context.Context, tx *sql.Tx, schema string) error {
+	var tables int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables); err != nil {
+		return err
+	}
+	if tables > 0 {
+		return errors.New("the database holds tables but no chatd schema version; it is not a chatd database")
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	return nil
+}
+
+var postgresVersionLine = regexp.MustCompile(`(?im)^\s*INSERT\s+INTO\s+schema_version\s*\(version\)\s*VALUES\s*\((\d+)\)\s*;`)
+
+// postgresSchemaVersion reads the version schema_postgres.sql creates.
+func postgresSchemaVersion(schema string) (int, error) {
+	m := postgresVersionLine.FindAllStringSubmatch(schema, -1)
+	if len(m) == 0 {
+		return 0, errors.New("the PostgreSQL schema has no schema_version line")
+	}
+	return strconv.Atoi(m[len(m)-1][1])
+}
+
+// postgresError returns err's PostgreSQL error, if it is one.
+func postgresError(err error) (*pgconn.PgError, bool) {
+	var pe *pgconn.PgError
+	ok := errors.As(err, &pe)
+	return pe, ok
+}
