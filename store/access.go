@@ -214,7 +214,7 @@ func (a *roomAccess) addAgentStanding(q queryer, actor Actor) error {
 		return nil
 	}
 	var read, owner int
-	err := q.QueryRow(`SELECT count(*), coalesce(max(p.role = 'owner'), 0) FROM participants p JOIN agents a ON a.id = p.agent_id
+	err := q.QueryRow(`SELECT count(*), coalesce(max(CASE WHEN p.role = 'owner' THEN 1 ELSE 0 END), 0) FROM participants p JOIN agents a ON a.id = p.agent_id
 		WHERE p.room_id = ? AND p.status = 'active' AND a.owner_id = ? AND a.deleted_at IS NULL`, a.room.ID, actor.ID).Scan(&read, &owner)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 // A backup taken while the writer keeps committing is a consistent copy
 // holding at least everything committed before it began.
 func TestBackupWhileWriting(t *testing.T) {
+	sqliteOnly(t)
 	db := openTableDB(t, Options{})
 	for i := 0; i < 100; i++ {
 		if err := db.Write(context.Background(), insertRow(fmt.Sprint("pre", i), i)); err != nil {

@@ -64,6 +64,7 @@ func TestDeliveryBacklog(t *testing.T) {
 }
 
 func TestPages(t *testing.T) {
+	sqliteOnly(t)
 	db := openTableDB(t, Options{})
 	before, err := db.Pages(context.Background())
 	if err != nil {

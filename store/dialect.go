@@ -66,9 +66,20 @@ func numberPlaceholders(query string) string {
 		c := query[i]
 		switch {
 		case c == '?':
-			n++
+			// ?NNN names its parameter; a bare ? takes the one after the
+			// largest named so far, as in SQLite.
+			digits := len(query[i+1:]) - len(strings.TrimLeft(query[i+1:], "0123456789"))
+			if digits == 0 {
+				n++
+				out.WriteByte('$')
+				out.WriteString(strconv.Itoa(n))
+				continue
+			}
+			k, _ := strconv.Atoi(query[i+1 : i+1+digits])
+			n = max(n, k)
 			out.WriteByte('$')
-			out.WriteString(strconv.Itoa(n))
+			out.WriteString(query[i+1 : i+1+digits])
+			i += digits
 			continue
 		case c == '\'' || c == '"':
 			end := strings.IndexByte(query[i+1:], c)

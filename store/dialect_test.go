@@ -11,6 +11,8 @@ func TestNumberPlaceholders(t *testing.T) {
 		{"SELECT ? -- is it?\n, ?", "SELECT $1 -- is it?\n, $2"},
 		{`SELECT ?, 'open ?`, `SELECT $1, 'open ?`},
 		{`SELECT ? -- to the end?`, `SELECT $1 -- to the end?`},
+		{`SELECT ?1 + ?2 + ?1, ?`, `SELECT $1 + $2 + $1, $3`},
+		{`SELECT ?12`, `SELECT $12`},
 	} {
 		if got := numberPlaceholders(c.in); got != c.want {
 			t.Errorf("numberPlaceholders(%q) = %q, want %q", c.in, got, c.want)

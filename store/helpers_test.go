@@ -34,7 +34,7 @@ var postgresFor sync.Map
 // testLocation is where the test database at path lives on the backend
 // under test: path itself, or a PostgreSQL database of its own.
 func testLocation(t testing.TB, path string) string {
-	if testBackend != "postgres" {
+	if testBackend != "postgres" || IsDatabaseURL(path) {
 		return path
 	}
 	if url, ok := postgresFor.Load(path); ok {
@@ -43,6 +43,29 @@ func testLocation(t testing.TB, path string) string {
 	url := pgtest.NewDatabase(t)
 	postgresFor.Store(path, url)
 	return url
+}
+
+// sqliteOnly skips a test of SQLite's own machinery (the WAL and its
+// checkpoints, files of older schema versions, query plans) when the suite
+// runs on PostgreSQL.
+func sqliteOnly(t testing.TB) {
+	t.Helper()
+	if testBackend == "postgres" {
+		t.Skip("a test of SQLite's own machinery")
+	}
+}
+
+// openSQLiteDB opens a fresh SQLite database whatever the backend under
+// test, for tests that compare the two.
+func openSQLiteDB(t testing.TB) *DB {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "chatd.db"), Options{Schema: testSchema,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // openTestDB opens a fresh database in a temp directory and closes it when
@@ -70,7 +93,7 @@ func openTestDBAt(t testing.TB, path string, opts Options) *DB {
 func rawCount(t testing.TB, db *DB, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := db.read.QueryRow(query, args...).Scan(&n); err != nil {
+	if err := db.read.QueryRow(db.dialect.bind(query), args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n

@@ -11,6 +11,7 @@ import (
 )
 
 func TestOpenCreatesSchemaOnceAndReopens(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "nested", "dir", "chatd.db")
 	db, err := Open(path, Options{Schema: testSchema})
 	if err != nil {
@@ -45,6 +46,7 @@ func TestOpenCreatesSchemaOnceAndReopens(t *testing.T) {
 }
 
 func TestOpenRefusesANewerSchemaAndLeavesItAlone(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "chatd.db")
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -75,6 +77,7 @@ func TestOpenRefusesANewerSchemaAndLeavesItAlone(t *testing.T) {
 }
 
 func TestOpenRefusesFilesThatAreNotChatdDatabases(t *testing.T) {
+	sqliteOnly(t)
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.db")
 	os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 100)), 0o600)
@@ -147,6 +150,7 @@ func schemaObjects(t *testing.T, path string) string {
 // A database from every earlier version upgrades, keeping its rows, to
 // exactly the schema a fresh database gets.
 func TestUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
+	sqliteOnly(t)
 	current, _ := schemaVersion(testSchema)
 	dir := t.TempDir()
 	fresh := filepath.Join(dir, "fresh.db")
@@ -261,6 +265,7 @@ func databaseAsOf(t *testing.T, v int) string {
 }
 
 func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
+	sqliteOnly(t)
 	db := openTestDBAt(t, versionFourDatabase(t), Options{})
 	if db.MigratedFrom() != 4 {
 		t.Fatalf("migrated from %d, want 4", db.MigratedFrom())
@@ -314,6 +319,7 @@ func TestUpgradeToVersion5MarksExistingMessagesRead(t *testing.T) {
 // Upgrading to version 8 indexes the messages already there for search,
 // those of live rooms only, so that they are found at once.
 func TestUpgradeToVersion8IndexesExistingMessages(t *testing.T) {
+	sqliteOnly(t)
 	path := databaseAsOf(t, 6)
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -363,6 +369,7 @@ func TestUpgradeToVersion8IndexesExistingMessages(t *testing.T) {
 // there: a client registers, a person consents for an agent they had before
 // the upgrade, and the token works as that agent.
 func TestUpgradeToVersion9SignsInExistingAgents(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "v6.db")
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -417,6 +424,7 @@ func TestUpgradeToVersion9SignsInExistingAgents(t *testing.T) {
 // the messages and files are; once an organization sets periods, the purge
 // applies them to what was there before the upgrade.
 func TestUpgradeToVersion12KeepsEverythingUntilRetentionIsSet(t *testing.T) {
+	sqliteOnly(t)
 	path := databaseAsOf(t, 9)
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {

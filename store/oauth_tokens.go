@@ -153,7 +153,7 @@ func issueOAuthTokens(tx *Tx, grantID, clientID, scope string, now time.Time) (*
 // was deleted or is no longer the person's.
 func checkOAuthSubject(q queryer, userID string, agentID sql.NullString) (*Error, error) {
 	var ok bool
-	err := q.QueryRow(`SELECT EXISTS (SELECT 1 FROM users WHERE id = ? AND removed_at IS NULL) AND (? IS NULL OR EXISTS
+	err := q.QueryRow(`SELECT EXISTS (SELECT 1 FROM users WHERE id = ? AND removed_at IS NULL) AND (CAST(? AS TEXT) IS NULL OR EXISTS
 		(SELECT 1 FROM agents WHERE id = ? AND owner_id = ? AND deleted_at IS NULL))`,
 		userID, agentID, agentID, userID).Scan(&ok)
 	if err != nil || ok {

@@ -45,7 +45,7 @@ var unreadTypeList = func() string {
 // the UnreadCap-th match.
 var unreadSQL = `(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.room_id = r.id
 	AND m.seq > coalesce((SELECT k.last_read_seq FROM read_markers k WHERE k.user_id = ? AND k.room_id = r.id), 0)
-	AND m.sender_id != ? AND m.message_type IN ` + unreadTypeList + ` LIMIT ` + strconv.Itoa(UnreadCap) + `))`
+	AND m.sender_id != ? AND m.message_type IN ` + unreadTypeList + ` LIMIT ` + strconv.Itoa(UnreadCap) + `) AS unread)`
 
 // roomUnread returns the actor's unread count in a room; 0 for an agent,
 // which keeps no marker.

@@ -56,7 +56,7 @@ type schemaShape struct {
 
 func TestSchemaPostgresMatchesSQLite(t *testing.T) {
 	pg := openPostgresSchema(t)
-	lite := openTestDB(t, Options{})
+	lite := openSQLiteDB(t)
 	want := sqliteShape(t, lite.read)
 	// What PostgreSQL has and SQLite has not: full-text search's own columns
 	// and indexes (SQLite keeps its FTS5 tables apart, left out of its
@@ -100,7 +100,7 @@ func TestSchemaPostgresVersionIsSQLites(t *testing.T) {
 	if !slices.Equal(versions, []int{want}) {
 		t.Errorf("schema_version holds %v, want [%d] as schema.sql", versions, want)
 	}
-	if got, err := userVersion(context.Background(), openTestDB(t, Options{}).read); got != want || err != nil {
+	if got, err := userVersion(context.Background(), openSQLiteDB(t).read); got != want || err != nil {
 		t.Errorf("a new SQLite database is at version %d (%v), want %d", got, err, want)
 	}
 }
@@ -138,7 +138,7 @@ func TestSchemaPostgresRefusesWhatSQLiteRefuses(t *testing.T) {
 		{"tags that are not JSON", agent + `('a4', 'u1', 'o1', 'h4', 'Alice/h4', 'H', '[x]', 0, 0)`, "23514"},
 	}
 	ctx := context.Background()
-	pg, lite := openPostgresSchema(t), openTestDB(t, Options{})
+	pg, lite := openPostgresSchema(t), openSQLiteDB(t)
 	for _, s := range steps {
 		_, pgErr := pg.Exec(s.sql)
 		liteErr := lite.Write(ctx, func(tx *Tx) error { _, err := tx.Exec(s.sql); return err })

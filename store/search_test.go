@@ -166,6 +166,7 @@ const nilID = "00000000-0000-7000-8000-000000000000"
 // A page's snippets are made in one pass of the match, which FTS5 bounds to
 // the page's range of rowids itself.
 func TestSearchSnippetQueryIsBoundedByRowid(t *testing.T) {
+	sqliteOnly(t)
 	k := newSearchKit(t, Options{})
 	var id, parent, unused int
 	var detail string
@@ -184,6 +185,7 @@ func TestSearchSnippetQueryIsBoundedByRowid(t *testing.T) {
 // The search is driven by the full-text index, and each candidate is
 // checked by primary key and index lookups: no step scans a table.
 func TestSearchQueryPlanUsesTheIndexes(t *testing.T) {
+	sqliteOnly(t)
 	k := newSearchKit(t, Options{})
 	for _, c := range []struct {
 		name  string

@@ -13,6 +13,7 @@ import (
 // Stats counts every table's rows, sizes the rooms of one organization (or
 // all), and counts the messages of each of the last 30 days.
 func TestStatsReportWhereTheBytesGo(t *testing.T) {
+	sqliteOnly(t)
 	k := newRetentionKit(t, Options{})
 	ctx := context.Background()
 	big := k.newRoom(t)
@@ -80,6 +81,7 @@ func TestStatsReportWhereTheBytesGo(t *testing.T) {
 // beside them, until it merges them); a vacuum is refused while a server
 // holds the database.
 func TestVacuumShrinksThePurgedDatabase(t *testing.T) {
+	sqliteOnly(t)
 	path := filepath.Join(t.TempDir(), "chatd.db")
 	k := &retentionKit{searchKit: newSearchKitAt(t, path), now: time.Now().UTC()}
 	ctx := context.Background()

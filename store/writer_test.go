@@ -223,6 +223,7 @@ func TestCloseRunsQueuedJobsThenRefuses(t *testing.T) {
 }
 
 func TestCheckpointTruncatesWAL(t *testing.T) {
+	sqliteOnly(t)
 	db := openTableDB(t, Options{})
 	for i := 0; i < 100; i++ {
 		if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
@@ -240,6 +241,7 @@ func TestCheckpointTruncatesWAL(t *testing.T) {
 }
 
 func TestCheckpointWhenWALPassesItsBound(t *testing.T) {
+	sqliteOnly(t)
 	db := openTableDB(t, Options{CheckpointBytes: 64 << 10, CheckpointIdle: 1 << 40})
 	big := make([]byte, 16<<10)
 	// The writer looks at the WAL's size at most every walSizeEvery.
@@ -259,6 +261,7 @@ func TestCheckpointWhenWALPassesItsBound(t *testing.T) {
 }
 
 func TestBackgroundCheckpointsKeepUpWithWrites(t *testing.T) {
+	sqliteOnly(t)
 	db := openTableDB(t, Options{CheckpointIdle: 1 << 40})
 	for i := 0; i < 50; i++ {
 		if err := db.Write(context.Background(), insertRow(fmt.Sprint(i), i)); err != nil {
@@ -272,6 +275,7 @@ func TestBackgroundCheckpointsKeepUpWithWrites(t *testing.T) {
 }
 
 func TestCheckpointObserverSeesEachMode(t *testing.T) {
+	sqliteOnly(t)
 	for _, mode := range []string{"passive", "truncate"} {
 		t.Run(mode, func(t *testing.T) {
 			opts := Options{CheckpointIdle: 1 << 40}
@@ -314,6 +318,7 @@ func TestCheckpointObserverSeesEachMode(t *testing.T) {
 // writer catches up with the background checkpoints) instead of growing
 // until the writer must truncate it, which stalls every write behind it.
 func TestWALStartsOverUnderUnbrokenWrites(t *testing.T) {
+	sqliteOnly(t)
 	db := openTableDB(t, Options{CheckpointIdle: 1 << 40, restartBytes: 4 << 20})
 	big := make([]byte, 64<<10)
 	var written int64
@@ -345,6 +350,7 @@ func TestWALStartsOverUnderUnbrokenWrites(t *testing.T) {
 // WAL, and a connection left over would take the file's exclusive lock to do
 // so later, under whoever opens the database next.
 func TestCloseWaitsForStatementsBeingPrepared(t *testing.T) {
+	sqliteOnly(t)
 	for i := 0; i < 30; i++ {
 		db := openTestDB(t, Options{})
 		var n int

@@ -90,7 +90,7 @@ func (c *cluster) initdb(bin string, owner *account) error {
 // settings give up durability for speed, and allow as many connections as
 // a test package's parallel stores may hold.
 func (c *cluster) launch(bin string, owner *account) error {
-	log, err := os.Create(filepath.Join(c.dir, "postgres.log"))
+	log, err := os.Create(c.logPath())
 	if err != nil {
 		return err
 	}
@@ -186,8 +186,17 @@ func (c *cluster) url(role, database string) string {
 }
 
 // logTail is the end of the server's log, to explain a failed start.
+// logPath is the server's log: in the cluster's directory, or where
+// CHATD_PG_LOG says, to outlive it.
+func (c *cluster) logPath() string {
+	if kept := os.Getenv("CHATD_PG_LOG"); kept != "" {
+		return kept
+	}
+	return filepath.Join(c.dir, "postgres.log")
+}
+
 func (c *cluster) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	b, _ := os.ReadFile(c.logPath())
 	if len(b) > 4096 {
 		b = b[len(b)-4096:]
 	}

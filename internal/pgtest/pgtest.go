@@ -27,6 +27,10 @@
 // refuses to run as root, so under root the cluster runs as the postgres
 // user. A test process that dies before Main returns takes its server with
 // it on Linux, but leaves the directory behind.
+//
+// The server logs every failed statement with its text. CHATD_PG_LOG=FILE
+// writes that log to FILE, which outlives the cluster: the place to read
+// the statement behind an "current transaction is aborted" error.
 package pgtest
 
 import (
