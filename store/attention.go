@@ -48,7 +48,7 @@ func (db *DB) MarkAttention(ctx context.Context, actor Actor, roomID, messageID 
 			_, err := tx.Exec(`DELETE FROM attention_marks WHERE user_id = ? AND message_seq = ?`, actor.ID, seq)
 			return err
 		}
-		if _, err := tx.Exec(`INSERT OR IGNORE INTO attention_marks (user_id, room_id, message_seq, done_at) VALUES (?, ?, ?, ?)`,
+		if _, err := tx.Exec(`INSERT INTO attention_marks (user_id, room_id, message_seq, done_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			actor.ID, roomID, seq, tx.Now().UnixMicro()); err != nil {
 			return err
 		}

@@ -130,9 +130,8 @@ func TestBulkJobFailsOnStorageError(t *testing.T) {
 	db := openTestDB(t, Options{})
 	alice, _ := mustUser(t, db, "alice")
 	r1, r2, r3, r4 := mustRoom(t, db, alice), mustRoom(t, db, alice), mustRoom(t, db, alice), mustRoom(t, db, alice)
-	// A real SQLite error in the middle of r2's deletion.
-	rawExec(t, db, `CREATE TRIGGER fail_r2 BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+r2.ID+`'
-		BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
+	// A real database error in the middle of r2's deletion.
+	failRoomDeletion(t, db, r2.ID)
 	var seen roomDeletions
 	db.SetPublisher(seen.publish)
 	job, err := db.CreateBulkJob(ctx, alice, BulkChats, []string{r1.ID, r2.ID, r3.ID, r4.ID}, false)
@@ -197,4 +196,20 @@ func TestBulkJobQueueBoundAndVisibility(t *testing.T) {
 	}
 	db.StopBulkWorker()
 	db.StopBulkWorker()
+}
+
+// failRoomDeletion makes the database itself refuse to mark the room
+// deleted, with a trigger in each backend's own syntax: a storage failure no
+// store function can cause on purpose.
+func failRoomDeletion(t *testing.T, db *DB, roomID string) {
+	t.Helper()
+	if testBackend != "postgres" {
+		rawExec(t, db, `CREATE TRIGGER fail_room_deletion BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+roomID+`'
+			BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
+		return
+	}
+	rawExec(t, db, `CREATE FUNCTION fail_room_deletion() RETURNS trigger LANGUAGE plpgsql
+		AS $$ BEGIN RAISE EXCEPTION 'simulated storage failure'; END $$`)
+	rawExec(t, db, `CREATE TRIGGER fail_room_deletion BEFORE UPDATE OF deleted_at ON rooms
+		FOR EACH ROW WHEN (NEW.id = '`+roomID+`') EXECUTE FUNCTION fail_room_deletion()`)
 }

@@ -28,6 +28,10 @@ type dialect struct {
 	snapshot sql.TxOptions
 	// upkeep is the care the database's files need from the writer.
 	upkeep func(*writer) upkeep
+	// jsonText is the SQL of the text at the top-level key of the JSON
+	// object held in the TEXT column: SQLite reads it with json_extract,
+	// PostgreSQL has no json_extract and reads the text as jsonb.
+	jsonText func(column, key string) string
 }
 
 var sqliteDialect = dialect{
@@ -38,6 +42,7 @@ var sqliteDialect = dialect{
 	// SQLite's read transactions are snapshots at every isolation level.
 	snapshot: sql.TxOptions{ReadOnly: true},
 	upkeep:   (*writer).sqliteUpkeep,
+	jsonText: func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -51,6 +56,7 @@ var postgresDialect = dialect{
 	begin:    []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"},
 	snapshot: sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	upkeep:   noUpkeep,
+	jsonText: func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,

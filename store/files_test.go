@@ -52,8 +52,8 @@ func TestDiscardUnfinishedUploads(t *testing.T) {
 			VALUES ('0190a000-0000-7000-8000-0000000000f1', ?, ?, 'User', 'half.bin', 'application/octet-stream', '', 4, 0)`, room.ID, alice.ID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(`INSERT INTO file_chunks (file_id, n, data) VALUES ('0190a000-0000-7000-8000-0000000000f1', 0, x'00010203'),
-			('0190a000-0000-7000-8000-0000000000f1', 1, x'04050607')`)
+		_, err := tx.Exec(`INSERT INTO file_chunks (file_id, n, data) VALUES ('0190a000-0000-7000-8000-0000000000f1', 0, ?),
+			('0190a000-0000-7000-8000-0000000000f1', 1, ?)`, []byte{0, 1, 2, 3}, []byte{4, 5, 6, 7})
 		return err
 	})
 	if err != nil {

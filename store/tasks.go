@@ -136,7 +136,7 @@ func parseTaskRef(ref string) (id string, number int64, ok bool) {
 
 // readTask reads a task of the room with its assignments; ErrNotFound-like
 // when ref names no task of this room.
-func readTask(q queryer, roomID, ref string) (*Task, error) {
+func (db *DB) readTask(q queryer, roomID, ref string) (*Task, error) {
 	id, number, ok := parseTaskRef(ref)
 	if !ok {
 		return nil, notFound("task")
@@ -154,21 +154,21 @@ func readTask(q queryer, roomID, ref string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t, attachAssignments(q, []*Task{t})
+	return t, db.attachAssignments(q, []*Task{t})
 }
 
 // attachAssignments loads the assignments of tasks in one query. The table
 // records no join time, so join order is the order of each assignee's first
 // status_changed event (an assignment is always created with one); the
 // scan stops at that event.
-func attachAssignments(q queryer, tasks []*Task) error {
+func (db *DB) attachAssignments(q queryer, tasks []*Task) error {
 	if len(tasks) == 0 {
 		return nil
 	}
 	byID, ids := byKey(tasks, func(t *Task) string { return t.ID })
 	rows, err := q.Query(`SELECT a.task_id, a.assignee, a.status, a.active_form, a.linked_native_id, a.updated_at,
 			(SELECT e.seq FROM task_events e WHERE e.task_id = a.task_id AND e.event = 'status_changed'
-				AND json_extract(e.actor, '$.id') = a.assignee_id ORDER BY e.seq LIMIT 1) AS joined
+				AND `+db.dialect.jsonText("e.actor", "id")+` = a.assignee_id ORDER BY e.seq LIMIT 1) AS joined
 		FROM task_assignments a WHERE a.task_id IN `+inList(len(ids))+`
 		ORDER BY a.task_id, joined, a.assignee_id`, ids...)
 	if err != nil {
@@ -223,7 +223,7 @@ func (db *DB) Task(ctx context.Context, actor Actor, roomID, ref string, withHis
 			return err
 		}
 		var err error
-		if t, err = readTask(q, roomID, ref); err != nil {
+		if t, err = db.readTask(q, roomID, ref); err != nil {
 			return err
 		}
 		if withHistory {
@@ -252,7 +252,7 @@ func (db *DB) ListTasks(ctx context.Context, actor Actor, roomID, state string, 
 		if err != nil {
 			return err
 		}
-		return attachAssignments(q, page.Items)
+		return db.attachAssignments(q, page.Items)
 	})
 	if err != nil {
 		return nil, err
@@ -270,7 +270,7 @@ func (db *DB) TaskHistory(ctx context.Context, actor Actor, roomID, ref string, 
 		if _, err := loadAccess(q, actor, roomID); err != nil {
 			return err
 		}
-		t, err := readTask(q, roomID, ref)
+		t, err := db.readTask(q, roomID, ref)
 		if err != nil {
 			return err
 		}
@@ -306,7 +306,7 @@ func (db *DB) CreateTask(ctx context.Context, actor Actor, roomID string, nt New
 		if err != nil {
 			return err
 		}
-		old, err := taskToSupersede(tx, roomID, nt.SupersedesID)
+		old, err := db.taskToSupersede(tx, roomID, nt.SupersedesID)
 		if err != nil {
 			return err
 		}
@@ -343,11 +343,11 @@ func (db *DB) nextTaskNumber(tx *Tx, roomID string) (int64, error) {
 
 // taskToSupersede reads the task ref names (nil when none is named), which
 // must be an active task of the room.
-func taskToSupersede(tx *Tx, roomID string, ref *string) (*Task, error) {
+func (db *DB) taskToSupersede(tx *Tx, roomID string, ref *string) (*Task, error) {
 	if ref == nil {
 		return nil, nil
 	}
-	old, err := readTask(tx, roomID, *ref)
+	old, err := db.readTask(tx, roomID, *ref)
 	if ErrorCode(err) == CodeNotFound {
 		return nil, Problems{"/supersedes_id": {notSupersedable}}.Err(CodeValidation)
 	}
@@ -388,13 +388,13 @@ func supersedeTask(tx *Tx, old *Task, replacementID string, by []byte) error {
 // publishCreatedTask reads the new task back and publishes it, and the task
 // it superseded (old, when not nil) as updated.
 func (db *DB) publishCreatedTask(tx *Tx, room *Room, id string, old *Task) (*Task, error) {
-	created, err := readTask(tx, room.ID, id)
+	created, err := db.readTask(tx, room.ID, id)
 	if err != nil {
 		return nil, err
 	}
 	db.publish(tx, Change{Kind: TaskCreated, Room: room, Task: created})
 	if old != nil {
-		if old, err = readTask(tx, room.ID, old.ID); err != nil {
+		if old, err = db.readTask(tx, room.ID, old.ID); err != nil {
 			return nil, err
 		}
 		db.publish(tx, Change{Kind: TaskUpdated, Room: room, Task: old})
@@ -421,7 +421,7 @@ func (db *DB) UpdateTask(ctx context.Context, actor Actor, roomID, taskRef strin
 	}
 	var out *Task
 	err = db.writeInRoom(ctx, actor, roomID, loadPostAccess, func(tx *Tx, a *roomAccess) error {
-		t, err := readTask(tx, roomID, taskRef)
+		t, err := db.readTask(tx, roomID, taskRef)
 		if err != nil {
 			return err
 		}
@@ -538,7 +538,7 @@ func (db *DB) saveTask(tx *Tx, room *Room, t *Task) (*Task, error) {
 		t.Subject, t.Detail, t.State, tx.Now().UnixMicro(), t.ID); err != nil {
 		return nil, err
 	}
-	out, err := readTask(tx, room.ID, t.ID)
+	out, err := db.readTask(tx, room.ID, t.ID)
 	if err != nil {
 		return nil, err
 	}

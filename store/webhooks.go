@@ -615,7 +615,8 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, a WebhookAttempt) error 
 		}
 		var failures int
 		if err := tx.QueryRow(`UPDATE webhook_endpoints SET consecutive_failures = consecutive_failures + 1,
-			sent_through = max(sent_through, ?) WHERE id = ? RETURNING consecutive_failures`, sentThrough, a.EndpointID).Scan(&failures); err != nil {
+			sent_through = CASE WHEN sent_through > ? THEN sent_through ELSE ? END WHERE id = ? RETURNING consecutive_failures`,
+			sentThrough, sentThrough, a.EndpointID).Scan(&failures); err != nil {
 			return err
 		}
 		reason := a.PauseNow
