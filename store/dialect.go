@@ -28,6 +28,12 @@ type dialect struct {
 	snapshot sql.TxOptions
 	// upkeep is the care the database's files need from the writer.
 	upkeep func(*writer) upkeep
+	// jsonTextRows is a FROM item naming one row, in a column value, for
+	// each string of the JSON array bound to its one ? parameter: a list
+	// of ids of any length passed as one argument. SQLite's json_each
+	// yields more columns than PostgreSQL's json_array_elements_text,
+	// whose one column has to be named.
+	jsonTextRows string
 }
 
 var sqliteDialect = dialect{
@@ -38,6 +44,8 @@ var sqliteDialect = dialect{
 	// SQLite's read transactions are snapshots at every isolation level.
 	snapshot: sql.TxOptions{ReadOnly: true},
 	upkeep:   (*writer).sqliteUpkeep,
+
+	jsonTextRows: "json_each(?)",
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -51,6 +59,8 @@ var postgresDialect = dialect{
 	begin:    []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"},
 	snapshot: sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	upkeep:   noUpkeep,
+
+	jsonTextRows: "json_array_elements_text(CAST(? AS json)) AS ids(value)",
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,
