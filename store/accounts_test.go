@@ -277,7 +277,7 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	delegated := WithDelegation(ctx, &Delegation{ID: newID(), UserID: alice.ID, Agent: agent})
 	const credentialRows = `SELECT (SELECT count(*) FROM api_keys) || '/' || (SELECT count(*) FROM agents) || '/' ||
 		(SELECT count(*) FROM users) || '/' || (SELECT count(*) FROM sessions) || '/' || (SELECT count(*) FROM delegations) || '/' ||
-		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT group_concat(hash) FROM user_passwords) || '/' ||
+		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT count(*) || ':' || coalesce(max(hash), '') FROM user_passwords) || '/' ||
 		(SELECT count(*) FROM oauth_codes)`
 	var before string
 	if err := db.read.QueryRow(credentialRows).Scan(&before); err != nil {
