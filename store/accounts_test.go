@@ -277,7 +277,7 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	delegated := WithDelegation(ctx, &Delegation{ID: newID(), UserID: alice.ID, Agent: agent})
 	const credentialRows = `SELECT (SELECT count(*) FROM api_keys) || '/' || (SELECT count(*) FROM agents) || '/' ||
 		(SELECT count(*) FROM users) || '/' || (SELECT count(*) FROM sessions) || '/' || (SELECT count(*) FROM delegations) || '/' ||
-		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT group_concat(hash) FROM user_passwords) || '/' ||
+		(SELECT count(*) FROM setup_tokens) || '/' || (SELECT count(*) || ':' || coalesce(max(hash), '') FROM user_passwords) || '/' ||
 		(SELECT count(*) FROM oauth_codes)`
 	var before string
 	if err := db.read.QueryRow(credentialRows).Scan(&before); err != nil {
@@ -319,5 +319,47 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	}
 	if after != before {
 		t.Fatalf("credential rows %s, before %s", after, before)
+	}
+}
+
+// TestInvitationAcceptedOnce: an admin's invitation makes a person of their
+// organization, with the invited role and a session, once; a revoked
+// invitation makes nobody, and taken handles are refused before anything
+// is used up.
+func TestInvitationAcceptedOnce(t *testing.T) {
+	db := openTestDB(t, Options{})
+	ctx := context.Background()
+	alice, _ := mustUser(t, db, "alice")
+	inv, token, err := db.CreateInvitation(ctx, alice, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, revokedToken, err := db.CreateInvitation(ctx, alice, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open, err := db.Invitations(ctx, alice); err != nil || len(open) != 2 || open[0].ID != revoked.ID || open[1].InvitedBy != alice.Name() {
+		t.Fatalf("open invitations: %+v, %v", open, err)
+	}
+	if err := db.RevokeInvitation(ctx, alice, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	const password = "a long enough password"
+	_, _, err = db.AcceptInvitation(ctx, revokedToken, NewUser{Handle: "erin", Name: "Erin"}, password)
+	wantCode(t, err, CodeUnauthorized)
+	_, _, err = db.AcceptInvitation(ctx, token, NewUser{Handle: "ALICE", Name: "Other Alice"}, password)
+	wantCode(t, err, CodeConflict)
+
+	dora, s, err := db.AcceptInvitation(ctx, token, NewUser{Handle: "dora", Name: "Dora"}, password)
+	if err != nil || dora.Role != "admin" || dora.OrganizationID != alice.OrganizationID || s == nil {
+		t.Fatalf("accepted: %+v, %+v, %v", dora, s, err)
+	}
+	if _, err := db.SessionUser(ctx, s.ID, dora.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = db.AcceptInvitation(ctx, token, NewUser{Handle: "dora2", Name: "Dora"}, password)
+	wantCode(t, err, CodeUnauthorized)
+	if open, err := db.Invitations(ctx, alice); err != nil || len(open) != 0 {
+		t.Fatalf("open invitations after use: %+v, %v (invitation %s)", open, err, inv.ID)
 	}
 }

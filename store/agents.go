@@ -265,7 +265,9 @@ func agentSort(f AgentFilter) sortSpec {
 	case "updated_at":
 		s.column = "a.updated_at"
 	case "name":
-		s.column, s.isText = "a.name COLLATE NOCASE", true
+		// lower(), as PostgreSQL has no NOCASE; both fold ASCII only, as
+		// SQLite's NOCASE does.
+		s.column, s.isText = "lower(a.name)", true
 	}
 	return s
 }
@@ -286,7 +288,8 @@ func (db *DB) ListOwnedAgents(ctx context.Context, ownerID string, f AgentFilter
 	conds := []string{liveAgent, "a.owner_id = ?"}
 	args := []any{ownerID}
 	if f.Name != "" {
-		conds = append(conds, `a.name LIKE ? ESCAPE '\'`)
+		// Folded on both sides: PostgreSQL's LIKE minds case, SQLite's not.
+		conds = append(conds, `lower(a.name) LIKE lower(?) ESCAPE '\'`)
 		args = append(args, "%"+likeEscape(f.Name)+"%")
 	}
 	if f.IsExternal != nil {
@@ -296,6 +299,12 @@ func (db *DB) ListOwnedAgents(ctx context.Context, ownerID string, f AgentFilter
 	if f.ListedInDirectory != nil {
 		conds = append(conds, "a.listed_in_directory = ?")
 		args = append(args, boolInt(*f.ListedInDirectory))
+	}
+	if f.Sort == "name" && pr.After != nil {
+		// The cursor holds the name as it is; the listing compares names folded.
+		after := *pr.After
+		after.Str = lowerASCII(after.Str)
+		pr.After = &after
 	}
 	page, err := listPage(ctx, db, `SELECT `+agentColumns+` FROM agents a`, conds, args, agentSort(f), pr, scanAgent)
 	if err != nil {

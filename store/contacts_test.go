@@ -340,3 +340,49 @@ func TestDeletedAgentLeavesItsContacts(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersListTheRegistryBeforeContacts: a person's peers are the registry
+// (the people of their organization, then their agents, each by name
+// whatever its case) before their contacts, and someone both in the
+// registry and a contact is listed once, as registry.
+func TestPeersListTheRegistryBeforeContacts(t *testing.T) {
+	k := newContactKit(t)
+	bob, _, err := k.db.CreateUser(k.ctx, NewUser{Handle: "bob", Name: "Bob", Organization: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAgent(t, k.db, k.alice, "apprentice")
+	for _, met := range []struct{ asker, asked Actor }{{UserActor(bob), k.aliceA}, {k.scout, k.aliceA}} {
+		k.ask(t, met.asker, met.asked.Handle)
+		k.ask(t, met.asked, met.asker.Handle)
+	}
+	peers := func(f PeerFilter, pr PageRequest) string {
+		t.Helper()
+		page, err := k.db.ListPeers(k.ctx, k.aliceA, f, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range page.Items {
+			entry := p.Name + " " + p.Source
+			if p.IsContact {
+				entry += " contact"
+			}
+			out = append(out, entry)
+		}
+		if page.HasMore {
+			out = append(out, "…")
+		}
+		return strings.Join(out, ", ")
+	}
+	if got, want := peers(PeerFilter{}, PageRequest{Limit: 10}),
+		"Bob registry contact, apprentice registry, Helper registry, Scout contact contact"; got != want {
+		t.Errorf("peers = %s, want %s", got, want)
+	}
+	if got, want := peers(PeerFilter{Type: PartyAgent}, PageRequest{Limit: 2}), "apprentice registry, Helper registry, …"; got != want {
+		t.Errorf("agents = %s, want %s", got, want)
+	}
+	if got, want := peers(PeerFilter{}, PageRequest{Limit: 2, Offset: 2}), "Helper registry, Scout contact contact"; got != want {
+		t.Errorf("second page = %s, want %s", got, want)
+	}
+}

@@ -32,6 +32,12 @@ type dialect struct {
 	// object held in the TEXT column: SQLite reads it with json_extract,
 	// PostgreSQL has no json_extract and reads the text as jsonb.
 	jsonText func(column, key string) string
+	// jsonTextRows is a FROM item naming one row, in a column value, for
+	// each string of the JSON array bound to its one ? parameter: a list
+	// of ids of any length passed as one argument. SQLite's json_each
+	// yields more columns than PostgreSQL's json_array_elements_text,
+	// whose one column has to be named.
+	jsonTextRows string
 }
 
 var sqliteDialect = dialect{
@@ -43,6 +49,8 @@ var sqliteDialect = dialect{
 	snapshot: sql.TxOptions{ReadOnly: true},
 	upkeep:   (*writer).sqliteUpkeep,
 	jsonText: func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
+
+	jsonTextRows: "json_each(?)",
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -57,6 +65,8 @@ var postgresDialect = dialect{
 	snapshot: sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	upkeep:   noUpkeep,
 	jsonText: func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },
+
+	jsonTextRows: "json_array_elements_text(CAST(? AS json)) AS ids(value)",
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,

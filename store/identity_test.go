@@ -300,7 +300,7 @@ func callersOf(t *testing.T, db *DB, alice *User, global bool) (bob, carol *User
 		t.Fatal(err)
 	}
 	shared, _ = mustAgent(t, db, alice, "Shared")
-	rawExec(t, db, `UPDATE agents SET shared_with_organization = 1, is_global = ? WHERE id = ?`, global, shared.ID)
+	rawExec(t, db, `UPDATE agents SET shared_with_organization = 1, is_global = ? WHERE id = ?`, boolInt(global), shared.ID)
 	return bob, carol, shared
 }
 
@@ -450,7 +450,7 @@ func TestRotateAgentKey(t *testing.T) {
 	t.Run("only the live delegated token ends", func(t *testing.T) {
 		for id, want := range map[string]bool{live: true, pending: false, expired: false} {
 			var revokedAt sql.NullInt64
-			if err := db.read.QueryRow(`SELECT revoked_at FROM delegations WHERE id = ?`, id).Scan(&revokedAt); err != nil {
+			if err := db.read.QueryRow(db.dialect.bind(`SELECT revoked_at FROM delegations WHERE id = ?`), id).Scan(&revokedAt); err != nil {
 				t.Fatal(err)
 			}
 			if revokedAt.Valid != want {

@@ -358,17 +358,18 @@ type HeldCredentials struct{ Keys, Sessions, Grants, People []string }
 func (db *DB) EndedCredentials(ctx context.Context, held HeldCredentials) (map[string]bool, error) {
 	ended := make(map[string]bool)
 	at := now().UnixMicro()
+	heldIDs := `SELECT value FROM ` + db.dialect.jsonTextRows
 	for _, c := range []struct {
 		ids   []string
 		query string
 		args  []any
 	}{
-		{held.Keys, `SELECT value FROM json_each(?) WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`, nil},
-		{held.Sessions, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+		{held.Keys, heldIDs + ` WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE id = value)`, nil},
+		{held.Sessions, heldIDs + ` WHERE NOT EXISTS
 			(SELECT 1 FROM sessions WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, []any{at}},
-		{held.Grants, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+		{held.Grants, heldIDs + ` WHERE NOT EXISTS
 			(SELECT 1 FROM oauth_grants WHERE id = value AND revoked_at IS NULL AND expires_at > ?)`, []any{at}},
-		{held.People, `SELECT value FROM json_each(?) WHERE NOT EXISTS
+		{held.People, heldIDs + ` WHERE NOT EXISTS
 			(SELECT 1 FROM users WHERE id = value AND removed_at IS NULL)`, nil},
 	} {
 		if err := db.collectIDs(ctx, ended, c.ids, c.query, c.args...); err != nil {

@@ -99,3 +99,15 @@ func splitName(name string) (first, last string) {
 	first, last, _ = strings.Cut(strings.TrimSpace(name), " ")
 	return first, strings.TrimSpace(last)
 }
+
+// lowerASCII folds the ASCII letters of s to lower case and leaves every
+// other character as it is: what SQL's lower() does to a name on both
+// databases here, so that a value from Go compares with a folded column.
+func lowerASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
+}

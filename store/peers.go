@@ -52,11 +52,12 @@ func peersOf(actor Actor) (string, []any) {
 		UNION ALL SELECT ` + agentCols + `, 'contact' FROM contacts c JOIN agents a ON a.id = c.contact_id
 			WHERE c.owner_id = ? AND a.deleted_at IS NULL`
 	args = append(append([]any{actor.ID}, args...), actor.ID, actor.ID)
-	// max(source) keeps the registry row of someone listed both ways: SQLite
-	// takes the bare columns from the row that holds the maximum.
-	return `SELECT id, type, name, handle, description, is_external, listed, tags, max(source) AS source,
+	// Of someone listed both ways only the registry row is kept: 'registry'
+	// sorts after 'contact', so it comes first in source DESC.
+	return `SELECT id, type, name, handle, description, is_external, listed, tags, source,
 			EXISTS (SELECT 1 FROM contacts k WHERE k.owner_id = ? AND k.contact_id = p.id) AS is_contact
-		FROM (` + registry + ` UNION ALL ` + contacts + `) p GROUP BY id`, args
+		FROM (SELECT l.*, ROW_NUMBER() OVER (PARTITION BY id ORDER BY source DESC) AS nth
+			FROM (` + registry + ` UNION ALL ` + contacts + `) l) p WHERE nth = 1`, args
 }
 
 // peerTypeOf returns the type of memberID when it is a peer of the actor,
@@ -67,7 +68,7 @@ func peerTypeOf(q queryer, actor Actor, memberID string) (PartyType, error) {
 	}
 	peers, args := peersOf(actor)
 	var typ PartyType
-	err := q.QueryRow(`SELECT type FROM (`+peers+`) WHERE id = ?`,
+	err := q.QueryRow(`SELECT type FROM (`+peers+`) peer WHERE id = ?`,
 		append(args, memberID)...).Scan(&typ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("participant")
@@ -85,7 +86,7 @@ type PeerFilter struct {
 // each people first, then agents, each by name.
 func (db *DB) ListPeers(ctx context.Context, actor Actor, f PeerFilter, pr PageRequest) (*Page[*Peer], error) {
 	peers, args := peersOf(actor)
-	base := `SELECT id, type, name, handle, description, is_external, listed, tags, source, is_contact FROM (` + peers + `)`
+	base := `SELECT id, type, name, handle, description, is_external, listed, tags, source, is_contact FROM (` + peers + `) peer`
 	var conds []string
 	if f.Type != "" {
 		conds = append(conds, "type = ?")
@@ -101,10 +102,10 @@ func (db *DB) ListPeers(ctx context.Context, actor Actor, f PeerFilter, pr PageR
 				return err
 			}
 		}
-		if err := q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`)`, args...).Scan(&page.Total); err != nil {
+		if err := q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`) listed`, args...).Scan(&page.Total); err != nil {
 			return err
 		}
-		rows, err := q.Query(base+where(conds)+` ORDER BY source DESC, type DESC, name COLLATE NOCASE, id LIMIT ? OFFSET ?`,
+		rows, err := q.Query(base+where(conds)+` ORDER BY source DESC, type DESC, lower(name), id LIMIT ? OFFSET ?`,
 			append(args, pr.Limit+1, pr.Offset)...)
 		if err != nil {
 			return err

@@ -149,27 +149,38 @@ func insertUser(tx *Tx, c checkedUser) (*User, error) {
 	if created {
 		role = "admin"
 	}
+	if err := userConflict(tx, c.handle, c.email); err != nil {
+		return nil, err
+	}
 	ts := tx.Now().UnixMicro()
 	id := newID()
 	_, err = tx.Exec(`INSERT INTO users (id, organization_id, handle, email, first_name, last_name, role, inserted_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id, orgID, c.handle, sql.NullString{String: c.email, Valid: c.email != ""}, c.first, c.last, role, ts, ts)
-	if isConstraint(err) {
-		return nil, userConflict(tx, c.handle, c.email)
-	}
 	if err != nil {
 		return nil, err
 	}
 	return scanUser(tx.QueryRow(`SELECT `+userColumns+` FROM users WHERE id = ?`, id))
 }
 
-// userConflict names what made a user insert fail.
+// userConflict names what would make a user insert fail: a handle or an
+// email someone (even someone removed) already has. It looks before the
+// insert, because on PostgreSQL a failed insert aborts the job's
+// transaction and nothing could be asked afterwards; the writer's one
+// lock keeps the answer true until the insert.
 func userConflict(tx *Tx, handle, email string) error {
-	var n int
-	if err := tx.QueryRow(`SELECT count(*) FROM users WHERE handle = ?`, handle).Scan(&n); err == nil && n > 0 {
+	var handleTaken, emailTaken bool
+	err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM users WHERE handle = ?),
+		EXISTS (SELECT 1 FROM users WHERE email = ?)`, handle, email).Scan(&handleTaken, &emailTaken)
+	switch {
+	case err != nil:
+		return err
+	case handleTaken:
 		return &Error{Code: CodeConflict, Message: "handle " + handle + " is already taken", Details: Problems{"/handle": {"is already taken"}}}
+	case emailTaken && email != "":
+		return &Error{Code: CodeConflict, Message: "email " + email + " is already in use", Details: Problems{"/email": {"is already in use"}}}
 	}
-	return &Error{Code: CodeConflict, Message: "email " + email + " is already in use", Details: Problems{"/email": {"is already in use"}}}
+	return nil
 }
 
 func ensureOrganization(tx *Tx, name string) (id string, created bool, err error) {
