@@ -86,8 +86,8 @@ func (k *webhookKit) post(t *testing.T, content string, mentioned ...Actor) *Mes
 // status.
 func (k *webhookKit) queued(t *testing.T, endpoint string) string {
 	t.Helper()
-	rows, err := k.db.read.Query(`SELECT m.content, d.status FROM webhook_deliveries d JOIN messages m ON m.seq = d.message_seq
-		WHERE d.endpoint_id = ? ORDER BY d.message_seq`, endpoint)
+	rows, err := k.db.read.Query(k.db.dialect.bind(`SELECT m.content, d.status FROM webhook_deliveries d JOIN messages m ON m.seq = d.message_seq
+		WHERE d.endpoint_id = ? ORDER BY d.message_seq`), endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
