@@ -25,7 +25,7 @@ import (
 // (processed or not: a message past its retention is gone for every agent
 // too), its webhook requests, attachments rows, reactions and edit history
 // (the foreign keys cascade), its entry in the search index (the delete
-// trigger of version 8); replies to it lose their parent (ON DELETE SET
+// trigger of version 8; on PostgreSQL, a column of its row); replies to it lose their parent (ON DELETE SET
 // NULL); the room's message count drops and its last_message_at follows its
 // newest message left. Read markers need nothing: a marker is a position,
 // and a purged message is older than anything still unread.
