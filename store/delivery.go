@@ -84,10 +84,12 @@ func scanDelivery(row interface{ Scan(...any) error }, seq *int64) (*Delivery, e
 // key, whose prefix (agent, room) is the same, and would walk every
 // delivery the agent ever processed in the room to find the first open
 // one: 58 ms behind half a million processed messages, against 0.1 ms.
-const (
-	openDeliveries = `deliveries d INDEXED BY deliveries_open`
-	isOpen         = `d.status != 'processed'`
-)
+// The hint is SQLite's (see dialect.indexHint).
+func (db *DB) openDeliveries() string {
+	return `deliveries d` + db.dialect.indexHint("deliveries_open")
+}
+
+const isOpen = `d.status != 'processed'`
 
 // NextMessage returns the oldest text message mentioning the agent in the
 // room that it has not processed (new, delivered, stuck in processing or
@@ -99,7 +101,7 @@ func (db *DB) NextMessage(ctx context.Context, agent Actor, roomID string) (*Mes
 			return err
 		}
 		var err error
-		msg, err = firstDelivered(q, agent.ID, `SELECT d.message_seq FROM `+openDeliveries+`
+		msg, err = firstDelivered(q, agent.ID, `SELECT d.message_seq FROM `+db.openDeliveries()+`
 			WHERE d.agent_id = ? AND d.room_id = ? AND `+isOpen+` ORDER BY d.message_seq LIMIT 1`, agent.ID, roomID)
 		return err
 	})
@@ -318,7 +320,7 @@ func (db *DB) DeliveryBacklog(ctx context.Context, limit int) (DeliveryBacklog, 
 	b := DeliveryBacklog{Open: map[string]int64{"pending": 0, "processing": 0, "failed": 0}}
 	err := db.readTx(ctx, func(q readQ) error {
 		rows, err := q.Query(`SELECT status, count(*), min(message_seq) FROM
-			(SELECT status, message_seq FROM deliveries WHERE status != 'processed' LIMIT ?) GROUP BY status`, limit)
+			(SELECT status, message_seq FROM deliveries WHERE status != 'processed' LIMIT ?) open_deliveries GROUP BY status`, limit)
 		if err != nil {
 			return err
 		}

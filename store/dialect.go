@@ -38,6 +38,19 @@ type dialect struct {
 	// yields more columns than PostgreSQL's json_array_elements_text,
 	// whose one column has to be named.
 	jsonTextRows string
+	// indexHint is what follows a table's name in FROM to make the planner
+	// read it through index: SQLite's INDEXED BY, for the plans its planner
+	// misjudges without statistics; PostgreSQL has no hints (ANALYZE keeps
+	// its statistics), so nothing there.
+	indexHint func(index string) string
+	// readStorage fills in the storage figures of a stats report: SQLite's
+	// file, its WAL and the free pages inside it; PostgreSQL's database
+	// size and block size. PostgreSQL has no free list a vacuum gives back
+	// (autovacuum reuses the space), so it reports none.
+	readStorage func(db *DB, q readQ, s *Stats) error
+	// tablesQuery lists chatd's tables by name: neither the database's own
+	// catalog nor, on SQLite, the search index's tables.
+	tablesQuery string
 }
 
 var sqliteDialect = dialect{
@@ -46,11 +59,14 @@ var sqliteDialect = dialect{
 	bind:   func(q string) string { return q },
 	begin:  []string{"BEGIN IMMEDIATE"},
 	// SQLite's read transactions are snapshots at every isolation level.
-	snapshot: sql.TxOptions{ReadOnly: true},
-	upkeep:   (*writer).sqliteUpkeep,
-	jsonText: func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
-
+	snapshot:     sql.TxOptions{ReadOnly: true},
+	upkeep:       (*writer).sqliteUpkeep,
+	jsonText:     func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
 	jsonTextRows: "json_each(?)",
+	indexHint:    func(index string) string { return " INDEXED BY " + index },
+	readStorage:  (*DB).sqliteStorage,
+	tablesQuery: `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+		AND name NOT LIKE '%_fts' AND name NOT LIKE '%_fts_%' ORDER BY name`,
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -58,15 +74,17 @@ var sqliteDialect = dialect{
 const writeLockKey = 0x6368617464
 
 var postgresDialect = dialect{
-	name:     "postgres",
-	driver:   "pgx",
-	bind:     numberPlaceholders,
-	begin:    []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"},
-	snapshot: sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
-	upkeep:   noUpkeep,
-	jsonText: func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },
-
+	name:         "postgres",
+	driver:       "pgx",
+	bind:         numberPlaceholders,
+	begin:        []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"},
+	snapshot:     sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+	upkeep:       noUpkeep,
+	jsonText:     func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },
 	jsonTextRows: "json_array_elements_text(CAST(? AS json)) AS ids(value)",
+	indexHint:    func(string) string { return "" },
+	readStorage:  (*DB).postgresStorage,
+	tablesQuery:  `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`,
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,

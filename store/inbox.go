@@ -68,15 +68,17 @@ type claim struct {
 // participant of: its inbox. A room it left or was blocked in keeps its
 // deliveries, out of the inbox. It reads the open deliveries' index (see
 // openDeliveries), so an inbox costs its backlog, never the agent's history.
-const inboxDeliveries = `FROM ` + openDeliveries + `
+func (db *DB) inboxDeliveries() string {
+	return `FROM ` + db.openDeliveries() + `
 	JOIN rooms r ON r.id = d.room_id AND r.deleted_at IS NULL
 	JOIN participants p ON p.room_id = d.room_id AND p.member_id = d.agent_id AND p.status = 'active'
 	WHERE d.agent_id = ? AND ` + isOpen
+}
 
 // claimable finds the delivery ClaimMessage takes next, if any.
 func (db *DB) claimable(q queryer, agent Actor, roomID string, at time.Time) (claim, error) {
 	stale := at.Add(-db.attemptTimeout).UnixMicro()
-	query := `SELECT d.room_id, d.message_seq, ` + prefixed("d.", deliveryColumns) + ` ` + inboxDeliveries + `
+	query := `SELECT d.room_id, d.message_seq, ` + prefixed("d.", deliveryColumns) + ` ` + db.inboxDeliveries() + `
 		AND (d.status IN ('pending', 'delivered') OR (d.status = 'processing' AND d.updated_at < ?))`
 	args := []any{agent.ID, stale}
 	if roomID != "" {
@@ -115,7 +117,7 @@ func (s scanFirst) Scan(dest ...any) error {
 func (db *DB) InboxNext(ctx context.Context, agent Actor) (*Message, error) {
 	var msg *Message
 	err := db.readTx(ctx, func(q readQ) (err error) {
-		msg, err = firstDelivered(q, agent.ID, `SELECT d.message_seq `+inboxDeliveries+`
+		msg, err = firstDelivered(q, agent.ID, `SELECT d.message_seq `+db.inboxDeliveries()+`
 			ORDER BY d.message_seq LIMIT 1`, agent.ID)
 		return err
 	})
@@ -125,7 +127,7 @@ func (db *DB) InboxNext(ctx context.Context, agent Actor) (*Message, error) {
 // ListInbox lists the agent's inbox, oldest first, with its own delivery
 // state of each message.
 func (db *DB) ListInbox(ctx context.Context, agent Actor, pr PageRequest) (*Page[*Message], error) {
-	conds := []string{`m.seq IN (SELECT d.message_seq ` + inboxDeliveries + `)`}
+	conds := []string{`m.seq IN (SELECT d.message_seq ` + db.inboxDeliveries() + `)`}
 	return db.readMessages(ctx, agent, "", agent.ID, `SELECT `+messageColumns+` FROM messages m`, conds, []any{agent.ID},
 		sortSpec{column: "m.seq", idCol: "m.id"}, pr)
 }

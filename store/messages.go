@@ -362,7 +362,7 @@ var DeliveryStatuses = []string{"pending", "processing", "processed", "failed", 
 // status: "" (everything not processed), pending (not started, delivered,
 // or failed and not being retried), processing, processed, failed, all.
 func (db *DB) ListDeliveries(ctx context.Context, agent Actor, roomID, status string, descending bool, pr PageRequest) (*Page[*Message], error) {
-	conds := []string{"m.seq IN (SELECT d.message_seq FROM " + deliveriesFor(status) + " WHERE d.agent_id = ? AND d.room_id = ?" + statusCond(status) + ")"}
+	conds := []string{"m.seq IN (SELECT d.message_seq FROM " + db.deliveriesFor(status) + " WHERE d.agent_id = ? AND d.room_id = ?" + statusCond(status) + ")"}
 	args := []any{agent.ID, roomID}
 	return db.readMessages(ctx, agent, roomID, agent.ID, `SELECT `+messageColumns+` FROM messages m`, conds, args,
 		sortSpec{column: "m.seq", idCol: "m.id", descend: descending}, pr)
@@ -386,11 +386,11 @@ func statusCond(status string) string {
 }
 
 // deliveriesFor is the table a status filter reads its deliveries from.
-func deliveriesFor(status string) string {
+func (db *DB) deliveriesFor(status string) string {
 	if status == "processed" || status == "all" {
 		return "deliveries d"
 	}
-	return openDeliveries
+	return db.openDeliveries()
 }
 
 // ListContext lists what an agent needs to resume work in a room, oldest

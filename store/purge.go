@@ -25,7 +25,7 @@ import (
 // (processed or not: a message past its retention is gone for every agent
 // too), its webhook requests, attachments rows, reactions and edit history
 // (the foreign keys cascade), its entry in the search index (the delete
-// trigger of version 8); replies to it lose their parent (ON DELETE SET
+// trigger of version 8; on PostgreSQL, a column of its row); replies to it lose their parent (ON DELETE SET
 // NULL); the room's message count drops and its last_message_at follows its
 // newest message left. Read markers need nothing: a marker is a position,
 // and a purged message is older than anything still unread.
@@ -40,7 +40,8 @@ import (
 // numbers (seq) are SQLite rowids, which count on from the largest present;
 // deleting the largest would hand its number to the next message, below
 // read markers and webhook positions that already passed it. It goes once a
-// newer message exists.
+// newer message exists. (PostgreSQL's identity column never hands a number
+// out twice, but the rule holds there too, so that both purge the same.)
 //
 // Steps are resumable and idempotent: each reads the periods in force and
 // where the last step stopped (retention_marks) inside its own write, so a
@@ -474,7 +475,8 @@ func deleteMessages(tx *Tx, roomID, kind string, after, through, before int64) (
 			return 0, 0, err
 		}
 	}
-	if _, err := tx.Exec(`UPDATE rooms SET message_count = max(message_count - ?, 0) WHERE id = ?`, count, roomID); err != nil {
+	if _, err := tx.Exec(`UPDATE rooms SET message_count = CASE WHEN message_count > ? THEN message_count - ? ELSE 0 END
+		WHERE id = ?`, count, count, roomID); err != nil {
 		return 0, 0, err
 	}
 	if newestChat.Valid {
@@ -574,7 +576,8 @@ func reclaimExpiredFiles(tx *Tx, budget int64) (int64, bool, error) {
 			break
 		}
 		chunks := max(1, budget/max(f.chunk, 1))
-		res, err := tx.Exec(`DELETE FROM file_chunks WHERE rowid IN (SELECT rowid FROM file_chunks WHERE file_id = ? LIMIT ?)`, f.id, chunks)
+		res, err := tx.Exec(`DELETE FROM file_chunks WHERE file_id = ? AND n IN (SELECT n FROM file_chunks WHERE file_id = ? ORDER BY n LIMIT ?)`,
+			f.id, f.id, chunks)
 		if err != nil {
 			return deleted, false, err
 		}

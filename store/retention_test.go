@@ -169,7 +169,7 @@ func TestPurgeCutOffIsExact(t *testing.T) {
 	k.setRoom(t, k.room, Periods{TextDays: days(30), EventDays: days(7)})
 
 	before := snapshotRows(t, k.db, `SELECT seq, id, room_id, content, inserted_at, updated_at, reply_to_seq, edited_at, deleted_at
-		FROM messages WHERE room_id != ? OR inserted_at >= iif(message_type = 'text', ?, ?) ORDER BY seq`,
+		FROM messages WHERE room_id != ? OR inserted_at >= CASE WHEN message_type = 'text' THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END ORDER BY seq`,
 		k.room, textCut.UnixMicro(), eventCut.UnixMicro())
 	preview, err := k.db.PurgePreview(context.Background(), PurgeOptions{Now: k.now})
 	if err != nil {
@@ -188,7 +188,7 @@ func TestPurgeCutOffIsExact(t *testing.T) {
 		}
 	}
 	after := snapshotRows(t, k.db, `SELECT seq, id, room_id, content, inserted_at, updated_at, reply_to_seq, edited_at, deleted_at
-		FROM messages WHERE room_id != ? OR inserted_at >= iif(message_type = 'text', ?, ?) ORDER BY seq`,
+		FROM messages WHERE room_id != ? OR inserted_at >= CASE WHEN message_type = 'text' THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END ORDER BY seq`,
 		k.room, textCut.UnixMicro(), eventCut.UnixMicro())
 	if before != after {
 		t.Fatalf("a message the purge should not touch changed:\n%s\n%s", before, after)
@@ -215,7 +215,7 @@ func TestPurgeCutOffIsExact(t *testing.T) {
 // snapshotRows renders the rows of a query, to compare before and after.
 func snapshotRows(t testing.TB, db *DB, query string, args ...any) string {
 	t.Helper()
-	rows, err := db.read.Query(query, args...)
+	rows, err := db.read.Query(db.dialect.bind(query), args...)
 	if err != nil {
 		t.Fatal(err)
 	}

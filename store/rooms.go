@@ -290,7 +290,7 @@ func listPageIn[T any](q readQ, base string, conds []string, args []any, sort so
 	scan func(interface{ Scan(...any) error }) (T, error)) (*Page[T], error) {
 	page := &Page[T]{}
 	count := func(conds []string, args []any) (n int, err error) {
-		err = q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`) matching`, args...).Scan(&n)
+		err = q.QueryRow(`SELECT count(*) FROM (`+base+where(conds)+`) AS matching`, args...).Scan(&n)
 		return n, err
 	}
 	pageConds, pageArgs := conds, args

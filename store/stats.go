@@ -66,11 +66,11 @@ type DayCount struct {
 // organization orgID (or everyone, with ""), its rooms, the largest of
 // them, its files and its messages of the last StatsDays days before now.
 func (db *DB) Stats(ctx context.Context, orgID string, now time.Time) (*Stats, error) {
-	s := &Stats{DatabaseBytes: fileSize(db.path), WALBytes: fileSize(db.path + "-wal")}
+	s := &Stats{}
 	err := db.readTx(ctx, func(q readQ) error {
 		for _, step := range []func(readQ) error{
-			s.readPages,
-			s.readTables,
+			func(q readQ) error { return db.dialect.readStorage(db, q, s) },
+			func(q readQ) error { return s.readTables(q, db.dialect.tablesQuery) },
 			func(q readQ) error { return s.readRooms(q, orgID) },
 			func(q readQ) error { return s.readDays(q, orgID, now) },
 		} {
@@ -116,7 +116,10 @@ func (db *DB) OrganizationStats(ctx context.Context, caller *User) (*Stats, erro
 	return s, nil
 }
 
-func (s *Stats) readPages(q readQ) error {
+// sqliteStorage reads the sizes of the database's file and WAL, and its
+// pages.
+func (db *DB) sqliteStorage(q readQ, s *Stats) error {
+	s.DatabaseBytes, s.WALBytes = fileSize(db.path), fileSize(db.path+"-wal")
 	var free int64
 	if err := q.QueryRow(`SELECT page_size FROM pragma_page_size`).Scan(&s.PageSize); err != nil {
 		return err
@@ -128,11 +131,17 @@ func (s *Stats) readPages(q readQ) error {
 	return nil
 }
 
-// readTables counts the rows of chatd's tables: not SQLite's own, nor the
-// search indexes' (virtual tables and their shadow tables).
-func (s *Stats) readTables(q readQ) error {
-	rows, err := q.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-		AND name NOT LIKE '%_fts' AND name NOT LIKE '%_fts_%' ORDER BY name`)
+// postgresStorage reads the size of the database and its block size.
+func (db *DB) postgresStorage(q readQ, s *Stats) error {
+	return q.QueryRow(`SELECT pg_database_size(current_database()), current_setting('block_size')::bigint`).
+		Scan(&s.DatabaseBytes, &s.PageSize)
+}
+
+// readTables counts the rows of chatd's tables, which tablesQuery lists:
+// not the database's own, nor SQLite's search indexes' (virtual tables and
+// their shadow tables).
+func (s *Stats) readTables(q readQ, tablesQuery string) error {
+	rows, err := q.Query(tablesQuery)
 	if err != nil {
 		return err
 	}
@@ -157,7 +166,7 @@ func (s *Stats) readTables(q readQ) error {
 // orgCondition narrows a query on rooms r to an organization ("": all).
 func orgCondition(orgID string) (string, []any) {
 	if orgID == "" {
-		return "1", nil
+		return "1 = 1", nil
 	}
 	return "r.organization_id = ?", []any{orgID}
 }

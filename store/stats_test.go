@@ -13,7 +13,6 @@ import (
 // Stats counts every table's rows, sizes the rooms of one organization (or
 // all), and counts the messages of each of the last 30 days.
 func TestStatsReportWhereTheBytesGo(t *testing.T) {
-	sqliteOnly(t)
 	k := newRetentionKit(t, Options{})
 	ctx := context.Background()
 	big := k.newRoom(t)
