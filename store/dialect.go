@@ -28,6 +28,10 @@ type dialect struct {
 	snapshot sql.TxOptions
 	// upkeep is the care the database's files need from the writer.
 	upkeep func(*writer) upkeep
+	// search is how full-text search finds and marks messages and
+	// memories: SQLite's FTS5 tables, which the store indexes, or
+	// PostgreSQL's tsvector columns, which the database keeps.
+	search searchEngine
 }
 
 var sqliteDialect = dialect{
@@ -38,6 +42,7 @@ var sqliteDialect = dialect{
 	// SQLite's read transactions are snapshots at every isolation level.
 	snapshot: sql.TxOptions{ReadOnly: true},
 	upkeep:   (*writer).sqliteUpkeep,
+	search:   fts5Search,
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -51,6 +56,7 @@ var postgresDialect = dialect{
 	begin:    []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"},
 	snapshot: sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	upkeep:   noUpkeep,
+	search:   postgresSearch,
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,

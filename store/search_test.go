@@ -77,9 +77,17 @@ func (k *searchKit) found(t testing.TB, actor Actor, q string) string {
 // indexIntact indexes what is queued, as a search would, and fails the test
 // unless the index then holds exactly the messages, none left in its queue:
 // FTS5's integrity check, with rank 1, also compares the index with its
-// content (messages).
+// content (messages). Where the database keeps the index itself (a
+// generated column), every message's entry must be its content's words.
 func indexIntact(t testing.TB, db *DB) {
 	t.Helper()
+	if !db.dialect.search.queued {
+		stale := rawCount(t, db, `SELECT count(*) FROM messages WHERE search IS DISTINCT FROM to_tsvector('simple', chatd_search_words(content))`)
+		if stale != 0 {
+			t.Fatalf("%d messages' search entries are out of step with their content", stale)
+		}
+		return
+	}
 	if err := db.flushIndex(context.Background(), db.Write); err != nil {
 		t.Fatal(err)
 	}
@@ -488,8 +496,10 @@ func TestSearchRanksTheNewestMatchesByRelevance(t *testing.T) {
 }
 
 // Nobody needs to search for the index to catch up: the indexer writes
-// what is queued within moments of its commit.
+// what is queued within moments of its commit. (SQLite's FTS5 queue: on
+// PostgreSQL each write indexes its messages.)
 func TestSearchIndexCatchesUpWithoutASearch(t *testing.T) {
+	sqliteOnly(t)
 	k := newSearchKit(t, Options{})
 	for i := range 5 {
 		k.say(t, k.room, "venus report "+strconv.Itoa(i))
