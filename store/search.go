@@ -57,7 +57,7 @@ var fts5Search = searchEngine{
 
 // SearchFilter is one search: what was typed and what narrows it.
 type SearchFilter struct {
-	Query    string     // what the caller typed (see searchMatch)
+	Query    string     // what the caller typed (see parseSearchQuery)
 	RoomID   string     // one room, or "" for every room the actor reads
 	SenderID string     // one sender, or "" for anyone
 	Type     string     // one message type, or "" for all
