@@ -81,6 +81,27 @@ BEGIN
 END
 $$;
 
+-- The words full-text search indexes and matches, as SQLite's unicode61
+-- tokenizer finds them: chatd_search_text's text, lowercased, with every
+-- character but a letter or a digit a space, so that the parser finds the
+-- same words in a text and in a query (it would keep "«deploy", "-7" or an
+-- e-mail address as one word). Letters and case are Unicode's where the
+-- server has ICU, else the database's LC_CTYPE's. Searches put each term
+-- of a query through it.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_collation WHERE collname = 'und-x-icu') THEN
+        EXECUTE $f$CREATE FUNCTION chatd_search_words(content TEXT) RETURNS TEXT
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+            RETURN lower(regexp_replace(chatd_search_text(content) COLLATE "und-x-icu", '[^[:alnum:]]+', ' ', 'g'))$f$;
+    ELSE
+        EXECUTE $f$CREATE FUNCTION chatd_search_words(content TEXT) RETURNS TEXT
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+            RETURN lower(regexp_replace(chatd_search_text(content), '[^[:alnum:]\u0080-\U0010FFFF]+', ' ', 'g'))$f$;
+    END IF;
+END
+$$;
+
 CREATE TABLE organizations (
     id          TEXT COLLATE "C" PRIMARY KEY,
     name        CITEXT COLLATE "C" NOT NULL UNIQUE,
@@ -224,7 +245,7 @@ CREATE TABLE messages (
     -- 'simple' configuration keeps every word as written, lowercased, with
     -- no stemming and no stop words. A search keeps to the rooms its caller
     -- reads, so a deleted room's messages are never found.
-    search       TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', chatd_search_text(content))) STORED
+    search       TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', chatd_search_words(content))) STORED
 );
 
 CREATE INDEX messages_room ON messages (room_id, seq);
@@ -332,7 +353,7 @@ CREATE TABLE memories (
     inserted_at     BIGINT NOT NULL,
     updated_at      BIGINT NOT NULL,
     -- Full-text search over content, as for messages.
-    search          TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', chatd_search_text(content))) STORED,
+    search          TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', chatd_search_words(content))) STORED,
     CHECK ((scope = 'subject') = (subject_id IS NOT NULL))
 );
 

@@ -51,6 +51,10 @@ type dialect struct {
 	// tablesQuery lists chatd's tables by name: neither the database's own
 	// catalog nor, on SQLite, the search index's tables.
 	tablesQuery string
+	// search is how full-text search finds and marks messages and
+	// memories: SQLite's FTS5 tables, which the store indexes, or
+	// PostgreSQL's tsvector columns, which the database keeps.
+	search searchEngine
 }
 
 var sqliteDialect = dialect{
@@ -67,6 +71,7 @@ var sqliteDialect = dialect{
 	readStorage:  (*DB).sqliteStorage,
 	tablesQuery: `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
 		AND name NOT LIKE '%_fts' AND name NOT LIKE '%_fts_%' ORDER BY name`,
+	search: fts5Search,
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -85,6 +90,7 @@ var postgresDialect = dialect{
 	indexHint:    func(string) string { return "" },
 	readStorage:  (*DB).postgresStorage,
 	tablesQuery:  `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`,
+	search:       postgresSearch,
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,

@@ -208,11 +208,15 @@ func (db *DB) ListMemories(ctx context.Context, actor Actor, f MemoryFilter, pr 
 		}
 	}
 	if f.ContentQuery != nil {
-		match, msg := memorySearch(*f.ContentQuery)
+		terms, msg := memorySearchTerms(*f.ContentQuery)
 		if msg != "" {
 			return nil, Problems{"/content_query": {msg}}.Err(CodeValidation)
 		}
-		add(`m.rowid IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)`, match)
+		match, err := db.dialect.search.match(db.rowReader(ctx), terms)
+		if err != nil {
+			return nil, err
+		}
+		add(db.dialect.search.memoryMatches, match)
 	}
 	sort := sortSpec{column: "m.inserted_at", idCol: "m.id", descend: true}
 	page, err := listPage(ctx, db, `SELECT `+memoryColumns+memoryFrom, conds, args, sort, pr, scanMemory)
@@ -232,34 +236,42 @@ const (
 )
 
 // memorySearch turns what a person typed into an FTS5 query that cannot be
-// a syntax error: every word (split at spaces and control characters)
-// becomes a quoted phrase, so FTS operators (OR, NOT, NEAR, column filters,
-// parentheses) are plain words, and the words must all match. A word ending
-// in * matches as a prefix. It returns the query, or what is wrong with the
-// input.
+// a syntax error (see memorySearchTerms), or says what is wrong with it.
 func memorySearch(s string) (string, string) {
+	terms, problem := memorySearchTerms(s)
+	if problem != "" {
+		return "", problem
+	}
+	return fts5Match(terms), ""
+}
+
+// memorySearchTerms reads what a person typed: every word (split at spaces
+// and control characters) is a phrase of its own, so operators (OR, NOT,
+// NEAR, column filters, parentheses) are plain words, and the words must
+// all match. A word ending in * matches as a prefix. It returns the terms,
+// or what is wrong with the input.
+func memorySearchTerms(s string) ([]searchTerm, string) {
 	if !utf8.ValidString(s) {
-		return "", "must be valid UTF-8"
+		return nil, "must be valid UTF-8"
 	}
 	if utf8.RuneCountInString(s) > maxMemorySearchLen {
-		return "", "must be at most " + strconv.Itoa(maxMemorySearchLen) + " characters long"
+		return nil, "must be at most " + strconv.Itoa(maxMemorySearchLen) + " characters long"
 	}
 	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 	switch {
 	case len(words) == 0:
-		return "", "must contain at least one word"
+		return nil, "must contain at least one word"
 	case len(words) > maxMemorySearchTokens:
-		return "", "must contain at most " + strconv.Itoa(maxMemorySearchTokens) + " words"
+		return nil, "must contain at most " + strconv.Itoa(maxMemorySearchTokens) + " words"
 	}
-	phrases := make([]string, len(words))
+	terms := make([]searchTerm, len(words))
 	for i, w := range words {
-		prefix := ""
+		terms[i].text = w
 		if t := strings.TrimRight(w, "*"); t != "" && t != w {
-			w, prefix = t, "*"
+			terms[i] = searchTerm{text: t, prefix: true}
 		}
-		phrases[i] = `"` + strings.ReplaceAll(w, `"`, `""`) + `"` + prefix
 	}
-	return strings.Join(phrases, " "), ""
+	return terms, ""
 }
 
 // CreateMemory stores a memory with the actor, an agent, as its source.

@@ -95,9 +95,19 @@ func TestDeleteAgentMemories(t *testing.T) {
 	if n := rawCount(t, db, `SELECT count(*) FROM memories WHERE source_agent_id = ?`, kept.ID); n != 1 {
 		t.Errorf("%d memories of the other agent remain, want 1", n)
 	}
-	if n := rawCount(t, db, `SELECT count(*) FROM memories_fts_docsize`); n != 1 {
+	if n := memorySearchEntries(t, db); n != 1 {
 		t.Errorf("%d search entries remain, want 1", n)
 	}
+}
+
+// memorySearchEntries counts the memories' entries in the search index:
+// FTS5's table beside them, or their own search column.
+func memorySearchEntries(t *testing.T, db *DB) int {
+	t.Helper()
+	if db.dialect.search.queued {
+		return rawCount(t, db, `SELECT count(*) FROM memories_fts_docsize`)
+	}
+	return rawCount(t, db, `SELECT count(*) FROM memories WHERE search IS NOT NULL`)
 }
 
 // namedMemories stores memories by and about alice's agents and people,
@@ -199,4 +209,52 @@ func TestMemoryNames(t *testing.T) {
 			t.Errorf("carol lists %d memories (%v), want none", len(page.Items), err)
 		}
 	})
+}
+
+// A content query finds the memories whose content holds every word, in
+// any case, with or without accents, a word ending in * as a prefix; a
+// query of no word finds nothing, and one it cannot run is a problem at
+// /content_query.
+func TestMemoryContentQuery(t *testing.T) {
+	db := openTestDB(t, Options{})
+	alice, _ := mustUser(t, db, "alice")
+	scout, _ := mustAgent(t, db, alice, "Scout")
+	for _, content := range []string{"Alice drinks her Café au lait", "the deploy of mercury-7 failed", "she said «deploying» OR worse"} {
+		str := func(s string) *string { return &s }
+		nm := NewMemory{Content: str(content), System: str("long_term"), Type: str("semantic"), Segment: str("user"), Scope: str("organization"), Thought: str("noted")}
+		if _, err := db.CreateMemory(context.Background(), AgentActor(scout), nm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ q, want string }{
+		{"cafe", "Alice drinks her Café au lait"},
+		{"CAFÉ alice", "Alice drinks her Café au lait"},
+		{"mercury-7", "the deploy of mercury-7 failed"},
+		{"7 mercury", "the deploy of mercury-7 failed"},
+		{"deploy*", "she said «deploying» OR worse|the deploy of mercury-7 failed"},
+		{"deploy", "the deploy of mercury-7 failed"},
+		{"OR", "she said «deploying» OR worse"},
+		{"deploy OR", ""},
+		{"*", ""},
+		{"lait -", "Alice drinks her Café au lait"},
+	} {
+		q := c.q
+		page, err := db.ListMemories(context.Background(), UserActor(alice), MemoryFilter{ContentQuery: &q}, PageRequest{Limit: 10})
+		if err != nil {
+			t.Fatalf("%q: %v", c.q, err)
+		}
+		var got []string
+		for _, m := range page.Items {
+			got = append(got, m.Content)
+		}
+		if strings.Join(got, "|") != c.want && !sameSet(strings.Join(got, "|"), c.want) {
+			t.Errorf("%q found %q, want %q", c.q, strings.Join(got, "|"), c.want)
+		}
+	}
+	q := "\xff"
+	_, err := db.ListMemories(context.Background(), UserActor(alice), MemoryFilter{ContentQuery: &q}, PageRequest{Limit: 10})
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeValidation || len(e.Details.(Problems)["/content_query"]) == 0 {
+		t.Errorf("an invalid query: %v", err)
+	}
 }

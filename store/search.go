@@ -4,20 +4,60 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Full-text search over the messages an actor may read, through the FTS5
-// index messages_fts (schema.sql, version 8), which the triggers there
-// keep in step with every message of a live room in the transaction that
-// writes it.
+// Full-text search over the messages an actor may read. On SQLite it goes
+// through the FTS5 index messages_fts (schema.sql, version 8), which the
+// triggers there and the indexer (search_index.go) keep in step with the
+// messages; on PostgreSQL through the messages' search column
+// (schema_postgres.sql), which the database keeps (search_postgres.go).
+// The rules are the same on both: what a query means and refuses, who
+// finds what, the relevance window, paging and snippets.
+
+// searchEngine is how a database finds and marks what a search asks for.
+type searchEngine struct {
+	// queued says the messages wait in messages_fts_queue until the store
+	// indexes them (the indexer, and flushIndex before each search);
+	// otherwise the database indexes each message in the write that
+	// writes it.
+	queued bool
+	// match turns a query's terms into the match argument of the queries
+	// below, reading through row when it needs the database.
+	match func(row rowReader, terms []searchTerm) (string, error)
+	// hits is the query of up to limit matches within w, newest first, each
+	// with its seq and rank (the lower, the more relevant).
+	hits func(actor Actor, match string, f SearchFilter, w window, limit int) (string, []any)
+	// snippets sets each hit's snippet and score; hits have their messages.
+	snippets func(q queryer, match string, terms []searchTerm, hits []*SearchHit) error
+	// memoryMatches is the condition "the memory m matches ?", a match.
+	memoryMatches string
+}
+
+// rowReader runs a query for one row, in a transaction or not.
+type rowReader func(query string, args ...any) *sql.Row
+
+// rowReader reads from the read pool, outside a transaction.
+func (db *DB) rowReader(ctx context.Context) rowReader {
+	return func(query string, args ...any) *sql.Row { return db.queryRow(ctx, query, args...) }
+}
+
+// fts5Search searches SQLite's FTS5 tables.
+var fts5Search = searchEngine{
+	queued:        true,
+	match:         func(_ rowReader, terms []searchTerm) (string, error) { return fts5Match(terms), nil },
+	hits:          searchQuery,
+	snippets:      attachSnippets,
+	memoryMatches: `m.rowid IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)`,
+}
 
 // SearchFilter is one search: what was typed and what narrows it.
 type SearchFilter struct {
-	Query    string     // what the caller typed (see searchMatch)
+	Query    string     // what the caller typed (see parseSearchQuery)
 	RoomID   string     // one room, or "" for every room the actor reads
 	SenderID string     // one sender, or "" for anyone
 	Type     string     // one message type, or "" for all
@@ -33,10 +73,10 @@ type SearchHit struct {
 	// between « and »; a « or » of the text itself reads as ‹ or ›, so
 	// every « and » is a marker. An elided start or end reads as "…".
 	Snippet string
-	// Score is the match's relevance (bm25, higher is closer), comparable
-	// only between the hits of one search.
+	// Score is the match's relevance (SQLite's bm25, PostgreSQL's ts_rank;
+	// higher is closer), comparable only between the hits of one search.
 	Score float64
-	rank  float64 // FTS5's rank, -Score: the relevance order's key
+	rank  float64 // the database's rank, -Score: the relevance order's key
 }
 
 // SearchKeyset is the paging position just after h in its order; w is the
@@ -71,7 +111,7 @@ const snippetTokens = 20
 // may not read (f.RoomID) is ErrNotFound; a query it cannot run is a
 // validation error at /q.
 func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRequest) (*Page[*SearchHit], error) {
-	match, msg := searchMatch(f.Query)
+	terms, msg := parseSearchQuery(f.Query)
 	if msg != "" {
 		return nil, Problems{"/q": {msg}}.Err(CodeValidation)
 	}
@@ -79,8 +119,11 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 	if actor.IsAgent() {
 		agentID = actor.ID
 	}
-	if err := db.flushIndex(ctx, db.Write); err != nil {
-		return nil, err
+	engine := db.dialect.search
+	if engine.queued {
+		if err := db.flushIndex(ctx, db.Write); err != nil {
+			return nil, err
+		}
 	}
 	page := &Page[*SearchHit]{}
 	var w window
@@ -93,12 +136,15 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 				return err
 			}
 		}
+		match, err := engine.match(q.QueryRow, terms)
+		if err != nil {
+			return err
+		}
 		var hits []*SearchHit
-		var err error
 		if f.Newest {
-			hits, err = searchNewest(q, actor, match, f, pr)
+			hits, err = searchNewest(q, engine, actor, match, f, pr)
 		} else {
-			hits, w, err = searchRelevant(q, actor, match, f, pr, w)
+			hits, w, err = searchRelevant(q, engine, actor, match, f, pr, w)
 		}
 		if err != nil {
 			return err
@@ -110,7 +156,7 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 		if err := loadHitMessages(q, hits, agentID); err != nil {
 			return err
 		}
-		return attachSnippets(q, match, hits)
+		return engine.snippets(q, match, terms, hits)
 	})
 	if err != nil {
 		return nil, err
@@ -124,20 +170,20 @@ func (db *DB) Search(ctx context.Context, actor Actor, f SearchFilter, pr PageRe
 // searchNewest finds a page of hits newest first (and one more, to tell
 // whether there are more), with their seq: the index's own order, so the
 // page stops after its last row however many match.
-func searchNewest(q readQ, actor Actor, match string, f SearchFilter, pr PageRequest) ([]*SearchHit, error) {
+func searchNewest(q readQ, engine searchEngine, actor Actor, match string, f SearchFilter, pr PageRequest) ([]*SearchHit, error) {
 	var before int64
 	if pr.After != nil {
 		before = pr.After.Int
 	}
-	return searchRows(q, actor, match, f, window{ceil: before - 1}, pr.Limit+1)
+	return searchRows(q, engine, actor, match, f, window{ceil: before - 1}, pr.Limit+1)
 }
 
 // searchRelevant finds a page of hits most relevant first (and one more):
 // it reads the window, the RelevanceWindow newest matches the actor may
 // read (on a later page, the first page's), with their ranks, and orders
-// them by rank. bm25 is computed only for the matches the actor may read.
-func searchRelevant(q readQ, actor Actor, match string, f SearchFilter, pr PageRequest, w window) ([]*SearchHit, window, error) {
-	hits, err := searchRows(q, actor, match, f, w, RelevanceWindow)
+// them by rank. The rank is computed only for the matches the actor may read.
+func searchRelevant(q readQ, engine searchEngine, actor Actor, match string, f SearchFilter, pr PageRequest, w window) ([]*SearchHit, window, error) {
+	hits, err := searchRows(q, engine, actor, match, f, w, RelevanceWindow)
 	if err != nil || len(hits) == 0 {
 		return nil, w, err
 	}
@@ -158,8 +204,8 @@ func searchRelevant(q readQ, actor Actor, match string, f SearchFilter, pr PageR
 
 // searchRows reads up to limit matches the actor may read, newest first,
 // with their seq and rank, within w (either bound zero: none).
-func searchRows(q readQ, actor Actor, match string, f SearchFilter, w window, limit int) ([]*SearchHit, error) {
-	query, args := searchQuery(actor, match, f, w, limit)
+func searchRows(q readQ, engine searchEngine, actor Actor, match string, f SearchFilter, w window, limit int) ([]*SearchHit, error) {
+	query, args := engine.hits(actor, match, f, w, limit)
 	rows, err := q.Query(query, args...)
 	if err != nil {
 		return nil, err
@@ -171,8 +217,8 @@ func searchRows(q readQ, actor Actor, match string, f SearchFilter, w window, li
 	})
 }
 
-// searchQuery is the query of up to limit matches within w, newest first,
-// each with its rank. The full-text match drives it, in the index's own
+// searchQuery is FTS5's query of up to limit matches within w, newest
+// first, each with its rank. The full-text match drives it, in the index's own
 // order (rowid is seq, descending); each candidate is then checked against
 // the actor's rooms (a set built once) and the filters, by its primary key,
 // and only then is its rank computed.
@@ -259,10 +305,10 @@ func loadHitMessages(q readQ, hits []*SearchHit, agentID string) error {
 	return attachMessageDetails(q, loaded, agentID)
 }
 
-// attachSnippets sets each hit's snippet and score. FTS5 marks the matches
+// attachSnippets sets each hit's snippet and score from FTS5. It marks the matches
 // with strings the text cannot hold by chance (a random nonce), which then
 // become « and », after the text's own « and » became ‹ and ›.
-func attachSnippets(q readQ, match string, hits []*SearchHit) error {
+func attachSnippets(q queryer, match string, _ []searchTerm, hits []*SearchHit) error {
 	if len(hits) == 0 {
 		return nil
 	}

@@ -23,7 +23,16 @@ func SearchQueryProblem(q string) string {
 }
 
 // searchMatch turns what someone typed into an FTS5 query that cannot be a
-// syntax error, in a small syntax of its own:
+// syntax error (see parseSearchQuery), or says what is wrong with it.
+func searchMatch(q string) (string, string) {
+	terms, problem := parseSearchQuery(q)
+	if problem != "" {
+		return "", problem
+	}
+	return fts5Match(terms), ""
+}
+
+// parseSearchQuery reads what someone typed in a small syntax of its own:
 //
 //   - words separated by spaces must all match (in any order, any case,
 //     with or without accents);
@@ -32,17 +41,19 @@ func SearchQueryProblem(q string) string {
 //   - a word or phrase ending in * matches as a prefix (deploy* finds
 //     deploying), given at least two letters or digits before it.
 //
-// Every word and phrase is passed to FTS5 as a quoted string, so its
-// operators (AND, OR, NOT, NEAR, column filters, parentheses, ^, +) are plain
-// words and punctuation separates words as it does in the text. A term
-// without a letter or digit (a lone -, *, or ") finds nothing and is left
-// out. It returns the FTS5 query, or what is wrong with the input.
-func searchMatch(q string) (string, string) {
+// Each database's search is made from the terms it returns (fts5Match,
+// postgresMatch), so the syntax and its problems are the same on both.
+// Operators of the databases' own syntaxes (AND, OR, NOT, NEAR, column
+// filters, parentheses, ^, +, &, |, !) are plain words and punctuation,
+// which separates words as it does in the text. A term without a letter or
+// digit (a lone -, *, or ") finds nothing and is left out. It returns the
+// terms, or what is wrong with the input.
+func parseSearchQuery(q string) ([]searchTerm, string) {
 	switch {
 	case !utf8.ValidString(q):
-		return "", "must be valid UTF-8"
+		return nil, "must be valid UTF-8"
 	case utf8.RuneCountInString(q) > MaxSearchQueryLen:
-		return "", "must be at most " + strconv.Itoa(MaxSearchQueryLen) + " characters long"
+		return nil, "must be at most " + strconv.Itoa(MaxSearchQueryLen) + " characters long"
 	}
 	// Control characters separate words in the text; in a query they would
 	// end FTS5's string early (NUL) or mean nothing.
@@ -52,27 +63,36 @@ func searchMatch(q string) (string, string) {
 		}
 		return r
 	}, q)
-	var out []string
+	var out []searchTerm
 	for _, t := range searchTerms(q) {
 		if !hasWordChar(t.text) {
 			continue
 		}
 		if t.prefix && lastWordLen(t.text) < minSearchPrefixLen {
-			return "", "a prefix (a word ending in *) needs at least " + strconv.Itoa(minSearchPrefixLen) + " letters or digits"
+			return nil, "a prefix (a word ending in *) needs at least " + strconv.Itoa(minSearchPrefixLen) + " letters or digits"
 		}
-		phrase := `"` + strings.ReplaceAll(t.text, `"`, `""`) + `"`
-		if t.prefix {
-			phrase += "*"
-		}
-		out = append(out, phrase)
+		out = append(out, t)
 	}
 	switch {
 	case len(out) == 0:
-		return "", "must contain a word to search for (a letter or a digit)"
+		return nil, "must contain a word to search for (a letter or a digit)"
 	case len(out) > maxSearchQueryTerms:
-		return "", "must contain at most " + strconv.Itoa(maxSearchQueryTerms) + " words or phrases"
+		return nil, "must contain at most " + strconv.Itoa(maxSearchQueryTerms) + " words or phrases"
 	}
-	return strings.Join(out, " "), ""
+	return out, ""
+}
+
+// fts5Match is the FTS5 query of terms: every term a quoted string, so
+// that nothing in it is FTS5 syntax, all of which must match.
+func fts5Match(terms []searchTerm) string {
+	phrases := make([]string, len(terms))
+	for i, t := range terms {
+		phrases[i] = `"` + strings.ReplaceAll(t.text, `"`, `""`) + `"`
+		if t.prefix {
+			phrases[i] += "*"
+		}
+	}
+	return strings.Join(phrases, " ")
 }
 
 // searchTerm is one word or quoted phrase of a query.

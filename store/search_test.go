@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -77,9 +78,17 @@ func (k *searchKit) found(t testing.TB, actor Actor, q string) string {
 // indexIntact indexes what is queued, as a search would, and fails the test
 // unless the index then holds exactly the messages, none left in its queue:
 // FTS5's integrity check, with rank 1, also compares the index with its
-// content (messages).
+// content (messages). Where the database keeps the index itself (a
+// generated column), every message's entry must be its content's words.
 func indexIntact(t testing.TB, db *DB) {
 	t.Helper()
+	if !db.dialect.search.queued {
+		stale := rawCount(t, db, `SELECT count(*) FROM messages WHERE search IS DISTINCT FROM to_tsvector('simple', chatd_search_words(content))`)
+		if stale != 0 {
+			t.Fatalf("%d messages' search entries are out of step with their content", stale)
+		}
+		return
+	}
 	if err := db.flushIndex(context.Background(), db.Write); err != nil {
 		t.Fatal(err)
 	}
@@ -488,8 +497,10 @@ func TestSearchRanksTheNewestMatchesByRelevance(t *testing.T) {
 }
 
 // Nobody needs to search for the index to catch up: the indexer writes
-// what is queued within moments of its commit.
+// what is queued within moments of its commit. (SQLite's FTS5 queue: on
+// PostgreSQL each write indexes its messages.)
 func TestSearchIndexCatchesUpWithoutASearch(t *testing.T) {
+	sqliteOnly(t)
 	k := newSearchKit(t, Options{})
 	for i := range 5 {
 		k.say(t, k.room, "venus report "+strconv.Itoa(i))
@@ -499,4 +510,65 @@ func TestSearchIndexCatchesUpWithoutASearch(t *testing.T) {
 			rawCount(t, k.db, `SELECT count(*) FROM messages_fts_docsize`) == rawCount(t, k.db, `SELECT count(*) FROM messages`)
 	})
 	indexIntact(t, k.db)
+}
+
+// Snippets cut in Go (PostgreSQL's) are those FTS5's snippet() cuts on
+// SQLite: the same passage and the same marks, for words, phrases and
+// prefixes found in the corpus's messages, long and short.
+func TestSearchSnippetsAreCutAsFTS5CutsThem(t *testing.T) {
+	fts, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fts.Close()
+	fts.SetMaxOpenConns(1)
+	mustExec(t, fts, `CREATE VIRTUAL TABLE t USING fts5 (content, tokenize = 'unicode61 remove_diacritics 2')`)
+	corpus := newSearchCorpus(t, 3)
+	rng := rand.New(rand.NewPCG(3, 9))
+	open, shut := "\uE000", "\uE001"
+	marks := strings.NewReplacer("«", "‹", "»", "›", open, "«", shut, "»")
+	compared, elided := 0, 0
+	for i := range 400 {
+		_, content := corpus.message()
+		if i%3 == 0 {
+			content += " " + corpus.sentence() + " «" + corpus.word() + "». " + corpus.sentence()
+		}
+		words := textWords(content)
+		if len(words) < 2 {
+			continue
+		}
+		at := rng.IntN(len(words) - 1)
+		word, next := content[words[at].start:words[at].end], content[words[at+1].start:words[at+1].end]
+		queries := []string{word, word + " " + next, `"` + word + " " + next + `"`, corpus.word() + " " + word}
+		if utf8.RuneCountInString(word) > 3 {
+			queries = append(queries, string([]rune(word)[:3])+"*")
+		}
+		for _, q := range queries {
+			terms, problem := parseSearchQuery(q)
+			if problem != "" {
+				continue
+			}
+			if _, err := fts.Exec(`DELETE FROM t; INSERT INTO t (content) VALUES (?)`, content); err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			err := fts.QueryRow(`SELECT snippet(t, 0, ?, ?, '…', ?) FROM t WHERE t MATCH ?`, open, shut, snippetTokens, fts5Match(terms)).Scan(&want)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%q: %v", q, err)
+			}
+			compared++
+			if strings.HasPrefix(want, "…") {
+				elided++
+			}
+			if got := snippetOf(content, terms); got != marks.Replace(want) {
+				t.Errorf("%q in %q:\n got %q\nwant %q", q, content, got, marks.Replace(want))
+			}
+		}
+	}
+	if compared < 1000 || elided < 100 {
+		t.Fatalf("compared %d snippets, %d of them cut at the start: too few to tell", compared, elided)
+	}
 }
