@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/apitest"
+	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
 )
 
@@ -30,6 +31,28 @@ var testSchema = func() string {
 	}
 	return string(b)
 }()
+
+var testPostgresSchema = func() string {
+	b, err := os.ReadFile("../schema_postgres.sql")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// onPostgres: CHATD_TEST_BACKEND=postgres runs the server's tests on
+// PostgreSQL, each on a database of its own in a throwaway cluster
+// (internal/pgtest).
+var onPostgres = os.Getenv("CHATD_TEST_BACKEND") == "postgres"
+
+// testLocation is a fresh database for one test: a SQLite file in its
+// temp directory, or a PostgreSQL database.
+func testLocation(t testing.TB) string {
+	if onPostgres {
+		return pgtest.NewDatabase(t)
+	}
+	return filepath.Join(t.TempDir(), "chatd.db")
+}
 
 // The room routes of the agent and the human API.
 const (
@@ -56,11 +79,11 @@ func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
 // newTestServerWith starts a server whose configuration configure adjusts.
 func newTestServerWith(t testing.TB, configure func(*Config), opts ...func(*store.Options)) *testServer {
 	t.Helper()
-	o := store.Options{Schema: testSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Sync: store.SyncNormal}
+	o := store.Options{Schema: testSchema, PostgresSchema: testPostgresSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Sync: store.SyncNormal}
 	for _, f := range opts {
 		f(&o)
 	}
-	db, err := store.Open(filepath.Join(t.TempDir(), "chatd.db"), o)
+	db, err := store.Open(testLocation(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,20 +628,24 @@ func offsetMetaJSON(page, size, total, pages int) map[string]any {
 func (ts *testServer) snapshot(t testing.TB) string {
 	t.Helper()
 	conn := ts.readConn(t)
-	rows, err := conn.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-		AND name NOT LIKE 'messages_fts%' ORDER BY name`)
+	tables := `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+		AND name NOT LIKE 'messages_fts%' ORDER BY name`
+	if onPostgres {
+		tables = `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`
+	}
+	rows, err := conn.Query(tables)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tables []string
+	var names []string
 	for rows.Next() {
 		var n string
 		rows.Scan(&n)
-		tables = append(tables, n)
+		names = append(names, n)
 	}
 	rows.Close()
 	var out strings.Builder
-	for _, table := range tables {
+	for _, table := range names {
 		rows, err := conn.Query(`SELECT * FROM "` + table + `"`)
 		if err != nil {
 			t.Fatal(err)
@@ -656,7 +683,11 @@ func (ts *testServer) snapshot(t testing.TB) string {
 func (ts *testServer) readConn(t testing.TB) *sql.DB {
 	t.Helper()
 	if ts.reader == nil {
-		conn, err := sql.Open("sqlite", "file:"+ts.db.Path()+"?mode=ro")
+		driver, dsn := "sqlite", "file:"+ts.db.Path()+"?mode=ro"
+		if onPostgres {
+			driver, dsn = "pgx", ts.db.Path()+"&default_transaction_read_only=on"
+		}
+		conn, err := sql.Open(driver, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -671,7 +702,7 @@ func (ts *testServer) readConn(t testing.TB) *sql.DB {
 // its one row into dest.
 func (ts *testServer) queryRow(t testing.TB, query string, args []any, dest ...any) {
 	t.Helper()
-	if err := ts.readConn(t).QueryRow(query, args...).Scan(dest...); err != nil {
+	if err := ts.readConn(t).QueryRow(ts.db.Rebind(query), args...).Scan(dest...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
@@ -695,6 +726,21 @@ func (ts *testServer) exec(t testing.TB, query string, args ...any) {
 	}); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
+}
+
+// failRoomDeletion makes the deletion of one room fail as a storage error
+// would, with a trigger in the database's own syntax.
+func (ts *testServer) failRoomDeletion(t testing.TB, roomID string) {
+	t.Helper()
+	if !onPostgres {
+		ts.exec(t, `CREATE TRIGGER fail_room_deletion BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+roomID+`'
+			BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
+		return
+	}
+	ts.exec(t, `CREATE FUNCTION fail_room_deletion() RETURNS trigger LANGUAGE plpgsql
+		AS $$ BEGIN RAISE EXCEPTION 'simulated storage failure'; END $$`)
+	ts.exec(t, `CREATE TRIGGER fail_room_deletion BEFORE UPDATE OF deleted_at ON rooms
+		FOR EACH ROW WHEN (NEW.id = '`+roomID+`') EXECUTE FUNCTION fail_room_deletion()`)
 }
 
 // unchanged fails the test when the database differs from before.

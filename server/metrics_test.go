@@ -208,7 +208,7 @@ func TestMetricsOfWorkSocketsAndTheDatabase(t *testing.T) {
 		`chatd_socket_connects_total`:                  1,
 		`chatd_sockets_open`:                           1,
 		`chatd_channels_joined`:                        1,
-		`chatd_database_page_size_bytes`:               4096,
+		`chatd_database_page_size_bytes`:               map[bool]float64{false: 4096, true: 8192}[onPostgres],
 		`chatd_write_queue_capacity`:                   1024,
 		`chatd_build_info{version="test",commit="0123456789ab",goversion="` + runtime.Version() + `"}`: 1,
 	})

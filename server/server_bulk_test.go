@@ -292,8 +292,7 @@ func TestBulkDeleteJobFails(t *testing.T) {
 	ts := k.ts
 	alice := k.human("alice")
 	a, b, c := k.newRoom(t, alice, "a", nil), k.newRoom(t, alice, "b", nil), k.newRoom(t, alice, "c", nil)
-	k.ts.exec(t, `CREATE TRIGGER fail_b BEFORE UPDATE OF deleted_at ON rooms WHEN NEW.id = '`+b+`'
-		BEGIN SELECT RAISE(ABORT, 'simulated storage failure'); END`)
+	ts.failRoomDeletion(t, b)
 	job := ts.startBulk(t, bulkChatsPath, alice.cred, map[string]any{"ids": []string{a, b, nilID, c}})
 	done := ts.awaitBulk(t, job["id"].(string), alice.cred)
 	if want := "succeeded,failed/delete_failed,failed/not_attempted,failed/not_attempted"; done["status"] != "failed" || bulkOutcome(done) != want {

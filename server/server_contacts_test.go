@@ -1447,7 +1447,7 @@ func TestContactsAgentDeletion(t *testing.T) {
 	// Its pending requests, both ways, are cancelled; others are not.
 	for _, id := range []string{toDave, fromErin} {
 		var st string
-		if k.ts.queryRow(t, `SELECT status || ':' || (responded_at IS NOT NULL) FROM contact_requests WHERE id = ?`, []any{id}, &st); st != "cancelled:1" {
+		if k.ts.queryRow(t, `SELECT status || ':' || CASE WHEN responded_at IS NOT NULL THEN 1 ELSE 0 END FROM contact_requests WHERE id = ?`, []any{id}, &st); st != "cancelled:1" {
 			t.Errorf("request %s is %s, want cancelled with a response time", k.label(id), st)
 		}
 	}

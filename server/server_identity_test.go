@@ -103,7 +103,7 @@ func TestPeopleWithoutEmail(t *testing.T) {
 	alice, aliceKey := ts.personWithoutEmail("alice", "Alice Liddell")
 	storedEmail := func() any {
 		var v any
-		if err := ts.readConn(t).QueryRow(`SELECT email FROM users WHERE id = ?`, alice.ID).Scan(&v); err != nil {
+		if err := ts.readConn(t).QueryRow(ts.db.Rebind(`SELECT email FROM users WHERE id = ?`), alice.ID).Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		return v

@@ -225,11 +225,12 @@ func TestReadsUnreadCountIsCapped(t *testing.T) {
 			room := k.newRoom(t, helper, fmt.Sprint("backlog of ", tc.backlog), nil)
 			k.add(t, helper, room, alice, "")
 			// One statement writes the backlog: the API would take a request
-			// a message, and the count is about what the table holds.
+			// a message, and the count is about what the table holds. Ids
+			// end in i padded to 12 digits, in SQL both databases read.
 			k.ts.exec(t, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 				INSERT INTO messages (id, room_id, sender_id, sender_type, sender_name, message_type, content, inserted_at, updated_at)
-				SELECT printf('%08x-0000-7000-8000-%012d', ?, i), ?, ?, 'Agent', 'Helper', 'text', 'backlog ' || i, i, i FROM n`,
-				tc.backlog, tc.backlog, room, helper.id)
+				SELECT ? || substr(CAST(1000000000000 + i AS TEXT), 2), ?, ?, 'Agent', 'Helper', 'text', 'backlog ' || i, i, i FROM n`,
+				tc.backlog, fmt.Sprintf("%08x-0000-7000-8000-", tc.backlog), room, helper.id)
 			if got := k.unreadIn(t, alice, room); got != tc.want {
 				t.Fatalf("unread_count = %d, want %d", got, tc.want)
 			}

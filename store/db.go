@@ -382,8 +382,14 @@ func (db *DB) Close() error {
 	return db.closeErr
 }
 
-// Path is the absolute path of the database file.
+// Path is the absolute path of the database file, or the URL of the
+// PostgreSQL database.
 func (db *DB) Path() string { return db.path }
+
+// Rebind returns query with its ? placeholders in the form the database
+// takes, for callers that reach the database directly rather than through
+// the store (tests, and tools that inspect it).
+func (db *DB) Rebind(query string) string { return db.dialect.bind(query) }
 
 // SchemaVersion is the schema version the database is at.
 func (db *DB) SchemaVersion() int { return db.version }
@@ -412,12 +418,11 @@ type Pages struct {
 	Size, Count, Free int64 // Size in bytes
 }
 
-// Pages reads the page counts, from the database header: no table is read.
+// Pages reads the page counts (dialect.pagesQuery): no table is read.
 func (db *DB) Pages(ctx context.Context) (Pages, error) {
 	var p Pages
 	err := db.readTx(ctx, func(q readQ) error {
-		return q.QueryRow(`SELECT page_size, page_count, freelist_count
-			FROM pragma_page_size, pragma_page_count, pragma_freelist_count`).Scan(&p.Size, &p.Count, &p.Free)
+		return q.QueryRow(db.dialect.pagesQuery).Scan(&p.Size, &p.Count, &p.Free)
 	})
 	return p, err
 }

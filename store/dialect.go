@@ -55,6 +55,10 @@ type dialect struct {
 	// memories: SQLite's FTS5 tables, which the store indexes, or
 	// PostgreSQL's tsvector columns, which the database keeps.
 	search searchEngine
+	// pagesQuery reads the page size, the pages in use and the free pages:
+	// SQLite's from its file header; PostgreSQL's blocks of the whole
+	// database, which keeps no free list of its own to report.
+	pagesQuery string
 }
 
 var sqliteDialect = dialect{
@@ -71,7 +75,8 @@ var sqliteDialect = dialect{
 	readStorage:  (*DB).sqliteStorage,
 	tablesQuery: `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
 		AND name NOT LIKE '%_fts' AND name NOT LIKE '%_fts_%' ORDER BY name`,
-	search: fts5Search,
+	search:     fts5Search,
+	pagesQuery: `SELECT page_size, page_count, freelist_count FROM pragma_page_size, pragma_page_count, pragma_freelist_count`,
 }
 
 // writeLockKey is the key of the PostgreSQL advisory lock that stands for
@@ -91,6 +96,8 @@ var postgresDialect = dialect{
 	readStorage:  (*DB).postgresStorage,
 	tablesQuery:  `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`,
 	search:       postgresSearch,
+	pagesQuery: `SELECT current_setting('block_size')::bigint,
+		pg_database_size(current_database()) / current_setting('block_size')::bigint, 0`,
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,
