@@ -99,6 +99,7 @@ type DB struct {
 
 	readStmts      *stmtCache
 	ckpt           *checkpointer
+	listener       *writesListener
 	indexer        *indexer
 	ckptDB         *sql.DB
 	closeOnce      sync.Once
@@ -365,6 +366,9 @@ func (db *DB) Close() error {
 		}
 		if db.ckptDB != nil {
 			db.ckptDB.Close()
+		}
+		if db.listener != nil {
+			db.listener.close()
 		}
 		if db.w != nil {
 			db.w.close()

@@ -84,12 +84,13 @@ var sqliteDialect = dialect{
 const writeLockKey = 0x6368617464
 
 var postgresDialect = dialect{
-	name:         "postgres",
-	driver:       "pgx",
-	bind:         numberPlaceholders,
-	begin:        []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"},
+	name:   "postgres",
+	driver: "pgx",
+	bind:   numberPlaceholders,
+	begin: []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")",
+		"NOTIFY " + writesChannel}, // heard by the other processes at the commit (postgres_listen.go)
 	snapshot:     sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
-	upkeep:       noUpkeep,
+	upkeep:       postgresUpkeep,
 	jsonText:     func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },
 	jsonTextRows: "json_array_elements_text(CAST(? AS json)) AS ids(value)",
 	indexHint:    func(string) string { return "" },

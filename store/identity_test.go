@@ -519,7 +519,6 @@ func TestListOwnedAgentsPaging(t *testing.T) {
 // working in this one within a second or so, cached or not, and the change
 // is announced for the connections to recheck their keys.
 func TestAnotherProcessRotatingAKeyIsNoticed(t *testing.T) {
-	sqliteOnly(t)
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
 	alice, agent, oldKey := agentInUse(t, db)

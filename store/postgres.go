@@ -40,7 +40,8 @@ func RedactedURL(location string) string {
 
 // openPostgres takes db from a URL to a running database: the write
 // connection (which creates the schema, or checks it, before anything else
-// reads it), the read pool, the writer.
+// reads it), the read pool, the writer, the listener for other processes'
+// writes.
 func (db *DB) openPostgres(location string, opts Options, target int) error {
 	var err error
 	if db.write, err = sql.Open(db.dialect.driver, location); err != nil {
@@ -59,7 +60,16 @@ func (db *DB) openPostgres(location string, opts Options, target int) error {
 	db.read.SetMaxOpenConns(opts.ReadConns)
 	db.read.SetMaxIdleConns(opts.ReadConns)
 	db.readStmts = newStmtCache(db.read, db.dialect.bind)
-	return db.startWriter(opts)
+	// The pool's one connection is the writer's, for the store's life.
+	var ownPID uint32
+	if err := db.write.QueryRow(`SELECT pg_backend_pid()`).Scan(&ownPID); err != nil {
+		return err
+	}
+	if err := db.startWriter(opts); err != nil {
+		return err
+	}
+	db.listenForOtherWriters(location, ownPID)
+	return nil
 }
 
 // migratePostgres creates the schema in an empty database, or checks that

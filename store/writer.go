@@ -156,6 +156,9 @@ type writer struct {
 	// look saw, 0 before the first.
 	otherWrites atomic.Pointer[func()]
 	dataVersion int64
+	// othersWrote is set when PostgreSQL announced another process's
+	// commit (postgres_listen.go).
+	othersWrote atomic.Bool
 
 	jobs, failed, commits, refused, checkpoints, catchUps atomic.Int64
 }

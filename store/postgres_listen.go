@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// On PostgreSQL another chatd process (a second node, or a command such as
+// rotate-agent-key) is heard through the database: every writer's
+// transaction sends a notification on writesChannel (postgresDialect.begin),
+// delivered at its commit only, and every store listens on a connection of
+// its own. A notification from its own writer's connection is its own
+// write. The writer's look, every otherWritersEvery, turns whatever was
+// heard since into one otherWrites call, as SQLite's data_version does, so
+// that a credential another process ended stops working here too.
+
+// writesChannel is the channel of the writers' notifications.
+const writesChannel = "chatd_writes"
+
+// listenAgainAfter is the pause before listening again after the
+// listening connection failed.
+const listenAgainAfter = time.Second
+
+// writesListener listens for the commits of other processes; close stops it.
+type writesListener struct {
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+// listenForOtherWriters starts listening on a connection to location.
+// ownPID is the server process of this store's writer connection.
+func (db *DB) listenForOtherWriters(location string, ownPID uint32) {
+	ctx, stop := context.WithCancel(context.Background())
+	l := &writesListener{stop: stop, stopped: make(chan struct{})}
+	db.listener = l
+	go func() {
+		defer close(l.stopped)
+		for first := true; ctx.Err() == nil; first = false {
+			// Whatever was committed while nobody listened went unheard:
+			// take it that another process wrote.
+			if !first {
+				db.w.othersWrote.Store(true)
+			}
+			err := listen(ctx, location, ownPID, &db.w.othersWrote)
+			if ctx.Err() != nil {
+				return
+			}
+			db.log.Warn("listening for other chatd processes' writes failed; listening again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(listenAgainAfter):
+			}
+		}
+	}()
+}
+
+// listen sets heard for every notification of another writer, until ctx
+// ends or the connection fails.
+func listen(ctx context.Context, location string, ownPID uint32, heard *atomic.Bool) error {
+	conn, err := pgx.Connect(ctx, location)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+writesChannel); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.PID != ownPID {
+			heard.Store(true)
+		}
+	}
+}
+
+func (l *writesListener) close() {
+	l.stop()
+	<-l.stopped
+}
+
+// postgresUpkeep is the writer's care of a PostgreSQL database: only its
+// look for other processes' writes, which the listener heard.
+func postgresUpkeep(w *writer) upkeep {
+	u := noUpkeep(w)
+	u.look = func() {
+		if w.othersWrote.Swap(false) {
+			if f := w.otherWrites.Load(); f != nil {
+				w.safely(*f)
+			}
+		}
+	}
+	return u
+}
