@@ -194,12 +194,16 @@ func (l *listener) isClosed() bool {
 }
 
 // count counts recorded pushes of event on topic.
-func (l *pushLog) count(topic, event string) int {
+func (l *pushLog) count(topic, event string) int { return l.countOf(topic, event, nil) }
+
+// countOf counts recorded pushes of event on topic that satisfy match (nil:
+// all of them).
+func (l *pushLog) countOf(topic, event string, match func(map[string]any) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, e := range l.events {
-		if e.topic == topic && e.event == event {
+		if e.topic == topic && e.event == event && (match == nil || match(e.payload)) {
 			n++
 		}
 	}
