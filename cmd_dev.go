@@ -125,6 +125,9 @@ type devDatabase struct {
 // else a throwaway one. The default path of the other commands is never
 // used, so that dev cannot wander into ./data/chatd.db.
 func chooseDevDatabase(cmd *cobra.Command, reset bool) (*devDatabase, error) {
+	if err := refuseDatabaseURL(cmd); err != nil {
+		return nil, err
+	}
 	named := cmd.Flags().Changed("db")
 	if env, ok := os.LookupEnv("CHATD_DB"); named || (ok && strings.TrimSpace(env) != "") {
 		path, err := databasePath(cmd)

@@ -79,6 +79,9 @@ func runServe(cmd *cobra.Command, cfg serveConfig) error {
 	if cfg.dbPath, err = databasePath(cmd); err != nil {
 		return err
 	}
+	if err := cfg.refuseSQLiteSettings(); err != nil {
+		return err
+	}
 	p, err := startProgram(cfg, logger)
 	if err != nil {
 		return err
@@ -245,7 +248,7 @@ type program struct {
 	cfg           serveConfig
 	log           *slog.Logger
 	ln, metricsLn net.Listener
-	lock          *store.ServerLock
+	lock          interface{ Release() error }
 	db            *store.DB
 	srv           *server.Server
 	// url is where a browser or client on this machine reaches the server.
@@ -352,12 +355,40 @@ func (p *program) Close() {
 		}
 	}
 	p.closeDB()
-	p.lock.Release()
+	if p.lock != nil {
+		p.lock.Release()
+	}
+}
+
+// refuseSQLiteSettings refuses, on a PostgreSQL database, a setting of the
+// flags that tune SQLite's file away from their defaults (by flag or by
+// environment): PostgreSQL's own settings (synchronous_commit, its
+// checkpoints) govern there, and a setting that did nothing would mislead.
+func (c serveConfig) refuseSQLiteSettings() error {
+	if !store.IsDatabaseURL(c.dbPath) {
+		return nil
+	}
+	for name, value := range map[string]string{"sync": c.sync, "checkpoints": c.checkpoints} {
+		if value != "full" {
+			return usageError{fmt.Errorf("--%s tunes a SQLite database; on PostgreSQL the server's own settings govern", name)}
+		}
+	}
+	return nil
 }
 
 // lockServer takes the server lock of the database at path, creating its
-// directory as store.Open would.
-func lockServer(path string) (*store.ServerLock, error) {
+// directory as store.Open would, or of the PostgreSQL database at a URL.
+func lockServer(path string) (interface{ Release() error }, error) {
+	if store.IsDatabaseURL(path) {
+		lock, err := store.LockPostgresServer(context.Background(), path)
+		if errors.Is(err, store.ErrServerRunning) {
+			return nil, fmt.Errorf("another chatd serve is using %s", store.RedactedURL(path))
+		}
+		if err != nil {
+			return nil, err
+		}
+		return lock, nil
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -369,7 +400,10 @@ func lockServer(path string) (*store.ServerLock, error) {
 	if errors.Is(err, store.ErrServerRunning) {
 		return nil, fmt.Errorf("another chatd serve (or a restore) is using %s", abs)
 	}
-	return lock, err
+	if err != nil {
+		return nil, err
+	}
+	return lock, nil
 }
 
 // addLogFlags declares the flags newLogger reads.

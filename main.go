@@ -30,6 +30,9 @@ import (
 //go:embed schema.sql
 var schemaSQL string
 
+//go:embed schema_postgres.sql
+var postgresSchemaSQL string
+
 //go:embed web
 var webFiles embed.FS
 
@@ -89,6 +92,8 @@ Or, to develop an agent against a throwaway server with agents ready:
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().String("db", "./data/chatd.db", "path of the SQLite database file; its directory is created if missing")
 	envFlag(root.PersistentFlags(), "db", "CHATD_DB")
+	root.PersistentFlags().String("database-url", "", "a PostgreSQL database (postgres://…) to use instead of the SQLite file --db names")
+	envFlag(root.PersistentFlags(), "database-url", "CHATD_DATABASE_URL")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())}
 	})
@@ -206,6 +211,9 @@ var createsDatabase = map[string]bool{"serve": true, "migrate": true, "dev": tru
 // file for commands that do not create one, and says on stderr which file
 // the command uses.
 func databasePath(cmd *cobra.Command) (string, error) {
+	if url, _ := cmd.Flags().GetString("database-url"); url != "" {
+		return databaseURL(cmd, url)
+	}
 	path, _ := cmd.Flags().GetString("db")
 	if strings.TrimSpace(path) == "" {
 		return "", usageError{errors.New("--db is empty: name the database file")}
@@ -222,6 +230,25 @@ func databasePath(cmd *cobra.Command) (string, error) {
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "chatd: database %s\n", abs)
 	return abs, nil
+}
+
+// databaseURL checks the URL --database-url names and says on stderr,
+// without its password, which database the command uses.
+func databaseURL(cmd *cobra.Command, url string) (string, error) {
+	if !store.IsDatabaseURL(url) {
+		return "", usageError{errors.New("--database-url must be a PostgreSQL URL (postgres://user@host/database)")}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "chatd: database %s\n", store.RedactedURL(url))
+	return url, nil
+}
+
+// sqliteOnly are the commands that copy or rewrite the SQLite file itself,
+// and what does their work on PostgreSQL.
+var sqliteOnly = map[string]string{
+	"backup":  "on PostgreSQL, back up with pg_dump (docs/operations.md)",
+	"restore": "on PostgreSQL, restore with pg_restore or psql (docs/operations.md)",
+	"vacuum":  "PostgreSQL reclaims space itself (autovacuum)",
+	"dev":     "chatd dev runs on SQLite",
 }
 
 // withStore runs work on the database --db names, open for as long as work
@@ -245,6 +272,9 @@ func withStore(cmd *cobra.Command, work func(ctx context.Context, db *store.DB) 
 // work's context instead of killing chatd, so that an interrupted copy
 // still removes its temporary file.
 func withDatabaseFile(cmd *cobra.Command, work func(ctx context.Context, path string) error) error {
+	if err := refuseDatabaseURL(cmd); err != nil {
+		return err
+	}
 	path, err := databasePath(cmd)
 	if err != nil {
 		return err
@@ -254,9 +284,18 @@ func withDatabaseFile(cmd *cobra.Command, work func(ctx context.Context, path st
 	return work(ctx, path)
 }
 
+// refuseDatabaseURL refuses --database-url to the commands that work on
+// the SQLite file itself.
+func refuseDatabaseURL(cmd *cobra.Command) error {
+	if url, _ := cmd.Flags().GetString("database-url"); url != "" {
+		return usageError{fmt.Errorf("chatd %s works on a SQLite file; %s", cmd.Name(), sqliteOnly[cmd.Name()])}
+	}
+	return nil
+}
+
 // openStoreAt opens the database at path (from databasePath).
 func openStoreAt(path string, opts store.Options) (*store.DB, error) {
-	opts.Schema = schemaSQL
+	opts.Schema, opts.PostgresSchema = schemaSQL, postgresSchemaSQL
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}

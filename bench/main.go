@@ -204,8 +204,12 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db := filepath.Join(dir, "chatd.db")
-	if err := exec.Command(bin, "migrate", "--db", db).Run(); err != nil {
+	db, drop, err := benchDatabase(mode, dir)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	if err := exec.Command(bin, append([]string{"migrate"}, databaseArgs(db)...)...).Run(); err != nil {
 		return fmt.Errorf("chatd migrate: %w", err)
 	}
 	if prepare != nil {
@@ -219,12 +223,13 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 	var person struct {
 		APIKey string `json:"api_key"`
 	}
-	if err := runJSON(bin, &person, "create-user", "--db", db, "--handle", "bench", "--name", "Bench Person", "--json"); err != nil {
+	if err := runJSON(bin, &person, append(append([]string{"create-user"}, databaseArgs(db)...),
+		"--handle", "bench", "--name", "Bench Person", "--json")...); err != nil {
 		return err
 	}
-	srv, url, metricsURL, err := startServerArgs(bin, db, append([]string{"--sync", mode,
+	srv, url, metricsURL, err := startServerArgs(bin, db, append(append(syncArgs(mode),
 		"--max-messages-per-room", "100000000", "--max-agents-per-user", "100000", "--max-chats-per-user", "100000",
-		"--rate-limit", "0"}, profileFlags(*profileDir)...)...)
+		"--rate-limit", "0"), profileFlags(*profileDir)...)...)
 	if err != nil {
 		return err
 	}
@@ -287,7 +292,7 @@ var (
 // returns it with its URL and, when extra has --metrics-addr, the URL of
 // its metrics.
 func startServerArgs(bin, db string, extra ...string) (cmd *exec.Cmd, url, metricsURL string, err error) {
-	cmd = exec.Command(bin, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "warn"}, extra...)...)
+	cmd = exec.Command(bin, append(append(append([]string{"serve"}, databaseArgs(db)...), "--addr", "127.0.0.1:0", "--log-level", "warn"), extra...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/pgtest"
 )
 
 // chatdBin is the chatd binary every test runs, built once by TestMain.
@@ -48,7 +50,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building chatd: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -157,7 +159,7 @@ func (r commandResult) failsWithOneLine(t testing.TB, want string) {
 		t.Fatalf("succeeded; stdout: %s", r.stdout)
 	}
 	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
-	if len(lines) > 1 && strings.HasPrefix(lines[0], "chatd: database /") {
+	if len(lines) > 1 && strings.HasPrefix(lines[0], "chatd: database ") {
 		lines = lines[1:]
 	}
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "chatd: ") {
