@@ -43,23 +43,16 @@ func RedactedURL(location string) string {
 // reads it), the read pool, the writer, the listener for other processes'
 // writes.
 func (db *DB) openPostgres(location string, opts Options, target int) error {
-	var err error
-	if db.write, err = sql.Open(db.dialect.driver, location); err != nil {
+	dsn := dsns{driver: db.dialect.driver, write: location, read: location}
+	if err := db.openWriteConn(dsn); err != nil {
 		return err
 	}
-	db.write.SetMaxOpenConns(1)
-	db.write.SetMaxIdleConns(1)
-	db.write.SetConnMaxLifetime(0)
-	db.write.SetConnMaxIdleTime(0)
 	if err := db.migratePostgres(opts.PostgresSchema, target); err != nil {
 		return fmt.Errorf("database %s: %w", RedactedURL(location), err)
 	}
-	if db.read, err = sql.Open(db.dialect.driver, location); err != nil {
+	if err := db.openReadPool(dsn, opts.ReadConns); err != nil {
 		return err
 	}
-	db.read.SetMaxOpenConns(opts.ReadConns)
-	db.read.SetMaxIdleConns(opts.ReadConns)
-	db.readStmts = newStmtCache(db.read, db.dialect.bind)
 	// The pool's one connection is the writer's, for the store's life.
 	var ownPID uint32
 	if err := db.write.QueryRow(`SELECT pg_backend_pid()`).Scan(&ownPID); err != nil {
