@@ -218,16 +218,25 @@ func newWriter(conn *sql.Conn, d dialect, queueSize int, walPath string, idle ti
 
 // submit enqueues j without blocking.
 func (w *writer) submit(j *job) error {
+	err := w.offer(w.queue, j)
+	if errors.Is(err, ErrQueueFull) {
+		w.refused.Add(1)
+	}
+	return err
+}
+
+// offer puts j in place, one of the writer's queues, without blocking:
+// ErrClosed once the writer closed, ErrQueueFull when place is full.
+func (w *writer) offer(place chan *job, j *job) error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
 		return ErrClosed
 	}
 	select {
-	case w.queue <- j:
+	case place <- j:
 		return nil
 	default:
-		w.refused.Add(1)
 		return ErrQueueFull
 	}
 }
@@ -250,17 +259,8 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 // when such a write already waits.
 func (db *DB) writeBackground(ctx context.Context, fn func(*Tx) error) error {
 	j := &job{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	db.w.mu.RLock()
-	if db.w.closed {
-		db.w.mu.RUnlock()
-		return ErrClosed
-	}
-	select {
-	case db.w.background <- j:
-		db.w.mu.RUnlock()
-	default:
-		db.w.mu.RUnlock()
-		return ErrQueueFull
+	if err := db.w.offer(db.w.background, j); err != nil {
+		return err
 	}
 	return <-j.done
 }
@@ -483,9 +483,9 @@ func (w *writer) commit(batch []*job) {
 func (w *writer) runBatch(batch []*job) (err error) {
 	ctx := context.Background()
 	start := time.Now()
-	for _, q := range w.dialect.begin {
+	for i, q := range w.dialect.begin {
 		if err := w.exec(ctx, q); err != nil {
-			if q != w.dialect.begin[0] {
+			if i > 0 { // the transaction began
 				_ = w.exec(ctx, "ROLLBACK")
 			}
 			return w.batchError("begin", err)
