@@ -83,12 +83,16 @@ var sqliteDialect = dialect{
 // the database's one writer ("chatd" in ASCII).
 const writeLockKey = 0x6368617464
 
+// postgresWriteLock takes the writer's lock until the transaction ends.
+var postgresWriteLock = "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"
+
 var postgresDialect = dialect{
 	name:   "postgres",
 	driver: "pgx",
 	bind:   numberPlaceholders,
-	begin: []string{"BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")",
-		"NOTIFY " + writesChannel}, // heard by the other processes at the commit (postgres_listen.go)
+	// One round trip after BEGIN takes the lock and queues the notification
+	// the other processes hear at the commit (postgres_listen.go).
+	begin:        []string{"BEGIN ISOLATION LEVEL READ COMMITTED", postgresWriteLock + ", pg_notify('" + writesChannel + "', '')"},
 	snapshot:     sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	upkeep:       postgresUpkeep,
 	jsonText:     func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },

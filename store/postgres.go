@@ -87,7 +87,7 @@ func (db *DB) migratePostgres(schema string, target int) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	if _, err = tx.ExecContext(ctx, db.dialect.begin[1]); err != nil {
+	if _, err = tx.ExecContext(ctx, postgresWriteLock); err != nil {
 		return err
 	}
 	if db.migratedFrom, err = postgresVersionIn(ctx, tx); err != nil {
