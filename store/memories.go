@@ -235,16 +235,6 @@ const (
 	maxMemorySearchTokens = 32
 )
 
-// memorySearch turns what a person typed into an FTS5 query that cannot be
-// a syntax error (see memorySearchTerms), or says what is wrong with it.
-func memorySearch(s string) (string, string) {
-	terms, problem := memorySearchTerms(s)
-	if problem != "" {
-		return "", problem
-	}
-	return fts5Match(terms), ""
-}
-
 // memorySearchTerms reads what a person typed: every word (split at spaces
 // and control characters) is a phrase of its own, so operators (OR, NOT,
 // NEAR, column filters, parentheses) are plain words, and the words must

@@ -28,9 +28,9 @@ func TestMemorySearch(t *testing.T) {
 		{in: strings.Repeat("a", maxMemorySearchLen+1), problem: "must be at most 1000 characters long"},
 		{in: strings.Repeat("a ", maxMemorySearchTokens+1), problem: "must contain at most 32 words"},
 	} {
-		got, problem := memorySearch(tc.in)
+		got, problem := fts5Query(memorySearchTerms, tc.in)
 		if got != tc.want || problem != tc.problem {
-			t.Errorf("memorySearch(%q) = %q, %q; want %q, %q", tc.in, got, problem, tc.want, tc.problem)
+			t.Errorf("fts5Query(memorySearchTerms, %q) = %q, %q; want %q, %q", tc.in, got, problem, tc.want, tc.problem)
 		}
 	}
 }

@@ -100,6 +100,18 @@ const RelevanceWindow = 1000
 // relevance ranks; its later pages rank the same (zero: not known yet).
 type window struct{ floor, ceil int64 }
 
+// bounds adds w's bounds on the message number column (either zero: none)
+// to conds and args.
+func (w window) bounds(column string, conds []string, args []any) ([]string, []any) {
+	if w.floor > 0 {
+		conds, args = append(conds, column+` >= ?`), append(args, w.floor)
+	}
+	if w.ceil > 0 {
+		conds, args = append(conds, column+` <= ?`), append(args, w.ceil)
+	}
+	return conds, args
+}
+
 // snippetTokens is how many words a snippet holds at most.
 const snippetTokens = 20
 
@@ -224,12 +236,7 @@ func searchRows(q readQ, engine searchEngine, actor Actor, match string, f Searc
 // and only then is its rank computed.
 func searchQuery(actor Actor, match string, f SearchFilter, w window, limit int) (string, []any) {
 	conds, args := searchConditions(actor, f)
-	if w.floor > 0 {
-		conds, args = append(conds, `messages_fts.rowid >= ?`), append(args, w.floor)
-	}
-	if w.ceil > 0 {
-		conds, args = append(conds, `messages_fts.rowid <= ?`), append(args, w.ceil)
-	}
+	conds, args = w.bounds("messages_fts.rowid", conds, args)
 	// CROSS JOIN keeps the index the outer loop: from a bound on rowid the
 	// planner would otherwise infer one on seq and walk a room's messages
 	// instead, every one within it.

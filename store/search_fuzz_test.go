@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// FuzzSearchQuery: whatever is typed, searchMatch refuses it with a reason
+// FuzzSearchQuery: whatever is typed, parseSearchQuery refuses it with a reason
 // or makes an FTS5 query that FTS5 runs (never a syntax error) with at most
 // 16 quoted phrases, each a "..." string whose inner quotes are doubled,
 // optionally a prefix. A valid query of letters alone always runs.
@@ -27,23 +27,23 @@ func FuzzSearchQuery(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
-		match, problem := searchMatch(q)
+		match, problem := fts5Query(parseSearchQuery, q)
 		if (match == "") == (problem == "") {
-			t.Fatalf("searchMatch(%q) = %q, %q: want exactly one", q, match, problem)
+			t.Fatalf("fts5Query(parseSearchQuery, %q) = %q, %q: want exactly one", q, match, problem)
 		}
 		if problem != "" {
 			if utf8.ValidString(q) && utf8.RuneCountInString(q) <= MaxSearchQueryLen && strings.Count(q, " ") < maxSearchQueryTerms &&
 				strings.IndexFunc(q, func(r rune) bool { return !('a' <= r && r <= 'z' || r == ' ') }) < 0 && strings.TrimSpace(q) != "" {
-				t.Fatalf("searchMatch(%q) refused a query of plain words: %s", q, problem)
+				t.Fatalf("fts5Query(parseSearchQuery, %q) refused a query of plain words: %s", q, problem)
 			}
 			return
 		}
 		if n := len(quotedPhrases(t, match)); n == 0 || n > maxSearchQueryTerms {
-			t.Fatalf("searchMatch(%q) = %q: %d phrases", q, match, n)
+			t.Fatalf("fts5Query(parseSearchQuery, %q) = %q: %d phrases", q, match, n)
 		}
 		var found int
 		if err := db.QueryRow(`SELECT count(*) FROM t WHERE t MATCH ?`, match).Scan(&found); err != nil {
-			t.Fatalf("searchMatch(%q) = %q, which FTS5 refuses: %v", q, match, err)
+			t.Fatalf("fts5Query(parseSearchQuery, %q) = %q, which FTS5 refuses: %v", q, match, err)
 		}
 	})
 }

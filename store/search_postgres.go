@@ -51,12 +51,7 @@ func postgresMatch(row rowReader, terms []searchTerm) (string, error) {
 // then checked against the actor's rooms and the filters.
 func postgresHits(actor Actor, match string, f SearchFilter, w window, limit int) (string, []any) {
 	conds, args := searchConditions(actor, f)
-	if w.floor > 0 {
-		conds, args = append(conds, `m.seq >= ?`), append(args, w.floor)
-	}
-	if w.ceil > 0 {
-		conds, args = append(conds, `m.seq <= ?`), append(args, w.ceil)
-	}
+	conds, args = w.bounds("m.seq", conds, args)
 	return `SELECT m.seq, -CAST(ts_rank(m.search, CAST(? AS tsquery)) AS DOUBLE PRECISION) FROM messages m
 		WHERE m.search @@ CAST(? AS tsquery) AND ` + strings.Join(conds, " AND ") + ` ORDER BY m.seq DESC LIMIT ?`,
 		append(append([]any{match, match}, args...), limit)

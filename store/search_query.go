@@ -18,18 +18,8 @@ const (
 // SearchQueryProblem says what is wrong with a search query, or "" when
 // it can be run.
 func SearchQueryProblem(q string) string {
-	_, problem := searchMatch(q)
+	_, problem := parseSearchQuery(q)
 	return problem
-}
-
-// searchMatch turns what someone typed into an FTS5 query that cannot be a
-// syntax error (see parseSearchQuery), or says what is wrong with it.
-func searchMatch(q string) (string, string) {
-	terms, problem := parseSearchQuery(q)
-	if problem != "" {
-		return "", problem
-	}
-	return fts5Match(terms), ""
 }
 
 // parseSearchQuery reads what someone typed in a small syntax of its own:

@@ -112,6 +112,16 @@ func indexIntact(t testing.TB, db *DB) {
 // retention will), and a content changed (as an edit or a tombstone will);
 // a room's deletion, alone or in a bulk job, keeps its messages from
 // being found.
+// fts5Query is the FTS5 query made of what someone typed, as parse reads
+// it (parseSearchQuery, memorySearchTerms), or what is wrong with it.
+func fts5Query(parse func(string) ([]searchTerm, string), typed string) (string, string) {
+	terms, problem := parse(typed)
+	if problem != "" {
+		return "", problem
+	}
+	return fts5Match(terms), ""
+}
+
 func TestSearchIndexStaysInStepWithTheMessages(t *testing.T) {
 	k := newSearchKit(t, Options{})
 	ctx := context.Background()
@@ -271,9 +281,9 @@ func TestSearchMatchQuotesEveryTerm(t *testing.T) {
 		{in: strings.Repeat("a", MaxSearchQueryLen+1), problem: "at most 256 characters"},
 		{in: "\xff", problem: "UTF-8"},
 	} {
-		got, problem := searchMatch(c.in)
+		got, problem := fts5Query(parseSearchQuery, c.in)
 		if got != c.want || !strings.Contains(problem, c.problem) || (c.problem == "") != (problem == "") {
-			t.Errorf("searchMatch(%q) = %q, %q; want %q, %q", c.in, got, problem, c.want, c.problem)
+			t.Errorf("fts5Query(parseSearchQuery, %q) = %q, %q; want %q, %q", c.in, got, problem, c.want, c.problem)
 		}
 	}
 }
