@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/store"
 )
 
 // postgresAdmin is the -postgres flag: a URL of a PostgreSQL server on
@@ -55,7 +56,7 @@ func postgresAdminExec(statement string) error {
 
 // databaseArgs names the database on a chatd command line.
 func databaseArgs(location string) []string {
-	if strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://") {
+	if store.IsDatabaseURL(location) {
 		return []string{"--database-url", location}
 	}
 	return []string{"--db", location}
