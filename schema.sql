@@ -724,4 +724,19 @@ CREATE INDEX files_expired ON files (expired_at) WHERE expired_at IS NOT NULL;
 -- whole outbox per message deleted.
 CREATE INDEX webhook_deliveries_message ON webhook_deliveries (message_seq);
 
-PRAGMA user_version = 12;
+-- Version 13 --------------------------------------------------------------
+
+-- Leases (store/leases.go): which chatd process runs a job that must run
+-- in one place at a time (the purge, retention, the sends of one webhook
+-- endpoint), and until when. The holder renews its lease while it works;
+-- one that stops renewing (it ended, or died) loses the job when the lease
+-- expires, and another process takes it. Several nodes on one PostgreSQL
+-- database need this; on SQLite one server holds the file, and its leases
+-- are the same rows.
+CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+PRAGMA user_version = 13;

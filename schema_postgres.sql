@@ -34,10 +34,13 @@
 --   generated column, search, holding their content's words, and a GIN index
 --   on it. SQLite's FTS5 tables, their queue and their triggers have no
 --   counterpart here.
--- * Columns that schema.sql adds with ALTER TABLE are in their CREATE
---   TABLE, at the same place (the end), and the data upgrades of its
---   "-- Version N" sections are left out: no PostgreSQL database is at an
---   older version.
+-- * Up to version 12, the first on PostgreSQL, columns that schema.sql
+--   adds with ALTER TABLE are in their CREATE TABLE, at the same place (the
+--   end), and the data upgrades of its "-- Version N" sections are left
+--   out: no PostgreSQL database is older. From version 13 on, this file
+--   grows as schema.sql does: each version's objects follow a "-- Version
+--   N" line at the end and set the schema_version row to N; that text
+--   upgrades version N-1 to N (store/migrate.go).
 --
 -- citext and unaccent are trusted extensions: the database's owner may
 -- create them, no superuser is needed.
@@ -752,3 +755,28 @@ CREATE TABLE retention_marks (
 -- schema.sql, and end by setting the row to N.
 CREATE TABLE schema_version (version BIGINT NOT NULL);
 INSERT INTO schema_version (version) VALUES (12);
+
+-- Version 13 --------------------------------------------------------------
+
+CREATE TABLE leases (
+    name       TEXT COLLATE "C" PRIMARY KEY,
+    holder     TEXT COLLATE "C" NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+
+-- PostgreSQL only: the changes each write committed, as the pushes of the
+-- process that wrote them describe them (store/cluster.go), so that every
+-- other chatd process on the database pushes them to its own clients too.
+-- Written in the write's own transaction, so a change is here exactly when
+-- it committed; seq follows commit order (writers take turns: the write
+-- lock). Rows are kept a few minutes: a process that was away longer
+-- catches up through REST, as every client does after a gap.
+CREATE TABLE cluster_changes (
+    seq     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    origin  TEXT COLLATE "C" NOT NULL,
+    at      BIGINT NOT NULL,
+    body    TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX cluster_changes_at ON cluster_changes (at);
+
+UPDATE schema_version SET version = 13;

@@ -20,21 +20,31 @@ var versionLine = regexp.MustCompile(`(?m)^-- Version (\d+)\b.*$`)
 
 // upgradeSteps returns the step that upgrades to each version v > 1.
 func upgradeSteps(schema string) (map[int]string, error) {
-	steps := map[int]string{}
-	marks := versionLine.FindAllStringSubmatchIndex(schema, -1)
 	end := userVersionLine.FindAllStringIndex(schema, -1)
 	if len(end) == 0 {
 		return nil, errors.New("schema has no PRAGMA user_version line")
 	}
+	steps := versionSections(schema, end[len(end)-1][0])
+	for v, step := range steps {
+		steps[v] = step + fmt.Sprintf("\nPRAGMA user_version = %d;\n", v)
+	}
+	return steps, nil
+}
+
+// versionSections cuts schema[:end] at its "-- Version N" lines: the text
+// of each, up to the next one or to end, by N.
+func versionSections(schema string, end int) map[int]string {
+	sections := map[int]string{}
+	marks := versionLine.FindAllStringSubmatchIndex(schema[:end], -1)
 	for i, m := range marks {
 		v, _ := strconv.Atoi(schema[m[2]:m[3]])
-		stop := end[len(end)-1][0]
+		stop := end
 		if i+1 < len(marks) {
 			stop = marks[i+1][0]
 		}
-		steps[v] = schema[m[0]:stop] + fmt.Sprintf("\nPRAGMA user_version = %d;\n", v)
+		sections[v] = schema[m[0]:stop]
 	}
-	return steps, nil
+	return sections
 }
 
 var userVersionLine = regexp.MustCompile(`(?im)^\s*PRAGMA\s+user_version\s*=\s*(\d+)\s*;`)

@@ -101,7 +101,9 @@ func (db *DB) migratePostgres(schema string, target int) (err error) {
 			return err
 		}
 	case from < target:
-		return fmt.Errorf("no upgrade step from schema version %d to %d", from, target)
+		if err = upgradePostgres(ctx, tx, schema, from, target); err != nil {
+			return err
+		}
 	}
 	if err = tx.Commit(); err != nil {
 		return err
@@ -138,9 +140,33 @@ func createPostgresSchema(ctx context.Context, tx *sql.Tx, schema string) error 
 	return nil
 }
 
-var postgresVersionLine = regexp.MustCompile(`(?im)^\s*INSERT\s+INTO\s+schema_version\s*\(version\)\s*VALUES\s*\((\d+)\)\s*;`)
+// upgradePostgres runs, in tx, the "-- Version N" sections of schema that
+// take the database from version from to target; each sets the version
+// row itself.
+func upgradePostgres(ctx context.Context, tx *sql.Tx, schema string, from, target int) error {
+	steps := versionSections(schema, len(schema))
+	for v := from + 1; v <= target; v++ {
+		step, ok := steps[v]
+		if !ok {
+			return fmt.Errorf("no upgrade step to schema version %d", v)
+		}
+		if _, err := tx.ExecContext(ctx, step); err != nil {
+			return fmt.Errorf("upgrade to schema version %d: %w", v, err)
+		}
+	}
+	got, err := postgresVersionIn(ctx, tx)
+	if err == nil && got != target {
+		err = fmt.Errorf("schema ended at version %d, want %d", got, target)
+	}
+	return err
+}
 
-// postgresSchemaVersion reads the version schema_postgres.sql creates.
+// postgresVersionLine is where schema_postgres.sql sets its version: the
+// first one's INSERT, and each later one's UPDATE.
+var postgresVersionLine = regexp.MustCompile(`(?im)^\s*(?:INSERT\s+INTO\s+schema_version\s*\(version\)\s*VALUES\s*\(|UPDATE\s+schema_version\s+SET\s+version\s*=\s*)(\d+)\)?\s*;`)
+
+// postgresSchemaVersion reads the version schema_postgres.sql creates: the
+// last one it sets.
 func postgresSchemaVersion(schema string) (int, error) {
 	m := postgresVersionLine.FindAllStringSubmatch(schema, -1)
 	if len(m) == 0 {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -149,4 +151,54 @@ func rawPostgres(t *testing.T, url string) *sql.DB {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// A PostgreSQL database of every earlier version (12 was the first) is
+// upgraded in place, keeping its rows, to the schema a fresh database gets.
+func TestPostgresUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
+	current, _ := schemaVersion(testSchema)
+	fresh, err := sql.Open("pgx", pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, err := fresh.Exec(testPostgresSchema); err != nil {
+		t.Fatal(err)
+	}
+	want := postgresShape(t, fresh)
+
+	for v := firstPostgresVersion; v < current; v++ {
+		url := pgtest.NewDatabase(t)
+		execOn(t, url, postgresSchemaAsOf(t, v))
+		execOn(t, url, `INSERT INTO organizations (id, name, inserted_at) VALUES ('0190a0a0-0000-7000-8000-000000000001', 'Old', 1)`)
+		db, err := openPostgresStore(t, url)
+		if err != nil {
+			t.Fatalf("upgrade from %d: %v", v, err)
+		}
+		if db.MigratedFrom() != v || db.SchemaVersion() != current {
+			t.Errorf("upgrade from %d: from %d to %d", v, db.MigratedFrom(), db.SchemaVersion())
+		}
+		var name string
+		if err := db.read.QueryRow(`SELECT name FROM organizations`).Scan(&name); err != nil || name != "Old" {
+			t.Errorf("upgrade from %d lost rows: %q %v", v, name, err)
+		}
+		db.Close()
+		if got := postgresShape(t, rawPostgres(t, url)); !reflect.DeepEqual(got, want) {
+			t.Errorf("upgrade from %d ends in another schema:\n got %v\nwant %v", v, got, want)
+		}
+	}
+}
+
+// firstPostgresVersion is the schema version of the first chatd that ran
+// on PostgreSQL: no PostgreSQL database is older.
+const firstPostgresVersion = 12
+
+// postgresSchemaAsOf is schema_postgres.sql as version v created it.
+func postgresSchemaAsOf(t *testing.T, v int) string {
+	t.Helper()
+	if i := strings.Index(testPostgresSchema, fmt.Sprintf("\n-- Version %d ", v+1)); i >= 0 {
+		return testPostgresSchema[:i]
+	}
+	t.Fatalf("schema_postgres.sql has no version %d", v+1)
+	return ""
 }

@@ -60,11 +60,13 @@ func TestSchemaPostgresMatchesSQLite(t *testing.T) {
 	want := sqliteShape(t, lite.read)
 	// What PostgreSQL has and SQLite has not: full-text search's own columns
 	// and indexes (SQLite keeps its FTS5 tables apart, left out of its
-	// shape), and the version, which SQLite keeps in its file's header.
+	// shape), the version, which SQLite keeps in its file's header, and the
+	// changes other nodes read (a single SQLite server has no other nodes).
 	want.Tables["messages"] = append(want.Tables["messages"], column{"search", "tsvector", false})
 	want.Tables["memories"] = append(want.Tables["memories"], column{"search", "tsvector", false})
 	want.Tables["schema_version"] = []column{{"version", "bigint", true}}
-	want.Indexes = slices.Sorted(slices.Values(append(want.Indexes, "messages_search", "memories_search")))
+	want.Tables["cluster_changes"] = []column{{"seq", "bigint", true}, {"origin", "text", true}, {"at", "bigint", true}, {"body", "text", true}}
+	want.Indexes = slices.Sorted(slices.Values(append(want.Indexes, "messages_search", "memories_search", "cluster_changes_at")))
 	got := postgresShape(t, pg)
 
 	for _, name := range slices.Sorted(maps.Keys(want.Tables)) {
