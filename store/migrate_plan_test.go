@@ -128,7 +128,7 @@ func TestPlanMigrationFromEveryVersion(t *testing.T) {
 				t.Errorf("version %d: the step to %d lists %d statements, want %d: %v", v, step.Version, got, want, heads(step))
 			}
 		}
-		if got := queryInt(t, path, "PRAGMA user_version"); got != v {
+		if got := versionOf(t, path); got != v {
 			t.Fatalf("version %d: user_version is %d after the dry run", v, got)
 		}
 	}
@@ -151,18 +151,19 @@ func TestPlanMigrationFromEveryVersion(t *testing.T) {
 	}
 }
 
-func queryInt(t *testing.T, path, query string) int {
+// versionOf reads the schema version of the file at path.
+func versionOf(t *testing.T, path string) int {
 	t.Helper()
-	raw, err := sql.Open("sqlite", fileURI(path)+"?mode=ro")
+	conn, err := openFile(path, readOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
-	var n int
-	if err := raw.QueryRow(query).Scan(&n); err != nil {
+	defer conn.Close()
+	v, err := userVersion(t.Context(), conn)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return v
 }
 
 // A database another process has open (a running server: its -wal file is
