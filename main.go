@@ -238,8 +238,17 @@ func databaseURL(cmd *cobra.Command, url string) (string, error) {
 	if !store.IsDatabaseURL(url) {
 		return "", usageError{errors.New("--database-url must be a PostgreSQL URL (postgres://user@host/database)")}
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "chatd: database %s\n", store.RedactedURL(url))
+	fmt.Fprintf(cmd.ErrOrStderr(), "chatd: database %s\n", shownName(url))
 	return url, nil
+}
+
+// shownName is how a command names the database it printed "chatd:
+// database …" for: a file's path, or a PostgreSQL URL without its password.
+func shownName(location string) string {
+	if store.IsDatabaseURL(location) {
+		return store.RedactedURL(location)
+	}
+	return location
 }
 
 // sqliteOnly are the commands that copy or rewrite the SQLite file itself,

@@ -74,21 +74,99 @@ func (e *ErrSchemaTooNew) Error() string {
 	return fmt.Sprintf("the database is at schema version %d but this chatd supports up to version %d; upgrade chatd (the database was not changed)", e.Found, e.Supported)
 }
 
-// migrate brings the database to target inside one write transaction, so two
-// processes starting at once cannot both upgrade, and a failed upgrade leaves
-// the file as it was. It returns the version found.
+// rowQuerier is what reads one row: a connection, a pool or a transaction.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // userVersion reads the schema version a database file records in its
 // header (0 for a file without chatd's schema).
-func userVersion(ctx context.Context, q interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}) (int, error) {
+func userVersion(ctx context.Context, q rowQuerier) (int, error) {
 	var v int
 	err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
 	return v, err
 }
 
+// sqliteFound reads what migrating a SQLite database depends on: its
+// schema version and, when it has none, whether it holds anything.
+func sqliteFound(ctx context.Context, q rowQuerier) (version int, objects bool, err error) {
+	if version, err = userVersion(ctx, q); err != nil || version != 0 {
+		return version, false, err
+	}
+	var n int
+	err = q.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
+	return 0, n > 0, err
+}
+
+// upgradeStep is the text that upgrades a database to version from the
+// version before it.
+type upgradeStep struct {
+	version int
+	sql     string
+}
+
+// migration is what migrating a database does to bring it to target:
+// nothing, the whole schema (create), or the upgrade steps in order. It is
+// decided once (decideMigration) from what the database holds; migrate and
+// migratePostgres run it, PlanMigration describes it, so that a dry run
+// lists exactly what the real one runs.
+type migration struct {
+	from, target int
+	create       bool
+	steps        []upgradeStep
+}
+
+// decideMigration decides the migration of a database found at version
+// from (0: no chatd schema, holding other objects or not) to target, with
+// upgrades, a backend's steps by version. A database of a newer chatd, or
+// one that holds something else, is refused; what names it in the refusal
+// ("file", "database").
+func decideMigration(from int, objects bool, target int, upgrades map[int]string, what string) (migration, error) {
+	m := migration{from: from, target: target}
+	switch {
+	case from > target:
+		return m, &ErrSchemaTooNew{Found: from, Supported: target}
+	case from == target:
+	case from == 0 && objects:
+		return m, fmt.Errorf("the %s holds tables but no chatd schema version; it is not a chatd database", what)
+	case from == 0:
+		m.create = true
+	default:
+		for v := from + 1; v <= target; v++ {
+			step, ok := upgrades[v]
+			if !ok {
+				return m, fmt.Errorf("no upgrade step to schema version %d", v)
+			}
+			m.steps = append(m.steps, upgradeStep{version: v, sql: step})
+		}
+	}
+	return m, nil
+}
+
+// run runs m in tx: the whole schema, or each upgrade step.
+func (m migration) run(ctx context.Context, tx *sql.Tx, schema string) error {
+	if m.create {
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+	}
+	for _, step := range m.steps {
+		if _, err := tx.ExecContext(ctx, step.sql); err != nil {
+			return fmt.Errorf("upgrade to schema version %d: %w", step.version, err)
+		}
+	}
+	return nil
+}
+
+// migrate brings the database to target inside one write transaction, so two
+// processes starting at once cannot both upgrade, and a failed upgrade leaves
+// the file as it was. It returns the version found.
 func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 	ctx := context.Background()
+	upgrades, err := upgradeSteps(schema)
+	if err != nil {
+		return 0, err
+	}
 	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE
 	if err != nil {
 		return 0, err
@@ -98,39 +176,16 @@ func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	if from, err = userVersion(ctx, tx); err != nil {
+	from, objects, err := sqliteFound(ctx, tx)
+	if err != nil {
 		return 0, err
 	}
-	switch {
-	case from > target:
-		return from, &ErrSchemaTooNew{Found: from, Supported: target}
-	case from == target:
-		return from, tx.Commit()
-	case from == 0:
-		var objects int
-		if err = tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&objects); err != nil {
-			return 0, err
-		}
-		if objects > 0 {
-			return 0, errors.New("the file holds tables but no chatd schema version; it is not a chatd database")
-		}
-		if _, err = tx.ExecContext(ctx, schema); err != nil {
-			return 0, fmt.Errorf("create schema: %w", err)
-		}
-	default:
-		var upgrades map[int]string
-		if upgrades, err = upgradeSteps(schema); err != nil {
-			return from, err
-		}
-		for v := from + 1; v <= target; v++ {
-			step, ok := upgrades[v]
-			if !ok {
-				return from, fmt.Errorf("no upgrade step to schema version %d", v)
-			}
-			if _, err = tx.ExecContext(ctx, step); err != nil {
-				return from, fmt.Errorf("upgrade to schema version %d: %w", v, err)
-			}
-		}
+	m, err := decideMigration(from, objects, target, upgrades, "file")
+	if err != nil {
+		return from, err
+	}
+	if err = m.run(ctx, tx, schema); err != nil {
+		return from, err
 	}
 	got, err := userVersion(ctx, tx)
 	if err != nil {

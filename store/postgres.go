@@ -70,12 +70,8 @@ func (db *DB) openPostgres(location string, opts Options, target int) error {
 // for it (it holds their lock), so two nodes that start at once create the
 // schema once.
 func (db *DB) migratePostgres(schema string, target int) (err error) {
-	version, err := postgresSchemaVersion(schema)
-	if err != nil {
+	if err = checkPostgresSchema(schema, target); err != nil {
 		return err
-	}
-	if version != target {
-		return fmt.Errorf("the PostgreSQL schema is at version %d, the SQLite one at %d", version, target)
 	}
 	ctx := context.Background()
 	tx, err := db.write.BeginTx(ctx, nil)
@@ -90,25 +86,28 @@ func (db *DB) migratePostgres(schema string, target int) (err error) {
 	if _, err = tx.ExecContext(ctx, postgresWriteLock); err != nil {
 		return err
 	}
-	if db.migratedFrom, err = postgresVersionIn(ctx, tx); err != nil {
+	from, tables, err := postgresFound(ctx, tx)
+	if err != nil {
 		return err
 	}
-	switch from := db.migratedFrom; {
-	case from > target:
-		return &ErrSchemaTooNew{Found: from, Supported: target}
-	case from == 0:
-		if err = createPostgresSchema(ctx, tx, schema); err != nil {
-			return err
-		}
-	case from < target:
-		if err = upgradePostgres(ctx, tx, schema, from, target); err != nil {
-			return err
-		}
+	m, err := decideMigration(from, tables, target, postgresUpgrades(schema), "database")
+	if err != nil {
+		return err
+	}
+	if err = m.run(ctx, tx, schema); err != nil {
+		return err
+	}
+	got, err := postgresVersionIn(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if got != target {
+		return fmt.Errorf("schema ended at version %d, want %d", got, target)
 	}
 	if err = tx.Commit(); err != nil {
 		return err
 	}
-	db.version = target
+	db.migratedFrom, db.version = from, target
 	return ensureSecret(db.write, db.dialect.bind)
 }
 
@@ -124,42 +123,33 @@ func postgresVersionIn(ctx context.Context, tx *sql.Tx) (int, error) {
 	return v, err
 }
 
-// createPostgresSchema runs the whole schema in an empty database; it
-// refuses one that holds tables of something else.
-func createPostgresSchema(ctx context.Context, tx *sql.Tx, schema string) error {
-	var tables int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables); err != nil {
+// checkPostgresSchema checks that schema_postgres.sql creates the version
+// schema.sql does, target.
+func checkPostgresSchema(schema string, target int) error {
+	version, err := postgresSchemaVersion(schema)
+	if err != nil {
 		return err
 	}
-	if tables > 0 {
-		return errors.New("the database holds tables but no chatd schema version; it is not a chatd database")
-	}
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
+	if version != target {
+		return fmt.Errorf("the PostgreSQL schema is at version %d, the SQLite one at %d", version, target)
 	}
 	return nil
 }
 
-// upgradePostgres runs, in tx, the "-- Version N" sections of schema that
-// take the database from version from to target; each sets the version
-// row itself.
-func upgradePostgres(ctx context.Context, tx *sql.Tx, schema string, from, target int) error {
-	steps := versionSections(schema, len(schema))
-	for v := from + 1; v <= target; v++ {
-		step, ok := steps[v]
-		if !ok {
-			return fmt.Errorf("no upgrade step to schema version %d", v)
-		}
-		if _, err := tx.ExecContext(ctx, step); err != nil {
-			return fmt.Errorf("upgrade to schema version %d: %w", v, err)
-		}
+// postgresFound reads what migrating a PostgreSQL database depends on:
+// its schema version and, when it has none, whether it holds tables.
+func postgresFound(ctx context.Context, tx *sql.Tx) (version int, tables bool, err error) {
+	if version, err = postgresVersionIn(ctx, tx); err != nil || version != 0 {
+		return version, false, err
 	}
-	got, err := postgresVersionIn(ctx, tx)
-	if err == nil && got != target {
-		err = fmt.Errorf("schema ended at version %d, want %d", got, target)
-	}
-	return err
+	var n int
+	err = tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`).Scan(&n)
+	return 0, n > 0, err
 }
+
+// postgresUpgrades are the steps of schema_postgres.sql by version: its
+// "-- Version N" sections, each of which sets the version row itself.
+func postgresUpgrades(schema string) map[int]string { return versionSections(schema, len(schema)) }
 
 // postgresVersionLine is where schema_postgres.sql sets its version: the
 // first one's INSERT, and each later one's UPDATE.
