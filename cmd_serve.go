@@ -92,11 +92,11 @@ func runServe(cmd *cobra.Command, cfg serveConfig) error {
 	defer stop()
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
-		version, p.url, p.db.Path(), p.db.SchemaVersion(), cfg.store.Sync)
+		version, p.url, shownName(p.db.Path()), p.db.SchemaVersion(), cfg.store.Sync)
 	if n, err := p.db.CountUsers(ctx); err == nil && n == 0 {
 		printSetupLink(ctx, out, p)
 	}
-	logger.Info("serving", "url", p.url, "db", p.db.Path())
+	logger.Info("serving", "url", p.url, "db", shownName(p.db.Path()))
 	if p.metricsLn != nil {
 		fmt.Fprintf(out, "metrics at http://%s/metrics\n", p.metricsLn.Addr())
 	}
@@ -118,7 +118,11 @@ func printSetupLink(ctx context.Context, out io.Writer, p *program) {
 		fmt.Fprintf(out, "or without a browser:  curl -X POST %s/api/v1/auth/setup -d '{\"token\": \"%s\", \"handle\": \"you\", \"name\": \"Your Name\", \"password\": \"12 or more characters\"}'\n",
 			p.url, token)
 	}
-	fmt.Fprintf(out, "or with  chatd create-user --db %s --handle you --name \"Your Name\" --password-stdin\n", p.db.Path())
+	database := "--db " + p.db.Path()
+	if store.IsDatabaseURL(p.db.Path()) {
+		database = "--database-url '" + shownName(p.db.Path()) + "'"
+	}
+	fmt.Fprintf(out, "or with  chatd create-user %s --handle you --name \"Your Name\" --password-stdin\n", database)
 }
 
 // serveConfig is what running a server takes: serve binds its flags to it,

@@ -34,9 +34,9 @@ without holding up its writes; it takes a few seconds per million messages.`,
 					return err
 				}
 				if asJSON {
-					return printResult(cmd.OutOrStdout(), true, statsJSON(db.Path(), s), "")
+					return printResult(cmd.OutOrStdout(), true, statsJSON(shownName(db.Path()), s), "")
 				}
-				return printStats(cmd.OutOrStdout(), db.Path(), s)
+				return printStats(cmd.OutOrStdout(), shownName(db.Path()), s)
 			})
 		},
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	neturl "net/url"
 	"strings"
 	"testing"
 
@@ -14,13 +15,22 @@ import (
 // refused, and the commands that work on the SQLite file itself say what
 // to use instead.
 func TestServeAndCommandsOnPostgreSQL(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	env := []string{"CHATD_DATABASE_URL=" + url}
-	run := func(args ...string) commandResult { t.Helper(); return runChatd(t, env, args...) }
-	migrated := run("migrate").ok(t)
-	if strings.Contains(migrated.stderr, "@") && strings.Contains(migrated.stderr, "password") {
-		t.Fatalf("the URL's password is printed: %s", migrated.stderr)
+	u, err := neturl.Parse(pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
 	}
+	u.User = neturl.UserPassword(u.User.Username(), "s3cret") // the test cluster trusts its socket
+	url := u.String()
+	env := []string{"CHATD_DATABASE_URL=" + url}
+	run := func(args ...string) commandResult {
+		t.Helper()
+		r := runChatd(t, env, args...)
+		if strings.Contains(r.stdout+r.stderr, "s3cret") {
+			t.Fatalf("chatd %s printed the URL's password:\n%s%s", args[0], r.stdout, r.stderr)
+		}
+		return r
+	}
+	run("migrate").ok(t)
 	alice := parseCreated(t, run("create-user", "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	agent := parseCreated(t, run("register-agent", "--name", "Helper", "--json").ok(t).stdout)
 
@@ -44,6 +54,11 @@ func TestServeAndCommandsOnPostgreSQL(t *testing.T) {
 	srv = startServer(t, "unused.db", "--database-url", url)
 	if ids := b.messageIDs(t, srv); !ids[posted] {
 		t.Fatalf("after a restart the room holds %v, not %s", ids, posted)
+	}
+	run("stats").ok(t)
+	srv.stop(t)
+	if strings.Contains(srv.stderr.String(), "s3cret") {
+		t.Fatalf("serve logged the URL's password:\n%s", srv.stderr)
 	}
 	for want, args := range map[string][]string{"pg_dump": {"backup", "copy.db"}, "pg_restore": {"restore", "copy.db"}, "autovacuum": {"vacuum"}} {
 		run(args...).failsWithOneLine(t, want)
