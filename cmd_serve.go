@@ -252,7 +252,7 @@ type program struct {
 	cfg           serveConfig
 	log           *slog.Logger
 	ln, metricsLn net.Listener
-	lock          interface{ Release() error }
+	lock          *store.ServerLock
 	db            *store.DB
 	srv           *server.Server
 	// url is where a browser or client on this machine reaches the server.
@@ -284,9 +284,10 @@ func (p *program) start() error {
 		}
 	}
 	// The server lock tells `chatd restore` (and a second serve) that this
-	// process has the database open; the kernel drops it if we die.
+	// process has the SQLite file open; the kernel drops it if we die.
 	// Taken before the database is opened: a second server must not even
-	// migrate it or discard the first one's unfinished uploads.
+	// migrate it or discard the first one's unfinished uploads. PostgreSQL
+	// takes any number of servers (nodes), and has no such lock.
 	if p.lock, err = lockServer(p.cfg.dbPath); err != nil {
 		return err
 	}
@@ -303,9 +304,15 @@ func (p *program) start() error {
 	if p.db.MigratedFrom() != p.db.SchemaVersion() {
 		p.log.Info("database schema ready", "from_version", p.db.MigratedFrom(), "to_version", p.db.SchemaVersion())
 	}
-	// Only the server takes uploads, so an 'uploading' file found before it
-	// listens was left by a server that stopped mid-upload.
-	if n, err := p.db.DiscardUnfinishedUploads(context.Background()); err != nil {
+	// Only servers take uploads, so an 'uploading' file found before this
+	// one listens was left by a server that stopped mid-upload, or, on
+	// PostgreSQL, is being taken by another node: there, only those begun
+	// longer ago than any upload lasts.
+	startedBefore := time.Now()
+	if store.IsDatabaseURL(p.cfg.dbPath) {
+		startedBefore = startedBefore.Add(-abandonedUploadAge)
+	}
+	if n, err := p.db.DiscardUnfinishedUploads(context.Background(), startedBefore); err != nil {
 		return err
 	} else if n > 0 {
 		p.log.Info("removed uploads left unfinished by the last run", "files", n)
@@ -380,18 +387,16 @@ func (c serveConfig) refuseSQLiteSettings() error {
 	return nil
 }
 
-// lockServer takes the server lock of the database at path, creating its
-// directory as store.Open would, or of the PostgreSQL database at a URL.
-func lockServer(path string) (interface{ Release() error }, error) {
+// abandonedUploadAge is when, on PostgreSQL, an unfinished upload is taken
+// for one its node stopped in: past any upload's longest, a file of the
+// default largest size at the slowest transfer rate allowed (under 7 h).
+const abandonedUploadAge = 24 * time.Hour
+
+// lockServer takes the server lock of the SQLite database at path, creating
+// its directory as store.Open would; a PostgreSQL database has none.
+func lockServer(path string) (*store.ServerLock, error) {
 	if store.IsDatabaseURL(path) {
-		lock, err := store.LockPostgresServer(context.Background(), path)
-		if errors.Is(err, store.ErrServerRunning) {
-			return nil, fmt.Errorf("another chatd serve is using %s", store.RedactedURL(path))
-		}
-		if err != nil {
-			return nil, err
-		}
-		return lock, nil
+		return nil, nil
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -79,11 +79,17 @@ func newTestServer(t testing.TB, opts ...func(*store.Options)) *testServer {
 // newTestServerWith starts a server whose configuration configure adjusts.
 func newTestServerWith(t testing.TB, configure func(*Config), opts ...func(*store.Options)) *testServer {
 	t.Helper()
+	return newTestServerAt(t, testLocation(t), configure, opts...)
+}
+
+// newTestServerAt starts a server on the database at location.
+func newTestServerAt(t testing.TB, location string, configure func(*Config), opts ...func(*store.Options)) *testServer {
+	t.Helper()
 	o := store.Options{Schema: testSchema, PostgresSchema: testPostgresSchema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Sync: store.SyncNormal}
 	for _, f := range opts {
 		f(&o)
 	}
-	db, err := store.Open(testLocation(t), o)
+	db, err := store.Open(location, o)
 	if err != nil {
 		t.Fatal(err)
 	}

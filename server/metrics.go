@@ -227,8 +227,11 @@ func (m *serverMetrics) observeCheckpoint(mode string, took time.Duration) {
 // observeChange counts, from the changes the store publishes after each
 // commit, the messages posted and each delivery's every new state: a
 // text's deliveries start pending, and each transition publishes the
-// delivery in its new state.
+// delivery in its new state. What another node made, it counts.
 func (m *serverMetrics) observeChange(c store.Change) {
+	if c.Relayed {
+		return
+	}
 	switch c.Kind {
 	case store.MessageCreated:
 		m.messages.add(c.Message.Type, 1)

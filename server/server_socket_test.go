@@ -41,8 +41,10 @@ type socketWorld struct {
 	room                           string
 }
 
-func newSocketWorld(t *testing.T) *socketWorld {
-	ts := newTestServer(t)
+func newSocketWorld(t *testing.T) *socketWorld { return newSocketWorldOn(t, newTestServer(t)) }
+
+// newSocketWorldOn makes the world's people, agents and room on ts.
+func newSocketWorldOn(t *testing.T, ts *testServer) *socketWorld {
 	alice, aliceKey := ts.user("alice")
 	bob, bobKey := ts.user("bob")
 	_, carolKey := ts.user("carol", "Elsewhere")

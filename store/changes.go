@@ -54,6 +54,10 @@ type Change struct {
 	Board *Board
 	Agent *Agent // agent_deleted, credentials_ended by a key rotation
 
+	// Relayed: another process made the change (a node beside this one on
+	// PostgreSQL, cluster.go); this one only passes it on to its clients.
+	Relayed bool `json:"-"`
+
 	ContactRequest *ContactRequest // contact_request_*
 	Contact        *Contact        // contact_added, contact_removed (Party: whom the owner gained or lost)
 	Task           *Task           // task_created, task_updated
@@ -89,6 +93,9 @@ func (db *DB) otherProcessWrote() {
 // publish arranges for c to be published if and when tx commits.
 func (db *DB) publish(tx *Tx, c Change) {
 	c.At = tx.Now()
+	if tx.w.dialect.shareChanges {
+		tx.shared.Changes = append(tx.shared.Changes, c)
+	}
 	tx.AfterCommit(func() {
 		if p := db.publisher.p.Load(); p != nil {
 			(*p)(c)

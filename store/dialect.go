@@ -11,7 +11,6 @@ import (
 // is named here, one field per difference, so that no query asks which
 // database it runs on and a new difference has one obvious home.
 type dialect struct {
-	name string
 	// driver is the database/sql driver of the dialect's connections.
 	driver string
 	// bind turns a query's ? placeholders into the database's own.
@@ -59,10 +58,13 @@ type dialect struct {
 	// SQLite's from its file header; PostgreSQL's blocks of the whole
 	// database, which keeps no free list of its own to report.
 	pagesQuery string
+	// shareChanges has the writer record the changes each batch published
+	// for the other processes on the database (cluster.go): PostgreSQL's
+	// nodes push them to their own clients. A SQLite file has one server.
+	shareChanges bool
 }
 
 var sqliteDialect = dialect{
-	name:   "sqlite",
 	driver: "sqlite",
 	bind:   func(q string) string { return q },
 	begin:  []string{"BEGIN IMMEDIATE"},
@@ -87,7 +89,6 @@ const writeLockKey = 0x6368617464
 var postgresWriteLock = "SELECT pg_advisory_xact_lock(" + strconv.Itoa(writeLockKey) + ")"
 
 var postgresDialect = dialect{
-	name:   "postgres",
 	driver: "pgx",
 	bind:   numberPlaceholders,
 	// One round trip after BEGIN takes the lock and queues the notification
@@ -103,6 +104,7 @@ var postgresDialect = dialect{
 	search:       postgresSearch,
 	pagesQuery: `SELECT current_setting('block_size')::bigint,
 		pg_database_size(current_database()) / current_setting('block_size')::bigint, 0`,
+	shareChanges: true,
 }
 
 // numberPlaceholders rewrites the ? placeholders of query as $1, $2, …,

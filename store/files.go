@@ -230,16 +230,19 @@ func deleteFiles(tx *Tx, cond string, args ...any) error {
 }
 
 // DiscardUnfinishedUploads deletes the files left 'uploading' by a process
-// that stopped mid-upload, and returns how many there were. It is for the
-// start of the server, before it takes uploads: a CLI command opening the
-// database beside a running server must not call it.
-func (db *DB) DiscardUnfinishedUploads(ctx context.Context) (int, error) {
+// that stopped mid-upload, of those begun before startedBefore, and returns
+// how many there were. It is for the start of a server, before it takes
+// uploads: a CLI command opening the database beside a running server must
+// not call it, and a node of several must pass a time no upload in
+// progress on another node can be from.
+func (db *DB) DiscardUnfinishedUploads(ctx context.Context, startedBefore time.Time) (int, error) {
 	var n int
+	before := startedBefore.UnixMicro()
 	err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.QueryRow(`SELECT count(*) FROM files WHERE status = 'uploading'`).Scan(&n); err != nil || n == 0 {
+		if err := tx.QueryRow(`SELECT count(*) FROM files WHERE status = 'uploading' AND inserted_at < ?`, before).Scan(&n); err != nil || n == 0 {
 			return err
 		}
-		return deleteFiles(tx, `status = 'uploading'`)
+		return deleteFiles(tx, `status = 'uploading' AND inserted_at < ?`, before)
 	})
 	return n, err
 }

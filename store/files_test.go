@@ -65,7 +65,10 @@ func TestDiscardUnfinishedUploads(t *testing.T) {
 	if n := rawCount(t, db, `SELECT count(*) FROM files WHERE status = 'uploading'`); n != 1 {
 		t.Fatalf("opening the database removed the unfinished upload (%d left); only the server's start may", n)
 	}
-	n, err := db.DiscardUnfinishedUploads(ctx)
+	if n, err := db.DiscardUnfinishedUploads(ctx, time.UnixMicro(0)); err != nil || n != 0 {
+		t.Fatalf("discarded %d uploads begun before it was begun, %v", n, err)
+	}
+	n, err := db.DiscardUnfinishedUploads(ctx, time.Now())
 	if err != nil || n != 1 {
 		t.Fatalf("discarded %d, %v; want 1", n, err)
 	}
@@ -75,7 +78,7 @@ func TestDiscardUnfinishedUploads(t *testing.T) {
 	if n := rawCount(t, db, `SELECT count(*) FROM file_chunks WHERE file_id != ?`, kept.ID); n != 0 {
 		t.Fatalf("%d chunks of the unfinished upload left", n)
 	}
-	if n, err := db.DiscardUnfinishedUploads(ctx); err != nil || n != 0 {
+	if n, err := db.DiscardUnfinishedUploads(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("second run discarded %d, %v", n, err)
 	}
 	var got bytes.Buffer

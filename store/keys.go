@@ -239,6 +239,7 @@ type credCache struct {
 // credentials (a key deleted or replaced, an agent or person deleted),
 // commits, and empties it once the batch has ended.
 func (db *DB) endCredentials(tx *Tx) {
+	tx.shared.CredentialsEnded = true
 	db.creds.hold()
 	tx.Finally(db.creds.release)
 }

@@ -61,7 +61,11 @@ func (db *DB) openPostgres(location string, opts Options, target int) error {
 	if err := db.startWriter(opts); err != nil {
 		return err
 	}
-	db.listenForOtherWriters(location, ownPID)
+	f, err := newFollower(db, strconv.FormatUint(uint64(ownPID), 10))
+	if err != nil {
+		return err
+	}
+	db.listenForOtherWriters(location, ownPID, f)
 	return nil
 }
 

@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,9 +13,10 @@ import (
 // transaction sends a notification on writesChannel (postgresDialect.begin),
 // delivered at its commit only, and every store listens on a connection of
 // its own. A notification from its own writer's connection is its own
-// write. The writer's look, every otherWritersEvery, turns whatever was
-// heard since into one otherWrites call, as SQLite's data_version does, so
-// that a credential another process ended stops working here too.
+// write; any other wakes the follower (cluster.go), which reads and
+// publishes what was committed. While nobody listened, what was committed
+// went unheard: the writer's next look (every otherWritersEvery) then drops
+// cached credentials as on SQLite, which notices other processes only so.
 
 // writesChannel is the channel of the writers' notifications.
 const writesChannel = "chatd_writes"
@@ -26,16 +27,23 @@ const listenAgainAfter = time.Second
 
 // writesListener listens for the commits of other processes; close stops it.
 type writesListener struct {
-	stop    context.CancelFunc
-	stopped chan struct{}
+	stop      context.CancelFunc
+	stopped   chan struct{}
+	following sync.WaitGroup
 }
 
-// listenForOtherWriters starts listening on a connection to location.
-// ownPID is the server process of this store's writer connection.
-func (db *DB) listenForOtherWriters(location string, ownPID uint32) {
+// listenForOtherWriters starts listening on a connection to location, and
+// f following what the notifications announce. ownPID is the server
+// process of this store's writer connection.
+func (db *DB) listenForOtherWriters(location string, ownPID uint32, f *follower) {
 	ctx, stop := context.WithCancel(context.Background())
 	l := &writesListener{stop: stop, stopped: make(chan struct{})}
 	db.listener = l
+	l.following.Add(1)
+	go func() {
+		defer l.following.Done()
+		f.run(ctx)
+	}()
 	go func() {
 		defer close(l.stopped)
 		for first := true; ctx.Err() == nil; first = false {
@@ -44,7 +52,7 @@ func (db *DB) listenForOtherWriters(location string, ownPID uint32) {
 			if !first {
 				db.w.othersWrote.Store(true)
 			}
-			err := listen(ctx, location, ownPID, &db.w.othersWrote)
+			err := listen(ctx, location, ownPID, f.poke)
 			if ctx.Err() != nil {
 				return
 			}
@@ -57,9 +65,10 @@ func (db *DB) listenForOtherWriters(location string, ownPID uint32) {
 	}()
 }
 
-// listen sets heard for every notification of another writer, until ctx
-// ends or the connection fails.
-func listen(ctx context.Context, location string, ownPID uint32, heard *atomic.Bool) error {
+// listen calls heard for every notification of another writer, and once
+// listening (for what was committed before), until ctx ends or the
+// connection fails.
+func listen(ctx context.Context, location string, ownPID uint32, heard func()) error {
 	conn, err := pgx.Connect(ctx, location)
 	if err != nil {
 		return err
@@ -68,13 +77,14 @@ func listen(ctx context.Context, location string, ownPID uint32, heard *atomic.B
 	if _, err := conn.Exec(ctx, "LISTEN "+writesChannel); err != nil {
 		return err
 	}
+	heard()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
 		if n.PID != ownPID {
-			heard.Store(true)
+			heard()
 		}
 	}
 }
@@ -82,6 +92,7 @@ func listen(ctx context.Context, location string, ownPID uint32, heard *atomic.B
 func (l *writesListener) close() {
 	l.stop()
 	<-l.stopped
+	l.following.Wait()
 }
 
 // postgresUpkeep is the writer's care of a PostgreSQL database: only its

@@ -26,6 +26,9 @@ type Tx struct {
 	afterCommit  []func()
 	finally      []func()
 	beforeCommit []keyedStep
+	// shared is what the job publishes for the other processes on the
+	// database, when it shares its changes (cluster.go).
+	shared sharedBatch
 }
 
 // keyedStep is a step of a batch's end, run once per key.
@@ -99,6 +102,7 @@ type job struct {
 	afterCommit  []func()
 	finally      []func()
 	beforeCommit []keyedStep
+	shared       sharedBatch
 }
 
 // WriterStats is a snapshot of the writer's counters.
@@ -156,8 +160,8 @@ type writer struct {
 	// look saw, 0 before the first.
 	otherWrites atomic.Pointer[func()]
 	dataVersion int64
-	// othersWrote is set when PostgreSQL announced another process's
-	// commit (postgres_listen.go).
+	// othersWrote is set when what other processes committed may have
+	// gone unheard (postgres_listen.go).
 	othersWrote atomic.Bool
 
 	jobs, failed, commits, refused, checkpoints, catchUps atomic.Int64
@@ -514,7 +518,7 @@ func (w *writer) runBatch(batch []*job) (err error) {
 				return w.batchError("rollback to savepoint", err)
 			}
 		} else {
-			j.afterCommit, j.beforeCommit = t.afterCommit, t.beforeCommit
+			j.afterCommit, j.beforeCommit, j.shared = t.afterCommit, t.beforeCommit, t.shared
 		}
 		if err = w.exec(ctx, "RELEASE job"); err != nil {
 			return w.batchError("release savepoint", err)
@@ -522,6 +526,11 @@ func (w *writer) runBatch(batch []*job) (err error) {
 	}
 	if err = w.endBatch(ctx, batch); err != nil {
 		return w.batchError("before commit", err)
+	}
+	if w.dialect.shareChanges {
+		if err = w.shareChanges(ctx, batch); err != nil {
+			return w.batchError("share changes", err)
+		}
 	}
 	if err = w.exec(ctx, "COMMIT"); err != nil {
 		return w.batchError("commit", err)
