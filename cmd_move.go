@@ -70,18 +70,25 @@ file.`,
 }
 
 // moveProgress tells stderr how a long move goes: the rows of a large
-// table as they pass, and when the checks begin. A small database moves
-// in silence until the summary.
+// table as they pass and how long it took, and when the checks begin. A
+// small database moves in near silence until the summary.
 func moveProgress(cmd *cobra.Command) func(store.MoveProgress) {
 	checking := false
+	began := time.Now()
+	verb := map[string][2]string{"copy": {"copying", "copied"}, "verify": {"checking", "checked"}}
 	return func(p store.MoveProgress) {
+		w := cmd.ErrOrStderr()
 		switch {
 		case p.Stage == "verify" && !checking:
 			checking = true
-			fmt.Fprintln(cmd.ErrOrStderr(), "chatd: copied; checking every table")
+			fmt.Fprintln(w, "chatd: copied; checking every table")
 		case !p.Done:
-			fmt.Fprintf(cmd.ErrOrStderr(), "chatd: %s %s: %d rows\n", map[string]string{"copy": "copying", "verify": "checking"}[p.Stage],
-				p.Table, p.Rows)
+			fmt.Fprintf(w, "chatd: %s %s: %d rows\n", verb[p.Stage][0], p.Table, p.Rows)
+		case p.Rows >= store.MoveProgressRows:
+			fmt.Fprintf(w, "chatd: %s %s: %d rows in %s\n", verb[p.Stage][1], p.Table, p.Rows, time.Since(began).Round(100*time.Millisecond))
+		}
+		if p.Done {
+			began = time.Now()
 		}
 	}
 }

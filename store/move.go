@@ -60,7 +60,7 @@ type MovedTable struct {
 }
 
 // MoveProgress is reported as a move goes: a table's copy or check under
-// way (Rows so far, every moveProgressRows rows) or done.
+// way (Rows so far, every MoveProgressRows rows) or done.
 type MoveProgress struct {
 	// Stage is "copy" or "verify".
 	Stage string
@@ -69,8 +69,8 @@ type MoveProgress struct {
 	Done  bool
 }
 
-// moveProgressRows is how many rows pass between two progress reports.
-const moveProgressRows = 100_000
+// MoveProgressRows is how many rows pass between two progress reports.
+const MoveProgressRows = 100_000
 
 // ErrTargetNotEmpty is returned by Move for a PostgreSQL database that
 // holds tables.
@@ -513,7 +513,7 @@ func (s *copySource) Next() bool {
 		}
 	}
 	s.table.sum.add(s.raw)
-	if s.table.rows++; s.table.rows%moveProgressRows == 0 {
+	if s.table.rows++; s.table.rows%MoveProgressRows == 0 {
 		s.report(s.table.rows)
 	}
 	return true
@@ -629,7 +629,7 @@ func (m *mover) verify(ctx context.Context, pg *pgx.Conn, t *moveTable) error {
 			return err
 		}
 		sum.add(values)
-		if n++; n%moveProgressRows == 0 {
+		if n++; n%MoveProgressRows == 0 {
 			m.progress(MoveProgress{Stage: "verify", Table: t.name, Rows: n})
 		}
 	}
