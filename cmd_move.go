@@ -54,8 +54,11 @@ file.`,
 			return withDatabaseFile(cmd, func(ctx context.Context, db string) error {
 				report, err := store.Move(ctx, db, to, store.Options{Schema: schemaSQL, PostgresSchema: postgresSchemaSQL},
 					moveProgress(cmd))
-				if errors.Is(err, store.ErrServerRunning) {
+				switch {
+				case errors.Is(err, store.ErrServerRunning):
 					return fmt.Errorf("a chatd server is using %s; stop it before moving", db)
+				case errors.Is(err, context.Canceled):
+					return fmt.Errorf("interrupted: %s is left empty; run the move again", store.RedactedURL(to))
 				}
 				if err != nil {
 					return err

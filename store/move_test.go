@@ -408,8 +408,9 @@ func TestMoveRefusesAnOldSchemaAndARunningServer(t *testing.T) {
 	}
 }
 
-// A move that fails partway (here, a row PostgreSQL refuses) leaves the
-// target empty, so that it can run again once the cause is fixed.
+// A move that is interrupted, or fails partway (here, on a row PostgreSQL
+// refuses), leaves the target empty, so that it can run again once the
+// cause is fixed.
 func TestMoveThatFailsLeavesTheTargetEmpty(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	w := newMoveWorld(t)
@@ -423,12 +424,29 @@ func TestMoveThatFailsLeavesTheTargetEmpty(t *testing.T) {
 	}
 	raw.Close()
 	opts := Options{Schema: testSchema, PostgresSchema: testPostgresSchema}
+	empty := func(when string) {
+		t.Helper()
+		if n := countOn(t, url, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`); n != 0 {
+			t.Fatalf("%d tables %s, want none", n, when)
+		}
+	}
+
+	// Interrupted once the first table is copied (Ctrl-C).
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err = Move(ctx, w.path, url, opts, func(p MoveProgress) {
+		if p.Done {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("an interrupted move: %v, want context.Canceled", err)
+	}
+	empty("after an interrupted move")
+
 	if _, err := Move(context.Background(), w.path, url, opts, nil); err == nil || !strings.Contains(err.Error(), "messages") {
 		t.Fatalf("move: %v, want a failure naming messages", err)
 	}
-	if n := countOn(t, url, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`); n != 0 {
-		t.Fatalf("%d tables after the failure, want none", n)
-	}
+	empty("after a failed move")
 
 	raw, _ = openFile(w.path, readWrite)
 	if _, err := raw.Exec("UPDATE messages SET content = 'fixed' WHERE id = ?", w.reply.ID); err != nil {
