@@ -131,7 +131,10 @@ func Move(ctx context.Context, sqlitePath, url string, opts Options, progress fu
 
 	m := &mover{src: src, dst: dst, progress: progress, report: &MoveReport{SchemaVersion: version}}
 	if err := m.run(ctx, opts.PostgresSchema); err != nil {
-		return nil, err
+		if errors.Is(err, ErrTargetNotEmpty) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w (nothing was committed: %s is left empty)", err, RedactedURL(url))
 	}
 	if err := dst.tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
@@ -478,6 +481,10 @@ func (m *mover) copy(ctx context.Context, pg *pgx.Conn, t *moveTable) error {
 		s.ptrs[i] = &s.raw[i]
 	}
 	n, err := pg.CopyFrom(ctx, pgx.Identifier{t.name}, names, s)
+	if pe, ok := postgresError(err); ok && pe.Where != "" {
+		// Where names the row and column PostgreSQL refused.
+		return fmt.Errorf("%w, at %s", err, pe.Where)
+	}
 	if err != nil {
 		return err
 	}
@@ -637,7 +644,7 @@ func (m *mover) verify(ctx context.Context, pg *pgx.Conn, t *moveTable) error {
 		return err
 	}
 	if n != t.rows || sum != t.sum {
-		return fmt.Errorf("the copy of %s differs: SQLite has %d rows (checksum %s), PostgreSQL %d (checksum %s); nothing was committed",
+		return fmt.Errorf("the copy of %s differs: SQLite has %d rows (checksum %s), PostgreSQL %d (checksum %s)",
 			t.name, t.rows, t.sum, n, sum)
 	}
 	m.progress(MoveProgress{Stage: "verify", Table: t.name, Rows: n, Done: true})
