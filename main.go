@@ -99,7 +99,7 @@ Or, to develop an agent against a throwaway server with agents ready:
 	})
 	root.AddCommand(newServeCmd(), newDevCmd(), newMigrateCmd(), newCreateUserCmd(), newRegisterAgentCmd(), newRotateAgentKeyCmd(),
 		newAddWebhookCmd(), newListWebhooksCmd(), newRemoveWebhookCmd(), newResumeWebhookCmd(), newListWebhookDeliveriesCmd(),
-		newBackupCmd(), newRestoreCmd(), newRetentionCmd(), newPurgeCmd(), newStatsCmd(), newVacuumCmd(), newTokenCmd(),
+		newBackupCmd(), newRestoreCmd(), newRetentionCmd(), newPurgeCmd(), newStatsCmd(), newVacuumCmd(), newMoveCmd(), newTokenCmd(),
 		newSetPasswordCmd(), newVersionCmd())
 	return root
 }
@@ -258,6 +258,7 @@ var sqliteOnly = map[string]string{
 	"restore": "on PostgreSQL, restore with pg_restore or psql (docs/operations.md)",
 	"vacuum":  "PostgreSQL reclaims space itself (autovacuum)",
 	"dev":     "chatd dev runs on SQLite",
+	"move":    "it copies the SQLite file --db names into the PostgreSQL database --to names (unset --database-url and CHATD_DATABASE_URL)",
 }
 
 // withStore runs work on the database --db names, open for as long as work

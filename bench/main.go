@@ -67,6 +67,7 @@
 //     go run ./bench -workloads targeted -rate 1000 -sync full -profile /tmp/prof
 //     go run ./bench -workloads scale -sizes 10000,100000,1000000 -rate 100 -duration 10s -sync normal
 //     go run ./bench -workloads retention -clients 16 -duration 30s -sync full -messages 1000000 -files 100
+//     go run ./bench -workloads move -messages 1000000 -postgres 'postgres://postgres@/postgres?host=/run/postgresql'
 //
 // With -rate, post, targeted and scale run in an open loop: requests are
 // due at that rate whatever the server answers, and each is timed from its
@@ -96,7 +97,7 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with (targeted, searchindex, scale, retention: the first)")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale; retention")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale; retention; move (needs -postgres)")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
@@ -107,7 +108,7 @@ func main() {
 	heldPolls := flag.Int("held-polls", 1000, "longpoll: polls the server holds at once while its memory is measured")
 	endpoints := flag.Int("endpoints", 100, "webhooks: endpoints registered on the server that sends them")
 	sizeList := flag.String("sizes", "10000,100000,1000000", "scale: comma-separated message counts the database grows through")
-	messages := flag.Int("messages", 1000000, "retention: old messages to seed for the purge")
+	messages := flag.Int("messages", 1000000, "retention: old messages to seed for the purge; move: messages in the SQLite database moved to PostgreSQL")
 	files := flag.Int("files", 100, "retention: old files of 1 MiB to seed for the purge (at most a fifth of -messages)")
 	seeded := flag.String("seeded", "", "retention: a directory to keep the seeded database in, and to start from it when a run with the same -messages, -files and -clients left it there")
 	flag.Parse()
@@ -146,6 +147,8 @@ func main() {
 			err = searchIndexWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration)
 		case "scale":
 			err = scaleWorkloadFlags(bin, strings.Split(*syncList, ",")[0], *sizeList, *rate, *duration)
+		case "move":
+			err = moveWorkload(bin, *messages)
 		case "retention":
 			err = retentionWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration, *messages, *files, *seeded)
 		default:
