@@ -55,6 +55,12 @@
 //     seeded, after the purge, and after chatd vacuum; and a check that the
 //     purge deleted all that was out of time and nothing else
 //
+// and on PostgreSQL, with one node and with two on the same database:
+//
+//   - nodes:    posts/s of -clients closed-loop clients on one node, then
+//     spread over two; then post on node A → frame on node B's sockets
+//     (-agents of them, posts at -rate, 200/s if not set), beside A → A
+//
 //     go run ./bench                          # builds chatd from this repository
 //     go run ./bench -clients 16,64 -duration 10s -sync normal,full
 //     go run ./bench -workloads idle,fanout,targeted
@@ -68,6 +74,7 @@
 //     go run ./bench -workloads scale -sizes 10000,100000,1000000 -rate 100 -duration 10s -sync normal
 //     go run ./bench -workloads retention -clients 16 -duration 30s -sync full -messages 1000000 -files 100
 //     go run ./bench -workloads move -messages 1000000 -postgres 'postgres://postgres@/postgres?host=/run/postgresql'
+//     go run ./bench -workloads nodes -postgres 'postgres://postgres@/postgres?host=/run/postgresql' -clients 16 -agents 200
 //
 // With -rate, post, targeted and scale run in an open loop: requests are
 // due at that rate whatever the server answers, and each is timed from its
@@ -76,6 +83,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,7 +105,7 @@ func main() {
 	clientList := flag.String("clients", "16,64", "comma-separated concurrent client counts")
 	duration := flag.Duration("duration", 10*time.Second, "how long each workload runs at each client count")
 	syncList := flag.String("sync", "normal,full", "comma-separated --sync modes to run the server with (targeted, searchindex, scale, retention: the first)")
-	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale; retention; move (needs -postgres)")
+	workloads := flag.String("workloads", "post,work,history", "comma-separated workloads: post, work, history (HTTP); idle, fanout, targeted (socket); mcp; longpoll; metrics; webhooks; searchindex; scale; retention; move, nodes (need -postgres)")
 	idleConns := flag.Int("idle-conns", 10000, "idle: connections to open")
 	subscribers := flag.Int("subscribers", 1000, "fanout: subscribers in the room")
 	posters := flag.Int("posters", 4, "fanout, targeted: concurrent posters")
@@ -149,6 +157,8 @@ func main() {
 			err = scaleWorkloadFlags(bin, strings.Split(*syncList, ",")[0], *sizeList, *rate, *duration)
 		case "move":
 			err = moveWorkload(bin, *messages)
+		case "nodes":
+			err = nodesWorkload(bin, clients[0], *duration, cmp.Or(*rate, 200), *agents)
 		case "retention":
 			err = retentionWorkload(bin, strings.Split(*syncList, ",")[0], clients[0], *duration, *messages, *files, *seeded)
 		default:

@@ -355,6 +355,19 @@ func targeted(bin, mode string, agents, rooms, posters int, rate float64, d time
 	if err != nil {
 		return err
 	}
+	fmt.Printf("targeted: --sync %s\n", mode)
+	profile := func() func() { return startProfile(*profileDir, srv.metricsURL, d) }
+	return targetedRun("targeted", c, key, base, all, rooms, posters, rate, d, profile)
+}
+
+// targetedRun connects each agent's socket to socketBase, joined to its
+// room, and has the person post through c, each post mentioning one agent,
+// with posters in a closed loop or at rate in an open loop; it prints how
+// long each frame took, with label in its lines' first column. profile,
+// when not nil, runs as the posts start, and what it returns as they end.
+func targetedRun(label string, c *client, key, socketBase string, all []targetedAgent, rooms, posters int, rate float64, d time.Duration,
+	profile func() (stop func())) error {
+	agents := len(all)
 	lat := newLatencies(agents)
 	var frames, misdelivered atomic.Int64
 	// due[n]: when post n was due (unix nanoseconds), for the open loop.
@@ -362,7 +375,7 @@ func targeted(bin, mode string, agents, rooms, posters int, rate float64, d time
 	var conns []*wsClient
 	defer func() { closeAll(conns) }()
 	for i, a := range all {
-		cl, err := dialSocket(base, a.key)
+		cl, err := dialSocket(socketBase, a.key)
 		if err == nil {
 			err = cl.join("chat_room:" + a.room)
 		}
@@ -390,34 +403,35 @@ func targeted(bin, mode string, agents, rooms, posters int, rate float64, d time
 		}, nil, 201)
 		return err
 	}
-	fmt.Printf("targeted: --sync %s\n", mode)
-	defer startProfile(*profileDir, srv.metricsURL, d)()
+	if profile != nil {
+		defer profile()()
+	}
 	if rate > 0 {
-		return targetedOpen(rate, d, post, due, lat, &frames, &misdelivered, agents, rooms)
+		return targetedOpen(label, rate, d, post, due, lat, &frames, &misdelivered, agents, rooms)
 	}
 	posted := postClosed(posters, d, post)
 	time.Sleep(time.Second)
 	sorted := lat.sorted()
-	fmt.Printf("targeted: %d agents in %d rooms, %d posts in %s: %d frames (%.0f/s), %d to an agent not mentioned; commit-to-frame p50 %s p99 %s\n",
-		agents, rooms, posted, d, frames.Load(), float64(frames.Load())/(d+time.Second).Seconds(), misdelivered.Load(),
+	fmt.Printf("%s: %d agents in %d rooms, %d posts in %s: %d frames (%.0f/s), %d to an agent not mentioned; commit-to-frame p50 %s p99 %s\n",
+		label, agents, rooms, posted, d, frames.Load(), float64(frames.Load())/(d+time.Second).Seconds(), misdelivered.Load(),
 		ms(pct(sorted, 0.5)), ms(pct(sorted, 0.99)))
 	return nil
 }
 
 // targetedOpen posts at rate for d, each post n due at its slot, and
 // prints the POST's latency and the frame's, both from the due time.
-func targetedOpen(rate float64, d time.Duration, post func(int) error, due []atomic.Int64, lat *latencies,
+func targetedOpen(label string, rate float64, d time.Duration, post func(int) error, due []atomic.Int64, lat *latencies,
 	frames, misdelivered *atomic.Int64, agents, rooms int) error {
 	res := openLoop(rate, d, func(n int, at time.Time) error {
 		due[n].Store(at.UnixNano())
 		return post(n)
 	})
 	time.Sleep(time.Second) // let the last frames arrive
-	fmt.Printf("targeted: %d agents in %d rooms, open loop, %d posts due in %s: %d frames, %d to an agent not mentioned; latency from each post's due time:\n",
-		agents, rooms, res.due, d, frames.Load(), misdelivered.Load())
+	fmt.Printf("%s: %d agents in %d rooms, open loop, %d posts due in %s: %d frames, %d to an agent not mentioned; latency from each post's due time:\n",
+		label, agents, rooms, res.due, d, frames.Load(), misdelivered.Load())
 	openHeader("")
-	openLine("targeted", "POST answered", res, res.lat)
-	openLine("targeted", "POST → frame", res, lat.sorted())
+	openLine(label, "POST answered", res, res.lat)
+	openLine(label, "POST → frame", res, lat.sorted())
 	return nil
 }
 
