@@ -457,7 +457,7 @@ func (w *writer) commit(batch []*job) {
 	if len(batch) == 0 {
 		return
 	}
-	err := w.runBatch(batch)
+	batch, err := w.runBatch(batch)
 	for _, j := range batch {
 		if err != nil && j.err == nil {
 			j.err = err
@@ -483,8 +483,11 @@ func (w *writer) commit(batch []*job) {
 // failed (every job in it fails); per-job errors are left in job.err. It
 // drives the transaction with plain BEGIN/SAVEPOINT/COMMIT statements on the
 // writer's own connection, so that its prepared statements serve every
-// transaction.
-func (w *writer) runBatch(batch []*job) (err error) {
+// transaction. The jobs queued while the transaction began join the batch,
+// which it returns: on PostgreSQL, beginning waits for the write lock
+// while another node's writer holds it, and what arrived meanwhile would
+// otherwise wait for the lock once more.
+func (w *writer) runBatch(batch []*job) (_ []*job, err error) {
 	ctx := context.Background()
 	start := time.Now()
 	for i, q := range w.dialect.begin {
@@ -492,9 +495,10 @@ func (w *writer) runBatch(batch []*job) (err error) {
 			if i > 0 { // the transaction began
 				_ = w.exec(ctx, "ROLLBACK")
 			}
-			return w.batchError("begin", err)
+			return batch, w.batchError("begin", err)
 		}
 	}
+	batch = w.collect(batch)
 	defer func() {
 		if err != nil {
 			_ = w.exec(ctx, "ROLLBACK")
@@ -507,7 +511,7 @@ func (w *writer) runBatch(batch []*job) (err error) {
 			continue
 		}
 		if err = w.exec(ctx, "SAVEPOINT job"); err != nil {
-			return w.batchError("savepoint", err)
+			return batch, w.batchError("savepoint", err)
 		}
 		t := &Tx{w: w, ctx: ctx, now: now()}
 		j.err = runJob(j.fn, t)
@@ -515,31 +519,31 @@ func (w *writer) runBatch(batch []*job) (err error) {
 		if j.err != nil {
 			w.failed.Add(1)
 			if err = w.exec(ctx, "ROLLBACK TO job"); err != nil {
-				return w.batchError("rollback to savepoint", err)
+				return batch, w.batchError("rollback to savepoint", err)
 			}
 		} else {
 			j.afterCommit, j.beforeCommit, j.shared = t.afterCommit, t.beforeCommit, t.shared
 		}
 		if err = w.exec(ctx, "RELEASE job"); err != nil {
-			return w.batchError("release savepoint", err)
+			return batch, w.batchError("release savepoint", err)
 		}
 	}
 	if err = w.endBatch(ctx, batch); err != nil {
-		return w.batchError("before commit", err)
+		return batch, w.batchError("before commit", err)
 	}
 	if w.dialect.shareChanges {
 		if err = w.shareChanges(ctx, batch); err != nil {
-			return w.batchError("share changes", err)
+			return batch, w.batchError("share changes", err)
 		}
 	}
 	if err = w.exec(ctx, "COMMIT"); err != nil {
-		return w.batchError("commit", err)
+		return batch, w.batchError("commit", err)
 	}
 	w.commits.Add(1)
 	if f := w.observer.Load(); f != nil {
 		(*f)(len(batch), time.Since(start))
 	}
-	return nil
+	return batch, nil
 }
 
 // endBatch runs the BeforeCommit steps of the batch's jobs that succeeded,
