@@ -233,11 +233,8 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 	if label == "" {
 		label = mode
 	}
-	var person struct {
-		APIKey string `json:"api_key"`
-	}
-	if err := runJSON(bin, &person, append(append([]string{"create-user"}, databaseArgs(db)...),
-		"--handle", "bench", "--name", "Bench Person", "--json")...); err != nil {
+	person, err := benchPerson(bin, db)
+	if err != nil {
 		return err
 	}
 	srv, url, metricsURL, err := startServerArgs(bin, db, append(append(syncArgs(mode),
@@ -290,6 +287,17 @@ func runModeOn(bin, mode, label string, n int, d time.Duration, rate float64, wo
 		}
 	}
 	return nil
+}
+
+// benchPerson creates the person the workloads act as, through the
+// command line, in the database at db.
+func benchPerson(bin, db string) (person struct {
+	ID     string `json:"id"`
+	APIKey string `json:"api_key"`
+}, err error) {
+	err = runJSON(bin, &person, append(append([]string{"create-user"}, databaseArgs(db)...),
+		"--handle", "bench", "--name", "Bench Person", "--json")...)
+	return person, err
 }
 
 // profileDir, when set, receives the server's CPU profile and runtime

@@ -29,11 +29,8 @@ func nodesWorkload(bin string, n int, d time.Duration, rate float64, agents int)
 	if err := exec.Command(bin, append([]string{"migrate"}, databaseArgs(db)...)...).Run(); err != nil {
 		return fmt.Errorf("chatd migrate: %w", err)
 	}
-	var person struct {
-		APIKey string `json:"api_key"`
-	}
-	if err := runJSON(bin, &person, append(append([]string{"create-user"}, databaseArgs(db)...),
-		"--handle", "bench", "--name", "Bench Person", "--json")...); err != nil {
+	person, err := benchPerson(bin, db)
+	if err != nil {
 		return err
 	}
 	var bases [2]string

@@ -89,15 +89,8 @@ func TestPostgresRefusesWhatIsNotItsSchema(t *testing.T) {
 // writes, and their transactions still take turns: read-modify-write
 // updates from both lose nothing, as with SQLite's single writer.
 func TestPostgresWritersOfTwoStoresTakeTurns(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	var nodes [2]*DB
-	for i := range nodes {
-		db, err := openPostgresStore(t, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = db
-	}
+	a, b := twoNodes(t)
+	nodes := []*DB{a, b}
 	rawExec(t, nodes[0], `CREATE TABLE counter (n BIGINT NOT NULL)`)
 	rawExec(t, nodes[0], `INSERT INTO counter (n) VALUES (0)`)
 	const perNode = 200
@@ -120,7 +113,7 @@ func TestPostgresWritersOfTwoStoresTakeTurns(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if n := countOn(t, url, `SELECT n FROM counter`); n != 2*perNode {
+	if n := rawCount(t, a, `SELECT n FROM counter`); n != 2*perNode {
 		t.Fatalf("counter at %d after %d increments from two stores", n, 2*perNode)
 	}
 }
