@@ -105,3 +105,46 @@ func expectCreated(t *testing.T, r *response) string {
 	expect(t, r, http.StatusCreated, "")
 	return r.data(t)["id"].(string)
 }
+
+// Presence counts the sockets of every node: an agent connected to node B
+// is pushed as connected to a person watching through node A, and listed
+// so there; a second socket on node A changes nothing; it goes offline on
+// A only when its last socket, on either node, closes; and when node B
+// stops, what was connected to it goes offline on A.
+func TestTwoNodesSharePresence(t *testing.T) {
+	a, b := twoNodes(t)
+	w := newSocketWorldOn(t, a)
+	topic := "room_participants:" + w.room
+	path := "/api/v1/me/chats/" + w.room + "/presence"
+	watcher := newListener(t, a, w.aliceKey, topic)
+	isWorker := func(connected bool) func(map[string]any) bool {
+		return func(p map[string]any) bool { return p["id"] == w.workerID && p["connected"] == connected }
+	}
+	listed := func() any {
+		return presenceOf(t, a.do(t, "GET", path, apiKey(w.aliceKey), nil), w.workerID)["connected"]
+	}
+
+	onB := newListener(t, b, w.workerKey, "agent_rooms:"+w.workerID)
+	watcher.await(t, topic, "presence", isWorker(true))
+	if got := listed(); got != true {
+		t.Fatalf("node A lists the worker connected to node B as %v", got)
+	}
+	onA := newListener(t, a, w.workerKey, "agent_rooms:"+w.workerID)
+	onB.raw.conn.Close()
+	<-onB.closed
+	time.Sleep(500 * time.Millisecond) // node B notices the close, and tells node A
+	if n := watcher.countOf(topic, "presence", isWorker(false)); n != 0 || listed() != true {
+		t.Fatalf("with a socket still open on node A, the worker went offline (%d pushes, listed %v)", n, listed())
+	}
+	onA.raw.conn.Close()
+	watcher.await(t, topic, "presence", isWorker(false))
+
+	newListener(t, b, w.workerKey, "agent_rooms:"+w.workerID)
+	eventually(t, "the worker's second connection to be pushed", func() bool {
+		return watcher.countOf(topic, "presence", isWorker(true)) == 2
+	})
+	b.srv.Close()
+	eventually(t, "node A to hear that node B's sockets are gone", func() bool {
+		return watcher.countOf(topic, "presence", isWorker(false)) == 2 && listed() == false
+	})
+}

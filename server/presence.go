@@ -16,7 +16,9 @@ import (
 // can tell a silent agent from a dead one.
 //
 // It lives in memory, as the socket registry does: a participant is
-// connected while it holds at least one registered connection. When its
+// connected while it holds at least one registered connection, here or,
+// with several nodes on one PostgreSQL database, on another node
+// (presence_nodes.go). When its
 // first connection opens or its last one closes, every room it is in gets
 // a presence push on room_participants:{room}: people always, agents only
 // when their socket asked for chatd's extension events (?extensions=true),
@@ -32,25 +34,32 @@ import (
 // that the listing corrects.
 const presenceQueue = 4096
 
+// presenceChange is a participant's first socket here opening or its last
+// closing (local: for the other nodes to hear), or its presence as a whole
+// changing (push: for the clients).
 type presenceChange struct {
-	id        string
-	agent     bool
-	connected bool
-	at        time.Time
+	id          string
+	agent       bool
+	connected   bool
+	at          time.Time
+	local, push bool
 }
 
 type presenceTracker struct {
 	mu       sync.Mutex
 	conns    map[string]map[*socketConn]struct{} // participant id -> its open connections
 	lastSeen map[string]time.Time                // participant id -> when its last connection closed
-	changes  chan presenceChange
-	dropped  atomic.Int64
-	now      func() time.Time
+	// nodes is what the other nodes on the database told of their
+	// sockets, by node (presence_nodes.go).
+	nodes   map[string]*nodeSockets
+	changes chan presenceChange
+	dropped atomic.Int64
+	now     func() time.Time
 }
 
 func newPresenceTracker() *presenceTracker {
 	return &presenceTracker{conns: map[string]map[*socketConn]struct{}{}, lastSeen: map[string]time.Time{},
-		changes: make(chan presenceChange, presenceQueue), now: time.Now}
+		nodes: map[string]*nodeSockets{}, changes: make(chan presenceChange, presenceQueue), now: time.Now}
 }
 
 // opened counts sc's connection, and queues a change when it is its
@@ -67,7 +76,8 @@ func (t *presenceTracker) opened(sc *socketConn) {
 	first := len(set) == 0
 	set[sc] = struct{}{}
 	if first {
-		t.queue(presenceChange{id: id, agent: sc.agent != nil, connected: true, at: t.now()})
+		t.queue(presenceChange{id: id, agent: sc.agent != nil, connected: true, at: t.now(),
+			local: true, push: !t.elsewhere(id)})
 	}
 }
 
@@ -89,7 +99,8 @@ func (t *presenceTracker) closed(sc *socketConn) {
 	delete(t.conns, id)
 	at := t.now()
 	t.lastSeen[id] = at
-	t.queue(presenceChange{id: id, agent: sc.agent != nil, connected: false, at: at})
+	t.queue(presenceChange{id: id, agent: sc.agent != nil, connected: false, at: at,
+		local: true, push: !t.elsewhere(id)})
 }
 
 func (t *presenceTracker) queue(c presenceChange) {
@@ -105,8 +116,11 @@ func (t *presenceTracker) queue(c presenceChange) {
 func (t *presenceTracker) state(id string) (connected bool, closedAt time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.conns[id]) > 0, t.lastSeen[id]
+	return t.connected(id), t.lastSeen[id]
 }
+
+// connected is whether id has a socket here or on another node; t.mu held.
+func (t *presenceTracker) connected(id string) bool { return len(t.conns[id]) > 0 || t.elsewhere(id) }
 
 // presenceView is a presence push, and an item of the presence listing.
 type presenceView struct {
@@ -124,12 +138,27 @@ func wantsExtensions(c *phx.Conn) bool {
 }
 
 // runPresence pushes the changes of presence in the order they happened,
-// each to the rooms of its participant, until stop closes.
+// each to the rooms of its participant, and tells the other nodes of the
+// changes of this one's sockets, until stop closes.
 func (rt *realtime) runPresence() {
+	var snapshots <-chan time.Time
+	if rt.s.db.SharesChanges() {
+		tick := time.NewTicker(presenceSnapshotEvery)
+		defer tick.Stop()
+		snapshots = tick.C
+	}
 	for {
 		select {
 		case c := <-rt.presence.changes:
-			rt.pushPresence(c)
+			if c.local {
+				rt.sharePresence(c)
+			}
+			if c.push {
+				rt.pushPresence(c)
+			}
+		case <-snapshots:
+			rt.shareSnapshot()
+			rt.presence.forgetSilentNodes()
 		case <-rt.stop:
 			return
 		}

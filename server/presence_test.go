@@ -1,9 +1,13 @@
 package server
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/store"
 )
 
 // presenceOf finds id in a presence listing.
@@ -141,4 +145,52 @@ func TestAgentsPresence(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("the poster, which used its key, has no last_seen_at")
+}
+
+// What other nodes tell of their sockets, as a node takes it in: a
+// snapshot brings a node that started late up to date, and a node silent
+// for presenceNodeSilence counts as having no sockets. (The sharing itself
+// is TestTwoNodesSharePresence's; these are the parts that take minutes.)
+func TestPresenceOfOtherNodes(t *testing.T) {
+	clock := time.Unix(1_800_000_000, 0)
+	tr := newPresenceTracker()
+	tr.now = func() time.Time { return clock }
+	pushed := func() (out []string) {
+		for {
+			select {
+			case c := <-tr.changes:
+				out = append(out, fmt.Sprintf("%s:%v", c.id, c.connected))
+			default:
+				return out
+			}
+		}
+	}
+	ann, bot := store.PresenceParty{ID: "ann"}, store.PresenceParty{ID: "bot", Agent: true}
+	tr.heard("b", &store.PresenceNote{Snapshot: true, Everyone: []store.PresenceParty{ann, bot}}, clock)
+	tr.heard("c", &store.PresenceNote{Party: &bot, Connected: true}, clock)
+	if got := pushed(); !slices.Equal(got, []string{"ann:true", "bot:true"}) {
+		t.Fatalf("a snapshot and a second node's socket pushed %v", got)
+	}
+	tr.heard("b", &store.PresenceNote{Snapshot: true, Everyone: []store.PresenceParty{bot}}, clock)
+	if got := pushed(); !slices.Equal(got, []string{"ann:false"}) {
+		t.Fatalf("ann left node b's snapshot: pushed %v", got)
+	}
+	clock = clock.Add(presenceNodeSilence / 2)
+	tr.heard("c", &store.PresenceNote{Snapshot: true, Everyone: []store.PresenceParty{bot}}, clock)
+	clock = clock.Add(presenceNodeSilence/2 + time.Second)
+	tr.forgetSilentNodes()
+	if got := pushed(); len(got) != 0 {
+		t.Fatalf("node b went silent while node c still has bot: pushed %v", got)
+	}
+	if connected, _ := tr.state("bot"); !connected {
+		t.Fatal("bot, on node c, is offline")
+	}
+	clock = clock.Add(presenceNodeSilence)
+	tr.forgetSilentNodes()
+	if got := pushed(); !slices.Equal(got, []string{"bot:false"}) {
+		t.Fatalf("both nodes silent: pushed %v", got)
+	}
+	if connected, seen := tr.state("bot"); connected || !seen.Equal(clock) {
+		t.Fatalf("bot after both nodes went silent: connected %v, last seen %v", connected, seen)
+	}
 }

@@ -100,6 +100,11 @@ func (rt *realtime) run() {
 // server) and stops routing.
 func (rt *realtime) close() {
 	rt.hub.Close(phx.CloseRestart, "server restarting")
+	if rt.s.db.SharesChanges() {
+		// The other nodes hear at once that this one's sockets are gone,
+		// rather than when its silence outlasts presenceNodeSilence.
+		rt.share(&store.PresenceNote{Snapshot: true})
+	}
 	select {
 	case <-rt.stop:
 	default:
@@ -196,6 +201,8 @@ func (rt *realtime) route(c store.Change) {
 		}
 		rt.s.mcp.closeAgent(c.Agent.ID)
 		rt.s.endPollsOfAgent(c.Agent.ID)
+	case store.NodePresence:
+		rt.presence.heard(c.Origin, c.Presence, c.At)
 	case store.CredentialsEnded, store.OtherProcessWrote:
 		// A chatd command (another process) may have ended credentials too.
 		rt.credentialsEnded.Add(1)

@@ -36,6 +36,10 @@ const (
 
 	TaskCreated ChangeKind = "task_created" // Task was created on Room's board
 	TaskUpdated ChangeKind = "task_updated" // Task was edited, worked on, commented or changed state
+
+	// NodePresence: another node told what its sockets are (Presence);
+	// only ever relayed (ShareWithOtherNodes), never a write of this one.
+	NodePresence ChangeKind = "node_presence"
 )
 
 // Change is one committed change, published after its transaction
@@ -56,7 +60,11 @@ type Change struct {
 
 	// Relayed: another process made the change (a node beside this one on
 	// PostgreSQL, cluster.go); this one only passes it on to its clients.
-	Relayed bool `json:"-"`
+	// Origin names that process.
+	Relayed bool   `json:"-"`
+	Origin  string `json:"-"`
+
+	Presence *PresenceNote // node_presence
 
 	ContactRequest *ContactRequest // contact_request_*
 	Contact        *Contact        // contact_added, contact_removed (Party: whom the owner gained or lost)

@@ -132,7 +132,7 @@ func (f *follower) catchUp(ctx context.Context) error {
 }
 
 func (f *follower) readPage(ctx context.Context) (int, error) {
-	rows, err := f.db.read.QueryContext(ctx, f.db.dialect.bind(`SELECT seq, body FROM cluster_changes
+	rows, err := f.db.read.QueryContext(ctx, f.db.dialect.bind(`SELECT seq, origin, body FROM cluster_changes
 		WHERE seq > ? AND origin <> ? ORDER BY seq LIMIT ?`), f.last, f.origin, followPage)
 	if err != nil {
 		return 0, err
@@ -140,8 +140,8 @@ func (f *follower) readPage(ctx context.Context) (int, error) {
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
-		var body string
-		if err := rows.Scan(&f.last, &body); err != nil {
+		var origin, body string
+		if err := rows.Scan(&f.last, &origin, &body); err != nil {
 			return n, err
 		}
 		n++
@@ -150,7 +150,7 @@ func (f *follower) readPage(ctx context.Context) (int, error) {
 			f.db.log.Warn("a change shared by another chatd process is unreadable; skipped", "seq", f.last, "err", err)
 			continue
 		}
-		f.db.publishShared(b)
+		f.db.publishShared(origin, b)
 	}
 	return n, rows.Err()
 }
@@ -171,7 +171,7 @@ func (f *follower) prune(ctx context.Context) {
 // publishShared publishes another process's batch here. Cached principals
 // go first, so that whatever the changes make the server recheck is
 // checked against the database.
-func (db *DB) publishShared(b sharedBatch) {
+func (db *DB) publishShared(origin string, b sharedBatch) {
 	if b.CredentialsEnded {
 		db.creds.invalidate()
 	}
@@ -181,11 +181,50 @@ func (db *DB) publishShared(b sharedBatch) {
 	}
 	told := false
 	for _, c := range b.Changes {
-		c.Relayed = true
+		c.Relayed, c.Origin = true, origin
 		(*p)(c)
 		told = told || c.Kind == CredentialsEnded
 	}
 	if b.CredentialsEnded && !told {
-		(*p)(Change{Kind: OtherProcessWrote, At: now(), Relayed: true})
+		(*p)(Change{Kind: OtherProcessWrote, At: now(), Relayed: true, Origin: origin})
 	}
+}
+
+// PresenceNote is what a node tells the others of its real-time sockets,
+// for presence (server/presence.go): that a participant's first socket
+// there opened or its last one closed, or, now and then, everyone with a
+// socket there (Everyone set), which also says the node is alive.
+type PresenceNote struct {
+	Party     *PresenceParty  `json:"party,omitempty"`
+	Connected bool            `json:"connected,omitempty"`
+	Everyone  []PresenceParty `json:"everyone,omitempty"`
+	// Snapshot: Everyone is the whole of the node's sockets (even none).
+	Snapshot bool `json:"snapshot,omitempty"`
+}
+
+// PresenceParty is a participant with a socket.
+type PresenceParty struct {
+	ID    string `json:"id"`
+	Agent bool   `json:"agent,omitempty"`
+}
+
+// SharesChanges reports whether other chatd processes may be serving
+// clients of this database (PostgreSQL), so that what only this process
+// knows is worth telling them (ShareWithOtherNodes).
+func (db *DB) SharesChanges() bool { return db.dialect.shareChanges }
+
+// ShareWithOtherNodes tells the other processes on the database c, which
+// only this process knows (it is published there as relayed, and not
+// here), in the writer's next batch. It is best effort, as a push is: a
+// full queue drops it (ErrQueueFull). Where no other process serves
+// clients (SQLite), it does nothing.
+func (db *DB) ShareWithOtherNodes(c Change) error {
+	if !db.dialect.shareChanges {
+		return nil
+	}
+	return db.WriteAsync(func(tx *Tx) error {
+		c.At = tx.Now()
+		tx.shared.Changes = append(tx.shared.Changes, c)
+		return nil
+	})
 }
