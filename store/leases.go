@@ -120,7 +120,9 @@ func (db *DB) TakeLease(ctx context.Context, l Lease) (LeaseState, error) {
 	if err != nil {
 		return LeaseState{}, err
 	}
-	db.leases.note(l, st)
+	if l.Holder == db.nodeID {
+		db.leases.note(l, st)
+	}
 	return st, nil
 }
 
@@ -156,10 +158,10 @@ func (db *DB) adoptLeases(tx *Tx) error {
 	return nil
 }
 
-// NodeID names this process among those sharing the database: it holds
-// the process's leases, and names it in logs. It is drawn at Open: the
-// host's name, the process id and random bytes, so that a restarted
-// process is a new holder.
+// NodeID names this process among those sharing the database: the
+// holder of its leases, as the leases table shows them. It is drawn at
+// Open: the host's name, the process id and random bytes, so that a
+// restarted process is a new holder.
 func (db *DB) NodeID() string { return db.nodeID }
 
 func newNodeID() string {
