@@ -240,8 +240,14 @@ func TestMetricsOfWorkSocketsAndTheDatabase(t *testing.T) {
 		`chatd_socket_disconnects_total{reason="slow_consumer"}`:   0,
 		`chatd_socket_pushes_dropped_total`:                        0,
 	})
+	// This one server holds the leases of both jobs, and claims no
+	// webhook endpoint: it has none.
+	f = scrapeUntil(t, w.scrapeURL, "both jobs' leases", func(f map[string]*apitest.Family) bool {
+		return sampleOf(f, "chatd_leases_held", "kind", "bulk") == 1 && sampleOf(f, "chatd_leases_held", "kind", "purge") == 1
+	})
+	wantSamples(t, f, map[string]float64{`chatd_leases_held{kind="webhook"}`: 0})
 	for _, family := range []string{"chatd_checkpoint_duration_seconds", "chatd_checkpoints_total", "chatd_wal_bytes",
-		"chatd_bulk_jobs", "chatd_purged_total", "chatd_purged_bytes_total", "chatd_purge_passes_total", "go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes", "process_open_fds"} {
+		"chatd_bulk_jobs", "chatd_leases_held", "chatd_purged_total", "chatd_purged_bytes_total", "chatd_purge_passes_total", "go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes", "process_open_fds"} {
 		if f[family] == nil {
 			t.Errorf("no family %s", family)
 		}

@@ -25,6 +25,7 @@ func (m *serverMetrics) writeTo(ctx context.Context, p *promText) {
 	m.writeRealtime(p)
 	m.writeWork(p)
 	m.writePurge(p)
+	m.writeLeases(p)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m.writeDatabase(ctx, p)
@@ -129,6 +130,22 @@ func (m *serverMetrics) writePurge(p *promText) {
 	}
 	p.one("chatd_purged_bytes_total", "counter", "Bytes of the messages and files the retention purge deleted.", float64(purged.Bytes))
 	p.one("chatd_purge_passes_total", "counter", "Retention purge passes completed.", float64(purged.Passes))
+}
+
+// leaseKinds are the kinds of lease a chatd process takes: the bulk
+// deletion worker's, the retention purge's, and the claims on webhook
+// endpoints (one per endpoint, counted together so the series stay few).
+var leaseKinds = []string{"bulk", "purge", "webhook"}
+
+// writeLeases writes the leases this process holds, by kind: with several
+// nodes on one database, which of them runs each job now.
+func (m *serverMetrics) writeLeases(p *promText) {
+	held := m.s.db.LeasesHeld()
+	p.family("chatd_leases_held", "gauge", "Leases this process holds now, by kind: bulk and purge (1 on the node running "+
+		"the bulk deletion worker, the retention purge), webhook (endpoints whose sends it has claimed).")
+	for _, kind := range leaseKinds {
+		p.sample("chatd_leases_held", labelSet("kind", kind), float64(held[kind]))
+	}
 }
 
 func (m *serverMetrics) writeDatabase(ctx context.Context, p *promText) {

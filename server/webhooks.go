@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,19 @@ import (
 // flight, and its deliveries arrive in message order, while a slow or dead
 // endpoint holds one worker and no more: it never delays the other
 // endpoints while workers remain.
+//
+// Several chatd processes may share the database (PostgreSQL). Each runs a
+// dispatcher over the same outbox, so a worker first claims its endpoint
+// with a lease, "webhook:<endpoint id>" (store/leases.go), and sends only
+// while it holds it: an endpoint's deliveries are sent by one process at a
+// time, one at a time, in order, and no two processes send the same one.
+// The claim lasts webhookClaimAttempts attempt timeouts and is renewed
+// before an attempt that might outlast what is left of it, so an attempt
+// and its record always end within it; the worker releases it after its
+// burst. A process that finds an endpoint claimed by another looks again
+// when that claim runs out. A process killed mid-attempt leaves its
+// attempt unrecorded and its claim to run out: then another process makes
+// the attempt again, with the same webhook-id (at least once).
 //
 // A failed attempt is retried with exponential backoff and jitter (about 5
 // s, then ×4 each time up to 2 h), for 24 h from when the message was sent;
@@ -251,11 +265,12 @@ func (d *webhookDispatcher) dueBy(now time.Time, wait *time.Duration) []string {
 const workerBurst = 16
 
 // work sends the endpoint's due deliveries, one at a time in message
-// order, up to workerBurst of them, and records each attempt. It stops at
-// the first that is not delivered: the endpoint's next one waits for it.
-// Then it tells the scheduler when the endpoint is due again.
+// order, up to workerBurst of them, and records each attempt, while it
+// holds the endpoint's claim. It stops at the first that is not delivered:
+// the endpoint's next one waits for it. Then it tells the scheduler when
+// the endpoint is due again.
 func (d *webhookDispatcher) work(endpointID string) {
-	next := d.sendBurst(endpointID)
+	next := d.claimAndSend(endpointID)
 	d.mu.Lock()
 	delete(d.busy, endpointID)
 	if !next.IsZero() {
@@ -270,11 +285,79 @@ func (d *webhookDispatcher) work(endpointID string) {
 	}
 }
 
-// sendBurst sends the endpoint's due deliveries, up to workerBurst, and
-// returns when its next one is due: the zero time when it has none (or is
-// paused or gone).
-func (d *webhookDispatcher) sendBurst(endpointID string) time.Time {
+// webhookClaimAttempts is how many attempt timeouts an endpoint's claim
+// lasts: one for the attempt, one left for recording it (whose write may
+// wait in the queue and be retried), and one so that a claim is renewed
+// about once per attempt that runs long, not before every attempt.
+const webhookClaimAttempts = 3
+
+// webhookClaimPrefix starts the name of an endpoint's claim.
+const webhookClaimPrefix = "webhook:"
+
+// webhookClaim is a worker's claim on its endpoint.
+type webhookClaim struct {
+	lease store.Lease
+	until time.Time // when it runs out at the latest, by this clock
+}
+
+// claim takes or renews the endpoint's claim. When another process holds
+// it, it returns false and when to look again: when that claim runs out.
+func (d *webhookDispatcher) claim(c *webhookClaim) (bool, time.Time) {
+	st, err := d.db.TakeLease(context.Background(), c.lease)
+	switch {
+	case err != nil:
+		if d.ctx.Err() == nil {
+			d.log.Warn("webhooks: claiming an endpoint failed", "endpoint", strings.TrimPrefix(c.lease.Name, webhookClaimPrefix), "err", err)
+		}
+		return false, time.Now().Add(time.Second)
+	case !st.Held:
+		return false, time.Now().Add(st.Left + time.Millisecond)
+	}
+	c.until = st.Until
+	return true, time.Time{}
+}
+
+// claimAndSend claims the endpoint and sends its due deliveries, then
+// releases it, and returns when the endpoint is due again: as sendBurst
+// does, or when another process's claim runs out.
+func (d *webhookDispatcher) claimAndSend(endpointID string) time.Time {
+	c := &webhookClaim{lease: store.Lease{Name: webhookClaimPrefix + endpointID, Holder: d.db.NodeID(),
+		TTL: webhookClaimAttempts * d.cfg.Timeout}}
+	if held, retry := d.claim(c); !held {
+		return retry
+	}
+	next := d.sendBurst(endpointID, c)
+	if err := d.db.ReleaseLease(context.Background(), c.lease.Name, c.lease.Holder); err != nil {
+		d.log.Warn("webhooks: releasing an endpoint's claim failed; it runs out instead", "endpoint", endpointID, "err", err)
+	}
+	if !next.IsZero() || d.ctx.Err() != nil {
+		return next
+	}
+	// Nothing was left when the burst ended, but another process may
+	// have queued a delivery since, and been refused the claim: look once
+	// more, now that the claim is free, so that it does not wait for the
+	// next scan.
+	send, due, err := d.db.NextWebhookSend(d.ctx, endpointID, time.Now())
+	switch {
+	case err != nil:
+		return time.Now().Add(time.Second)
+	case send != nil:
+		return time.Now()
+	}
+	return due
+}
+
+// sendBurst sends the endpoint's due deliveries, up to workerBurst, while
+// it holds the claim c, and returns when its next one is due: the zero
+// time when it has none (or is paused or gone).
+func (d *webhookDispatcher) sendBurst(endpointID string, c *webhookClaim) time.Time {
 	for range workerBurst {
+		// An attempt and its record end within the claim.
+		if time.Until(c.until) < (webhookClaimAttempts-1)*d.cfg.Timeout {
+			if held, retry := d.claim(c); !held {
+				return retry
+			}
+		}
 		send, due, err := d.db.NextWebhookSend(d.ctx, endpointID, time.Now())
 		if err != nil {
 			if d.ctx.Err() == nil {

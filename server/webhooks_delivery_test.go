@@ -431,13 +431,13 @@ func TestWebhookQueueSurvivesARestart(t *testing.T) {
 	}
 }
 
-// startServerAt starts a server on the database file at path, as
-// newTestServerWith does on a new one; stop ends it (as the test's end
-// does).
+// startServerAt starts a server on the database at path (a SQLite file,
+// or a PostgreSQL URL), as newTestServerWith does on a new one; stop ends
+// it (as the test's end does).
 func startServerAt(t *testing.T, path string, configure func(*Config)) (ts *testServer, stop func()) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.Open(path, store.Options{Schema: testSchema, Logger: logger, Sync: store.SyncNormal})
+	db, err := store.Open(path, store.Options{Schema: testSchema, PostgresSchema: testPostgresSchema, Logger: logger, Sync: store.SyncNormal})
 	if err != nil {
 		t.Fatal(err)
 	}

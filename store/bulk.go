@@ -167,10 +167,12 @@ func optionalMicros(v sql.NullInt64) *time.Time {
 	return &t
 }
 
-// bulkWorker runs the open jobs, oldest first, one item per write.
+// bulkWorker runs the open jobs, oldest first, one item per write. Of the
+// processes sharing the database, the one holding the "bulk" lease runs
+// them (leases.go); the others wait to take it over.
 type bulkWorker struct {
 	mu      sync.Mutex
-	stop    chan struct{} // nil while not running
+	cancel  context.CancelFunc // nil while not running
 	stopped chan struct{}
 	wake    chan struct{} // a job was queued
 }
@@ -185,33 +187,38 @@ func (b *bulkWorker) poke() {
 }
 
 // StartBulkWorker starts running bulk deletion jobs, resuming any left open
-// by an earlier run. Start it once changes are published to where they
-// should go (the server installs its publisher first), so that the pushes
-// of resumed deletions are not lost. Starting it twice is harmless.
+// by an earlier run, once this process holds the bulk lease. Start it once
+// changes are published to where they should go (the server installs its
+// publisher first), so that the pushes of resumed deletions are not lost.
+// Starting it twice is harmless.
 func (db *DB) StartBulkWorker() {
 	b := &db.bulk
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.stop != nil {
+	if b.cancel != nil {
 		return
 	}
-	b.stop, b.stopped = make(chan struct{}), make(chan struct{})
-	go db.runBulk(b.stop, b.stopped)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel, b.stopped = cancel, make(chan struct{})
+	go func(stopped chan struct{}) {
+		defer close(stopped)
+		db.jobLease("bulk").run(ctx, db.runBulk)
+	}(b.stopped)
 }
 
 // StopBulkWorker stops the worker after the item it is on (whose write then
-// committed or never started) and waits for it. Open jobs stay open, to be
-// resumed by the next StartBulkWorker.
+// committed or never started), releases its lease and waits for it. Open
+// jobs stay open, to be resumed by whoever takes the lease next.
 func (db *DB) StopBulkWorker() {
 	b := &db.bulk
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.stop == nil {
+	if b.cancel == nil {
 		return
 	}
-	close(b.stop)
+	b.cancel()
 	<-b.stopped
-	b.stop, b.stopped = nil, nil
+	b.cancel, b.stopped = nil, nil
 }
 
 // bulkRetry paces the worker after a write that did not go through (a full
@@ -223,41 +230,49 @@ const (
 	bulkRetryMax = 5 * time.Second
 )
 
-func (db *DB) runBulk(stop, stopped chan struct{}) {
-	defer close(stopped)
+// runBulk runs the open jobs while this process holds the bulk lease,
+// until ctx ends. Between jobs it sleeps until one is queued here, or for
+// JobPoll, after which it looks for jobs other processes queued: a read,
+// so that an idle worker takes no turn at the write lock. Each step reads
+// and changes its item under that lock, so a step that overlaps a takeover
+// (its lease lost just as it was written) still runs no item twice.
+func (db *DB) runBulk(ctx context.Context) {
 	retry := bulkRetry
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
+	for ctx.Err() == nil {
+		open, err := db.bulkJobsOpen(ctx)
 		var worked bool
-		err := db.Write(context.Background(), func(tx *Tx) error {
-			var err error
-			worked, err = db.bulkStep(tx)
-			return err
-		})
-		var timer <-chan time.Time
+		if err == nil && open {
+			err = db.Write(context.Background(), func(tx *Tx) error {
+				var err error
+				worked, err = db.bulkStep(tx)
+				return err
+			})
+		}
+		wait := db.jobPoll
 		switch {
-		case errors.Is(err, ErrClosed):
+		case errors.Is(err, ErrClosed), ctx.Err() != nil:
 			return
 		case err != nil:
 			db.log.Warn("bulk deletion step failed; retrying", "err", err, "in", retry)
-			timer = time.After(retry)
-			retry = min(2*retry, bulkRetryMax)
+			wait, retry = retry, min(2*retry, bulkRetryMax)
 		case worked:
 			retry = bulkRetry
 			continue
 		}
-		// Idle (no timer): sleep until a job is queued.
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-db.bulk.wake:
-		case <-timer:
+		case <-time.After(wait):
 		}
 	}
+}
+
+// bulkJobsOpen reports whether a job is queued or processing.
+func (db *DB) bulkJobsOpen(ctx context.Context) (bool, error) {
+	var open bool
+	err := db.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bulk_jobs WHERE status IN ('queued', 'processing'))`).Scan(&open)
+	return open, err
 }
 
 // bulkStep runs the first pending item of the oldest open job, and records

@@ -77,6 +77,17 @@ type Options struct {
 	BulkQueue int
 	// Logger receives the store's warnings; default slog.Default().
 	Logger *slog.Logger
+	// JobLeaseTTL is how long the lease of a background job (the bulk
+	// deletion worker, the retention purge; leases.go) lasts unless its
+	// holder renews it, which it does every third of it: how soon another
+	// process sharing the database takes the job over when its holder
+	// died. Default DefaultJobLeaseTTL.
+	JobLeaseTTL time.Duration
+	// JobPoll is how often the process holding a job's lease looks for
+	// work other processes queued (a bulk deletion job, a retention
+	// setting changed); what it queued itself wakes it at once. Default
+	// DefaultJobPoll.
+	JobPoll time.Duration
 
 	// driver is the database/sql driver the store's connections use:
 	// SQLite's, or in tests a wrapper that watches what the store runs.
@@ -112,6 +123,10 @@ type DB struct {
 	bulkQueue      int
 	purge          purgeWorker
 	webhooks       *webhookWake
+	nodeID         string
+	leases         leaseBook
+	jobLeaseTTL    time.Duration
+	jobPoll        time.Duration
 
 	migratedFrom, version int
 }
@@ -150,7 +165,7 @@ func newDB(path string, d dialect, opts Options) *DB {
 	return &DB{path: path, dialect: d, limits: opts.Limits.withDefaults(), log: opts.Logger, attemptTimeout: opts.AttemptTimeout,
 		fileChunkSize: opts.FileChunkSize, bulkQueue: opts.BulkQueue, bulk: bulkWorker{wake: make(chan struct{}, 1)},
 		purge:    purgeWorker{wake: make(chan struct{}, 1)},
-		webhooks: newWebhookWake()}
+		webhooks: newWebhookWake(), nodeID: newNodeID(), jobLeaseTTL: opts.JobLeaseTTL, jobPoll: opts.JobPoll}
 }
 
 // opened returns db once its opening succeeded. When it failed, Close
@@ -194,6 +209,15 @@ func (opts *Options) complete() error {
 	}
 	if opts.BulkQueue <= 0 {
 		opts.BulkQueue = 64
+	}
+	if opts.JobLeaseTTL <= 0 {
+		opts.JobLeaseTTL = DefaultJobLeaseTTL
+	}
+	if opts.JobLeaseTTL > maxLeaseTTL {
+		return fmt.Errorf("a job's lease lasts at most %v, not %v", maxLeaseTTL, opts.JobLeaseTTL)
+	}
+	if opts.JobPoll <= 0 {
+		opts.JobPoll = DefaultJobPoll
 	}
 	if opts.driver == "" {
 		opts.driver = "sqlite"

@@ -27,6 +27,15 @@ type dialect struct {
 	snapshot sql.TxOptions
 	// upkeep is the care the database's files need from the writer.
 	upkeep func(*writer) upkeep
+	// clockMicros is the SQL of the database's clock, in µs since the
+	// epoch, which times leases (leases.go): nodes whose own clocks
+	// disagree still agree on when a lease expires.
+	clockMicros string
+	// oneServer: one server at a time runs on the database, so a lease
+	// another holder left is its dead predecessor's (leases.go). A SQLite
+	// file's server holds its server lock (lock_unix.go); PostgreSQL's
+	// nodes share the database.
+	oneServer bool
 	// jsonText is the SQL of the text at the top-level key of the JSON
 	// object held in the TEXT column: SQLite reads it with json_extract,
 	// PostgreSQL has no json_extract and reads the text as jsonb.
@@ -71,6 +80,8 @@ var sqliteDialect = dialect{
 	// SQLite's read transactions are snapshots at every isolation level.
 	snapshot:     sql.TxOptions{ReadOnly: true},
 	upkeep:       (*writer).sqliteUpkeep,
+	clockMicros:  "CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
+	oneServer:    true,
 	jsonText:     func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
 	jsonTextRows: "json_each(?)",
 	indexHint:    func(index string) string { return " INDEXED BY " + index },
@@ -96,6 +107,7 @@ var postgresDialect = dialect{
 	begin:        []string{"BEGIN ISOLATION LEVEL READ COMMITTED", postgresWriteLock + ", pg_notify('" + writesChannel + "', '')"},
 	snapshot:     sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 	upkeep:       postgresUpkeep,
+	clockMicros:  "CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT)",
 	jsonText:     func(column, key string) string { return "(" + column + "::jsonb ->> '" + key + "')" },
 	jsonTextRows: "json_array_elements_text(CAST(? AS json)) AS ids(value)",
 	indexHint:    func(string) string { return "" },

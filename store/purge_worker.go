@@ -13,6 +13,14 @@ import (
 // time: a change during a pass wakes the next one. Stopping cancels the
 // pass between two steps (the step under way commits or never starts), and
 // the next pass goes on from where it stopped.
+//
+// Of the processes sharing the database, the one holding the "purge"
+// lease runs the passes (leases.go): it starts with a pass when it takes
+// the lease (so one a dead holder cut short goes on), and it learns of a
+// setting changed on another process by polling the settings every
+// JobPoll. Losing the lease cancels the pass like stopping does. The
+// purge's steps are idempotent and each runs under the write lock, so a
+// step that overlaps a takeover deletes nothing twice.
 
 // purgeWorker is the worker's state and what it counted.
 type purgeWorker struct {
@@ -73,11 +81,14 @@ func (db *DB) StartPurgeWorker(interval time.Duration) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.stopped = cancel, make(chan struct{})
-	go db.runPurge(ctx, max(interval, time.Second), p.stopped)
+	go func(stopped chan struct{}) {
+		defer close(stopped)
+		db.jobLease("purge").run(ctx, func(ctx context.Context) { db.runPurge(ctx, max(interval, time.Second)) })
+	}(p.stopped)
 }
 
-// StopPurgeWorker stops the worker after the step it is on and waits for
-// it.
+// StopPurgeWorker stops the worker after the step it is on, releases its
+// lease and waits for it.
 func (db *DB) StopPurgeWorker() {
 	p := &db.purge
 	p.mu.Lock()
@@ -95,9 +106,13 @@ func (db *DB) StopPurgeWorker() {
 // sooner.
 const purgeRetry = 10 * time.Second
 
-func (db *DB) runPurge(ctx context.Context, interval time.Duration, stopped chan struct{}) {
-	defer close(stopped)
+// runPurge runs passes while this process holds the purge lease, until
+// ctx ends.
+func (db *DB) runPurge(ctx context.Context, interval time.Duration) {
 	for {
+		// Read before the pass, so that a change made during it is seen
+		// after it. Unread, they read as changed: one pass more.
+		settings, _ := db.retentionSettings(ctx)
 		wait := interval
 		start := time.Now()
 		report, err := db.Purge(ctx, PurgeOptions{})
@@ -121,13 +136,46 @@ func (db *DB) runPurge(ctx context.Context, interval time.Duration, stopped chan
 			db.log.Info("retention purge", "texts", texts, "events", events, "files", files, "bytes", bytes,
 				"rooms", len(rooms(report)), "took", time.Since(start).Round(time.Millisecond))
 		}
-		select {
-		case <-ctx.Done():
+		if !db.awaitPurge(ctx, time.Now().Add(wait), settings) {
 			return
-		case <-db.purge.wake:
-		case <-time.After(wait):
 		}
 	}
+}
+
+// awaitPurge waits until the next pass is due at next, a setting changed
+// here, or one changed elsewhere (the settings differ from those read
+// before the last pass); it reports false when ctx ended first.
+func (db *DB) awaitPurge(ctx context.Context, next time.Time, settings retentionStamp) bool {
+	for {
+		wait := time.Until(next)
+		if wait <= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-db.purge.wake:
+			return true
+		case <-time.After(min(wait, db.jobPoll)):
+		}
+		if now, err := db.retentionSettings(ctx); err == nil && now != settings {
+			return true
+		}
+	}
+}
+
+// retentionStamp tells retention settings apart: how many there are and
+// when the last was set, of the organizations' and the rooms'.
+type retentionStamp struct{ orgs, orgsAt, rooms, roomsAt int64 }
+
+// retentionSettings reads the stamp of the settings now: two small tables,
+// one row per organization or room with a setting of its own.
+func (db *DB) retentionSettings(ctx context.Context) (retentionStamp, error) {
+	var s retentionStamp
+	err := db.queryRow(ctx, `SELECT (SELECT count(*) FROM organization_retention), (SELECT coalesce(max(updated_at), 0) FROM organization_retention),
+		(SELECT count(*) FROM room_retention), (SELECT coalesce(max(updated_at), 0) FROM room_retention)`).
+		Scan(&s.orgs, &s.orgsAt, &s.rooms, &s.roomsAt)
+	return s, err
 }
 
 // rooms are the rooms of a report.
