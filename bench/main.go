@@ -168,13 +168,18 @@ func main() {
 			fail(err)
 		}
 	}
-	if len(httpLoads) == 0 {
-		return
+	if len(httpLoads) > 0 {
+		runHTTPWorkloads(bin, strings.Split(*syncList, ","), clients, *duration, *rate, httpLoads)
 	}
+}
+
+// runHTTPWorkloads runs the HTTP workloads at every sync mode and client
+// count, under one header.
+func runHTTPWorkloads(bin string, modes []string, clients []int, d time.Duration, rate float64, workloads []string) {
 	fmt.Printf("%-8s %-8s %7s %10s %9s %9s %8s\n", "sync", "workload", "clients", "req/s", "p50", "p99", "errors")
-	for _, mode := range strings.Split(*syncList, ",") {
+	for _, mode := range modes {
 		for _, n := range clients {
-			if err := runMode(bin, mode, n, *duration, *rate, httpLoads); err != nil {
+			if err := runMode(bin, mode, n, d, rate, workloads); err != nil {
 				fail(err)
 			}
 		}
