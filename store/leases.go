@@ -31,7 +31,8 @@ import (
 // ends.
 //
 // A SQLite file has one server at a time (`chatd serve` holds its server
-// lock), so a lease another holder left there can only be that of a server
+// lock): its jobs take no lease there (runAlone), and a lease another
+// holder left (a webhook endpoint's claim) can only be that of a server
 // that died before this one started. The first lease this process takes on
 // such a database drops them all (dialect.oneServer), so a restart after a
 // crash goes on at once rather than waiting for its dead predecessor's
@@ -271,6 +272,10 @@ func (l *jobLease) take() (LeaseState, error) {
 // if it still holds it, and returns once ctx ended or tries to take it
 // again.
 func (l *jobLease) run(ctx context.Context, work func(context.Context)) {
+	if l.db.dialect.oneServer {
+		l.runAlone(ctx, work)
+		return
+	}
 	retry := leaseRetry
 	for ctx.Err() == nil {
 		st, err := l.take()
@@ -290,6 +295,16 @@ func (l *jobLease) run(ctx context.Context, work func(context.Context)) {
 			l.hold(ctx, st.Until, work)
 		}
 	}
+}
+
+// runAlone runs work where this process is the database's one server (a
+// SQLite file, under the server lock): the job is its own without a lease,
+// and an idle server writes nothing to keep one, which would otherwise
+// fsync every few seconds and hand Litestream a stream of frames to ship.
+func (l *jobLease) runAlone(ctx context.Context, work func(context.Context)) {
+	l.db.leases.note(l.lease(), LeaseState{Held: true, Holder: l.db.nodeID, Until: time.Now().AddDate(100, 0, 0)})
+	defer l.db.leases.forget(l.name)
+	work(ctx)
 }
 
 // awaitFree returns when the lease, another's for left more, may be free:

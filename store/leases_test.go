@@ -148,6 +148,17 @@ func TestLeaseOfADeadSQLiteServerIsDroppedAtRestart(t *testing.T) {
 	if held := second.LeasesHeld(); held["bulk"] != 1 {
 		t.Fatalf("leases held %v", held)
 	}
+	// The one server's jobs write no lease; the first lease it takes (a
+	// webhook endpoint's claim, say) drops what the dead one left.
+	if n := rawCount(t, second, `SELECT count(*) FROM leases WHERE holder = ?`, second.NodeID()); n != 0 {
+		t.Fatalf("the bulk worker of a SQLite server wrote %d leases", n)
+	}
+	if st, err := second.TakeLease(ctx, Lease{Name: "webhook:x", Holder: second.NodeID(), TTL: time.Minute}); err != nil || !st.Held {
+		t.Fatalf("take: %+v %v", st, err)
+	}
+	if n := rawCount(t, second, `SELECT count(*) FROM leases WHERE holder <> ?`, second.NodeID()); n != 0 {
+		t.Fatalf("%d leases of the dead server left after a take", n)
+	}
 }
 
 // openNode opens one more store on the PostgreSQL database at url: a node
@@ -280,7 +291,11 @@ func TestPostgresLeaseRunsThePurgeOnceOnTwoNodes(t *testing.T) {
 	if _, err := b.SetOrganizationRetention(context.Background(), alice, Periods{TextDays: days(1)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the purge of the old messages", func() bool { return k.contents(t, k.room) == "new" })
+	// The counts move just after the step's commit, which the rows' absence
+	// shows a moment sooner: wait for both.
+	waitFor(t, "the purge of the old messages", func() bool {
+		return k.contents(t, k.room) == "new" && a.PurgeStats().Texts+b.PurgeStats().Texts >= old
+	})
 	if sa, sb := a.PurgeStats(), b.PurgeStats(); sa.Texts+sb.Texts != old || sb.Passes != 0 {
 		t.Fatalf("purged: a %+v, b %+v; want %d texts in all, none by b", sa, sb, old)
 	}
@@ -337,8 +352,8 @@ func TestPostgresLeaseMovesWhenItsHolderIsCutOff(t *testing.T) {
 // A worker whose renewal finds its lease taken (its claim ran out while it
 // was held up, and another process took it) stops working, waits for the
 // lease, and goes on once it is free again.
-func TestLeaseLostStopsTheJobUntilTakenAgain(t *testing.T) {
-	db := openTestDB(t, Options{JobPoll: 20 * time.Millisecond, JobLeaseTTL: 300 * time.Millisecond})
+func TestPostgresLeaseLostStopsTheJobUntilTakenAgain(t *testing.T) {
+	db := openNode(t, pgtest.NewDatabase(t), Options{JobPoll: 20 * time.Millisecond, JobLeaseTTL: 300 * time.Millisecond})
 	db.StartBulkWorker()
 	waitFor(t, "the worker to hold its lease", func() bool { return holderOf(t, db, "bulk") == db.NodeID() })
 	// Another process took it over, for an hour.
