@@ -49,6 +49,10 @@ var (
 	started   *cluster
 	startErr  error
 	databases atomic.Int64 // numbers the test databases
+	// skipped counts the tests skipped for want of PostgreSQL, and
+	// missing says what was missing, for Main's one line.
+	skipped atomic.Int64
+	missing atomic.Value
 )
 
 // shared is the process's cluster, started by the first call.
@@ -60,8 +64,16 @@ func shared(bin string) (*cluster, error) {
 // Main runs a package's tests, then stops the cluster if one of them
 // started it (a fast shutdown) and removes its directory. It returns the
 // tests' exit code, for os.Exit.
+//
+// When tests were skipped for want of PostgreSQL, Main prints one line
+// saying how many and why, after the tests. (go test shows it when run in
+// the package's folder, or with -v: listing packages, it keeps a passing
+// package's output to itself.)
 func Main(m *testing.M) int {
 	code := m.Run()
+	if n := skipped.Load(); n > 0 {
+		fmt.Printf("SKIP: %d tests that need PostgreSQL: %v\n", n, missing.Load())
+	}
 	startOnce.Do(func() {}) // waits for a start still under way; none begins after
 	if started != nil {
 		if err := started.stop(); err != nil {
@@ -109,6 +121,8 @@ func running(tb testing.TB) *cluster {
 		if os.Getenv("CHATD_PG_REQUIRED") != "" {
 			tb.Fatalf("%v; CHATD_PG_REQUIRED is set, so this fails rather than skips", err)
 		}
+		skipped.Add(1)
+		missing.Store(err.Error())
 		tb.Skip(err)
 	}
 	c, err := shared(bin)
