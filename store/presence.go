@@ -17,21 +17,8 @@ import (
 // person) is a participant of: where a change of its presence is told. It
 // is the server's own read, on behalf of nobody.
 func (db *DB) MemberRoomIDs(ctx context.Context, id string) ([]string, error) {
-	rows, err := db.query(ctx, `SELECT p.room_id FROM participants p JOIN rooms r ON r.id = p.room_id
-		WHERE p.member_id = ? AND r.deleted_at IS NULL`, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var room string
-		if err := rows.Scan(&room); err != nil {
-			return nil, err
-		}
-		ids = append(ids, room)
-	}
-	return ids, rows.Err()
+	return scanStrings(db.query(ctx, `SELECT p.room_id FROM participants p JOIN rooms r ON r.id = p.room_id
+		WHERE p.member_id = ? AND r.deleted_at IS NULL`, id))
 }
 
 // Presence is one participant of a room, for the presence listing: who it

@@ -126,6 +126,26 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 	return db.read.QueryContext(ctx, db.readStmts.bind(query), args...)
 }
 
+// scanStrings reads the one text column of rows, as a query returned them
+// (so that it wraps the call: scanStrings(db.query(…))), and closes rows
+// before it returns: on the writer's connection a next statement may
+// follow at once.
+func scanStrings(rows *sql.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
 // byKey indexes rows that a follow-up query enriches, and returns their
 // keys, in order, as that query's arguments.
 func byKey[K comparable, T any](rows []T, key func(T) K) (map[K]T, []any) {

@@ -255,21 +255,12 @@ func PeopleOutside(ctx context.Context, path, organization string, limit int) ([
 		return nil, nil
 	}
 	// organizations.name compares without case, as it is unique.
-	rows, err := conn.QueryContext(ctx, `SELECT u.handle FROM users u JOIN organizations o ON o.id = u.organization_id
-		WHERE o.name <> ? ORDER BY u.handle LIMIT ?`, organization, limit)
+	handles, err := scanStrings(conn.QueryContext(ctx, `SELECT u.handle FROM users u JOIN organizations o ON o.id = u.organization_id
+		WHERE o.name <> ? ORDER BY u.handle LIMIT ?`, organization, limit))
 	if err != nil {
 		return nil, describeOpenError(path, err)
 	}
-	defer rows.Close()
-	var handles []string
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			return nil, err
-		}
-		handles = append(handles, h)
-	}
-	return handles, rows.Err()
+	return handles, nil
 }
 
 // OnlyUser returns the single person when exactly one exists. With more,

@@ -378,21 +378,8 @@ func (db *DB) ListWebhookDeliveries(ctx context.Context, actor Actor, agentID, i
 // enqueueWebhooks queues the message at seq for every endpoint of the agent,
 // inside the transaction that stores the message.
 func (db *DB) enqueueWebhooks(tx *Tx, agentID string, seq int64) error {
-	rows, err := tx.Query(`SELECT id FROM webhook_endpoints WHERE agent_id = ?`, agentID)
+	endpoints, err := scanStrings(tx.Query(`SELECT id FROM webhook_endpoints WHERE agent_id = ?`, agentID))
 	if err != nil {
-		return err
-	}
-	var endpoints []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		endpoints = append(endpoints, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	ts := tx.Now().UnixMicro()
