@@ -116,6 +116,9 @@ func printMove(cmd *cobra.Command, db, to string, r *store.MoveReport) {
 	}
 	fmt.Fprintf(out, "  %-*s  %*d\n", width, "total", rows, total)
 	fmt.Fprintf(out, "\nEvery table's row count and checksum match on both sides.\n")
+	if len(r.NotMoved) > 0 {
+		fmt.Fprintf(out, "Not moved, as they belong to the SQLite server's process: %s.\n", strings.Join(r.NotMoved, ", "))
+	}
 	if len(r.PostgresOnly) > 0 {
 		fmt.Fprintf(out, "Tables only PostgreSQL has, left as its schema made them: %s.\n", strings.Join(r.PostgresOnly, ", "))
 	}

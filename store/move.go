@@ -40,6 +40,9 @@ type MoveReport struct {
 	// PostgresOnly are the tables of the PostgreSQL schema that SQLite has
 	// no counterpart of, left as the schema created them.
 	PostgresOnly []string
+	// NotMoved are the tables whose rows are the SQLite server's own
+	// state rather than data, left empty (notMoved).
+	NotMoved []string
 	// Sequences are the identity columns moved past the largest value
 	// copied into them, as "table.column".
 	Sequences []string
@@ -314,6 +317,11 @@ func (m *mover) refuseNonEmpty(ctx context.Context) error {
 		ErrTargetNotEmpty, RedactedURL(m.dst.url), strings.Join(shown, ", "), more)
 }
 
+// notMoved are the tables a move leaves empty. The leases are held by the
+// SQLite server's process, which no PostgreSQL node is: copied, a job's
+// would keep every node from the job until it expired.
+var notMoved = []string{"leases"}
+
 // plan lists the tables to copy, in an order that satisfies PostgreSQL's
 // foreign keys, with the columns each shares with PostgreSQL.
 func (m *mover) plan(ctx context.Context) ([]*moveTable, error) {
@@ -332,6 +340,10 @@ func (m *mover) plan(ctx context.Context) ([]*moveTable, error) {
 	}
 	tables := map[string]*moveTable{}
 	for _, name := range sqliteTables {
+		if slices.Contains(notMoved, name) {
+			m.report.NotMoved = append(m.report.NotMoved, name)
+			continue
+		}
 		if !slices.Contains(pgTables, name) {
 			return nil, fmt.Errorf("the PostgreSQL schema has no table %s, which the SQLite file has", name)
 		}
@@ -616,20 +628,7 @@ func (m *mover) setSequences(ctx context.Context, pg *pgx.Conn) error {
 func queryStrings(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }, query string, args ...any) ([]string, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return scanStrings(q.QueryContext(ctx, query, args...))
 }
 
 // quoteName quotes an identifier for both databases.
