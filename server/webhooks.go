@@ -302,7 +302,14 @@ type webhookClaim struct {
 
 // claim takes or renews the endpoint's claim. When another process holds
 // it, it returns false and when to look again: when that claim runs out.
+// The one server of a SQLite file sends every webhook there is, so it
+// claims without writing: a claim and a release per run of sends would
+// be two fsync'd writes, and frames for Litestream to ship, for nothing.
 func (d *webhookDispatcher) claim(c *webhookClaim) (bool, time.Time) {
+	if !d.db.SharesChanges() {
+		c.until = time.Now().Add(c.lease.TTL)
+		return true, time.Time{}
+	}
 	st, err := d.db.TakeLease(context.Background(), c.lease)
 	switch {
 	case err != nil:
@@ -317,6 +324,17 @@ func (d *webhookDispatcher) claim(c *webhookClaim) (bool, time.Time) {
 	return true, time.Time{}
 }
 
+// release gives up the claim c, so that another process may send at once.
+func (d *webhookDispatcher) release(c *webhookClaim) {
+	if !d.db.SharesChanges() {
+		return
+	}
+	if err := d.db.ReleaseLease(context.Background(), c.lease.Name, c.lease.Holder); err != nil {
+		d.log.Warn("webhooks: releasing an endpoint's claim failed; it runs out instead",
+			"endpoint", strings.TrimPrefix(c.lease.Name, webhookClaimPrefix), "err", err)
+	}
+}
+
 // claimAndSend claims the endpoint and sends its due deliveries, then
 // releases it, and returns when the endpoint is due again: as sendBurst
 // does, or when another process's claim runs out.
@@ -327,9 +345,7 @@ func (d *webhookDispatcher) claimAndSend(endpointID string) time.Time {
 		return retry
 	}
 	next := d.sendBurst(endpointID, c)
-	if err := d.db.ReleaseLease(context.Background(), c.lease.Name, c.lease.Holder); err != nil {
-		d.log.Warn("webhooks: releasing an endpoint's claim failed; it runs out instead", "endpoint", endpointID, "err", err)
-	}
+	d.release(c)
 	if !next.IsZero() || d.ctx.Err() != nil {
 		return next
 	}

@@ -399,6 +399,29 @@ func TestASlowReceiverDoesNotDelayOtherAgents(t *testing.T) {
 	}
 }
 
+// A SQLite file's one server sends every webhook: it claims none, so a
+// send writes nothing to the database beside the record of its attempt.
+func TestWebhookSendsOfTheOneServerClaimNothing(t *testing.T) {
+	w := newHookWorld(t, nil)
+	if w.ts.db.SharesChanges() {
+		t.Skip("PostgreSQL's nodes claim what they send (webhooks_cluster_test.go)")
+	}
+	slow := newHookReceiver(t)
+	release := make(chan struct{})
+	slow.hold = release
+	w.register(t, w.helperKey, slow, "/slow")
+	w.post(t, "s1", w.helper)
+	eventually(t, "the receiver to be sent the message", func() bool { return slow.arrived.Load() == 1 })
+	if n := w.ts.count(t, `SELECT count(*) FROM leases`); n != 0 {
+		t.Fatalf("%d leases held while a webhook is sent", n)
+	}
+	close(release)
+	eventually(t, "the message to be accepted", func() bool { return len(slow.accepted()) == 1 })
+	if held := w.ts.db.LeasesHeld()["webhook"]; held != 0 {
+		t.Fatalf("%d webhook claims held", held)
+	}
+}
+
 // The queue is in the database: a server stopped while its receiver is
 // down delivers everything, in order, once it is started again on the same
 // file.

@@ -31,8 +31,8 @@ type dialect struct {
 	// epoch, which times leases (leases.go): nodes whose own clocks
 	// disagree still agree on when a lease expires.
 	clockMicros string
-	// oneServer: one server at a time runs on the database, so a lease
-	// another holder left is its dead predecessor's (leases.go). A SQLite
+	// oneServer: one server at a time runs on the database, so its
+	// background jobs are its own without a lease (leases.go). A SQLite
 	// file's server holds its server lock (lock_unix.go); PostgreSQL's
 	// nodes share the database.
 	oneServer bool

@@ -31,13 +31,10 @@ import (
 // ends.
 //
 // A SQLite file has one server at a time (`chatd serve` holds its server
-// lock): its jobs take no lease there (runAlone), and a lease another
-// holder left (a webhook endpoint's claim) can only be that of a server
-// that died before this one started. The first lease this process takes on
-// such a database drops them all (dialect.oneServer), so a restart after a
-// crash goes on at once rather than waiting for its dead predecessor's
-// leases to expire. On PostgreSQL a lease is only ever taken over once it
-// expired: a node restarted after a SIGKILL waits out what its earlier
+// lock): neither its jobs (runAlone) nor its webhook sends take a lease
+// there, so a restart after a crash goes on at once, whatever leases an
+// earlier server left. On PostgreSQL a lease is only ever taken over once
+// it expired: a node restarted after a SIGKILL waits out what its earlier
 // self held, as the other nodes do.
 
 // Lease is a claim TakeLease makes.
@@ -98,9 +95,6 @@ func (db *DB) TakeLease(ctx context.Context, l Lease) (LeaseState, error) {
 	var st LeaseState
 	start := time.Now()
 	err := db.Write(ctx, func(tx *Tx) error {
-		if err := db.adoptLeases(tx); err != nil {
-			return err
-		}
 		clock := db.dialect.clockMicros
 		// One statement: a new lease, an expired one taken over, or the
 		// holder's own renewed; when the WHERE refuses, no row changes.
@@ -143,22 +137,6 @@ func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
 	return err
 }
 
-// adoptLeases drops, on a database with one server at a time, the leases
-// other holders left (its dead predecessor's), in the first lease write of
-// the process. Jobs and their after-commit callbacks all run on the writer
-// goroutine, so adopted needs no lock; a batch that fails leaves it unset,
-// and the next take drops them.
-func (db *DB) adoptLeases(tx *Tx) error {
-	if !db.dialect.oneServer || db.leases.adopted {
-		return nil
-	}
-	if _, err := tx.Exec(`DELETE FROM leases WHERE holder <> ?`, db.nodeID); err != nil {
-		return err
-	}
-	tx.AfterCommit(func() { db.leases.adopted = true })
-	return nil
-}
-
 // NodeID names this process among those sharing the database: the
 // holder of its leases, as the leases table shows them. It is drawn at
 // Open: the host's name, the process id and random bytes, so that a
@@ -188,8 +166,6 @@ func newNodeID() string {
 type leaseBook struct {
 	mu   sync.Mutex
 	held map[string]time.Time
-	// adopted: the leases of other holders were dropped (adoptLeases).
-	adopted bool
 }
 
 func (b *leaseBook) note(l Lease, st LeaseState) {
