@@ -70,6 +70,7 @@ func containsInOrder(s string, parts ...string) bool {
 // chatd migrate --dry-run on a SQLite file: what it would do to a file
 // that is not there, an old one and a current one, and the refusals of
 // migrate, word for word; and it writes nothing, not even a directory.
+// A refused migrate writes nothing either.
 func TestMigrateDryRun(t *testing.T) {
 	current := currentVersion(t)
 	dir := t.TempDir()
@@ -109,19 +110,34 @@ func TestMigrateDryRun(t *testing.T) {
 		t.Fatalf("current:\n got %q\nwant %q", out, want)
 	}
 
+	// In rollback-journal mode, as most programs leave their files.
 	newer := filepath.Join(dir, "newer.db")
 	sqliteFile(t, newer, "CREATE TABLE future (x)", "PRAGMA user_version = 42")
 	foreign := filepath.Join(dir, "foreign.db")
 	sqliteFile(t, foreign, "CREATE TABLE someone_elses (x)")
-	for _, path := range []string{newer, foreign} {
+	for path, refusal := range map[string]string{
+		newer:   fmt.Sprintf("the database is at schema version 42 but this chatd supports up to version %d; upgrade chatd (the database was not changed)", current),
+		foreign: "the file holds tables but no chatd schema version; it is not a chatd database",
+	} {
 		digest := fileDigest(t, path)
 		dry := runChatd(t, nil, "migrate", "--dry-run", "--db", path)
 		if fileDigest(t, path) != digest {
 			t.Fatalf("the dry run changed %s", path)
 		}
 		real := runChatd(t, nil, "migrate", "--db", path)
-		if dry.code != 1 || dry.code != real.code || dry.stderr != real.stderr || dry.stdout != "" {
+		if dry.code != 1 || dry.code != real.code || dry.stderr != real.stderr || dry.stdout != "" || !strings.Contains(real.stderr, refusal) {
 			t.Fatalf("%s: the dry run exits %d saying %q; migrate exits %d saying %q", path, dry.code, dry.stderr, real.code, real.stderr)
+		}
+		if fileDigest(t, path) != digest {
+			t.Fatalf("the refused migrate changed %s", path)
+		}
+		for _, beside := range []string{"-wal", "-shm", "-journal"} {
+			if _, err := os.Stat(path + beside); !os.IsNotExist(err) {
+				t.Fatalf("the refused migrate left %s%s: %v", path, beside, err)
+			}
+		}
+		if mode := queryValue[string](t, path, "PRAGMA journal_mode"); mode != "delete" {
+			t.Fatalf("%s is in journal mode %q after the refused migrate", path, mode)
 		}
 	}
 }

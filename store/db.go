@@ -286,8 +286,10 @@ type dsns struct{ driver, write, read string }
 func connStrings(abs string, sync Sync, driver string) dsns {
 	base := fileURI(abs)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
+	// WAL is not set here: it is a mode of the file, not of the connection,
+	// which migrate sets once it has found the file to be chatd's, so that
+	// a file it refuses is left as it was.
 	write := base + "?" + common +
-		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(" + strings.ToUpper(string(sync)) + ")" +
 		"&_pragma=journal_size_limit(67108864)" +
 		"&_pragma=wal_autocheckpoint(0)" + // the writer checkpoints, see writer.checkpoint

@@ -160,11 +160,20 @@ func (m migration) run(ctx context.Context, tx *sql.Tx, schema string) error {
 
 // migrate brings the database to target inside one write transaction, so two
 // processes starting at once cannot both upgrade, and a failed upgrade leaves
-// the file as it was. It returns the version found.
+// the file as it was. A file it refuses is left as it was too: the refusal
+// comes from a read transaction, before the file is switched to WAL, a
+// change SQLite records in the file and cannot make inside a transaction.
+// It returns the version found.
 func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 	ctx := context.Background()
 	upgrades, err := upgradeSteps(schema)
 	if err != nil {
+		return 0, err
+	}
+	if m, err := readMigration(ctx, conn, target, upgrades); err != nil {
+		return m.from, err
+	}
+	if err := walMode(ctx, conn); err != nil {
 		return 0, err
 	}
 	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE
@@ -176,25 +185,58 @@ func migrate(conn *sql.DB, schema string, target int) (from int, err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	from, objects, err := sqliteFound(ctx, tx)
+	// Decided again under the write lock: another process may have
+	// migrated the file since it was read.
+	m, err := sqliteMigration(ctx, tx, target, upgrades)
 	if err != nil {
-		return 0, err
-	}
-	m, err := decideMigration(from, objects, target, upgrades, "file")
-	if err != nil {
-		return from, err
+		return m.from, err
 	}
 	if err = m.run(ctx, tx, schema); err != nil {
-		return from, err
+		return m.from, err
 	}
 	got, err := userVersion(ctx, tx)
 	if err != nil {
-		return from, err
+		return m.from, err
 	}
 	if got != target {
-		return from, fmt.Errorf("schema ended at version %d, want %d", got, target)
+		return m.from, fmt.Errorf("schema ended at version %d, want %d", got, target)
 	}
-	return from, tx.Commit()
+	return m.from, tx.Commit()
+}
+
+// readMigration decides the migration of the file in a read transaction,
+// which writes nothing to it (a read-only transaction is a plain BEGIN, not
+// the DSN's BEGIN IMMEDIATE).
+func readMigration(ctx context.Context, conn *sql.DB, target int, upgrades map[int]string) (migration, error) {
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return migration{}, err
+	}
+	defer tx.Rollback()
+	return sqliteMigration(ctx, tx, target, upgrades)
+}
+
+// sqliteMigration decides the migration of the SQLite file q reads.
+func sqliteMigration(ctx context.Context, q rowQuerier, target int, upgrades map[int]string) (migration, error) {
+	from, objects, err := sqliteFound(ctx, q)
+	if err != nil {
+		return migration{}, err
+	}
+	return decideMigration(from, objects, target, upgrades, "file")
+}
+
+// walMode switches the file to WAL, the mode every connection of the store
+// expects (doc.go); the file keeps it, so a connection the pool reopens
+// finds it. It is a no-op on a file already in WAL.
+func walMode(ctx context.Context, conn *sql.DB) error {
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("switch to WAL: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("the file stays in journal mode %q: SQLite cannot put it in WAL mode here", mode)
+	}
+	return nil
 }
 
 // secretName is the settings row holding the server secret, from which the

@@ -15,7 +15,7 @@ import (
 )
 
 // untouched records a directory's files and their digests, to show that
-// a dry run wrote nothing there: no byte of the database or its WAL, and
+// a dry run, or a refused migration, wrote nothing there: no byte of the database or its WAL, and
 // no file beside them. A -shm file already there is not compared: it is
 // the memory the connections to a database in WAL mode share, where every
 // reader, read-only or not, marks what it reads.
@@ -25,7 +25,7 @@ func untouched(t *testing.T, dir string) func() {
 	return func() {
 		t.Helper()
 		if after := dirDigests(t, dir); !reflect.DeepEqual(after, before) {
-			t.Fatalf("the dry run changed %s:\nbefore %v\n after %v", dir, before, after)
+			t.Fatalf("%s changed:\nbefore %v\n after %v", dir, before, after)
 		}
 	}
 }
@@ -81,12 +81,19 @@ func heads(s MigrationStep) []string {
 // its files, running stmts in it.
 func rawSQLite(t *testing.T, path string, stmts ...string) {
 	t.Helper()
+	rawSQLiteIn(t, path, "wal", stmts...)
+}
+
+// rawSQLiteIn writes a SQLite database at path in journal mode ("wal",
+// or "delete" as most programs leave their files), running stmts in it.
+func rawSQLiteIn(t *testing.T, path, mode string, stmts ...string) {
+	t.Helper()
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	for _, s := range append([]string{"PRAGMA journal_mode = WAL"}, stmts...) {
+	for _, s := range append([]string{"PRAGMA journal_mode = " + mode}, stmts...) {
 		if _, err := raw.Exec(s); err != nil {
 			t.Fatalf("%.60s: %v", s, err)
 		}
@@ -245,26 +252,46 @@ func TestPlanMigrationOfACurrentOrMissingDatabase(t *testing.T) {
 }
 
 // What migrating refuses, the dry run refuses with the same words, and
-// leaves as it was.
+// both leave the file as it was: byte for byte, in its journal mode, with
+// nothing beside it.
 func TestPlanMigrationRefusesWhatMigrateRefuses(t *testing.T) {
 	sqliteOnly(t)
-	for name, write := range map[string]func(path string){
-		"a newer chatd's":   func(path string) { rawSQLite(t, path, "CREATE TABLE future (x)", "PRAGMA user_version = 99") },
-		"another program's": func(path string) { rawSQLite(t, path, "CREATE TABLE someone_elses (x)") },
-		"not SQLite": func(path string) {
+	notChatd := "the file holds tables but no chatd schema version; it is not a chatd database"
+	for _, tc := range []struct {
+		name  string
+		mode  string // the file's journal mode; "" for a file that is not SQLite
+		write func(path string)
+		want  string // the refusal
+	}{
+		{"a newer chatd's", "wal", func(path string) { rawSQLite(t, path, "CREATE TABLE future (x)", "PRAGMA user_version = 99") },
+			"the database is at schema version 99 but this chatd supports up to version"},
+		{"a newer chatd's, in rollback-journal mode", "delete", func(path string) {
+			rawSQLiteIn(t, path, "delete", "CREATE TABLE future (x)", "PRAGMA user_version = 99")
+		}, "the database is at schema version 99 but this chatd supports up to version"},
+		{"another program's", "wal", func(path string) { rawSQLite(t, path, "CREATE TABLE someone_elses (x)") }, notChatd},
+		{"another program's, in rollback-journal mode", "delete", func(path string) {
+			rawSQLiteIn(t, path, "delete", "CREATE TABLE notes (x)", "INSERT INTO notes VALUES ('kept')")
+		}, notChatd},
+		{"not SQLite", "", func(path string) {
 			os.WriteFile(path, []byte(strings.Repeat("not a database ", 100)), 0o600)
-		},
+		}, "is not a SQLite database"},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "chatd.db")
-			write(path)
+			tc.write(path)
 			check := untouched(t, dir)
 			_, planErr := planOf(t, path)
 			check()
 			_, openErr := Open(path, Options{Schema: testSchema})
-			if planErr == nil || openErr == nil || planErr.Error() != openErr.Error() {
-				t.Fatalf("the dry run says %v; migrating says %v", planErr, openErr)
+			check()
+			if planErr == nil || openErr == nil || planErr.Error() != openErr.Error() || !strings.Contains(openErr.Error(), tc.want) {
+				t.Fatalf("the dry run says %v; migrating says %v; want %q", planErr, openErr, tc.want)
+			}
+			if tc.mode != "" {
+				if got := journalModeOf(t, path); got != tc.mode {
+					t.Fatalf("journal mode %q after the refusal, want %q", got, tc.mode)
+				}
 			}
 		})
 	}
@@ -274,6 +301,21 @@ func TestPlanMigrationRefusesWhatMigrateRefuses(t *testing.T) {
 	if _, err := planOf(t, path); !errors.As(err, &tooNew) || tooNew.Found != 99 {
 		t.Fatalf("a newer schema: %v, want ErrSchemaTooNew", err)
 	}
+}
+
+// journalModeOf reads the journal mode of the file at path.
+func journalModeOf(t *testing.T, path string) string {
+	t.Helper()
+	conn, err := openFile(path, readOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var mode string
+	if err := conn.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	return mode
 }
 
 // splitStatements cuts the whole schema at the right places: run one by

@@ -21,6 +21,7 @@ func TestOpenCreatesSchemaOnceAndReopens(t *testing.T) {
 	if db.MigratedFrom() != 0 || db.SchemaVersion() != current {
 		t.Fatalf("from %d to %d, want 0 to %d", db.MigratedFrom(), db.SchemaVersion(), current)
 	}
+	wantWAL(t, db)
 	secret, err := db.ServerSecret(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,27 @@ func TestOpenCreatesSchemaOnceAndReopens(t *testing.T) {
 	if string(again) != string(secret) {
 		t.Fatal("the server secret changed on reopen")
 	}
+	wantWAL(t, db)
+
+	// An empty file (one an installer touched, say) is a new database too.
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(empty, Options{Schema: testSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.MigratedFrom() != 0 || db.SchemaVersion() != current {
+		t.Fatalf("an empty file: from %d to %d, want 0 to %d", db.MigratedFrom(), db.SchemaVersion(), current)
+	}
+	wantWAL(t, db)
+}
+
+// wantWAL fails the test unless db's file is in WAL mode.
+func wantWAL(t *testing.T, db *DB) {
+	t.Helper()
 	var mode string
 	if err := db.read.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q (%v), want wal", mode, err)
@@ -182,6 +204,7 @@ func TestUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
 		if db.MigratedFrom() != v || db.SchemaVersion() != current {
 			t.Errorf("upgrade from %d: from %d to %d", v, db.MigratedFrom(), db.SchemaVersion())
 		}
+		wantWAL(t, db) // the file was written in rollback-journal mode
 		var name string
 		if err := db.read.QueryRow(`SELECT name FROM organizations`).Scan(&name); err != nil || name != "Old" {
 			t.Errorf("upgrade from %d lost rows: %q %v", v, name, err)
