@@ -258,6 +258,9 @@ func sendRefusals(w *messagesWorld, self messagesParty) []scenario {
 		send.unprocessable("message not an object", map[string]any{"message": "hi"}, "validation_error", "/message"),
 		send.unprocessable("content too long", msgOf("content", strings.Repeat("a", store.MaxTextLen+1), "mentions", mentionsOf(coder)), "validation_error", "/message/content"),
 		send.unprocessable("too many mentions", msgOf("content", "hi", "mentions", slices.Repeat(mentionsOf(coder), 51)), "validation_error", "/message/mentions"),
+		send.unprocessable("metadata nested a level too deep", msgOf("content", "hi", "mentions", mentionsOf(coder), "metadata", nestedObject(store.MaxMetadataDepth+1)), "validation_error", "/message/metadata"),
+		// Far deeper than any client parses, yet within the byte limit.
+		send.unprocessable("metadata nested a thousand levels", msgOf("content", "hi", "mentions", mentionsOf(coder), "metadata", nestedObject(1000)), "validation_error", "/message/metadata"),
 		// mentions_required.
 		send.unprocessable("mentions missing", msgOf("content", "hi"), "mentions_required", "/message/mentions"),
 		send.unprocessable("mentions null", msgOf("content", "hi", "mentions", nil), "mentions_required", "/message/mentions"),
@@ -779,6 +782,7 @@ func eventsAtTheSizeLimits(t *testing.T, w *messagesWorld, path string) {
 		t.Fatalf("test metadata is %d bytes", n)
 	}
 	w.event(t, "big", w.helper, w.room, "tool_result", "big", exact)
+	w.event(t, "deep", w.helper, w.room, "tool_result", "deep", nestedObject(store.MaxMetadataDepth))
 	// Serialized means compact: spaces around the same object do not count.
 	spaced := fmt.Sprintf(`{"event": {"content": "spaced", "message_type": "tool_result", "metadata": {  "k" :  %q  } } }`, exact["k"])
 	expect(t, w.ts.do(t, "POST", path, w.helper.cred, spaced), 201, "")
@@ -815,6 +819,16 @@ func eventsReachNoAgent(t *testing.T, w *messagesWorld) {
 	}
 }
 
+// nestedObject is an object that nests levels of objects, itself
+// included: {"a":{"a":{}}} is 3.
+func nestedObject(levels int) any {
+	var v any = map[string]any{}
+	for range levels - 1 {
+		v = map[string]any{"a": v}
+	}
+	return v
+}
+
 // eventRefusals are the 400 and 422 refusals of an event helper posts to
 // path.
 func eventRefusals(w *messagesWorld, path string) []scenario {
@@ -839,6 +853,8 @@ func eventRefusals(w *messagesWorld, path string) []scenario {
 		v422("content of the wrong type", ev("content", 5, "message_type", "thought"), "/event/content"),
 		v422("content one character too long", ev("content", strings.Repeat("é", store.MaxEventContentLen+1), "message_type", "thought"), "/event/content"),
 		v422("metadata one byte too big", ev("content", "x", "message_type", "tool_result", "metadata", over), "/event/metadata"),
+		v422("metadata nested a level too deep", ev("content", "x", "message_type", "tool_result", "metadata", nestedObject(store.MaxMetadataDepth+1)), "/event/metadata"),
+		v422("metadata nested a thousand levels", ev("content", "x", "message_type", "tool_result", "metadata", nestedObject(1000)), "/event/metadata"),
 		v422("metadata an array", ev("content", "x", "message_type", "tool_call", "metadata", []any{1}), "/event/metadata"),
 		v422("metadata a string", ev("content", "x", "message_type", "tool_call", "metadata", "{}"), "/event/metadata"),
 		v422("metadata a number", ev("content", "x", "message_type", "tool_call", "metadata", 1), "/event/metadata"),

@@ -16,8 +16,14 @@ const (
 	MaxTextLen          = 32768 // characters of a text message
 	MaxEventContentLen  = 16384 // characters of an event's content
 	MaxEventMetadataLen = 65536 // bytes of an event's metadata, serialized
-	maxMentions         = 50
-	maxAttachments      = 20
+	// MaxMetadataDepth bounds how deeply a message's or an event's
+	// metadata nests arrays and objects (the object itself is level 1).
+	// Within the byte limit, JSON can nest thousands deep, past what
+	// common clients parse: Python's json and pydantic, jq. A message one
+	// of them cannot parse would stay first in its agent's /next.
+	MaxMetadataDepth = 32
+	maxMentions      = 50
+	maxAttachments   = 20
 )
 
 // TextInput is a text message as the client sent it.
@@ -96,8 +102,9 @@ func checkText(in TextInput) *codedProblems {
 var reservedMetadataKeys = []string{"mentions", "delivery_status", "status", "attempts", "current_attempt"}
 
 // metadataObject checks optional client metadata: an object of at most
-// MaxEventMetadataLen bytes serialized (null or absent read as {}). It
-// returns the object compacted, or what is wrong with it.
+// MaxEventMetadataLen bytes serialized, nesting at most MaxMetadataDepth
+// levels (null or absent read as {}). It returns the object compacted, or
+// what is wrong with it.
 func metadataObject(raw json.RawMessage) (json.RawMessage, string) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
@@ -111,7 +118,34 @@ func metadataObject(raw json.RawMessage) (json.RawMessage, string) {
 	if err := json.Compact(&buf, trimmed); err != nil || buf.Len() > MaxEventMetadataLen {
 		return nil, "must be at most 65536 bytes when serialized"
 	}
+	if jsonDepth(buf.Bytes()) > MaxMetadataDepth {
+		return nil, "must nest arrays and objects at most 32 levels deep"
+	}
 	return json.RawMessage(buf.Bytes()), ""
+}
+
+// jsonDepth is how many levels of arrays and objects the valid JSON text
+// nests at its deepest.
+func jsonDepth(text []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range text {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // EventInput is an event as the client sent it.
