@@ -84,7 +84,9 @@ func (s *Server) authenticate(r *http.Request, aud audience, cachedOnly bool) (*
 		return nil, err
 	}
 	if err := admits(aud, p); err != nil {
-		return nil, err
+		// With its principal: a valid credential takes a token from its
+		// bucket for a refused request too (authenticateLimited).
+		return p, err
 	}
 	s.db.TouchKey(p)
 	return p, nil

@@ -291,13 +291,21 @@ func (s *Server) authenticateLimited(w http.ResponseWriter, r *http.Request, too
 		}
 		return nil, err
 	}
-	if err != nil || s.requests == nil {
-		return p, err
+	if p == nil || s.requests == nil {
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
+	// Every request of a valid credential takes a token, those refused for
+	// the credential's kind (authn's error with its principal) included.
 	st := s.requests.allow(credentialKey(p), now)
 	st.setHeaders(w.Header())
 	if !st.allowed {
 		return nil, rateLimited(tooMany, "rate_limit", msgRateLimited, st)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -98,6 +98,22 @@ func TestRateLimitPerCredential(t *testing.T) {
 	expectLimitHeaders(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(workerKey), nil), "3", "2", "2")
 }
 
+// A valid credential of the wrong kind is refused (403), and each refusal
+// takes a token like any request of the credential: its bucket bounds
+// them too, and the 403s say what is left.
+func TestRateLimitCountsRefusalsOfTheWrongKind(t *testing.T) {
+	ts, _ := limitedServer(t, nil)
+	alice, _ := ts.user("alice")
+	_, workerKey := ts.agent(alice, "Worker")
+	for i, remaining := range []string{"2", "1", "0"} {
+		r := ts.do(t, "GET", "/api/v1/me", apiKey(workerKey), nil)
+		expect(t, r, 403, "forbidden")
+		expectLimitHeaders(t, r, "3", remaining, []string{"2", "4", "6"}[i])
+	}
+	expect(t, ts.do(t, "GET", "/api/v1/me", apiKey(workerKey), nil), 429, "rate_limited")
+	expect(t, ts.do(t, "GET", "/api/v1/agent/me", apiKey(workerKey), nil), 429, "rate_limited")
+}
+
 func TestRateLimitBearerTokensShareTheirPersonsBucket(t *testing.T) {
 	ts, _ := limitedServer(t, nil)
 	alice, aliceKey := ts.user("alice")
