@@ -135,8 +135,16 @@ const (
 	tokenIssuer = "chatd"
 	// MaxTokenTTL caps how long a bearer token may live.
 	MaxTokenTTL = 30 * 24 * time.Hour
+	// tokenLeeway lets a token's issue time run ahead of this clock (another
+	// node's, or the chatd token command's host): the parser applies it to
+	// every time it checks, so the expiry is checked again without it
+	// (expiredAt).
 	tokenLeeway = 30 * time.Second
 )
+
+// expiredAt reports whether a token that expires at exp (which the parser
+// requires) has ended.
+func expiredAt(exp *jwt.NumericDate) bool { return exp == nil || !time.Now().Before(exp.Time) }
 
 // deriveKey derives a purpose-specific key from the server secret.
 func deriveKey(secret []byte, purpose string) []byte {
@@ -186,7 +194,7 @@ func (s *Server) principalFromToken(ctx context.Context, token string) (*store.P
 		}
 		return p, err
 	}
-	if err != nil || !store.ValidID(claims.Subject) {
+	if err != nil || !store.ValidID(claims.Subject) || expiredAt(claims.ExpiresAt) {
 		return nil, errBadToken
 	}
 	if claims.ID != "" {

@@ -261,6 +261,15 @@ func TestBearerTokens(t *testing.T) {
 		{"expired", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
 			c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour))
 		})), false},
+		// The parser's leeway is for clocks that disagree on the issue
+		// time; a token's end is its end.
+		{"expired a second ago", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = jwt.NewNumericDate(now.Add(-time.Minute))
+			c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Second))
+		})), false},
+		{"issued a few seconds ahead of this clock", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = jwt.NewNumericDate(now.Add(5 * time.Second))
+		})), true},
 		{"no expiry", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) { c.ExpiresAt = nil })), false},
 		{"issued in the future", sign(jwt.SigningMethodHS256, key, with(func(c *jwt.RegisteredClaims) {
 			c.IssuedAt = jwt.NewNumericDate(now.Add(time.Hour))

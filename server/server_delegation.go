@@ -161,7 +161,7 @@ func (s *Server) principalFromDelegatedToken(ctx context.Context, token string) 
 	switch {
 	case errorsIsSignature(err):
 		return nil, false, nil
-	case err != nil || !store.ValidID(claims.Subject) || !store.ValidID(claims.ID) || !store.ValidID(claims.Act.Sub):
+	case err != nil || expiredAt(claims.ExpiresAt) || !store.ValidID(claims.Subject) || !store.ValidID(claims.ID) || !store.ValidID(claims.Act.Sub):
 		return nil, true, &store.Error{Code: store.CodeUnauthorized, Message: "invalid or expired delegated token"}
 	}
 	p, err = s.db.DelegatedPrincipal(ctx, claims.ID, claims.Subject, claims.Act.Sub)
