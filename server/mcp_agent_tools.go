@@ -30,7 +30,7 @@ type (
 	}
 	waitArgs struct {
 		RoomID         string `json:"room_id,omitempty" jsonschema:"wait in this room only (its id); omitted: in any of your rooms"`
-		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"how long to wait, 1 to 60 seconds (default 30)"`
+		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"how long to wait, 1 to 60 seconds (omitted or 0: 30)"`
 	}
 	messageRefArgs struct {
 		roomArg

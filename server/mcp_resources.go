@@ -44,7 +44,10 @@ func (t mcpTools) listRoomResources(ctx context.Context) (*mcp.ListResourcesResu
 	if err != nil {
 		return nil, err
 	}
+	// Answered here rather than by the SDK, which would mark the result
+	// with privateResults.
 	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	privateResults(ctx, nil, &out.Cacheable)
 	for _, room := range page.Items {
 		out.Resources = append(out.Resources, &mcp.Resource{URI: roomResourcePrefix + room.ID, Name: roomTitle(room),
 			MIMEType: "text/markdown", Description: "The room's recent messages."})

@@ -26,7 +26,8 @@ Room and message ids are UUIDs; people and agents are named by handles such as "
 // session, and ended is closed when it ends.
 func (s *Server) newMCPServer(p *store.Principal, sessionID func() string, ended <-chan struct{}) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "chatd", Version: s.version},
-		&mcp.ServerOptions{Instructions: mcpInstructions, SchemaCache: s.mcpSchemas, GetSessionID: sessionID})
+		&mcp.ServerOptions{Instructions: mcpInstructions, SchemaCache: s.mcpSchemas, GetSessionID: sessionID,
+			SetCacheable: privateResults})
 	t := mcpTools{s: s, p: p, srv: srv, ended: ended}
 	if p.IsAgent() {
 		t.addAgentTools()
@@ -37,6 +38,12 @@ func (s *Server) newMCPServer(p *store.Principal, sessionID func() string, ended
 	t.addAgentPrompt()
 	return srv
 }
+
+// privateResults marks every result a cache may keep as the caller's own:
+// the tools differ by the credential's kind, and a room's transcript holds
+// what its reader may see. The protocol's default, "public", would let a
+// shared cache hand them to another caller.
+func privateResults(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" }
 
 // mcpTools adds tools to one session's server.
 type mcpTools struct {

@@ -539,6 +539,16 @@ func TestMCPRoomResourcesAndPrompt(t *testing.T) {
 			if err != nil || len(read.Contents) != 1 {
 				t.Fatalf("resources/read: %+v, %v", read, err)
 			}
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What each caller is shown is its own, for no shared cache.
+			for what, scope := range map[string]string{"resources/list": listed.CacheScope, "resources/read": read.CacheScope, "tools/list": tools.CacheScope} {
+				if scope != "private" {
+					t.Errorf("%s: cacheScope %q, want private", what, scope)
+				}
+			}
 			text := read.Contents[0].Text
 			if !strings.Contains(text, "room_id: "+room) || strings.Index(text, "for you") > strings.Index(text, "and this") {
 				t.Fatalf("the transcript, oldest first, lacks a message:\n%s", text)
