@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/chatd/chatd/store"
@@ -42,6 +45,9 @@ func (s *Server) mcpRoutes() {
 // the caller's: a request of a session the caller owns, or a new session
 // within the caller's connection limit.
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkMCPOrigin(r); err != nil {
+		return err
+	}
 	if err := s.readMCPBody(w, r); err != nil {
 		return err
 	}
@@ -65,6 +71,44 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) error {
 		s.rt.sockets.releaseKey(limitKey) // no session was opened
 	}
 	return err
+}
+
+// checkMCPOrigin refuses a request a browser sent from another site's page
+// (the Origin header names it), as the MCP transport requires against DNS
+// rebinding: a page must not reach the endpoint of a server on the user's
+// machine or network. The Host header cannot tell: under rebinding it is
+// the attacker's name. So the pages allowed are those of the public URL
+// and of this machine (a local inspector); clients other than browsers
+// send no Origin.
+func (s *Server) checkMCPOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" || s.mcpOriginAllowed(origin) {
+		return nil
+	}
+	return &store.Error{Code: store.CodeForbidden,
+		Message: "the Origin " + strconv.Quote(origin) + " is neither this server's public URL nor this machine: MCP requests from another site's page are refused"}
+}
+
+func (s *Server) mcpOriginAllowed(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if s.publicURL != "" && strings.EqualFold(origin, publicOrigin(s.publicURL)) {
+		return true
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()
+}
+
+// publicOrigin is the origin (scheme and host) of the public URL.
+func publicOrigin(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // serveInEnvelope serves r with the SDK's handler, turning the refusals it

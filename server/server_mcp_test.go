@@ -318,7 +318,31 @@ func TestMCPTransportRefusals(t *testing.T) {
 		refusalCase("its owner's key", mcpHeaders(apiKey(aliceKey), helpers), "POST", "/mcp", list, 404, "not_found"),
 		refusalCase("an ended session", mcpHeaders(apiKey(helperKey), ended), "POST", "/mcp", list, 404, "not_found"),
 		refusalCase("a made-up session", mcpHeaders(apiKey(helperKey), "not-a-session"), "GET", "/mcp", nil, 404, "not_found"),
+		refusalCase("another site's page", withOrigin(mcpHeaders(apiKey(helperKey), ""), "http://evil.example"), "POST", "/mcp", mcpInitialize, 403, "forbidden"),
+		refusalCase("a page rebound to this server's address", withOrigin(mcpHeaders(apiKey(helperKey), ""), "http://rebound.example:8080"), "POST", "/mcp", mcpInitialize, 403, "forbidden"),
+		refusalCase("a malformed Origin", withOrigin(mcpHeaders(apiKey(helperKey), ""), "::"), "POST", "/mcp", mcpInitialize, 403, "forbidden"),
 	})
+}
+
+// A browser page may reach /mcp from this machine (an inspector) or from
+// the server's public URL; other clients send no Origin.
+func TestMCPOriginsAllowed(t *testing.T) {
+	ts := newTestServerWith(t, func(c *Config) { c.PublicURL = "https://chat.example.com/" })
+	alice, _ := ts.user("alice")
+	_, helperKey := ts.agent(alice, "Helper")
+	for _, origin := range []string{"http://localhost:6274", "http://127.0.0.1:3000", "http://[::1]:8080", "https://chat.example.com"} {
+		r, _ := ts.send(t, "POST", "/mcp", withOrigin(mcpHeaders(apiKey(helperKey), ""), origin), mcpInitialize)
+		if r.status != 200 || r.header.Get("Mcp-Session-Id") == "" {
+			t.Errorf("Origin %s: %d %s", origin, r.status, r.body)
+		}
+	}
+}
+
+func withOrigin(c cred, origin string) cred {
+	return func(h http.Header) {
+		c(h)
+		h.Set("Origin", origin)
+	}
 }
 
 // mcpRefusal is a tool call the REST API would refuse, with the REST
