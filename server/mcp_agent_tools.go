@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/url"
 	"time"
+
+	"github.com/chatd/chatd/store"
 )
 
 // The agent's tools: the Agent API's routes, and wait_for_message, which
@@ -156,6 +158,22 @@ func (t mcpTools) addDeliveryTools() {
 		})
 }
 
+// errMCPSessionEnded answers a wait its session's end stopped: the
+// credential ended, the agent was deleted, the client ended the session,
+// or the server is stopping.
+var errMCPSessionEnded = &store.Error{Code: store.CodeUnauthorized,
+	Message: "this MCP session ended while the call waited (its credential ended, its agent was deleted, or the server is stopping); open a new session"}
+
+// sessionEnded reports whether the session of these tools has ended.
+func (t mcpTools) sessionEnded() bool {
+	select {
+	case <-t.ended:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitForMessage is wait_for_message: the claimed message, in the agent's
 // view, or null.
 func (t mcpTools) waitForMessage(ctx context.Context, a waitArgs) (map[string]any, error) {
@@ -168,6 +186,9 @@ func (t mcpTools) waitForMessage(ctx context.Context, a waitArgs) (map[string]an
 			Details: map[string][]string{"/timeout_seconds": {"must be 1 to 60"}}}
 	}
 	msg, err := t.s.claimWithin(ctx, t.p.Actor(), a.RoomID, time.Duration(seconds)*time.Second, t.ended)
+	if err == nil && msg == nil && t.sessionEnded() {
+		return nil, errMCPSessionEnded
+	}
 	if err != nil || msg == nil {
 		return map[string]any{"message": nil}, err
 	}

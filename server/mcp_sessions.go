@@ -46,7 +46,16 @@ type mcpSession struct {
 	owner   string // credentialLimitKey of the credential that opened it
 	agentID string // the agent it acts as, if any
 	heldCredential
+
+	mu       sync.Mutex
+	requests int           // its POSTs being answered
+	answered chan struct{} // closed once it ended and answered them all
+	settled  bool          // answered is closed
 }
+
+// mcpAnswerGrace bounds how long an ended session waits for the answers
+// of its calls in progress before it closes anyway.
+const mcpAnswerGrace = 5 * time.Second
 
 func newMCPSessions(s *Server) *mcpSessions {
 	m := &mcpSessions{s: s, byID: map[string]*mcpSession{}}
@@ -68,6 +77,18 @@ func newMCPSessions(s *Server) *mcpSessions {
 	return m
 }
 
+// enter admits a POST of session id when the session is open and was
+// opened by p's credential; leave must follow once it is answered.
+func (m *mcpSessions) enter(id string, p *store.Principal) (leave func(), ok bool) {
+	m.mu.Lock()
+	ms, ok := m.byID[id]
+	m.mu.Unlock()
+	if !ok || ms.owner != credentialLimitKey(p) || !ms.enter() {
+		return nil, false
+	}
+	return ms.leave, true
+}
+
 // owns reports whether session id is open and was opened by p's credential.
 func (m *mcpSessions) owns(id string, p *store.Principal) bool {
 	m.mu.Lock()
@@ -81,7 +102,7 @@ func (m *mcpSessions) owns(id string, p *store.Principal) bool {
 // serveMCP adopts the session.
 func (m *mcpSessions) reserve(opening *openingSession) string {
 	opening.id = rand.Text()
-	ms := &mcpSession{owner: opening.owner, ended: opening.ended,
+	ms := &mcpSession{owner: opening.owner, ended: opening.ended, answered: make(chan struct{}),
 		heldCredential: heldBy(opening.principal)}
 	if a := opening.principal.Agent; a != nil {
 		ms.agentID = a.ID
@@ -163,10 +184,58 @@ func (m *mcpSessions) closeAll() {
 	}
 }
 
-// end ends the session: its waits stop and the SDK closes it.
+// end ends the session: its waits stop, and once the calls in progress
+// have answered (a wait stopped by the end says why: waitForMessage) the
+// SDK closes it. Closed at once, it would cut those answers, and a client
+// would wait for them until its own timeout.
 func (ms *mcpSession) end() {
 	ms.endOnce.Do(func() {
+		ms.mu.Lock()
 		close(ms.ended)
-		_ = ms.session.Close()
+		ms.settle()
+		ms.mu.Unlock()
+		go func() {
+			grace := time.NewTimer(mcpAnswerGrace)
+			defer grace.Stop()
+			select {
+			case <-ms.answered:
+			case <-grace.C:
+			}
+			_ = ms.session.Close()
+		}()
 	})
+}
+
+// enter counts a POST of the session in progress, unless it ended.
+func (ms *mcpSession) enter() bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	select {
+	case <-ms.ended:
+		return false
+	default:
+	}
+	ms.requests++
+	return true
+}
+
+func (ms *mcpSession) leave() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.requests--
+	ms.settle()
+}
+
+// settle closes answered once the session ended with nothing in progress;
+// ms.mu is held.
+func (ms *mcpSession) settle() {
+	select {
+	case <-ms.ended:
+	default:
+		return
+	}
+	if ms.requests == 0 && !ms.settled {
+		ms.settled = true
+		close(ms.answered)
+	}
 }

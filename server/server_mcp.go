@@ -53,9 +53,19 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principal(r)
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-		if !s.mcp.owns(id, p) {
+		if r.Method != http.MethodPost {
+			// A GET's stream lasts as long as the session: it is no
+			// answer the session's end waits for.
+			if !s.mcp.owns(id, p) {
+				return errUnknownMCPSession
+			}
+			return s.serveInEnvelope(s.mcp.handler, w, r)
+		}
+		leave, ok := s.mcp.enter(id, p)
+		if !ok {
 			return errUnknownMCPSession
 		}
+		defer leave()
 		return s.serveInEnvelope(s.mcp.handler, w, r)
 	}
 	if r.Method != http.MethodPost {

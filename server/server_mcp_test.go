@@ -243,6 +243,31 @@ func TestMCPWaitEnds(t *testing.T) {
 		t.Fatalf("returned after %v, before its timeout", waited)
 	}
 
+	// A wait whose credential ends answers so, before the session closes:
+	// a client would otherwise wait for the answer until its own timeout.
+	rotated := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait_for_message", Arguments: map[string]any{"timeout_seconds": 60}})
+		if err != nil {
+			t.Errorf("the wait whose key was rotated: %v", err)
+		}
+		rotated <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	expect(t, ts.do(t, "POST", "/api/v1/me/agents/"+w.helper.ID+"/rotate-key", apiKey(w.aliceKey), nil), 200, "")
+	select {
+	case res := <-rotated:
+		if res == nil || !res.IsError || !strings.Contains(toolText(t, res), `"code":"unauthorized"`) {
+			t.Fatalf("the wait whose key was rotated answered %+v", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the wait outlived its credential")
+	}
+
+	_, newKey := ts.agent(w.alice, "Scout")
+	cs = ts.mcpSession(t, apiKey(newKey))
 	result := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
