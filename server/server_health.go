@@ -8,9 +8,13 @@ import (
 	"github.com/chatd/chatd/store"
 )
 
+// The probes also answer HEAD, which some load balancers and monitors
+// send: the same checks, with the body left out.
 func (s *Server) healthRoutes() {
-	s.handle("GET", "/healthz", public, s.healthz)
-	s.handle("GET", "/readyz", public, s.readyz)
+	for _, method := range []string{"GET", "HEAD"} {
+		s.handle(method, "/healthz", public, s.healthz)
+		s.handle(method, "/readyz", public, s.readyz)
+	}
 }
 
 // healthz says the process is alive and serving HTTP; it touches nothing else,

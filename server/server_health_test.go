@@ -25,6 +25,12 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatalf("write_queue = %v", q)
 	}
 	expect(t, ts.do(t, "POST", "/healthz", noCred, nil), 405, "method_not_allowed")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		r, _ := ts.send(t, "HEAD", path, noCred, nil)
+		if r.status != 200 || len(r.body) != 0 {
+			t.Errorf("HEAD %s: %d %q", path, r.status, r.body)
+		}
+	}
 }
 
 func TestWebPage(t *testing.T) {
