@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chatd/chatd/store"
 )
@@ -67,8 +68,8 @@ func viewsOf[T, V any](items []T, view func(T) V) []V {
 // decodeBody reads the JSON request body into dst, a pointer to a struct.
 //
 // An empty body reads as {} (clients send no body to endpoints whose fields
-// are all optional). A body that is not exactly one JSON value is 400
-// invalid_json; a field dst does not declare is 400 unknown_field, with the
+// are all optional). A body that is not exactly one JSON value, or not
+// UTF-8, is 400 invalid_json; a field dst does not declare is 400 unknown_field, with the
 // JSON Pointer of each such field; a value of the wrong type is 422
 // validation_error at its pointer, as is a field tagged chatd:"required"
 // that is absent or null (missingFields). A body over the size limit is 413,
@@ -81,6 +82,11 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
+	}
+	// JSON text is UTF-8; decoding would turn other bytes into U+FFFD and
+	// store the text damaged without a word.
+	if !utf8.Valid(raw) {
+		return errorf(codeInvalidJSON, "request body is not valid UTF-8, which JSON text must be")
 	}
 	var generic any
 	dec := json.NewDecoder(bytes.NewReader(raw))

@@ -312,6 +312,7 @@ func sendRefusals(w *messagesWorld, self messagesParty) []scenario {
 		send.refused("unknown field in a mention", msgOf("content", "hi", "mentions", mentionsOf(mentionOf("id", w.coder.id, "email", "coder@example.com"))), 400, "unknown_field", "/message/mentions/0/email"),
 		send.refused("unknown top-level field", map[string]any{"message": msgOf("content", "hi", "mentions", mentionsOf(coder))["message"], "chat_id": w.room}, 400, "unknown_field", "/chat_id"),
 		send.refused("not JSON", "{\"message\":", 400, "invalid_json"),
+		send.refused("not UTF-8", "{\"message\":{\"content\":\"caf\xe9\",\"mentions\":[{\"id\":\""+w.coder.id+"\"}]}}", 400, "invalid_json"),
 	}
 }
 
