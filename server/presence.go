@@ -55,6 +55,9 @@ type presenceTracker struct {
 	changes chan presenceChange
 	dropped atomic.Int64
 	now     func() time.Time
+	// stopped is set when the server stops (stopPresence): from then on
+	// nothing is queued, there being no one left to push it.
+	stopped bool
 }
 
 func newPresenceTracker() *presenceTracker {
@@ -104,6 +107,9 @@ func (t *presenceTracker) closed(sc *socketConn) {
 }
 
 func (t *presenceTracker) queue(c presenceChange) {
+	if t.stopped {
+		return
+	}
 	select {
 	case t.changes <- c:
 	default:
@@ -139,8 +145,9 @@ func wantsExtensions(c *phx.Conn) bool {
 
 // runPresence pushes the changes of presence in the order they happened,
 // each to the rooms of its participant, and tells the other nodes of the
-// changes of this one's sockets, until stop closes.
+// changes of this one's sockets, until stopPresence.
 func (rt *realtime) runPresence() {
+	defer close(rt.presenceDone)
 	var snapshots <-chan time.Time
 	if rt.s.db.SharesChanges() {
 		tick := time.NewTicker(presenceSnapshotEvery)
@@ -150,6 +157,11 @@ func (rt *realtime) runPresence() {
 	for {
 		select {
 		case c := <-rt.presence.changes:
+			// A select picks at random among what is ready: stopping must
+			// win over a backlog of changes.
+			if rt.presenceCtx.Err() != nil {
+				return
+			}
 			if c.local {
 				rt.sharePresence(c)
 			}
@@ -159,18 +171,40 @@ func (rt *realtime) runPresence() {
 		case <-snapshots:
 			rt.shareSnapshot()
 			rt.presence.forgetSilentNodes()
-		case <-rt.stop:
+		case <-rt.presenceCtx.Done():
 			return
 		}
 	}
 }
 
+// stopPresence ends the presence loop, cutting short a read it is making,
+// and returns once it has ended: the database closes right after the
+// server, and the loop must be done with it by then.
+//
+// A stopping server pushes no presence. The sockets it would push to are
+// the ones it is closing, telling their clients to reconnect; those read
+// presence afresh when they do (here after the restart, or on another
+// node), so pushing every participant offline on the way out would only
+// make people's pages flicker, at the cost of a read per participant
+// while the database is closing. The other nodes, whose clients stay
+// connected, still hear that this one's sockets are gone: realtime.close
+// tells them once, after this.
+func (rt *realtime) stopPresence() {
+	rt.presence.mu.Lock()
+	rt.presence.stopped = true
+	rt.presence.mu.Unlock()
+	rt.presenceCancel()
+	<-rt.presenceDone
+}
+
 func (rt *realtime) pushPresence(c presenceChange) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(rt.presenceCtx, 5*time.Second)
 	defer cancel()
-	rooms, err := rt.s.db.MemberRoomIDs(ctx, c.id)
+	rooms, err := rt.memberRooms(ctx, c.id)
 	if err != nil {
-		rt.log.Warn("presence: the rooms of a participant could not be read", "id", c.id, "error", err)
+		if rt.presenceCtx.Err() == nil { // stopping cut the read short: nothing went wrong
+			rt.log.Warn("presence: the rooms of a participant could not be read", "id", c.id, "error", err)
+		}
 		return
 	}
 	typ := store.PartyUser

@@ -46,8 +46,13 @@ type realtime struct {
 	dropped atomic.Int64
 	sockets socketRegistry
 	// presence knows who is connected, for chatd's presence extension
-	// (presence.go).
-	presence *presenceTracker
+	// (presence.go). Its loop runs until presenceCtx ends, then closes
+	// presenceDone; memberRooms is how it reads a participant's rooms.
+	presence       *presenceTracker
+	presenceCtx    context.Context
+	presenceCancel context.CancelFunc
+	presenceDone   chan struct{}
+	memberRooms    func(ctx context.Context, id string) ([]string, error)
 	// credentialsEnded counts the changes that may have ended credentials,
 	// so that a connection authenticated while one was routed is rechecked
 	// (register).
@@ -60,14 +65,21 @@ type realtime struct {
 // than allowed to stall the writer.
 const changeQueue = 1 << 16
 
-func newRealtime(s *Server) *realtime {
+// newRealtime starts routing for s; memberRooms, when not nil, stands in
+// for the store's MemberRoomIDs in the presence pushes (tests).
+func newRealtime(s *Server, memberRooms func(context.Context, string) ([]string, error)) *realtime {
 	rt := &realtime{
 		s: s, log: s.log,
 		changes: make(chan store.Change, changeQueue),
 		stop:    make(chan struct{}), done: make(chan struct{}),
 		sockets:  newSocketRegistry(),
-		presence: newPresenceTracker(),
+		presence: newPresenceTracker(), presenceDone: make(chan struct{}),
+		memberRooms: memberRooms,
 	}
+	if rt.memberRooms == nil {
+		rt.memberRooms = s.db.MemberRoomIDs
+	}
+	rt.presenceCtx, rt.presenceCancel = context.WithCancel(context.Background())
 	rt.hub = phx.NewHub(rt, phx.Options{})
 	go rt.run()
 	go rt.runPresence()
@@ -97,12 +109,18 @@ func (rt *realtime) run() {
 }
 
 // close closes every connection (1012: clients reconnect to the restarted
-// server) and stops routing.
+// server) and stops routing. It returns once nothing of it reads the
+// database any more, which the caller closes next.
 func (rt *realtime) close() {
+	// Presence first: the connections about to close would each set off
+	// a change for it to push (see stopPresence for why none is).
+	rt.stopPresence()
 	rt.hub.Close(phx.CloseRestart, "server restarting")
 	if rt.s.db.SharesChanges() {
 		// The other nodes hear at once that this one's sockets are gone,
-		// rather than when its silence outlasts presenceNodeSilence.
+		// rather than when its silence outlasts presenceNodeSilence. After
+		// the presence loop ended, so that no note of a socket opening
+		// here can follow this one; the store writes it before it closes.
 		rt.share(&store.PresenceNote{Snapshot: true})
 	}
 	select {

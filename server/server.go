@@ -108,6 +108,9 @@ type Config struct {
 
 	// now is the rate limits' clock; tests set a fake one.
 	now func() time.Time
+	// memberRooms stands in for the store's MemberRoomIDs in the presence
+	// pushes: a test holds it to catch the presence loop mid-read.
+	memberRooms func(ctx context.Context, id string) ([]string, error)
 }
 
 // Server serves the chatd HTTP API.
@@ -229,7 +232,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.buildRouter()
 	s.handler = s.withRequestScope(s.router)
-	s.rt = newRealtime(s)
+	s.rt = newRealtime(s, cfg.memberRooms)
 	s.observeStore(cfg.DB)
 	// After the publisher, so that the pushes of jobs resumed from an
 	// earlier run reach their subscribers.
@@ -262,7 +265,10 @@ func (s *Server) observeStore(db *store.DB) {
 // the retention purge (the next start's pass goes on from there), ends
 // the waits for messages (a held long-poll is answered 204) and the MCP
 // sessions, closes the real-time connections (telling clients the server
-// restarts) and stops publishing changes.
+// restarts; presence is pushed no more) and stops publishing changes. The
+// loops it stops are done with the database when it returns, since the
+// caller closes the database next (requests in flight are Serve's to
+// wait for).
 func (s *Server) Close() {
 	s.webhooks.close()
 	s.db.SetCommitObserver(nil)
