@@ -327,6 +327,7 @@ func (p *program) start() error {
 // Run serves until ctx ends, then stops: requests in flight get the grace
 // period, and everything already accepted is written and checkpointed.
 func (p *program) Run(ctx context.Context) error {
+	stopMetrics := func() {}
 	if p.metricsLn != nil {
 		metricsSrv := &http.Server{Handler: p.srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn)}
@@ -335,9 +336,13 @@ func (p *program) Run(ctx context.Context) error {
 				p.log.Error("metrics listener failed", "err", err)
 			}
 		}()
-		defer metricsSrv.Close()
+		stopMetrics = func() { p.stopMetrics(metricsSrv) }
 	}
 	serveErr := p.srv.Serve(ctx, p.ln, p.cfg.grace)
+	// A scrape reads the database: the metrics stop before it closes,
+	// rather than answer (and log) its reads failing. They go on until the
+	// server has stopped, for whoever watches it drain.
+	stopMetrics()
 	p.log.Info("shutting down: writing what was accepted and checkpointing")
 	p.closeDB()
 	if serveErr != nil {
@@ -345,6 +350,16 @@ func (p *program) Run(ctx context.Context) error {
 	}
 	p.log.Info("stopped cleanly")
 	return nil
+}
+
+// stopMetrics stops the metrics listener, letting the scrapes in flight
+// finish, as long as requests in flight get.
+func (p *program) stopMetrics(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.grace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		srv.Close()
+	}
 }
 
 func (p *program) closeDB() {
