@@ -114,8 +114,8 @@ func FuzzDecodeCursor(f *testing.F) {
 
 // FuzzDecodeBody: whatever the body, decoding it into a real request type is
 // a success or a client error (400 invalid_json or unknown_field, 413, 422),
-// never a 500; a JSON object with a field the type does not declare is 400
-// unknown_field; and what it accepts, encoding/json accepts too with unknown
+// never a 500; a UTF-8 JSON object with a field the type does not declare is
+// 400 unknown_field (one that is not UTF-8, invalid_json); and what it accepts, encoding/json accepts too with unknown
 // fields disallowed, to the same value once its ids are in lower case.
 func FuzzDecodeBody(f *testing.F) {
 	ts := newTestServerWith(f, func(c *Config) { c.MaxBodyBytes = 4096 })
@@ -126,6 +126,7 @@ func FuzzDecodeBody(f *testing.F) {
 		`{"message":{"metadata":{"anything":[1,{"goes":true}]}}}`, `{"organization_id":"x"}`, `{"message":{"attachment_ids":[1]}}`,
 		`{"message":{"content":"\ud800"}}`, `{"message":null}`, `{"a":` + strings.Repeat("[", 5000),
 		`{"message":{"mentions":[{"id":"x","username":"y","extra":1}]}}`, `{"message":{"content":"x"},"message":{"id":1}}`,
+		"{\"\":{\"\xc2\":[]}}", "{\"message\":{\"content\":\"caf\xe9\"}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -145,12 +146,15 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 		}
 		var top map[string]json.RawMessage
-		if int64(len(body)) <= s.maxBody && json.Unmarshal(body, &top) == nil && oneValue(body) {
+		if int64(len(body)) <= s.maxBody && utf8.Valid(body) && json.Unmarshal(body, &top) == nil && oneValue(body) {
 			for k := range top {
 				if _, ok := known[k]; !ok && (e == nil || e.Code != codeUnknownField) {
 					t.Fatalf("decoding %q with the field %q: %v, not unknown_field", body, k, err)
 				}
 			}
+		}
+		if int64(len(body)) <= s.maxBody && !utf8.Valid(body) && (e == nil || e.Code != codeInvalidJSON) {
+			t.Fatalf("decoding %q, not UTF-8: %v, not invalid_json", body, err)
 		}
 		if err != nil || len(bytes.TrimSpace(body)) == 0 {
 			return
