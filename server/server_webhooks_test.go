@@ -92,6 +92,7 @@ func TestWebhookRegistrationRefusals(t *testing.T) {
 	k := newTeam(t, ts)
 	helper := apiKey(k.helperKey)
 	ts.createWebhook(t, k.helperKey, "http://127.0.0.1:8123/taken")
+	ts.createWebhook(t, k.helperKey, "http://localhost:8124/taken")
 	refuse := func(name string, body any, pointer string) scenario {
 		return refusalCase(name, helper, "POST", agentWebhooksPath, body, 422, "validation_error", pointer)
 	}
@@ -110,6 +111,11 @@ func TestWebhookRegistrationRefusals(t *testing.T) {
 		refuse("with credentials", webhookRequest("http://me:pw@127.0.0.1/", ""), "/webhook/url"),
 		refuse("with a fragment", webhookRequest("http://127.0.0.1/#x", ""), "/webhook/url"),
 		refuse("a bad port", webhookRequest("http://127.0.0.1:0/", ""), "/webhook/url"),
+		// IPv4 shorthands some resolvers take: 127.0.0.1 and 169.254.169.254.
+		refuse("a decimal address", webhookRequest("http://2130706433/", ""), "/webhook/url"),
+		refuse("a hexadecimal address", webhookRequest("http://0xA9FEA9FE/", ""), "/webhook/url"),
+		refuse("an octal address", webhookRequest("http://0251.0376.0251.0376/", ""), "/webhook/url"),
+		refuse("a short address", webhookRequest("http://127.1/", ""), "/webhook/url"),
 		refuse("a description with a line break", webhookRequest("http://127.0.0.1/", "two\nlines"), "/webhook/description"),
 		refuse("a description too long", webhookRequest("http://127.0.0.1/", strings.Repeat("x", 501)), "/webhook/description"),
 		refuse("a description not a string", map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1/", "description": 1}},
@@ -131,6 +137,8 @@ func TestWebhookRegistrationRefusals(t *testing.T) {
 			map[string]any{"webhook": map[string]any{"url": "http://127.0.0.1/", "secret": "whsec_mine"}}, 400, "unknown_field", "/webhook/secret"),
 		refusalCase("the same URL again", helper, "POST", agentWebhooksPath, webhookRequest("http://127.0.0.1:8123/taken", ""),
 			409, "conflict", "/webhook/url"),
+		refusalCase("the same URL with its scheme and host in capitals", helper, "POST", agentWebhooksPath,
+			webhookRequest("HTTP://LOCALHOST:8124/taken", ""), 409, "conflict", "/webhook/url"),
 		refusalCase("a person's key", apiKey(k.aliceKey), "POST", agentWebhooksPath, webhookRequest("http://127.0.0.1/", ""), 403, "forbidden"),
 		refusalCase("no key", nil, "POST", agentWebhooksPath, webhookRequest("http://127.0.0.1/", ""), 401, "unauthorized"),
 	})
@@ -143,7 +151,7 @@ func TestWebhookRegistrationRefusals(t *testing.T) {
 		}
 	})
 	t.Run("more than ten", func(t *testing.T) {
-		for i := 1; i < 10; i++ {
+		for i := 2; i < 10; i++ { // two are there already
 			ts.createWebhook(t, k.helperKey, "http://127.0.0.1:8123/"+string(rune('a'+i)))
 		}
 		ts.refused(t, "POST", agentWebhooksPath, helper, webhookRequest("http://127.0.0.1:8123/over", ""), 403, "limit_reached", "")

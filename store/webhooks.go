@@ -127,7 +127,40 @@ func ParseWebhookURL(raw string) (*url.URL, error) {
 	if strings.Contains(u.Host, "[") && net.ParseIP(u.Hostname()) == nil {
 		return refuse("has a bracketed host that is not an IPv6 address")
 	}
+	if numericHost(u.Hostname()) {
+		return refuse("has a numeric host that is not an IPv4 address in dotted decimal (such as 127.0.0.1)")
+	}
 	return u, nil
+}
+
+// numericHost reports whether host reads as a number but not as an IP
+// address: the shorthands some resolvers take for IPv4 (2130706433,
+// 0x7f000001, 127.1, 0177.0.0.1). No top-level domain is numeric, so such
+// a host names no site; refused, it cannot slip an address past the
+// checks that read addresses in dotted decimal.
+func numericHost(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	if net.ParseIP(host) != nil {
+		return false
+	}
+	last := strings.ToLower(host[strings.LastIndex(host, ".")+1:])
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
+}
+
+// caseFoldedURL is raw, which parsed as u, with its scheme and host in
+// lower case: they name the same place in any case, so that the same
+// address given twice is one webhook. The rest is kept as given (a path's
+// case matters); a host written in a form that does not read back as u's
+// keeps raw whole.
+func caseFoldedURL(u *url.URL, raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || len(rest) < len(u.Host) || !strings.EqualFold(rest[:len(u.Host)], u.Host) {
+		return raw
+	}
+	return strings.ToLower(scheme) + "://" + strings.ToLower(rest[:len(u.Host)]) + rest[len(u.Host):]
 }
 
 // mintWebhookSecret returns a new signing secret: 32 random bytes (Standard
@@ -187,12 +220,14 @@ func (db *DB) CreateWebhook(ctx context.Context, actor Actor, agentID string, nw
 		return nil, "", err
 	}
 	p := Problems{}
-	if _, err := ParseWebhookURL(nw.URL); err != nil {
+	if u, err := ParseWebhookURL(nw.URL); err != nil {
 		var e *Error
 		errors.As(err, &e)
 		for ptr, msgs := range e.Details.(Problems) {
 			p[ptr] = msgs
 		}
+	} else {
+		nw.URL = caseFoldedURL(u, nw.URL)
 	}
 	description, msg := cleanText(nw.Description, 0, maxDescriptionLen)
 	if msg != "" {
