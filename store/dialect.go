@@ -31,11 +31,6 @@ type dialect struct {
 	// epoch, which times leases (leases.go): nodes whose own clocks
 	// disagree still agree on when a lease expires.
 	clockMicros string
-	// oneServer: one server at a time runs on the database, so its
-	// background jobs are its own without a lease (leases.go). A SQLite
-	// file's server holds its server lock (lock_unix.go); PostgreSQL's
-	// nodes share the database.
-	oneServer bool
 	// jsonText is the SQL of the text at the top-level key of the JSON
 	// object held in the TEXT column: SQLite reads it with json_extract,
 	// PostgreSQL has no json_extract and reads the text as jsonb.
@@ -67,9 +62,11 @@ type dialect struct {
 	// SQLite's from its file header; PostgreSQL's blocks of the whole
 	// database, which keeps no free list of its own to report.
 	pagesQuery string
-	// shareChanges has the writer record the changes each batch published
-	// for the other processes on the database (cluster.go): PostgreSQL's
-	// nodes push them to their own clients. A SQLite file has one server.
+	// shareChanges: other processes may serve the database, so the writer
+	// records the changes each batch published for them (cluster.go), and
+	// background jobs and webhook sends run under leases (leases.go).
+	// PostgreSQL's nodes share the database; a SQLite file's one server
+	// holds its server lock (lock_unix.go), so its work is its own.
 	shareChanges bool
 }
 
@@ -81,7 +78,6 @@ var sqliteDialect = dialect{
 	snapshot:     sql.TxOptions{ReadOnly: true},
 	upkeep:       (*writer).sqliteUpkeep,
 	clockMicros:  "CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
-	oneServer:    true,
 	jsonText:     func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
 	jsonTextRows: "json_each(?)",
 	indexHint:    func(index string) string { return " INDEXED BY " + index },

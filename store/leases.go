@@ -248,7 +248,7 @@ func (l *jobLease) take() (LeaseState, error) {
 // if it still holds it, and returns once ctx ended or tries to take it
 // again.
 func (l *jobLease) run(ctx context.Context, work func(context.Context)) {
-	if l.db.dialect.oneServer {
+	if !l.db.SharesChanges() {
 		l.runAlone(ctx, work)
 		return
 	}
