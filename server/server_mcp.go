@@ -104,21 +104,13 @@ func (s *Server) mcpOriginAllowed(origin string) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	if s.publicURL != "" && strings.EqualFold(origin, publicOrigin(s.publicURL)) {
+	// The public URL is an origin already: scheme and host, no path.
+	if s.publicURL != "" && strings.EqualFold(origin, s.publicURL) {
 		return true
 	}
 	host := u.Hostname()
 	ip := net.ParseIP(host)
 	return strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()
-}
-
-// publicOrigin is the origin (scheme and host) of the public URL.
-func publicOrigin(publicURL string) string {
-	u, err := url.Parse(publicURL)
-	if err != nil {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
 }
 
 // serveInEnvelope serves r with the SDK's handler, turning the refusals it
