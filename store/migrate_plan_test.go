@@ -221,11 +221,7 @@ func TestPlanMigrationOfACurrentOrMissingDatabase(t *testing.T) {
 	current, _ := schemaVersion(testSchema)
 	dir := t.TempDir()
 	fresh := filepath.Join(dir, "fresh.db")
-	db, err := Open(fresh, Options{Schema: testSchema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	openTestDBAt(t, fresh, Options{}).Close()
 	check := untouched(t, dir)
 	plan, err := planOf(t, fresh)
 	if err != nil || plan.From != current || plan.To != current || plan.Create || len(plan.Steps) != 0 {

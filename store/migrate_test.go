@@ -176,11 +176,7 @@ func TestUpgradeFromEveryVersionMatchesAFreshDatabase(t *testing.T) {
 	current, _ := schemaVersion(testSchema)
 	dir := t.TempDir()
 	fresh := filepath.Join(dir, "fresh.db")
-	db, err := Open(fresh, Options{Schema: testSchema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	openTestDBAt(t, fresh, Options{}).Close()
 	want := schemaObjects(t, fresh)
 
 	for v := 1; v < current; v++ {
