@@ -68,8 +68,9 @@ func viewsOf[T, V any](items []T, view func(T) V) []V {
 // decodeBody reads the JSON request body into dst, a pointer to a struct.
 //
 // An empty body reads as {} (clients send no body to endpoints whose fields
-// are all optional). A body that is not exactly one JSON value, or not
-// UTF-8, is 400 invalid_json; a field dst does not declare is 400 unknown_field, with the
+// are all optional). A body that is not exactly one JSON value, not UTF-8,
+// or with a string that is not (an unpaired surrogate escape), is 400
+// invalid_json; a field dst does not declare is 400 unknown_field, with the
 // JSON Pointer of each such field; a value of the wrong type is 422
 // validation_error at its pointer, as is a field tagged chatd:"required"
 // that is absent or null (missingFields). A body over the size limit is 413,
@@ -87,6 +88,9 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	// store the text damaged without a word.
 	if !utf8.Valid(raw) {
 		return errorf(codeInvalidJSON, "request body is not valid UTF-8, which JSON text must be")
+	}
+	if at := loneSurrogate(raw); at >= 0 {
+		return errorf(codeInvalidJSON, "request body is not JSON text chatd can keep: its unpaired surrogate escape %s at byte %d names no character", raw[at:at+6], at)
 	}
 	var generic any
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -118,6 +122,45 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	missing := store.Problems{}
 	missingFields(reflect.ValueOf(dst), "", missing)
 	return missing.Err(store.CodeValidation)
+}
+
+// loneSurrogate returns the offset of the first \uD800–\uDFFF escape in
+// raw that is not half of a pair (a high one followed at once by a low
+// one), or -1. encoding/json would decode it to U+FFFD: the same silent
+// damage as bytes that are not UTF-8. Every backslash outside a string
+// makes the body invalid JSON anyway, so raw is scanned whole.
+func loneSurrogate(raw []byte) int {
+	for i := 0; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // an escaped character, a backslash among them
+			continue
+		}
+		r, ok := escapedUnit(raw, i)
+		switch {
+		case !ok || r < 0xD800 || r > 0xDFFF:
+		case r >= 0xDC00:
+			return i // a low surrogate with no high one before it
+		default:
+			if low, ok := escapedUnit(raw, i+6); !ok || low < 0xDC00 || low > 0xDFFF {
+				return i
+			}
+			i += 6 // the pair's low half
+		}
+		i += 5
+	}
+	return -1
+}
+
+// escapedUnit reads the UTF-16 unit of a \uXXXX escape at raw[i:].
+func escapedUnit(raw []byte, i int) (rune, bool) {
+	if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+	return rune(n), err == nil
 }
 
 // bodyHandler is an endpoint that takes a JSON body, decoded into req.

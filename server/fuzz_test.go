@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,8 @@ func FuzzDecodeCursor(f *testing.F) {
 // a success or a client error (400 invalid_json or unknown_field, 413, 422),
 // never a 500; a UTF-8 JSON object with a field the type does not declare is
 // 400 unknown_field (one that is not UTF-8, invalid_json); and what it accepts, encoding/json accepts too with unknown
-// fields disallowed, to the same value once its ids are in lower case.
+// fields disallowed, to the same value once its ids are in lower case, with
+// no U+FFFD the body did not hold.
 func FuzzDecodeBody(f *testing.F) {
 	ts := newTestServerWith(f, func(c *Config) { c.MaxBodyBytes = 4096 })
 	s := ts.srv
@@ -127,6 +129,7 @@ func FuzzDecodeBody(f *testing.F) {
 		`{"message":{"content":"\ud800"}}`, `{"message":null}`, `{"a":` + strings.Repeat("[", 5000),
 		`{"message":{"mentions":[{"id":"x","username":"y","extra":1}]}}`, `{"message":{"content":"x"},"message":{"id":1}}`,
 		"{\"\":{\"\xc2\":[]}}", "{\"message\":{\"content\":\"caf\xe9\"}}",
+		`{"message":{"content":"\ud83d\ude00"}}`, `{"\udc00":1}`, `{"message":{"content":"\\ud800"}}`, `{"x\uDBFF":{}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -146,7 +149,7 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 		}
 		var top map[string]json.RawMessage
-		if int64(len(body)) <= s.maxBody && utf8.Valid(body) && json.Unmarshal(body, &top) == nil && oneValue(body) {
+		if int64(len(body)) <= s.maxBody && utf8.Valid(body) && !surrogateEscape.Match(body) && json.Unmarshal(body, &top) == nil && oneValue(body) {
 			for k := range top {
 				if _, ok := known[k]; !ok && (e == nil || e.Code != codeUnknownField) {
 					t.Fatalf("decoding %q with the field %q: %v, not unknown_field", body, k, err)
@@ -158,6 +161,10 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		if err != nil || len(bytes.TrimSpace(body)) == 0 {
 			return
+		}
+		// What is accepted is kept: no character turns into U+FFFD on the way.
+		if bytes.Contains(mustJSON(t, req), []byte("\ufffd")) && !bytes.Contains(body, []byte("\ufffd")) && !replacementEscape.Match(body) {
+			t.Fatalf("decoding %q made a U+FFFD of something: %s", body, mustJSON(t, req))
 		}
 		var strict sendMessageRequest
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -171,6 +178,14 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 	})
 }
+
+// surrogateEscape matches what may be a \uD800–\uDFFF escape (the body
+// may still pair it, or escape its backslash); replacementEscape an
+// escaped U+FFFD.
+var (
+	surrogateEscape   = regexp.MustCompile(`\\u[dD][89a-fA-F]`)
+	replacementEscape = regexp.MustCompile(`\\u[fF][fF][fF][dD]`)
+)
 
 // oneValue reports whether b holds exactly one JSON value.
 func oneValue(b []byte) bool {

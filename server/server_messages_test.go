@@ -313,6 +313,10 @@ func sendRefusals(w *messagesWorld, self messagesParty) []scenario {
 		send.refused("unknown top-level field", map[string]any{"message": msgOf("content", "hi", "mentions", mentionsOf(coder))["message"], "chat_id": w.room}, 400, "unknown_field", "/chat_id"),
 		send.refused("not JSON", "{\"message\":", 400, "invalid_json"),
 		send.refused("not UTF-8", "{\"message\":{\"content\":\"caf\xe9\",\"mentions\":[{\"id\":\""+w.coder.id+"\"}]}}", 400, "invalid_json"),
+		// An unpaired surrogate escape names no character; decoded, it would be U+FFFD.
+		send.refused("a lone high surrogate", `{"message":{"content":"cut \ud83d","mentions":[{"id":"`+w.coder.id+`"}]}}`, 400, "invalid_json"),
+		send.refused("a lone low surrogate", `{"message":{"content":"\ude00 cut","mentions":[{"id":"`+w.coder.id+`"}]}}`, 400, "invalid_json"),
+		send.refused("a high surrogate before a letter", `{"message":{"content":"\uD83Dx","mentions":[{"id":"`+w.coder.id+`"}]}}`, 400, "invalid_json"),
 	}
 }
 
@@ -414,6 +418,7 @@ func TestMessagesSend(t *testing.T) {
 	t.Run("recipients resolve ids and handles", func(t *testing.T) { sendResolvesRecipients(t, w) })
 	t.Run("recipients list only mention-kind entries", func(t *testing.T) { sendListsOnlyMentionKindRecipients(t, w) })
 	t.Run("content of the longest length", func(t *testing.T) { sendTakesTheLongestContent(t, w) })
+	t.Run("escaped text is kept as written", func(t *testing.T) { sendKeepsEscapedText(t, w) })
 	t.Run("an empty attachment list is fine", func(t *testing.T) { sendTakesAnEmptyAttachmentList(t, w) })
 	t.Run("mentions not referenced in the content are prepended", func(t *testing.T) { sendPrependsUnreferencedMentions(t, w) })
 
@@ -497,6 +502,16 @@ func sendTakesTheLongestContent(t *testing.T, w *messagesWorld) {
 	expect(t, w.send(t, w.helper, w.room, content, byID(w.alice)), 201, "")
 	if got := w.newest(t)["content"]; got != "@alice "+content {
 		t.Errorf("content of %d characters stored as %d", store.MaxTextLen, len([]rune(got.(string))))
+	}
+}
+
+// A surrogate pair is one character, and an escaped backslash before "u"
+// starts no escape: neither is an unpaired surrogate (sendRefusals).
+func sendKeepsEscapedText(t *testing.T, w *messagesWorld) {
+	body := `{"message":{"content":"\ud83d\ude00 \\ud800 \u00e9","mentions":[{"id":"` + w.alice.id + `"}]}}`
+	expect(t, w.ts.do(t, "POST", w.helper.at(w.room, "messages"), w.helper.cred, body), 201, "")
+	if got, want := w.newest(t)["content"], "@alice 😀 \\ud800 é"; got != want {
+		t.Errorf("content = %q, want %q", got, want)
 	}
 }
 
