@@ -29,11 +29,20 @@ func IsDatabaseURL(location string) bool {
 }
 
 // RedactedURL is location with any password in it replaced, for logs and
-// messages.
+// messages: the one in its user part, and those libpq reads from its query
+// (password, and sslpassword for the client key).
 func RedactedURL(location string) string {
 	u, err := url.Parse(location)
 	if err != nil {
 		return "postgres://…"
+	}
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
