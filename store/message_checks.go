@@ -165,6 +165,10 @@ func checkEvent(in EventInput) (json.RawMessage, string, error) {
 	checkOneOf(p, "/event/message_type", in.Type, EventTypes)
 	if !utf8.ValidString(in.Content) {
 		p.Add("/event/content", "must be valid UTF-8")
+	} else if IsBlank(in.Content) {
+		// As the hosted API: "content can't be blank" (the SDKs send a
+		// placeholder instead), and by the rule text messages follow.
+		p.Add("/event/content", "can't be blank or only invisible characters")
 	} else if utf8.RuneCountInString(in.Content) > MaxEventContentLen {
 		p.Add("/event/content", "must be at most 16384 characters long")
 	}
