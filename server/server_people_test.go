@@ -149,3 +149,30 @@ func TestPeopleRemove(t *testing.T) {
 		t.Errorf("dave still owns %d live agents", n)
 	}
 }
+
+// An admin's open invitations end with the admin: removed, they can no
+// longer bring anyone in through a link they made before. Another admin's
+// stay open.
+func TestPeopleRemoveEndsTheirInvitations(t *testing.T) {
+	ts := newTestServer(t)
+	_, aliceKey := ts.user("alice") // the organization's first: its admin
+	const invitations = "/api/v1/me/invitations"
+	const accept = "/api/v1/auth/accept-invitation"
+	newcomer := func(token, handle string) map[string]any {
+		return map[string]any{"token": token, "handle": handle, "name": "New Comer", "password": goodPassword}
+	}
+	invite := func(c cred, role string) string {
+		r := ts.do(t, "POST", invitations, c, map[string]any{"invitation": map[string]any{"role": role}})
+		expect(t, r, 201, "")
+		return r.data(t)["token"].(string)
+	}
+	r := ts.do(t, "POST", accept, noCred, newcomer(invite(apiKey(aliceKey), "admin"), "erin"))
+	expect(t, r, 201, "")
+	erin := r.data(t)["user"].(map[string]any)["id"].(string)
+	erinsLink := invite(bearer(r.data(t)["access_token"].(string)), "admin")
+	alicesLink := invite(apiKey(aliceKey), "user")
+
+	expect(t, ts.doNoContent(t, "DELETE", peoplePath+"/"+erin, apiKey(aliceKey)), 204, "")
+	ts.refused(t, "POST", accept, noCred, newcomer(erinsLink, "sleeper"), 401, "unauthorized", "")
+	expect(t, ts.do(t, "POST", accept, noCred, newcomer(alicesLink, "frank")), 201, "")
+}

@@ -110,6 +110,12 @@ func (db *DB) removePerson(tx *Tx, u, admin *User) error {
 	if err := endPersonCredentials(db, tx, u.ID); err != nil {
 		return err
 	}
+	// A link they made would still bring someone in, with the role they
+	// chose, for days after they were removed.
+	if _, err := tx.Exec(`DELETE FROM invitations WHERE organization_id = ? AND invited_by = ? AND used_at IS NULL`,
+		u.OrganizationID, u.ID); err != nil {
+		return err
+	}
 	ts := tx.Now().UnixMicro()
 	_, err = tx.Exec(`UPDATE users SET removed_at = ?, updated_at = ? WHERE id = ?`, ts, ts, u.ID)
 	return err
