@@ -234,6 +234,9 @@ func (rt *realtime) route(c store.Change) {
 // message (and, for events, event_created too); to agents, only a text
 // message that mentions them, with their own delivery state.
 func (rt *realtime) messageCreated(c store.Change) {
+	if store.IsInternalType(c.Message.Type) {
+		return // agents hear of no events, people of no internal ones
+	}
 	topic := "chat_room:" + c.Room.ID
 	forPeople := payloadJSON(newMessageView(c.Message, personReader("")))
 	rt.hub.Broadcast(topic, "message_created", forPeople, isPerson)
@@ -281,7 +284,7 @@ func (rt *realtime) messageUpdated(c store.Change, seers []string) {
 		switch {
 		case sc.agent != nil && sc.extensions && slices.Contains(seers, sc.agent.ID):
 			m, rd = forAgentPush(c.Message, sc.agent.ID), agentReader(sc.agent.ID)
-		case sc.agent != nil:
+		case sc.agent != nil, store.IsInternalType(m.Type):
 			return
 		case reactedBy(m, sc.user.ID):
 			rd = personReader(sc.user.ID)

@@ -346,7 +346,7 @@ func (s *Server) listContext(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := store.Problems{}
-	f := store.HistoryFilter{Type: enumParam(q, "message_type", "", store.MessageTypes, p)}
+	f := store.HistoryFilter{Type: enumParam(q, "message_type", "", store.PersonTypes, p)}
 	if v, ok := q["since"]; ok {
 		t, err := time.Parse(time.RFC3339Nano, v[0])
 		if err != nil {

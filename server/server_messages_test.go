@@ -764,11 +764,25 @@ func TestEvents(t *testing.T) {
 	t.Run("events reach no agent", func(t *testing.T) { eventsReachNoAgent(t, w) })
 }
 
+// eventsOfEveryType posts an event of each type and reads it back: people
+// from the room's history, the agent from its context. The internal types
+// are the agent's alone: people neither list them, nor filter by them, nor
+// read one by its id.
 func eventsOfEveryType(t *testing.T, w *messagesWorld, metadataFor map[string]any) {
 	for _, typ := range store.EventTypes {
 		t.Run(typ, func(t *testing.T) {
 			id := w.event(t, typ, w.helper, w.room, typ, "a "+typ, metadataFor[typ])
-			m := w.byLabel(t, w.get(t, w.alice, w.alice.at(w.room, "messages")+"?limit=100"), typ)
+			history := w.get(t, w.alice, w.alice.at(w.room, "messages")+"?limit=100")
+			reader := history
+			if store.IsInternalType(typ) {
+				if strings.Contains(string(history.body), id) {
+					t.Fatalf("a person's history lists the %s event: %s", typ, history.body)
+				}
+				w.ts.refused(t, "GET", w.alice.at(w.room, "messages")+"?message_type="+typ, w.alice.cred, nil, 422, "validation_error", "/message_type")
+				w.ts.refused(t, "POST", w.alice.at(w.room, "messages", id, "reactions"), w.alice.cred, map[string]any{"emoji": "👍"}, 404, "not_found", "")
+				reader = w.get(t, w.helper, w.helper.at(w.room, "context")+"?limit=100")
+			}
+			m := w.byLabel(t, reader, typ)
 			if m["id"] != id || m["message_type"] != typ || m["content"] != "a "+typ ||
 				m["sender_id"] != w.helper.id || m["sender_type"] != "Agent" || m["sender_name"] != "Helper" {
 				t.Fatalf("stored = %v", m)

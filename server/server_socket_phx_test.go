@@ -164,14 +164,25 @@ func (p *phxPushes) otherMessageReachesAlice(t *testing.T) {
 	p.alice.await(t, p.chat, "message_created", func(m map[string]any) bool { return m["id"] == other })
 }
 
-// eventsReachPeople posts an event, which reaches people (as
-// message_created and event_created), never agents.
+// eventsReachPeople posts events, which reach people (as message_created
+// and event_created), never agents; an internal type reaches no one. It is
+// posted first: pushes go out in commit order, so by the time the second
+// event arrives, the first would have.
 func (p *phxPushes) eventsReachPeople(t *testing.T) {
-	r := p.w.ts.do(t, "POST", "/api/v1/agent/chats/"+p.w.room+"/events", apiKey(p.w.posterKey),
-		map[string]any{"event": map[string]any{"content": "thinking", "message_type": "thought"}})
-	expect(t, r, 201, "")
-	event := r.data(t)["id"].(string)
+	post := func(typ, content string) string {
+		r := p.w.ts.do(t, "POST", "/api/v1/agent/chats/"+p.w.room+"/events", apiKey(p.w.posterKey),
+			map[string]any{"event": map[string]any{"content": content, "message_type": typ}})
+		expect(t, r, 201, "")
+		return r.data(t)["id"].(string)
+	}
+	internal := post("guidelines", "keep answers short")
+	event := post("thought", "thinking")
 	p.alice.await(t, p.chat, "event_created", func(m map[string]any) bool { return m["id"] == event })
+	for _, ev := range []string{"message_created", "event_created"} {
+		if n := p.alice.countOf(p.chat, ev, func(m map[string]any) bool { return m["id"] == internal }); n != 0 {
+			t.Fatalf("a person got %d %s pushes of an internal event", n, ev)
+		}
+	}
 }
 
 // deliveryProgressReachesPeople moves the worker's delivery of the mention

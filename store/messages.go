@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -45,6 +46,21 @@ var EventTypes = []string{"tool_call", "tool_result", "thought", "error", "task"
 
 // MessageTypes are all message types.
 var MessageTypes = append([]string{"text"}, EventTypes...)
+
+// InternalTypes are the event types the spec keeps for system use: agents
+// post and read them, and they are not exposed to people (the /me surface,
+// its pushes, its search). PersonTypes are the rest, what people see.
+var (
+	InternalTypes = []string{"system", "action", "guidelines"}
+	PersonTypes   = slices.DeleteFunc(slices.Clone(MessageTypes), func(t string) bool { return slices.Contains(InternalTypes, t) })
+)
+
+// IsInternalType reports whether a message type is kept from people.
+func IsInternalType(typ string) bool { return slices.Contains(InternalTypes, typ) }
+
+// notInternal is the condition that keeps internal types out of what a
+// person reads, on messages m. The types are chatd's own constants.
+const notInternal = `m.message_type NOT IN ('action', 'guidelines', 'system')`
 
 // chatContentTypes are the types that move a room's last_message_at: text
 // and the public event types (not the internal ones).
@@ -337,10 +353,14 @@ type HistoryFilter struct {
 	Since *time.Time // only messages sent after this
 }
 
-// ListHistory lists every message of a room the actor (a human) may read,
-// newest first, with every agent's delivery state.
+// ListHistory lists every message of a room the actor may read, newest
+// first, with every agent's delivery state; a person reads no internal
+// types.
 func (db *DB) ListHistory(ctx context.Context, actor Actor, roomID string, f HistoryFilter, pr PageRequest) (*Page[*Message], error) {
 	conds, args := []string{"m.room_id = ?"}, []any{roomID}
+	if !actor.IsAgent() {
+		conds = append(conds, notInternal)
+	}
 	if f.Type != "" {
 		conds = append(conds, "m.message_type = ?")
 		args = append(args, f.Type)
@@ -425,7 +445,7 @@ func (db *DB) Message(ctx context.Context, actor Actor, roomID, messageID string
 			return err
 		}
 		m, err := scanMessage(q.QueryRow(`SELECT `+messageColumns+` FROM messages m WHERE m.id = ? AND m.room_id = ?`, messageID, roomID))
-		if errors.Is(err, sql.ErrNoRows) {
+		if errors.Is(err, sql.ErrNoRows) || err == nil && !actor.IsAgent() && IsInternalType(m.Type) {
 			return notFound("message")
 		}
 		if err != nil {

@@ -49,8 +49,8 @@ func sees(q queryer, agentID string, seq int64) (bool, error) {
 }
 
 // visibleMessage returns a message of a room the actor may read, when the
-// actor may see it; not found otherwise, as for a message that does not
-// exist.
+// actor may see it (a person no internal type); not found otherwise, as
+// for a message that does not exist.
 func visibleMessage(q queryer, actor Actor, roomID, messageID string) (*Message, error) {
 	if !ValidID(messageID) {
 		return nil, notFound("message")
@@ -61,6 +61,9 @@ func visibleMessage(q queryer, actor Actor, roomID, messageID string) (*Message,
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !actor.IsAgent() && IsInternalType(m.Type) {
+		return nil, notFound("message")
 	}
 	agentID := ""
 	if actor.IsAgent() {

@@ -267,6 +267,9 @@ func searchConditions(actor Actor, f SearchFilter) ([]string, []any) {
 			UNION SELECT p.room_id FROM agents a JOIN participants p ON p.member_id = a.id JOIN rooms r ON r.id = p.room_id
 			WHERE a.owner_id = ? AND a.deleted_at IS NULL AND p.status = 'active' AND r.deleted_at IS NULL)`, actor.ID, actor.ID)
 	}
+	if !actor.IsAgent() {
+		add(notInternal)
+	}
 	if actor.IsAgent() {
 		// What the agent's context listing shows it (ListContext).
 		add(`(m.sender_id = ? OR EXISTS (SELECT 1 FROM deliveries d WHERE d.agent_id = ? AND d.room_id = m.room_id AND d.message_seq = m.seq))`,
