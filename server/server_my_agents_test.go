@@ -55,6 +55,13 @@ func TestRegisterAgentRefusals(t *testing.T) {
 		register("no body", nil, 422, "validation_error", "/agent"),
 		register("missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"),
 		register("missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"),
+		// The Band Python SDK refuses to start an agent whose profile has no
+		// description, so chatd never makes one.
+		register("null description", agentBody(map[string]any{"name": "Bot", "description": nil}), 422, "validation_error", "/agent/description"),
+		register("empty description", agentBody(map[string]any{"name": "Bot", "description": ""}), 422, "validation_error", "/agent/description"),
+		register("whitespace description", agentBody(map[string]any{"name": "Bot", "description": " \t\n "}), 422, "validation_error", "/agent/description"),
+		register("invisible description", agentBody(map[string]any{"name": "Bot", "description": "\u200b\u2060"}), 422, "validation_error", "/agent/description"),
+		register("description of the wrong type", agentBody(map[string]any{"name": "Bot", "description": 7}), 422, "validation_error", "/agent/description"),
 		register("name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"),
 		register("name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"),
 		register("name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"),
