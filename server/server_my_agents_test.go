@@ -84,6 +84,21 @@ func TestRegisterAgentRefusals(t *testing.T) {
 	})
 }
 
+// An agent an older chatd registered without a description keeps it null:
+// chatd makes none up, and GET /agent/me answers what is stored (the Band
+// Python SDK refuses such an agent; docs/troubleshooting.md says what to do).
+func TestAgentStoredWithoutADescription(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	a, key := ts.agent(alice, "Old Timer")
+	ts.exec(t, `UPDATE agents SET description = NULL WHERE id = ?`, a.ID)
+	me := ts.do(t, "GET", "/api/v1/agent/me", apiKey(key), nil)
+	expect(t, me, 200, "")
+	if d, ok := me.data(t)["description"]; !ok || d != nil {
+		t.Fatalf("description = %v (present %v), want null", d, ok)
+	}
+}
+
 func TestWritesAnswer503WhenTheWriteQueueIsFull(t *testing.T) {
 	ts := newTestServer(t, func(o *store.Options) { o.QueueSize = 2 })
 	alice, key := ts.user("alice")
