@@ -66,7 +66,7 @@ type NewAgent struct {
 	OwnerID     string
 	Name        string
 	Slug        string // optional: derived from Name when empty
-	Description string // required: what the agent does, not blank (the Band SDKs refuse an agent without one)
+	Description string // required: what the agent does, not blank (the Band Python SDK refuses an agent without one)
 	Bio         string // optional
 	Tags        []string
 	APIKey      string // optional: adopt this agent key instead of minting one
