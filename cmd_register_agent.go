@@ -14,7 +14,7 @@ func newRegisterAgentCmd() *cobra.Command {
 	var owner string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "register-agent --name NAME [--owner HANDLE]",
+		Use:   "register-agent --name NAME --description TEXT [--owner HANDLE]",
 		Short: "Register an agent and print its API key",
 		Long: `Register an external agent - one whose reasoning loop runs in your own code -
 and print its Agent API key. The key is shown once: store it now (chatd keeps
@@ -22,16 +22,17 @@ only a hash).
 
 The agent's handle is <owner>/<slug>, e.g. alice/helper; the slug is derived
 from the name unless --slug gives one. --owner may be left out when exactly
-one person exists.
+one person exists. --description, what the agent does, is required: the Band
+Python SDK refuses to start an agent whose profile has none.
 
 Give the key to a Band SDK as its agent API key, with
   BAND_REST_URL=http://127.0.0.1:8080
   BAND_WS_URL=ws://127.0.0.1:8080/api/v1/socket/websocket`,
-		Example: `  chatd register-agent --name "Helper"
+		Example: `  chatd register-agent --name "Helper" --description "Answers questions about the docs"
   chatd register-agent --owner alice --name "Research Bot" --slug research --description "Finds sources" --json`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireFlags(cmd, "name"); err != nil {
+			if err := requireFlags(cmd, "name", "description"); err != nil {
 				return err
 			}
 			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
@@ -52,7 +53,7 @@ Give the key to a Band SDK as its agent API key, with
 	f.StringVar(&owner, "owner", "", "handle of the person who owns the agent (optional when only one person exists)")
 	f.StringVar(&na.Name, "name", "", "the agent's display name, 3 to 100 characters (required)")
 	f.StringVar(&na.Slug, "slug", "", "the part of the handle after the owner's, e.g. helper (default: derived from the name)")
-	f.StringVar(&na.Description, "description", "", "what the agent does, up to 500 characters")
+	f.StringVar(&na.Description, "description", "", "what the agent does, on one line, up to 500 characters (required)")
 	f.StringVar(&na.Bio, "bio", "", "a longer description, up to 2000 characters")
 	f.StringArrayVar(&na.Tags, "tag", nil, "a tag for the agent; repeat for several")
 	f.StringVar(&na.APIKey, "api-key", "", "adopt this existing agent key (band_a_… or thnv_a_…) instead of minting a new one")

@@ -17,7 +17,7 @@ type busyRoom struct {
 func newBusyRoom(t *testing.T, db string, srv *serverProc) busyRoom {
 	t.Helper()
 	alice := createUser(t, db, "alice", "Alice")
-	agent := registerAgent(t, db, "--name", "Helper")
+	agent := registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")
 	room := srv.createRoom(t, alice.APIKey, agent.ID)
 	return busyRoom{aliceKey: alice.APIKey, agentID: agent.ID, roomID: room}
 }

@@ -218,7 +218,7 @@ func createUser(t testing.TB, db, handle, name string) created {
 }
 
 // registerAgent adds an agent to the database with chatd register-agent
-// and its flags (--name at least).
+// and its flags (--name and --description at least).
 func registerAgent(t testing.TB, db string, flags ...string) created {
 	t.Helper()
 	args := append(append([]string{"register-agent", "--db", db}, flags...), "--json")

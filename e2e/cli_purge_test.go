@@ -86,7 +86,7 @@ type purgeBacklog struct {
 func newPurgeBacklog(t *testing.T) *purgeBacklog {
 	t.Helper()
 	db, alice := newDatabaseWithAlice(t)
-	helper := registerAgent(t, db, "--name", "Helper")
+	helper := registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")
 	srv := startServer(t, db, "--purge-interval", "0")
 	b := &purgeBacklog{db: db, aliceKey: alice.APIKey, helperID: helper.ID, room: srv.createRoom(t, alice.APIKey, helper.ID)}
 	b.oldText, b.newText = b.post(t, srv, "an old plan"), b.post(t, srv, "a new plan")

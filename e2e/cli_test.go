@@ -36,7 +36,7 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 	if bob.Handle != "bob" || !strings.HasPrefix(bob.APIKey, "band_u_") {
 		t.Fatalf("bob = %+v", bob)
 	}
-	helper := registerAgent(t, db, "--owner", "@BOB", "--name", "Helper", "--slug", "h1", "--tag", "one", "--tag", "two")
+	helper := registerAgent(t, db, "--owner", "@BOB", "--name", "Helper", "--description", "Answers questions", "--slug", "h1", "--tag", "one", "--tag", "two")
 	if helper.Handle != "bob/h1" {
 		t.Fatalf("helper = %+v", helper)
 	}
@@ -55,11 +55,16 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 		{"missing name", nil, []string{"create-user", "--handle", "carol"}, "--name is required", 2},
 		{"unknown flag", nil, []string{"create-user", "--handle", "carol", "--name", "C", "--admin"}, "unknown flag: --admin", 2},
 		{"stray argument", nil, []string{"create-user", "carol"}, "takes 0 argument", 2},
-		{"owner needed", nil, []string{"register-agent", "--name", "Another"}, "name the owner with --owner", 2},
-		{"unknown owner", nil, []string{"register-agent", "--owner", "zed", "--name", "Another"}, `no person has the handle "zed"`, 1},
-		{"duplicate agent handle", nil, []string{"register-agent", "--owner", "alice", "--name", "Research Helper"}, "alice/research-helper is already taken", 1},
-		{"agent name too short", nil, []string{"register-agent", "--owner", "alice", "--name", "X"}, "--name must be at least 3", 1},
-		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 1},
+		{"owner needed", nil, []string{"register-agent", "--name", "Another", "--description", "Another agent"}, "name the owner with --owner", 2},
+		{"unknown owner", nil, []string{"register-agent", "--owner", "zed", "--name", "Another", "--description", "Another agent"}, `no person has the handle "zed"`, 1},
+		{"duplicate agent handle", nil, []string{"register-agent", "--owner", "alice", "--name", "Research Helper", "--description", "Finds sources"}, "alice/research-helper is already taken", 1},
+		{"agent name too short", nil, []string{"register-agent", "--owner", "alice", "--name", "X", "--description", "Too short a name"}, "--name must be at least 3", 1},
+		// The Band Python SDK refuses to start an agent without a description.
+		{"agent description missing", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet"}, "--description is required", 2},
+		{"agent description blank", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet", "--description", "  \t "}, "--description is required", 2},
+		{"agent description invisible", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet", "--description", "\u200b"}, "--description can't be blank", 1},
+		{"adopted key without a description", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--api-key", "band_a_" + strings.Repeat("k", 40)}, "--description is required", 2},
+		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--description", "Brings its own key", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 1},
 		{"bad env value", []string{"CHATD_WRITE_QUEUE=lots"}, []string{"serve"}, "CHATD_WRITE_QUEUE", 2},
 		{"bad webhook range", nil, []string{"serve", "--webhook-deny", "10.0.0.0/8,ten"}, `--webhook-deny: "ten" is not an address or a CIDR range`, 2},
 		{"bad webhook range in the environment", []string{"CHATD_WEBHOOK_ALLOW=fe80::1%eth0"}, []string{"serve"}, "--webhook-allow", 2},
@@ -77,7 +82,7 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 	}
 
 	legacy := "thnv_a_1712345678_" + strings.Repeat("q", 32)
-	old := registerAgent(t, db, "--owner", "alice", "--name", "Old Timer", "--api-key", legacy)
+	old := registerAgent(t, db, "--owner", "alice", "--name", "Old Timer", "--description", "Still uses a thnv_ key", "--api-key", legacy)
 	if old.APIKey != legacy {
 		t.Fatalf("adopted key = %q", old.APIKey)
 	}
@@ -94,8 +99,8 @@ func TestRotateAgentKey(t *testing.T) {
 	db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
 	runChatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
-	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper")
-	runChatd(t, nil, "register-agent", "--db", db, "--owner", "bob", "--name", "Rover").ok(t)
+	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper", "--description", "Answers questions")
+	runChatd(t, nil, "register-agent", "--db", db, "--owner", "bob", "--name", "Rover", "--description", "Fetches what it is asked for").ok(t)
 
 	before := keyDigests(t, db)
 	for _, tc := range []struct {
@@ -144,7 +149,7 @@ func TestRotateAgentKeyAgainstARunningServer(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "chatd.db")
 	srv := startServer(t, db)
 	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
-	agent := registerAgent(t, db, "--name", "Helper")
+	agent := registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")
 	if status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil); status != 200 {
 		t.Fatalf("agent/me: %d %s", status, body)
 	}
@@ -318,7 +323,7 @@ func TestCommandsAgainstARunningServer(t *testing.T) {
 	srv := startServer(t, db)
 
 	alice := createUser(t, db, "alice", "Alice")
-	agent := registerAgent(t, db, "--name", "Helper")
+	agent := registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")
 	status, body := srv.call(t, "GET", "/api/v1/agent/me", agent.APIKey, nil)
 	if status != 200 || !strings.Contains(string(body), `"handle":"alice/helper"`) {
 		t.Fatalf("agent/me: %d %s", status, body)
@@ -522,7 +527,7 @@ func TestFirstHourEdges(t *testing.T) {
 		db := filepath.Join(dir, "chatd.db")
 		for _, args := range [][]string{
 			{"create-user", "--handle", "alice", "--name", "Alice"},
-			{"register-agent", "--name", "Helper"},
+			{"register-agent", "--name", "Helper", "--description", "Answers questions"},
 			{"rotate-agent-key", "--agent", "alice/helper"},
 			{"token", "--user", "alice"},
 			{"backup", filepath.Join(dir, "copy.db")},
@@ -548,7 +553,7 @@ func TestFirstHourEdges(t *testing.T) {
 		db := newDatabase(t, filepath.Join(t.TempDir(), "chatd.db"))
 		runChatd(t, nil, "create-user", "--db", db, "--handle", "bob", "--name", "Bob").ok(t)
 		runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
-		r := runChatd(t, nil, "register-agent", "--db", db, "--name", "Helper")
+		r := runChatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--description", "Answers questions")
 		r.failsWithOneLine(t, "there is more than one person: alice, bob; name the owner with --owner")
 		if r.code != 2 {
 			t.Fatalf("exit %d, want 2", r.code)

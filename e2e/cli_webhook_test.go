@@ -36,8 +36,8 @@ func addWebhook(t testing.TB, db string, flags ...string) addedWebhook {
 func TestWebhookCommandsRefuse(t *testing.T) {
 	db, _ := newDatabaseWithAlice(t)
 	createUser(t, db, "bob", "Bob")
-	registerAgent(t, db, "--owner", "alice", "--name", "Helper")
-	registerAgent(t, db, "--owner", "bob", "--name", "Rover")
+	registerAgent(t, db, "--owner", "alice", "--name", "Helper", "--description", "Answers questions")
+	registerAgent(t, db, "--owner", "bob", "--name", "Rover", "--description", "Fetches what it is asked for")
 	hook := addWebhook(t, db, "--agent", "alice/helper", "--url", "http://127.0.0.1:9/hook")
 
 	before := countRows(t, db, "webhook_endpoints")
@@ -95,7 +95,7 @@ func TestWebhookCommandsRefuse(t *testing.T) {
 // both go through the same check.
 func TestWebhookCommandRefusesAsTheAPIDoes(t *testing.T) {
 	db, alice := newDatabaseWithAlice(t)
-	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper")
+	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper", "--description", "Answers questions")
 	srv := startServer(t, db, "--webhook-deny", "10.0.0.0/8")
 	defer srv.stop(t)
 	for _, u := range []string{"http://10.9.8.7/hook", "http://169.254.169.254/", "http://[::ffff:169.254.1.1]/"} {
@@ -175,7 +175,7 @@ func checkSignature(t testing.TB, secret string, r *http.Request, body []byte) {
 // it is sent nothing more.
 func TestWebhookCommandsWithAServer(t *testing.T) {
 	db, alice := newDatabaseWithAlice(t)
-	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper")
+	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper", "--description", "Answers questions")
 	receiver := &signedReceiver{status: http.StatusGone}
 	hs := httptest.NewServer(receiver)
 	defer hs.Close()

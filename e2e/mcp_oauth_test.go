@@ -21,7 +21,7 @@ func TestMCPTypeScriptOAuthSignIn(t *testing.T) {
 	node := nodeWith(t, "node_modules/@modelcontextprotocol/sdk",
 		"e2e/node_modules/@modelcontextprotocol/sdk is missing: run npm ci in e2e/ to run the MCP client test")
 	db, alice := newDatabaseWithAlice(t)
-	helper := registerAgent(t, db, "--name", "Helper")
+	helper := registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")
 	addr := apitest.FreeAddr(t)
 	base := "http://" + addr
 	srv := startServer(t, db, "--addr", addr)

@@ -46,7 +46,7 @@ type mcpTurn struct {
 
 func startMCPTurn(t *testing.T, node string) *mcpTurn {
 	db, alice := newDatabaseWithAlice(t)
-	k := &mcpTurn{alice: alice, helper: registerAgent(t, db, "--name", "Helper")}
+	k := &mcpTurn{alice: alice, helper: registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")}
 	addr := apitest.FreeAddr(t)
 	k.base = "http://" + addr
 	k.srv = startServer(t, db, "--addr", addr)

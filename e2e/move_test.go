@@ -17,7 +17,7 @@ import (
 func TestMoveToPostgreSQLThenServe(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	db, alice := newDatabaseWithAlice(t)
-	agent := registerAgent(t, db, "--name", "Helper")
+	agent := registerAgent(t, db, "--name", "Helper", "--description", "Answers questions")
 	srv := startServer(t, db)
 	room := srv.createRoom(t, alice.APIKey, agent.ID)
 	b := busyRoom{aliceKey: alice.APIKey, agentID: agent.ID, roomID: room}

@@ -17,8 +17,8 @@ import (
 func TestPhoenixJSAgentAcrossARestart(t *testing.T) {
 	node := nodeWith(t, "node_modules/phoenix", "e2e/node_modules is missing: run npm ci in e2e/ to run the JS client test")
 	db, alice := newDatabaseWithAlice(t)
-	poster := registerAgent(t, db, "--name", "Poster")
-	worker := registerAgent(t, db, "--name", "Worker")
+	poster := registerAgent(t, db, "--name", "Poster", "--description", "Posts messages for the test")
+	worker := registerAgent(t, db, "--name", "Worker", "--description", "Works through its messages")
 
 	// The server comes back on the same address, where the client
 	// reconnects.

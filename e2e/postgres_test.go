@@ -34,7 +34,7 @@ func TestServeAndCommandsOnPostgreSQL(t *testing.T) {
 	}
 	run("migrate").ok(t)
 	alice := parseCreated(t, run("create-user", "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
-	agent := parseCreated(t, run("register-agent", "--name", "Helper", "--json").ok(t).stdout)
+	agent := parseCreated(t, run("register-agent", "--name", "Helper", "--description", "Answers questions", "--json").ok(t).stdout)
 
 	srv := startServer(t, "unused.db", "--database-url", url)
 	room := srv.createRoom(t, alice.APIKey, agent.ID)
@@ -73,7 +73,7 @@ func TestTwoNodesOnPostgreSQL(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	env := []string{"CHATD_DATABASE_URL=" + url}
 	alice := parseCreated(t, runChatd(t, env, "create-user", "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
-	agent := parseCreated(t, runChatd(t, env, "register-agent", "--name", "Helper", "--json").ok(t).stdout)
+	agent := parseCreated(t, runChatd(t, env, "register-agent", "--name", "Helper", "--description", "Answers questions", "--json").ok(t).stdout)
 	a := startServer(t, "unused.db", "--database-url", url)
 	b := startServer(t, "unused.db", "--database-url", url)
 	room := busyRoom{aliceKey: alice.APIKey, agentID: agent.ID, roomID: a.createRoom(t, alice.APIKey, agent.ID)}

@@ -26,7 +26,7 @@ func TestQuickstartAnswersFollowTheOpenAPIDocument(t *testing.T) {
 	text := runChatdWithInput(t, "a long enough password\n", "create-user", "--db", db, "--handle", "alice", "--name", "Alice Liddell",
 		"--password-stdin").ok(t).stdout
 	humanKey := keyIn(t, text, "band_u_")
-	agentKey := keyIn(t, runChatd(t, nil, "register-agent", "--db", db, "--name", "Helper").ok(t).stdout, "band_a_")
+	agentKey := keyIn(t, runChatd(t, nil, "register-agent", "--db", db, "--name", "Helper", "--description", "Answers questions").ok(t).stdout, "band_a_")
 	token := strings.TrimSpace(runChatd(t, nil, "token", "--db", db, "--user", "alice").ok(t).stdout)
 
 	get := func(path string, headers map[string]string) []byte {

@@ -90,7 +90,7 @@ type attackTarget struct {
 
 func newAttackTarget(t *testing.T) *attackTarget {
 	db, alice := newDatabaseWithAlice(t)
-	w := &attackTarget{alice: alice, agent: registerAgent(t, db, "--name", "Echo Agent")}
+	w := &attackTarget{alice: alice, agent: registerAgent(t, db, "--name", "Echo Agent", "--description", "Echoes what it hears")}
 	w.srv = startServer(t, db, "--rate-limit", "0", "--metrics-addr", "127.0.0.1:0")
 	w.metrics = w.srv.awaitMetrics(t)
 	w.room = w.srv.createRoom(t, w.alice.APIKey, w.agent.ID)

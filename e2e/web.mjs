@@ -315,6 +315,7 @@ async function agentKeyStep() {
   await nav("Agents");
   await visible(page.getByRole("heading", { name: "Agents", exact: true }));
   await page.getByLabel("Name", { exact: true }).fill("Helper");
+  await page.getByLabel("Description", { exact: true }).fill("Answers questions");
   await page.getByRole("button", { name: "Register agent" }).click();
   const secret = page.locator("code.secret");
   await visible(secret);

@@ -63,7 +63,7 @@ func (h *webhookReceiver) seen() []webhookArrival {
 func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 	skipIfShort(t, "kills and restarts a server")
 	db, alice := newDatabaseWithAlice(t)
-	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper")
+	helper := registerAgent(t, db, "--owner", "alice", "--name", "Helper", "--description", "Answers questions")
 	receiver := &webhookReceiver{held: true}
 	hs := httptest.NewServer(receiver)
 	defer hs.Close()

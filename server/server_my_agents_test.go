@@ -55,6 +55,13 @@ func TestRegisterAgentRefusals(t *testing.T) {
 		register("no body", nil, 422, "validation_error", "/agent"),
 		register("missing name", agentBody(map[string]any{"description": "Does things"}), 422, "validation_error", "/agent/name"),
 		register("missing description", agentBody(map[string]any{"name": "Bot"}), 422, "validation_error", "/agent/description"),
+		// The Band Python SDK refuses to start an agent whose profile has no
+		// description, so chatd never makes one.
+		register("null description", agentBody(map[string]any{"name": "Bot", "description": nil}), 422, "validation_error", "/agent/description"),
+		register("empty description", agentBody(map[string]any{"name": "Bot", "description": ""}), 422, "validation_error", "/agent/description"),
+		register("whitespace description", agentBody(map[string]any{"name": "Bot", "description": " \t\n "}), 422, "validation_error", "/agent/description"),
+		register("invisible description", agentBody(map[string]any{"name": "Bot", "description": "\u200b\u2060"}), 422, "validation_error", "/agent/description"),
+		register("description of the wrong type", agentBody(map[string]any{"name": "Bot", "description": 7}), 422, "validation_error", "/agent/description"),
 		register("name too short", agentBody(map[string]any{"name": "B", "description": "Does things"}), 422, "validation_error", "/agent/name"),
 		register("name too long", agentBody(map[string]any{"name": strings.Repeat("n", 101), "description": "d"}), 422, "validation_error", "/agent/name"),
 		register("name with control character", agentBody(map[string]any{"name": "Bot\x00", "description": "d"}), 422, "validation_error", "/agent/name"),
@@ -75,6 +82,21 @@ func TestRegisterAgentRefusals(t *testing.T) {
 			t.Fatalf("details = %v", details)
 		}
 	})
+}
+
+// An agent an older chatd registered without a description keeps it null:
+// chatd makes none up, and GET /agent/me answers what is stored (the Band
+// Python SDK refuses such an agent; docs/troubleshooting.md says what to do).
+func TestAgentStoredWithoutADescription(t *testing.T) {
+	ts := newTestServer(t)
+	alice, _ := ts.user("alice")
+	a, key := ts.agent(alice, "Old Timer")
+	ts.exec(t, `UPDATE agents SET description = NULL WHERE id = ?`, a.ID)
+	me := ts.do(t, "GET", "/api/v1/agent/me", apiKey(key), nil)
+	expect(t, me, 200, "")
+	if d, ok := me.data(t)["description"]; !ok || d != nil {
+		t.Fatalf("description = %v (present %v), want null", d, ok)
+	}
 }
 
 func TestWritesAnswer503WhenTheWriteQueueIsFull(t *testing.T) {

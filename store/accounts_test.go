@@ -267,7 +267,7 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	db := openTestDB(t, Options{})
 	ctx := context.Background()
 	alice, _ := mustUser(t, db, "alice")
-	agent, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Helper"})
+	agent, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Helper", Description: "Does things"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestDelegatedContextMintsNoCredential(t *testing.T) {
 	}
 	for name, mint := range map[string]func() error{
 		"RegisterAgent": func() error {
-			_, _, err := db.RegisterAgent(delegated, NewAgent{OwnerID: alice.ID, Name: "Minted"})
+			_, _, err := db.RegisterAgent(delegated, NewAgent{OwnerID: alice.ID, Name: "Minted", Description: "Does things"})
 			return err
 		},
 		"RotateAgentKey": func() error { _, _, err := db.RotateAgentKey(delegated, alice, agent.ID); return err },

@@ -66,7 +66,7 @@ type NewAgent struct {
 	OwnerID     string
 	Name        string
 	Slug        string // optional: derived from Name when empty
-	Description string // optional
+	Description string // required: what the agent does, not blank (the Band Python SDK refuses an agent without one)
 	Bio         string // optional
 	Tags        []string
 	APIKey      string // optional: adopt this agent key instead of minting one
@@ -88,7 +88,7 @@ func (na NewAgent) check() (agentRow, error) {
 	var row agentRow
 	var nameMsg, descMsg, bioMsg string
 	row.name, nameMsg = cleanText(na.Name, minAgentNameLen, maxNameLen)
-	row.description, descMsg = cleanText(na.Description, 0, maxDescriptionLen)
+	row.description, descMsg = cleanDescription(na.Description)
 	row.bio, bioMsg = cleanMultiline(na.Bio, maxBioLen)
 	for ptr, msg := range map[string]string{"/agent/name": nameMsg, "/agent/description": descMsg, "/agent/bio": bioMsg} {
 		if msg != "" {
@@ -110,6 +110,18 @@ func (na NewAgent) check() (agentRow, error) {
 	}
 	row.tags = cleanTags(na.Tags, p)
 	return row, p.Err(CodeValidation)
+}
+
+// cleanDescription trims an agent's description and reports what is wrong
+// with it: it is required, since the Band Python SDK refuses to start an
+// agent whose profile has none, and must show something (not only spaces or
+// invisible characters), in at most maxDescriptionLen characters on one line.
+func cleanDescription(s string) (string, string) {
+	d, msg := cleanText(s, 1, maxDescriptionLen)
+	if msg == "" && IsBlank(d) {
+		msg = "can't be blank or only invisible characters"
+	}
+	return d, msg
 }
 
 // cleanTags trims each tag and drops those that repeat an earlier one
@@ -208,7 +220,7 @@ func insertAgent(tx *Tx, owner agentOwner, slug string, row agentRow) (string, e
 	_, err := tx.Exec(`INSERT INTO agents (id, owner_id, organization_id, slug, handle, name, description, bio, tags, is_external, inserted_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 		id, owner.id, owner.organizationID, slug, owner.handle+"/"+slug, row.name,
-		sql.NullString{String: row.description, Valid: row.description != ""}, sql.NullString{String: row.bio, Valid: row.bio != ""},
+		row.description, sql.NullString{String: row.bio, Valid: row.bio != ""},
 		string(tagsJSON), ts, ts)
 	return id, err
 }

@@ -22,7 +22,7 @@ func mustUser(t testing.TB, db *DB, handle string) (*User, string) {
 
 func mustAgent(t testing.TB, db *DB, owner *User, name string) (*Agent, string) {
 	t.Helper()
-	a, key, err := db.RegisterAgent(context.Background(), NewAgent{OwnerID: owner.ID, Name: name})
+	a, key, err := db.RegisterAgent(context.Background(), NewAgent{OwnerID: owner.ID, Name: name, Description: "Does things"})
 	if err != nil {
 		t.Fatalf("register agent %s: %v", name, err)
 	}
@@ -151,17 +151,17 @@ func TestRegisterAgent(t *testing.T) {
 
 	// The same name again: the CLI (explicit handle) gets a conflict, the
 	// API (PickSlug) gets the next free slug.
-	_, _, err = db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Research Helper"})
+	_, _, err = db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Research Helper", Description: "Does things"})
 	wantCode(t, err, CodeConflict)
-	b, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Research Helper", PickSlug: true})
+	b, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Research Helper", Description: "Does things", PickSlug: true})
 	if err != nil || b.Handle != "alice/research-helper-2" {
 		t.Fatalf("picked %v, %v; want alice/research-helper-2", b, err)
 	}
-	c, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Whatever", Slug: "Bot_1"})
+	c, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Whatever", Description: "Does things", Slug: "Bot_1"})
 	if err != nil || c.Handle != "alice/Bot_1" {
 		t.Fatalf("explicit slug: %v, %v", c, err)
 	}
-	_, _, err = db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Other", Slug: "bot_1"})
+	_, _, err = db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Other", Description: "Does things", Slug: "bot_1"})
 	wantCode(t, err, CodeConflict)
 }
 
@@ -174,24 +174,33 @@ func TestRegisterAgentRefusals(t *testing.T) {
 		in   NewAgent
 		code Code
 	}{
-		{"name too short", NewAgent{OwnerID: alice.ID, Name: "ab"}, CodeValidation},
-		{"name underivable", NewAgent{OwnerID: alice.ID, Name: "!!!"}, CodeValidation},
-		{"bad slug", NewAgent{OwnerID: alice.ID, Name: "Good", Slug: "-bad"}, CodeValidation},
+		{"name too short", NewAgent{OwnerID: alice.ID, Name: "ab", Description: "Does things"}, CodeValidation},
+		{"name underivable", NewAgent{OwnerID: alice.ID, Name: "!!!", Description: "Does things"}, CodeValidation},
+		{"bad slug", NewAgent{OwnerID: alice.ID, Name: "Good", Description: "Does things", Slug: "-bad"}, CodeValidation},
 		{"description too long", NewAgent{OwnerID: alice.ID, Name: "Good", Description: strings.Repeat("d", 501)}, CodeValidation},
-		{"too many tags", NewAgent{OwnerID: alice.ID, Name: "Good", Tags: []string{"a", "b", "c"}}, CodeLimitReached},
-		{"unknown owner", NewAgent{OwnerID: "0190a000-0000-7000-8000-000000000000", Name: "Good"}, CodeNotFound},
+		{"no description", NewAgent{OwnerID: alice.ID, Name: "Good"}, CodeValidation},
+		{"blank description", NewAgent{OwnerID: alice.ID, Name: "Good", Description: " \t "}, CodeValidation},
+		{"invisible description", NewAgent{OwnerID: alice.ID, Name: "Good", Description: "\u200b\u200d"}, CodeValidation},
+		{"too many tags", NewAgent{OwnerID: alice.ID, Name: "Good", Description: "Does things", Tags: []string{"a", "b", "c"}}, CodeLimitReached},
+		{"unknown owner", NewAgent{OwnerID: "0190a000-0000-7000-8000-000000000000", Name: "Good", Description: "Does things"}, CodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := rawCount(t, db, `SELECT count(*) FROM agents`)
 			_, _, err := db.RegisterAgent(context.Background(), tc.in)
 			wantCode(t, err, tc.code)
+			if strings.Contains(tc.name, "description") {
+				var e *Error
+				if !errors.As(err, &e) || len(e.Details.(Problems)["/agent/description"]) == 0 {
+					t.Fatalf("err = %v, want a problem at /agent/description", err)
+				}
+			}
 			if rawCount(t, db, `SELECT count(*) FROM agents`) != before {
 				t.Fatal("a refused agent was written")
 			}
 		})
 	}
 	mustAgent(t, db, alice, "Second")
-	_, _, err := db.RegisterAgent(context.Background(), NewAgent{OwnerID: alice.ID, Name: "Third"})
+	_, _, err := db.RegisterAgent(context.Background(), NewAgent{OwnerID: alice.ID, Name: "Third", Description: "Does things"})
 	wantCode(t, err, CodeLimitReached)
 	var e *Error
 	errors.As(err, &e)
@@ -220,7 +229,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 
 	legacy := "thnv_a_1712345678_" + strings.Repeat("k", 32)
-	old, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Old Timer", APIKey: legacy})
+	old, _, err := db.RegisterAgent(ctx, NewAgent{OwnerID: alice.ID, Name: "Old Timer", Description: "Does things", APIKey: legacy})
 	if err != nil {
 		t.Fatal(err)
 	}

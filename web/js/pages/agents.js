@@ -16,12 +16,12 @@ export function mount(root, ctx) {
 
   const name = h("input", { name: "name", required: true, maxlength: 100, autocomplete: "off" });
   const secrets = new SecretSlot(() => name.focus());
-  const description = h("textarea", { name: "description", rows: 2, maxlength: 500 });
+  const description = h("textarea", { name: "description", rows: 2, required: true, maxlength: 500 });
   const err = errorBox();
   const form = h("form", { class: "card stack create-form" },
     h("h2", {}, "Register an agent"),
     field("Name", name, "3 to 100 characters. The agent's handle is made from it: @you/name."),
-    field("Description", description, "What it does, for the people who meet it. Up to 500 characters."),
+    field("Description", description, "Required: what it does, for the people who meet it (a Band SDK will not start an agent without one). One line, up to 500 characters."),
     err,
     h("div", { class: "row" }, h("button", { type: "submit" }, "Register agent")));
   const listHeading = h("h2", { tabindex: "-1" }, "Your agents");
