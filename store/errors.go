@@ -196,7 +196,7 @@ func notFound(what string) *Error {
 func limitReached(resource string, limit, current int) *Error {
 	return &Error{
 		Code:    CodeLimitReached,
-		Message: fmt.Sprintf("plan limit reached: at most %d %s", limit, resource),
+		Message: fmt.Sprintf("limit reached: at most %d %s", limit, resource),
 		Details: map[string]any{"resource": resource, "limit": limit, "current": current},
 	}
 }

@@ -38,7 +38,7 @@ func TestCheckStory(t *testing.T) {
 		{"a refinement without details that does not", 403,
 			env("execution_stopped", "not permitted", ""), "says nothing"},
 		{"details that are no pointers", 403, env("forbidden", "the scope exceeds the grant", `{"granted":["chats:read"]}`), ""},
-		{"a quota's figures", 403, env("limit_reached", "plan limit reached: at most 2 agents", `{"resource":"agents","limit":2,"current":2}`), ""},
+		{"a quota's figures", 403, env("limit_reached", "limit reached: at most 2 agents", `{"resource":"agents","limit":2,"current":2}`), ""},
 		{"a success", 200, []byte(`{"data":{}}`), ""},
 	} {
 		err := CheckStory(tc.status, tc.body)
