@@ -18,7 +18,9 @@ func newBackupCmd() *cobra.Command {
 The copy is one self-contained SQLite file (messages, files, keys and the
 token-signing secret), checked with SQLite's integrity check before it is moved
 into place; FILE is never left half-written, and its folder is created if
-missing. An existing FILE is kept unless --force is given. FILE is never the
+missing. FILE is created readable by its owner only (mode 0600): it holds
+every key hash and the secret that signs tokens. An existing FILE is kept
+unless --force is given. FILE is never the
 database itself or one of its -wal, -shm, -journal or .lock files, by
 whatever path (relative, a symbolic or hard link), even with --force:
 replacing one of those under a running server would destroy its data.

@@ -15,7 +15,9 @@ import (
 // processes (a running server) keep reading and writing it. The copy is made
 // with VACUUM INTO into a temporary file beside dest, checked with
 // integrity_check, synced, and only then renamed into place, so dest is either
-// absent, the previous file, or a complete verified copy. dest's folder is
+// absent, the previous file, or a complete verified copy. The copy holds the
+// token-signing secret and every key hash, so it is created readable and
+// writable by its owner only (0600), whatever the umask. dest's folder is
 // created (0750) if missing.
 //
 // It refuses, changing nothing, to replace an existing dest unless overwrite
@@ -49,6 +51,9 @@ func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 		return fmt.Errorf("create the backup's folder: %w", err)
 	}
 	tmp := tempBeside(dest)
+	if err := createPrivate(tmp); err != nil {
+		return err
+	}
 	defer os.Remove(tmp) // a no-op once renamed
 
 	conn, err := openFile(src, readWrite)

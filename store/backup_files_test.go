@@ -140,6 +140,45 @@ func TestBackupRefusesTheDatabaseFiles(t *testing.T) {
 	}
 }
 
+// Backups hold the token-signing secret and every key hash: they are
+// created readable by their owner only, whatever the umask, also when
+// --force replaces a world-readable file.
+func TestBackupIsPrivate(t *testing.T) {
+	sqliteOnly(t)
+	db := openTableDB(t, Options{})
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		setup func(dest string)
+	}{
+		{"new file", func(string) {}},
+		{"new folder", func(string) {}},
+		{"replacing a 0644 file", func(dest string) { must(t, os.WriteFile(dest, []byte("old"), 0o644)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"), "copy.db")
+			if tc.name != "new folder" {
+				must(t, os.MkdirAll(filepath.Dir(dest), 0o755))
+			}
+			tc.setup(dest)
+			if err := Backup(context.Background(), db.Path(), dest, true); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(dest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Fatalf("backup mode %v, want 0600", fi.Mode().Perm())
+			}
+			entries, _ := os.ReadDir(filepath.Dir(dest))
+			if len(entries) != 1 {
+				t.Fatalf("leftovers beside the copy: %v", entries)
+			}
+		})
+	}
+}
+
 // settled waits until nothing under dir changes for longer than the
 // background checkpointer's period.
 func settled(t *testing.T, dir string) {

@@ -63,3 +63,15 @@ func resolvedNames(p string) []string {
 	}
 	return names
 }
+
+// createPrivate creates the empty file path, readable and writable by its
+// owner only, for VACUUM INTO to fill (SQLite writes into an existing empty
+// file and keeps its mode; left to itself it would create the file 0644).
+// It fails if path exists.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
