@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -20,17 +18,18 @@ func newBackupCmd() *cobra.Command {
 The copy is one self-contained SQLite file (messages, files, keys and the
 token-signing secret), checked with SQLite's integrity check before it is moved
 into place; FILE is never left half-written, and its folder is created if
-missing. An existing FILE is kept unless
---force is given.
+missing. FILE is created readable by its owner only (mode 0600): it holds
+every key hash and the secret that signs tokens. An existing FILE is kept
+unless --force is given. FILE is never the
+database itself or one of its -wal, -shm, -journal or .lock files, by
+whatever path (relative, a symbolic or hard link), even with --force:
+replacing one of those under a running server would destroy its data.
 
 To restore, stop the server and run chatd restore FILE.`,
 		Example: `  chatd backup /var/backups/chatd-$(date +%F).db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withDatabaseFile(cmd, func(ctx context.Context, db string) error {
-				if err := os.MkdirAll(filepath.Dir(args[0]), 0o750); err != nil {
-					return fmt.Errorf("create the backup's folder: %w", err)
-				}
 				if err := store.Backup(ctx, db, args[0], force); err != nil {
 					return err
 				}

@@ -30,7 +30,12 @@ The copy is written beside the database, synced, and renamed over it, so the
 database is at every moment either the old one or the complete backup. The
 old database's -wal and -shm files are removed (after folding the WAL into the
 old file), so that nothing of the old database leaks into the restored one.
-FILE itself is only read. Let other chatd commands on the database (such
+The restored database keeps the owner, group and mode of the one it replaces,
+so a restore run as root leaves a file the service's user can still open; when
+it cannot give it that owner (run by another user than root) it refuses and
+changes nothing. A new database is created with mode 0600 and, restored by
+root, gets its folder's owner and group; a lock file it creates gets the
+database's owner and group. FILE itself is only read. Let other chatd commands on the database (such
 as create-user) finish first: they do not hold the server's lock.`,
 		Example: `  systemctl stop chatd
   chatd restore --db /var/lib/chatd/chatd.db --force /var/backups/chatd-2026-11-22.db

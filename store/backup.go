@@ -15,9 +15,17 @@ import (
 // processes (a running server) keep reading and writing it. The copy is made
 // with VACUUM INTO into a temporary file beside dest, checked with
 // integrity_check, synced, and only then renamed into place, so dest is either
-// absent, the previous file, or a complete verified copy. It refuses to replace
-// an existing dest unless overwrite is set. It does not change the schema of
-// src, whatever its version.
+// absent, the previous file, or a complete verified copy. The copy holds the
+// token-signing secret and every key hash, so it is created readable and
+// writable by its owner only (0600), whatever the umask. dest's folder is
+// created (0750) if missing.
+//
+// It refuses, changing nothing, to replace an existing dest unless overwrite
+// is set, and always when dest is the database itself or one of its -wal,
+// -shm, -journal or .lock companions, by whatever path (relative, through a
+// symbolic link, a hard link): renaming a file over one of those under a
+// running server corrupts the database, loses its writes or defeats its
+// server lock. It does not change the schema of src, whatever its version.
 func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 	src, err := filepath.Abs(src)
 	if err != nil {
@@ -33,10 +41,19 @@ func Backup(ctx context.Context, src, dest string, overwrite bool) error {
 	if _, err := os.Stat(src); err != nil {
 		return fmt.Errorf("database %s: %w", src, errors.Unwrap(err))
 	}
+	if what := databaseFileAt(src, dest); what != "" {
+		return fmt.Errorf("the backup file %s is %s; write the backup to another file", dest, what)
+	}
 	if err := refuseToReplace(dest, overwrite); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o750); err != nil {
+		return fmt.Errorf("create the backup's folder: %w", err)
+	}
 	tmp := tempBeside(dest)
+	if err := createPrivate(tmp); err != nil {
+		return err
+	}
 	defer os.Remove(tmp) // a no-op once renamed
 
 	conn, err := openFile(src, readWrite)

@@ -54,6 +54,9 @@ func Restore(ctx context.Context, src, dest, schema string, overwrite bool) erro
 		return err
 	}
 	tmp := tempBeside(dest)
+	if err := createPrivate(tmp); err != nil {
+		return err
+	}
 	defer os.Remove(tmp) // a no-op once renamed
 	if err := copyBackup(ctx, srcConn, src, tmp, version); err != nil {
 		return err
@@ -61,7 +64,44 @@ func Restore(ctx context.Context, src, dest, schema string, overwrite bool) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := takeOwnership(tmp, dest); err != nil {
+		return err
+	}
+	if err := lock.giveToOwnerOf(tmp); err != nil {
+		return err
+	}
 	return swapIn(tmp, dest)
+}
+
+// takeOwnership gives the restored copy at tmp the owner, group and mode of
+// the database at dest it is about to replace, so that a restore run as
+// root (between systemctl stop and start) leaves a file the service's user
+// can still open and write. It refuses, changing nothing, when it cannot
+// (a user other than root restoring over someone else's database): the
+// server would not open the result. A new database is readable by its
+// owner only (0600, as the temporary file was created); restored by root,
+// it gets the owner and group of its folder, the service's own when the
+// folder is the service's.
+func takeOwnership(tmp, dest string) error {
+	old, err := os.Stat(dest)
+	switch {
+	case err == nil:
+		if err := chownLike(tmp, old); err != nil {
+			return fmt.Errorf("give the restored database the owner of the one it replaces (%s): %w; run chatd restore as root or as that user", ownerOf(old), err)
+		}
+		return os.Chmod(tmp, old.Mode().Perm())
+	case errors.Is(err, fs.ErrNotExist):
+		if !runningAsRoot() {
+			return nil
+		}
+		dir, err := os.Stat(filepath.Dir(dest))
+		if err != nil {
+			return err
+		}
+		return chownLike(tmp, dir)
+	default:
+		return err
+	}
 }
 
 // restorePaths makes src and dest absolute and checks that src is a file
@@ -87,6 +127,8 @@ func restorePaths(src, dest string) (string, string, error) {
 type destLock struct {
 	dest string
 	held *ServerLock
+	// created is set when taking the lock created its file.
+	created bool
 }
 
 // takeIfDirExists takes the lock when dest's directory exists: before
@@ -111,12 +153,32 @@ func (l *destLock) takeCreatingDir() error {
 }
 
 func (l *destLock) take() error {
+	_, statErr := os.Lstat(LockPath(l.dest))
 	lock, err := LockServer(l.dest)
 	if errors.Is(err, ErrServerRunning) {
 		return fmt.Errorf("a chatd server is using %s; stop it before restoring", l.dest)
 	}
 	l.held = lock
+	l.created = err == nil && errors.Is(statErr, fs.ErrNotExist)
 	return err
+}
+
+// giveToOwnerOf gives a lock file this restore created the owner and group
+// of the file at path (the restored database), so that the server, run as
+// that user, can open it: created by root, it would be root's, 0600. A
+// lock file that was there before is left as it is.
+func (l *destLock) giveToOwnerOf(path string) error {
+	if !l.created {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if err := chownLike(LockPath(l.dest), fi); err != nil {
+		return fmt.Errorf("give the lock file the database's owner (%s): %w", ownerOf(fi), err)
+	}
+	return nil
 }
 
 func (l *destLock) release() { _ = l.held.Release() }
