@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/store"
 )
 
 // The OAuth endpoints, one table each: what they answer, and every refusal
@@ -423,4 +427,84 @@ func TestOAuthGrants(t *testing.T) {
 	expect(t, ts.do(t, "POST", "/mcp", bearer(asHelper.access), `{}`), 401, "unauthorized")
 	expect(t, ts.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {asHelper.refresh},
 		"client_id": {asHelper.clientID}}), 400, "invalid_grant")
+}
+
+// seedGrants signs clientID in n times for u through the store, as n
+// earlier sign-ins would have.
+func (ts *testServer) seedGrants(t testing.TB, u *store.User, clientID string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		p := newPKCE()
+		code, err := ts.db.AuthorizeOAuthClient(ctx, u, store.OAuthAuthorization{ClientID: clientID, RedirectURI: testRedirectURI,
+			CodeChallenge: p.challenge, Scope: "mcp", Resource: ts.http.URL + "/mcp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.db.ExchangeOAuthCode(ctx, store.OAuthCodeExchange{ClientID: clientID, Code: code,
+			RedirectURI: testRedirectURI, Challenge: p.challenge}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The limit of 100 live grants a person holds at every step: a consent
+// counts the codes waiting with the grants, so a person with 99 apps signed
+// in gets one code, not twenty, and redeeming it makes 100; every further
+// consent is 403 limit_reached and changes nothing, until the person signs
+// an app out. Apart from that, at most 20 codes wait at once.
+func TestOAuthGrantLimit(t *testing.T) {
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	_, bobKey := ts.user("bob")
+	clientID := ts.registerClient(t)
+	ts.seedGrants(t, alice, clientID, store.MaxOAuthGrantsPerUser-1)
+	const path = "/api/v1/me/oauth/authorization"
+	grants := func(t testing.TB) []any {
+		t.Helper()
+		list := ts.do(t, "GET", "/api/v1/me/oauth/grants", apiKey(aliceKey), nil).list(t)
+		if len(list) > store.MaxOAuthGrantsPerUser {
+			t.Fatalf("%d live grants, more than %d", len(list), store.MaxOAuthGrantsPerUser)
+		}
+		return list
+	}
+	limited := func(t testing.TB, r *response) {
+		t.Helper()
+		if d := r.json(t)["error"].(map[string]any)["details"].(map[string]any); d["limit"] != float64(store.MaxOAuthGrantsPerUser) {
+			t.Fatalf("limit_reached details %v", d)
+		}
+	}
+
+	p := newPKCE()
+	request := ts.consentLink(t, ts.authorization(clientID, p))
+	back := ts.consent(t, apiKey(aliceKey), request, "")
+	for i := range 19 {
+		ts.try(t, scenario{name: fmt.Sprintf("consent %d past the limit", i+2), method: "POST", path: path, cred: apiKey(aliceKey),
+			body: consentBody(request, "", true), status: 403, code: "limit_reached", check: limited})
+		grants(t)
+	}
+	expect(t, ts.tokenRequest(t, ts.exchangeForm(clientID, back.Query().Get("code"), p)), 200, "")
+	list := grants(t)
+	if len(list) != store.MaxOAuthGrantsPerUser {
+		t.Fatalf("%d live grants after the one code, want %d", len(list), store.MaxOAuthGrantsPerUser)
+	}
+	ts.try(t, scenario{name: "a consent at 100 grants", method: "POST", path: path, cred: apiKey(aliceKey),
+		body: consentBody(request, "", true), status: 403, code: "limit_reached", check: limited})
+
+	// Signing one out makes room for one.
+	expect(t, ts.doNoContent(t, "DELETE", "/api/v1/me/oauth/grants/"+list[0].(map[string]any)["id"].(string), apiKey(aliceKey)), 204, "")
+	ts.consent(t, apiKey(aliceKey), request, "")
+	ts.try(t, scenario{name: "a consent past the limit again", method: "POST", path: path, cred: apiKey(aliceKey),
+		body: consentBody(request, "", true), status: 403, code: "limit_reached", check: limited})
+
+	// Bob has no grants: 20 codes may wait, not 21.
+	for range 20 {
+		ts.consent(t, apiKey(bobKey), request, "")
+	}
+	ts.try(t, scenario{name: "a 21st code waiting", method: "POST", path: path, cred: apiKey(bobKey),
+		body: consentBody(request, "", true), status: 403, code: "limit_reached", check: func(t testing.TB, r *response) {
+			if d := r.json(t)["error"].(map[string]any)["details"].(map[string]any); d["limit"] != float64(20) {
+				t.Fatalf("limit_reached details %v", d)
+			}
+		}})
 }
