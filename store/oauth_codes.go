@@ -23,7 +23,7 @@ const (
 	OAuthAccessTTL            = time.Hour
 	OAuthRefreshTTL           = 30 * 24 * time.Hour
 	MaxOAuthGrantsPerUser     = 100
-	maxPendingOAuthCodes      = 20 // per person, unused and unexpired
+	maxPendingOAuthCodes      = 20 // per person, unused and unexpired (docs/api/extensions.md)
 	oauthCodePrefix           = "band_oc_"
 	oauthAccessPrefix         = "band_oa_"
 	oauthRefreshPrefix        = "band_or_"
