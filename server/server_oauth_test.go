@@ -508,3 +508,33 @@ func TestOAuthGrantLimit(t *testing.T) {
 			}
 		}})
 }
+
+// A client that authenticated with HTTP Basic and is refused as
+// invalid_client is challenged for Basic (RFC 6749 §5.2), on the token and
+// the revocation endpoints alike.
+func TestOAuthBasicAuthIsChallenged(t *testing.T) {
+	ts := newTestServer(t)
+	clientID := ts.registerClient(t)
+	challenged := func(want bool) func(testing.TB, *response) {
+		return func(t testing.TB, r *response) {
+			t.Helper()
+			if got := r.header.Get("WWW-Authenticate"); (got == `Basic realm="chatd"`) != want {
+				t.Fatalf("WWW-Authenticate = %q, want a Basic challenge: %v", got, want)
+			}
+		}
+	}
+	refresh := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"x"}}.Encode()
+	revoke := url.Values{"token": {"x"}}.Encode()
+	ts.run(t, []scenario{
+		{name: "token: a client secret", method: "POST", path: "/oauth/token", cred: basicAuth(clientID, "pw"), body: refresh,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "token: an unknown client", method: "POST", path: "/oauth/token", cred: basicAuth(nilID, ""), body: refresh,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "revoke: a client secret", method: "POST", path: "/oauth/revoke", cred: basicAuth(clientID, "pw"), body: revoke,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "revoke: an unknown client", method: "POST", path: "/oauth/revoke", cred: basicAuth(nilID, ""), body: revoke,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "token: the client known, the grant not", method: "POST", path: "/oauth/token", cred: basicAuth(clientID, ""), body: refresh,
+			status: 400, code: "invalid_grant", check: challenged(false)},
+	})
+}
