@@ -162,6 +162,15 @@ func (s *Server) oauthAuthorize(w http.ResponseWriter, r *http.Request) error {
 	if clientProblem != nil {
 		return errorf(clientProblem.code, "%s", clientProblem.msg)
 	}
+	// An error redirect must carry the state exactly as received (RFC 6749
+	// §4.1.2.1: "REQUIRED if a state parameter was present"), so a state
+	// refused for its length cannot be sent back: not whole (a Location of
+	// any size the request chose), nor cut or left out (the client would
+	// take the answer for a forgery, and rightly). It is answered to the
+	// browser instead, as the RFC has a bad redirect URI answered.
+	if len(a.State) > maxOAuthParamLen {
+		return errorf(codeOAuthInvalidRequest, "state is too long: at most %d characters", maxOAuthParamLen)
+	}
 	if problem == nil {
 		problem = s.authorizationRequestProblem(r, &a)
 	}

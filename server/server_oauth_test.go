@@ -192,6 +192,22 @@ func TestOAuthAuthorize(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a state too long to send back", func(t *testing.T) {
+		before := ts.snapshot(t)
+		r := ts.authorize(t, with(map[string]string{"state": strings.Repeat("s", 20000), "code_challenge_method": "plain"}))
+		expect(t, r, 400, "invalid_request")
+		if loc := r.header.Get("Location"); loc != "" || len(r.body) > 1000 {
+			t.Fatalf("the refused state came back: Location of %d bytes, body of %d", len(loc), len(r.body))
+		}
+		ts.unchanged(t, before)
+		// The longest state taken goes back whole.
+		long := strings.Repeat("s", 2000)
+		r = ts.authorize(t, with(map[string]string{"state": long, "code_challenge_method": "plain"}))
+		expect(t, r, 302, "")
+		if back, err := url.Parse(r.header.Get("Location")); err != nil || back.Query().Get("state") != long {
+			t.Fatalf("redirected to %q, want the state whole", r.header.Get("Location"))
+		}
+	})
 	t.Run("a repeated parameter", func(t *testing.T) {
 		r := ts.authorize(t, with(nil))
 		expect(t, r, 302, "")
