@@ -105,6 +105,8 @@ func (s *Server) resolveClient(ctx context.Context, a *authorizationRequest) (*s
 		a.RedirectURI = client.RedirectURIs[0]
 	case a.RedirectURI == "":
 		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri is required: the client registered several"}, nil
+	case store.OAuthRedirectURIProblem(a.RedirectURI) != "":
+		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri " + store.OAuthRedirectURIProblem(a.RedirectURI)}, nil
 	case !client.AllowsRedirect(a.RedirectURI):
 		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri is not one of the client's registered redirect URIs"}, nil
 	}

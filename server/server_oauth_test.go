@@ -123,6 +123,10 @@ func TestOAuthRegistration(t *testing.T) {
 		register("http off loopback", meta(map[string]any{"redirect_uris": []string{"http://app.example/cb"}}), 400, "invalid_redirect_uri"),
 		register("a fragment", meta(map[string]any{"redirect_uris": []string{"https://app.example/cb#x"}}), 400, "invalid_redirect_uri"),
 		register("a custom scheme", meta(map[string]any{"redirect_uris": []string{"cursor://oauth/cb"}}), 400, "invalid_redirect_uri"),
+		register("a loopback port past 65535", meta(map[string]any{"redirect_uris": []string{"http://127.0.0.1:99999/callback"}}),
+			400, "invalid_redirect_uri"),
+		register("an https port past 65535", meta(map[string]any{"redirect_uris": []string{"https://app.example:70000/cb"}}),
+			400, "invalid_redirect_uri"),
 		register("eleven redirect URIs", meta(map[string]any{"redirect_uris": strings.Split(strings.Repeat("https://a.example/cb,", 11), ",")[:11]}),
 			400, "invalid_redirect_uri"),
 		register("the implicit grant", meta(map[string]any{"grant_types": []string{"implicit"}}), 400, "invalid_client_metadata"),
@@ -163,6 +167,9 @@ func TestOAuthAuthorize(t *testing.T) {
 	for _, tc := range []struct{ name, param, value string }{
 		{"an unknown client", "client_id", "00000000-0000-7000-8000-000000000000"},
 		{"a redirect URI not the client's", "redirect_uri", "http://127.0.0.1:5000/elsewhere"},
+		{"a loopback port past 65535", "redirect_uri", "http://127.0.0.1:99999/callback"},
+		{"loopback port 0", "redirect_uri", "http://127.0.0.1:0/callback"},
+		{"a loopback port that is no number", "redirect_uri", "http://127.0.0.1:port/callback"},
 		{"no client", "client_id", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,6 +263,8 @@ func TestOAuthConsent(t *testing.T) {
 		refusalCase("an unknown client", apiKey(aliceKey), "POST", path, answer(map[string]any{"client_id": "00000000-0000-7000-8000-000000000000"}, true), 404, "not_found"),
 		refusalCase("another redirect URI", apiKey(aliceKey), "POST", path, answer(map[string]any{"redirect_uri": "https://evil.example/cb"}, true),
 			422, "validation_error", "/authorization/redirect_uri"),
+		refusalCase("a loopback port past 65535", apiKey(aliceKey), "POST", path,
+			answer(map[string]any{"redirect_uri": "http://127.0.0.1:99999/callback"}, true), 422, "validation_error", "/authorization/redirect_uri"),
 		refusalCase("plain PKCE", apiKey(aliceKey), "POST", path, answer(map[string]any{"code_challenge_method": "plain"}, true),
 			422, "validation_error", "/authorization/code_challenge_method"),
 		refusalCase("another resource", apiKey(aliceKey), "POST", path, answer(map[string]any{"resource": "https://elsewhere.example/mcp"}, true),

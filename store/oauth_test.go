@@ -40,6 +40,14 @@ func TestOAuthRedirectURIs(t *testing.T) {
 		{"/callback", false},
 		{"javascript:alert(1)", false},
 		{"https://" + strings.Repeat("a", MaxOAuthURILen) + ".example/", false},
+		{"http://127.0.0.1:65535/callback", true},
+		{"http://127.0.0.1:1/callback", true},
+		{"http://127.0.0.1:99999/callback", false},
+		{"http://127.0.0.1:65536/callback", false},
+		{"http://[::1]:0/callback", false},
+		{"http://127.0.0.1:abc/callback", false},
+		{"http://127.0.0.1:-1/callback", false},
+		{"https://app.example:70000/callback", false},
 	} {
 		if got := redirectURIProblem(tc.uri) == ""; got != tc.ok {
 			t.Errorf("redirectURIProblem(%q) accepts: %v, want %v", tc.uri, got, tc.ok)
@@ -60,10 +68,19 @@ func TestOAuthRedirectURIs(t *testing.T) {
 		{"https://app.example/cb", true},
 		{"https://app.example:8443/cb", false},
 		{"https://app.example/cb/", false},
+		{"http://127.0.0.1:65535/cb", true},
+		{"http://127.0.0.1:99999/cb", false},
+		{"http://127.0.0.1:0/cb", false},
+		{"http://127.0.0.1:x/cb", false},
 	} {
 		if got := c.AllowsRedirect(tc.uri); got != tc.ok {
 			t.Errorf("AllowsRedirect(%q) = %v, want %v", tc.uri, got, tc.ok)
 		}
+	}
+	// One registered before ports were checked is no redirect URI either.
+	old := &OAuthClient{RedirectURIs: []string{"http://127.0.0.1:99999/cb"}}
+	if old.AllowsRedirect("http://127.0.0.1:99999/cb") {
+		t.Error("a registered redirect URI with port 99999 is allowed")
 	}
 }
 
