@@ -135,7 +135,27 @@ func TestOAuthRegistration(t *testing.T) {
 		register("a client_uri that is no URL", meta(map[string]any{"client_uri": "not a url"}), 400, "invalid_client_metadata"),
 		register("not JSON", "redirect_uris=https://a.example", 400, "invalid_client_metadata"),
 		register("not an object", `["https://a.example"]`, 400, "invalid_client_metadata"),
+		register("no body", "", 400, "invalid_client_metadata"),
+		register("two objects", `{"redirect_uris": ["https://a.example/cb"]} {}`, 400, "invalid_client_metadata"),
+		{name: "metadata chatd does not read, of any type", method: "POST", path: "/oauth/register", status: 201,
+			body: meta(map[string]any{"jwks": map[string]any{"keys": []any{}}, "contacts": "ops@example.com", "logo_uri": 7})},
 	})
+	// A value of the wrong type is named by its field and the type it
+	// takes, in chatd's words, every such field at once.
+	for _, tc := range []struct{ name, body, want string }{
+		{"redirect_uris a string", `{"redirect_uris": "x"}`, "redirect_uris must be an array of strings (URLs)"},
+		{"a redirect URI a number", `{"redirect_uris": [1]}`, "redirect_uris must be an array of strings (URLs)"},
+		{"two fields", `{"redirect_uris": ["https://a.example/cb"], "client_name": 5, "grant_types": "authorization_code"}`,
+			"client_name must be a string; grant_types must be an array of strings"},
+		{"not an object", `"x"`, "the body must be a JSON object: the client metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ts.try(t, register(tc.name, tc.body, 400, "invalid_client_metadata"))
+			if got := oauthBody(t, r)["error_description"]; got != tc.want {
+				t.Fatalf("error_description = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 // GET /oauth/authorize: a request it can answer goes to the consent
