@@ -290,6 +290,24 @@ func TestOAuthConsent(t *testing.T) {
 		refusalCase("another resource", apiKey(aliceKey), "POST", path, answer(map[string]any{"resource": "https://elsewhere.example/mcp"}, true),
 			422, "validation_error", "/authorization/resource"),
 		refusalCase("another person's agent", apiKey(bobKey), "POST", path, answer(map[string]any{"agent_id": helper.ID}, true), 404, "not_found"),
+		{name: "every problem at once", method: "POST", path: path, cred: apiKey(aliceKey),
+			body:   map[string]any{"authorization": map[string]any{"client_id": clientID, "approve": true, "resource": "https://elsewhere.example/mcp"}},
+			status: 422, code: "validation_error", pointers: []string{"/authorization/response_type", "/authorization/code_challenge",
+				"/authorization/code_challenge_method", "/authorization/resource"},
+			check: func(t testing.TB, r *response) {
+				e := r.json(t)["error"].(map[string]any)
+				if msg := e["message"].(string); msg != "/authorization/code_challenge is required: PKCE's S256 challenge, 43 characters of base64url (and 3 more)" {
+					t.Fatalf("message %q", msg)
+				}
+				for pointer, msgs := range e["details"].(map[string]any) {
+					name := pointer[strings.LastIndex(pointer, "/")+1:]
+					for _, m := range msgs.([]any) {
+						if strings.HasPrefix(m.(string), name) {
+							t.Errorf("%s: %q repeats the field", pointer, m)
+						}
+					}
+				}
+			}},
 		refusalCase("no answer", apiKey(aliceKey), "POST", path, map[string]any{"authorization": map[string]any{"client_id": clientID}},
 			422, "validation_error", "/authorization/approve"),
 		refusalCase("an agent's key", apiKey(helperKey), "POST", path, answer(nil, true), 403, "forbidden"),
