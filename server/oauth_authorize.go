@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/chatd/chatd/store"
 )
@@ -42,12 +45,18 @@ type authorizationRequest struct {
 }
 
 // authorizationProblem is what is wrong with an authorization request: the
-// parameter, the OAuth error code and a sentence.
+// parameter, the OAuth error code, and what is wrong with the parameter
+// (a sentence without its name, which the consent's 422 gives as the
+// pointer).
 type authorizationProblem struct {
-	param string
-	code  errorCode
-	msg   string
+	param  string
+	code   errorCode
+	detail string
 }
+
+// message is the problem as a sentence naming the parameter, for an OAuth
+// error_description.
+func (p *authorizationProblem) message() string { return p.param + " " + p.detail }
 
 // authorizationParams are the parameters of an authorization request, in
 // the order they are checked.
@@ -73,7 +82,7 @@ func authorizationRequestFrom(q url.Values) (authorizationRequest, *authorizatio
 			*fields[name] = vs[0]
 		}
 		if len(vs) > 1 && problem == nil {
-			problem = &authorizationProblem{name, codeOAuthInvalidRequest, name + " is repeated"}
+			problem = &authorizationProblem{name, codeOAuthInvalidRequest, "is repeated"}
 		}
 	}
 	a.ClientID = store.NormalizeID(a.ClientID)
@@ -104,35 +113,55 @@ func (s *Server) resolveClient(ctx context.Context, a *authorizationRequest) (*s
 	case a.RedirectURI == "" && len(client.RedirectURIs) == 1:
 		a.RedirectURI = client.RedirectURIs[0]
 	case a.RedirectURI == "":
-		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri is required: the client registered several"}, nil
+		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "is required: the client registered several"}, nil
+	case store.OAuthRedirectURIProblem(a.RedirectURI) != "":
+		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, store.OAuthRedirectURIProblem(a.RedirectURI)}, nil
 	case !client.AllowsRedirect(a.RedirectURI):
-		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "redirect_uri is not one of the client's registered redirect URIs"}, nil
+		return nil, &authorizationProblem{"redirect_uri", codeOAuthInvalidRequest, "is not one of the client's registered redirect URIs"}, nil
 	}
 	return client, nil, nil
 }
 
-// problem is what else is wrong with the request, to be reported to the
-// client, or nil.
-func (s *Server) authorizationRequestProblem(r *http.Request, a *authorizationRequest) *authorizationProblem {
+// authorizationRequestProblems is what else is wrong with the request, to
+// be reported to the client: every problem, in the order of
+// authorizationParams; none when it checks out.
+func (s *Server) authorizationRequestProblems(r *http.Request, a *authorizationRequest) []*authorizationProblem {
+	var problems []*authorizationProblem
+	add := func(param string, code errorCode, detail string) {
+		problems = append(problems, &authorizationProblem{param, code, detail})
+	}
 	fields := a.fields()
+	tooLong := map[string]bool{}
 	for _, name := range authorizationParams {
 		if len(*fields[name]) > maxOAuthParamLen {
-			return &authorizationProblem{name, codeOAuthInvalidRequest, name + " is too long"}
+			tooLong[name] = true
+			add(name, codeOAuthInvalidRequest, fmt.Sprintf("is too long: at most %d characters", maxOAuthParamLen))
 		}
 	}
 	switch {
+	case tooLong["response_type"]:
+	case a.ResponseType == "":
+		add("response_type", codeOAuthInvalidRequest, "is required: code")
 	case a.ResponseType != "code":
-		return &authorizationProblem{"response_type", codeOAuthUnsupportedResponseType, "response_type must be code"}
-	case a.CodeChallenge == "" || !store.ValidCodeChallenge(a.CodeChallenge):
-		return &authorizationProblem{"code_challenge", codeOAuthInvalidRequest,
-			"code_challenge is required: PKCE's S256 challenge, 43 characters of base64url"}
-	case a.CodeChallengeMethod != "S256":
-		return &authorizationProblem{"code_challenge_method", codeOAuthInvalidRequest, "code_challenge_method must be S256"}
+		add("response_type", codeOAuthUnsupportedResponseType, "must be code")
 	}
-	if msg := s.oauthResourceProblem(r, a.Resource); msg != "" {
-		return &authorizationProblem{"resource", errorCode(store.CodeInvalidTarget), msg}
+	switch {
+	case tooLong["code_challenge"]:
+	case a.CodeChallenge == "":
+		add("code_challenge", codeOAuthInvalidRequest, "is required: PKCE's S256 challenge, 43 characters of base64url")
+	case !store.ValidCodeChallenge(a.CodeChallenge):
+		add("code_challenge", codeOAuthInvalidRequest, "must be PKCE's S256 challenge: 43 characters of base64url")
 	}
-	return nil
+	if !tooLong["code_challenge_method"] && a.CodeChallengeMethod != "S256" {
+		add("code_challenge_method", codeOAuthInvalidRequest, "must be S256")
+	}
+	if msg := s.oauthResourceProblem(r, a.Resource); msg != "" && !tooLong["resource"] {
+		add("resource", errorCode(store.CodeInvalidTarget), strings.TrimPrefix(msg, "resource "))
+	}
+	slices.SortStableFunc(problems, func(x, y *authorizationProblem) int {
+		return slices.Index(authorizationParams, x.param) - slices.Index(authorizationParams, y.param)
+	})
+	return problems
 }
 
 // authorizationResponse is where the browser goes to give the client its
@@ -150,7 +179,7 @@ func (s *Server) authorizationResponse(r *http.Request, a *authorizationRequest,
 func (s *Server) oauthAuthorize(w http.ResponseWriter, r *http.Request) error {
 	a, problem := authorizationRequestFrom(r.URL.Query())
 	if problem != nil && (problem.param == "client_id" || problem.param == "redirect_uri") {
-		return errorf(problem.code, "%s", problem.msg)
+		return errorf(problem.code, "%s", problem.message())
 	}
 	_, clientProblem, err := s.resolveClient(r.Context(), &a)
 	if store.ErrorCode(err) == store.CodeNotFound {
@@ -160,14 +189,25 @@ func (s *Server) oauthAuthorize(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if clientProblem != nil {
-		return errorf(clientProblem.code, "%s", clientProblem.msg)
+		return errorf(clientProblem.code, "%s", clientProblem.message())
+	}
+	// An error redirect must carry the state exactly as received (RFC 6749
+	// §4.1.2.1: "REQUIRED if a state parameter was present"), so a state
+	// refused for its length cannot be sent back: not whole (a Location of
+	// any size the request chose), nor cut or left out (the client would
+	// take the answer for a forgery, and rightly). It is answered to the
+	// browser instead, as the RFC has a bad redirect URI answered.
+	if len(a.State) > maxOAuthParamLen {
+		return errorf(codeOAuthInvalidRequest, "state is too long: at most %d characters", maxOAuthParamLen)
 	}
 	if problem == nil {
-		problem = s.authorizationRequestProblem(r, &a)
+		if problems := s.authorizationRequestProblems(r, &a); len(problems) > 0 {
+			problem = problems[0]
+		}
 	}
 	if problem != nil {
 		return found(w, s.authorizationResponse(r, &a, url.Values{"error": {string(problem.code)},
-			"error_description": {problem.msg}}))
+			"error_description": {problem.message()}}))
 	}
 	return found(w, "/#/oauth/"+url.PathEscape(a.query().Encode()))
 }

@@ -28,17 +28,23 @@ type consentView struct {
 }
 
 // checkAuthorizationRequest checks a request as the consent's routes take
-// it, with its problems at at+parameter.
+// it: every problem at once, each at at+parameter.
 func (s *Server) checkAuthorizationRequest(r *http.Request, a *authorizationRequest, at string) (*store.OAuthClient, error) {
 	client, problem, err := s.resolveClient(r.Context(), a)
 	if err != nil {
 		return nil, err
 	}
-	if problem == nil {
-		problem = s.authorizationRequestProblem(r, a)
-	}
+	problems := store.Problems{}
 	if problem != nil {
-		return nil, store.Problems{at + problem.param: {problem.msg}}.Err(store.CodeValidation)
+		problems.Add(at+problem.param, "%s", problem.detail)
+	}
+	for _, p := range s.authorizationRequestProblems(r, a) {
+		if problem == nil || p.param != problem.param { // one problem is enough for the redirect URI
+			problems.Add(at+p.param, "%s", p.detail)
+		}
+	}
+	if err := problems.Err(store.CodeValidation); err != nil {
+		return nil, err
 	}
 	return client, nil
 }
@@ -47,7 +53,7 @@ func (s *Server) checkAuthorizationRequest(r *http.Request, a *authorizationRequ
 func (s *Server) oauthConsentRequest(w http.ResponseWriter, r *http.Request) error {
 	a, problem := authorizationRequestFrom(r.URL.Query())
 	if problem != nil {
-		return store.Problems{"/" + problem.param: {problem.msg}}.Err(store.CodeValidation)
+		return store.Problems{"/" + problem.param: {problem.detail}}.Err(store.CodeValidation)
 	}
 	client, err := s.checkAuthorizationRequest(r, &a, "/")
 	if err != nil {

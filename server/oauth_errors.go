@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/chatd/chatd/store"
 )
@@ -49,8 +50,21 @@ func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err err
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterOf(err)))
 		noteRetryReason(r, retryReasonOf(err))
 	}
+	if code == errorCode(store.CodeInvalidClient) && usedBasicAuth(r) {
+		// RFC 6749 §5.2: a client refused after authenticating through the
+		// Authorization header is answered 401 with a challenge of the
+		// scheme it used.
+		w.Header().Set("WWW-Authenticate", `Basic realm="chatd"`)
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, status, map[string]string{"error": string(code), "error_description": e.Message})
+}
+
+// usedBasicAuth reports whether the request authenticated with HTTP Basic,
+// well formed or not.
+func usedBasicAuth(r *http.Request) bool {
+	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "Basic")
 }
 
 // oauthEndpoint serves a public OAuth endpoint: within the request rate of

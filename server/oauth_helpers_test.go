@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/url"
@@ -23,6 +24,14 @@ func formBody(c cred) cred {
 		c(h)
 		h.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
+}
+
+// basicAuth authenticates a form request with HTTP Basic as user and
+// password.
+func basicAuth(user, password string) cred {
+	return formBody(func(h http.Header) {
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+password)))
+	})
 }
 
 // registerClient registers a client whose one redirect URI is

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -33,18 +37,84 @@ var (
 	oauthResponseTypes = []string{"code"}
 )
 
+// clientMetadata is the client metadata chatd reads from a registration:
+// the rest is ignored (RFC 7591 §2), whatever its type, so a jwks object
+// or a contacts list never stands in a client's way.
+type clientMetadata struct {
+	RedirectURIs  []string `json:"redirect_uris"`
+	ClientName    string   `json:"client_name"`
+	ClientURI     string   `json:"client_uri"`
+	GrantTypes    []string `json:"grant_types"`
+	ResponseTypes []string `json:"response_types"`
+}
+
+// clientMetadataTypes is what each field of clientMetadata holds, as the
+// refusal of a value of another type says it.
+var clientMetadataTypes = map[string]string{"redirect_uris": "an array of strings (URLs)", "client_name": "a string",
+	"client_uri": "a string (a URL)", "grant_types": "an array of strings", "response_types": "an array of strings"}
+
+// readClientMetadata reads a registration body. A body that is not a JSON
+// object, or a field chatd reads holding a value of another type, is
+// invalid_client_metadata (RFC 7591 §3.2.2), said in chatd's words: the
+// field and the type it takes, every such field at once.
+func readClientMetadata(raw []byte) (*clientMetadata, error) {
+	refuse := func(format string, args ...any) error {
+		return errorf(errorCode(store.CodeInvalidClientMetadata), format, args...)
+	}
+	var generic any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&generic); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return nil, refuse("the body is not JSON: %s (at byte %d)", syntax.Error(), syntax.Offset)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, refuse("the body is empty: it must be the client metadata, a JSON object")
+		}
+		return nil, refuse("the body is not JSON: it ends before the value does")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, refuse("the body must hold one JSON object, the client metadata, and nothing after it")
+	}
+	if _, ok := generic.(map[string]any); !ok {
+		return nil, refuse("the body must be a JSON object: the client metadata")
+	}
+	var meta clientMetadata
+	wrongType := store.Problems{}
+	checkShape(generic, reflect.TypeOf(meta), "", store.Problems{}, wrongType)
+	if len(wrongType) > 0 {
+		var fields []string
+		for pointer := range wrongType {
+			field, _, _ := strings.Cut(strings.TrimPrefix(pointer, "/"), "/")
+			if !slices.Contains(fields, field) {
+				fields = append(fields, field)
+			}
+		}
+		slices.Sort(fields)
+		msgs := make([]string, len(fields))
+		for i, f := range fields {
+			msgs[i] = f + " must be " + clientMetadataTypes[f]
+		}
+		return nil, refuse("%s", strings.Join(msgs, "; "))
+	}
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		return nil, err // checkShape saw to every value json refuses: a bug
+	}
+	return &meta, nil
+}
+
 // registerOAuthClient is POST /oauth/register: 201 with the client's id.
 func (s *Server) registerOAuthClient(w http.ResponseWriter, r *http.Request) error {
 	raw, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	var meta oauthex.ClientRegistrationMetadata
-	if err := json.Unmarshal(raw, &meta); err != nil {
-		return errorf(errorCode(store.CodeInvalidClientMetadata), "the body is not client metadata as JSON: %s",
-			strings.TrimPrefix(err.Error(), "json: "))
+	meta, err := readClientMetadata(raw)
+	if err != nil {
+		return err
 	}
-	if err := checkRegisteredTypes(&meta); err != nil {
+	if err := checkRegisteredTypes(meta); err != nil {
 		return err
 	}
 	if err := s.underRegistrationLimit(r); err != nil {
@@ -74,7 +144,7 @@ func (s *Server) registerOAuthClient(w http.ResponseWriter, r *http.Request) err
 
 // checkRegisteredTypes refuses grant and response types chatd does not
 // serve (the implicit flow, client credentials, ...).
-func checkRegisteredTypes(meta *oauthex.ClientRegistrationMetadata) error {
+func checkRegisteredTypes(meta *clientMetadata) error {
 	for _, g := range meta.GrantTypes {
 		if !slices.Contains(oauthGrantTypes, g) {
 			return errorf(errorCode(store.CodeInvalidClientMetadata), "grant_types may hold only %s", strings.Join(oauthGrantTypes, " and "))

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/store"
 )
 
 // The OAuth endpoints, one table each: what they answer, and every refusal
@@ -119,6 +123,10 @@ func TestOAuthRegistration(t *testing.T) {
 		register("http off loopback", meta(map[string]any{"redirect_uris": []string{"http://app.example/cb"}}), 400, "invalid_redirect_uri"),
 		register("a fragment", meta(map[string]any{"redirect_uris": []string{"https://app.example/cb#x"}}), 400, "invalid_redirect_uri"),
 		register("a custom scheme", meta(map[string]any{"redirect_uris": []string{"cursor://oauth/cb"}}), 400, "invalid_redirect_uri"),
+		register("a loopback port past 65535", meta(map[string]any{"redirect_uris": []string{"http://127.0.0.1:99999/callback"}}),
+			400, "invalid_redirect_uri"),
+		register("an https port past 65535", meta(map[string]any{"redirect_uris": []string{"https://app.example:70000/cb"}}),
+			400, "invalid_redirect_uri"),
 		register("eleven redirect URIs", meta(map[string]any{"redirect_uris": strings.Split(strings.Repeat("https://a.example/cb,", 11), ",")[:11]}),
 			400, "invalid_redirect_uri"),
 		register("the implicit grant", meta(map[string]any{"grant_types": []string{"implicit"}}), 400, "invalid_client_metadata"),
@@ -127,7 +135,27 @@ func TestOAuthRegistration(t *testing.T) {
 		register("a client_uri that is no URL", meta(map[string]any{"client_uri": "not a url"}), 400, "invalid_client_metadata"),
 		register("not JSON", "redirect_uris=https://a.example", 400, "invalid_client_metadata"),
 		register("not an object", `["https://a.example"]`, 400, "invalid_client_metadata"),
+		register("no body", "", 400, "invalid_client_metadata"),
+		register("two objects", `{"redirect_uris": ["https://a.example/cb"]} {}`, 400, "invalid_client_metadata"),
+		{name: "metadata chatd does not read, of any type", method: "POST", path: "/oauth/register", status: 201,
+			body: meta(map[string]any{"jwks": map[string]any{"keys": []any{}}, "contacts": "ops@example.com", "logo_uri": 7})},
 	})
+	// A value of the wrong type is named by its field and the type it
+	// takes, in chatd's words, every such field at once.
+	for _, tc := range []struct{ name, body, want string }{
+		{"redirect_uris a string", `{"redirect_uris": "x"}`, "redirect_uris must be an array of strings (URLs)"},
+		{"a redirect URI a number", `{"redirect_uris": [1]}`, "redirect_uris must be an array of strings (URLs)"},
+		{"two fields", `{"redirect_uris": ["https://a.example/cb"], "client_name": 5, "grant_types": "authorization_code"}`,
+			"client_name must be a string; grant_types must be an array of strings"},
+		{"not an object", `"x"`, "the body must be a JSON object: the client metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ts.try(t, register(tc.name, tc.body, 400, "invalid_client_metadata"))
+			if got := oauthBody(t, r)["error_description"]; got != tc.want {
+				t.Fatalf("error_description = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 // GET /oauth/authorize: a request it can answer goes to the consent
@@ -159,6 +187,9 @@ func TestOAuthAuthorize(t *testing.T) {
 	for _, tc := range []struct{ name, param, value string }{
 		{"an unknown client", "client_id", "00000000-0000-7000-8000-000000000000"},
 		{"a redirect URI not the client's", "redirect_uri", "http://127.0.0.1:5000/elsewhere"},
+		{"a loopback port past 65535", "redirect_uri", "http://127.0.0.1:99999/callback"},
+		{"loopback port 0", "redirect_uri", "http://127.0.0.1:0/callback"},
+		{"a loopback port that is no number", "redirect_uri", "http://127.0.0.1:port/callback"},
 		{"no client", "client_id", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,6 +219,22 @@ func TestOAuthAuthorize(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a state too long to send back", func(t *testing.T) {
+		before := ts.snapshot(t)
+		r := ts.authorize(t, with(map[string]string{"state": strings.Repeat("s", 20000), "code_challenge_method": "plain"}))
+		expect(t, r, 400, "invalid_request")
+		if loc := r.header.Get("Location"); loc != "" || len(r.body) > 1000 {
+			t.Fatalf("the refused state came back: Location of %d bytes, body of %d", len(loc), len(r.body))
+		}
+		ts.unchanged(t, before)
+		// The longest state taken goes back whole.
+		long := strings.Repeat("s", 2000)
+		r = ts.authorize(t, with(map[string]string{"state": long, "code_challenge_method": "plain"}))
+		expect(t, r, 302, "")
+		if back, err := url.Parse(r.header.Get("Location")); err != nil || back.Query().Get("state") != long {
+			t.Fatalf("redirected to %q, want the state whole", r.header.Get("Location"))
+		}
+	})
 	t.Run("a repeated parameter", func(t *testing.T) {
 		r := ts.authorize(t, with(nil))
 		expect(t, r, 302, "")
@@ -236,11 +283,31 @@ func TestOAuthConsent(t *testing.T) {
 		refusalCase("an unknown client", apiKey(aliceKey), "POST", path, answer(map[string]any{"client_id": "00000000-0000-7000-8000-000000000000"}, true), 404, "not_found"),
 		refusalCase("another redirect URI", apiKey(aliceKey), "POST", path, answer(map[string]any{"redirect_uri": "https://evil.example/cb"}, true),
 			422, "validation_error", "/authorization/redirect_uri"),
+		refusalCase("a loopback port past 65535", apiKey(aliceKey), "POST", path,
+			answer(map[string]any{"redirect_uri": "http://127.0.0.1:99999/callback"}, true), 422, "validation_error", "/authorization/redirect_uri"),
 		refusalCase("plain PKCE", apiKey(aliceKey), "POST", path, answer(map[string]any{"code_challenge_method": "plain"}, true),
 			422, "validation_error", "/authorization/code_challenge_method"),
 		refusalCase("another resource", apiKey(aliceKey), "POST", path, answer(map[string]any{"resource": "https://elsewhere.example/mcp"}, true),
 			422, "validation_error", "/authorization/resource"),
 		refusalCase("another person's agent", apiKey(bobKey), "POST", path, answer(map[string]any{"agent_id": helper.ID}, true), 404, "not_found"),
+		{name: "every problem at once", method: "POST", path: path, cred: apiKey(aliceKey),
+			body:   map[string]any{"authorization": map[string]any{"client_id": clientID, "approve": true, "resource": "https://elsewhere.example/mcp"}},
+			status: 422, code: "validation_error", pointers: []string{"/authorization/response_type", "/authorization/code_challenge",
+				"/authorization/code_challenge_method", "/authorization/resource"},
+			check: func(t testing.TB, r *response) {
+				e := r.json(t)["error"].(map[string]any)
+				if msg := e["message"].(string); msg != "/authorization/code_challenge is required: PKCE's S256 challenge, 43 characters of base64url (and 3 more)" {
+					t.Fatalf("message %q", msg)
+				}
+				for pointer, msgs := range e["details"].(map[string]any) {
+					name := pointer[strings.LastIndex(pointer, "/")+1:]
+					for _, m := range msgs.([]any) {
+						if strings.HasPrefix(m.(string), name) {
+							t.Errorf("%s: %q repeats the field", pointer, m)
+						}
+					}
+				}
+			}},
 		refusalCase("no answer", apiKey(aliceKey), "POST", path, map[string]any{"authorization": map[string]any{"client_id": clientID}},
 			422, "validation_error", "/authorization/approve"),
 		refusalCase("an agent's key", apiKey(helperKey), "POST", path, answer(nil, true), 403, "forbidden"),
@@ -423,4 +490,114 @@ func TestOAuthGrants(t *testing.T) {
 	expect(t, ts.do(t, "POST", "/mcp", bearer(asHelper.access), `{}`), 401, "unauthorized")
 	expect(t, ts.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {asHelper.refresh},
 		"client_id": {asHelper.clientID}}), 400, "invalid_grant")
+}
+
+// seedGrants signs clientID in n times for u through the store, as n
+// earlier sign-ins would have.
+func (ts *testServer) seedGrants(t testing.TB, u *store.User, clientID string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		p := newPKCE()
+		code, err := ts.db.AuthorizeOAuthClient(ctx, u, store.OAuthAuthorization{ClientID: clientID, RedirectURI: testRedirectURI,
+			CodeChallenge: p.challenge, Scope: "mcp", Resource: ts.http.URL + "/mcp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ts.db.ExchangeOAuthCode(ctx, store.OAuthCodeExchange{ClientID: clientID, Code: code,
+			RedirectURI: testRedirectURI, Challenge: p.challenge}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The limit of 100 live grants a person holds at every step: a consent
+// counts the codes waiting with the grants, so a person with 99 apps signed
+// in gets one code, not twenty, and redeeming it makes 100; every further
+// consent is 403 limit_reached and changes nothing, until the person signs
+// an app out. Apart from that, at most 20 codes wait at once.
+func TestOAuthGrantLimit(t *testing.T) {
+	ts := newTestServer(t)
+	alice, aliceKey := ts.user("alice")
+	_, bobKey := ts.user("bob")
+	clientID := ts.registerClient(t)
+	ts.seedGrants(t, alice, clientID, store.MaxOAuthGrantsPerUser-1)
+	const path = "/api/v1/me/oauth/authorization"
+	grants := func(t testing.TB) []any {
+		t.Helper()
+		list := ts.do(t, "GET", "/api/v1/me/oauth/grants", apiKey(aliceKey), nil).list(t)
+		if len(list) > store.MaxOAuthGrantsPerUser {
+			t.Fatalf("%d live grants, more than %d", len(list), store.MaxOAuthGrantsPerUser)
+		}
+		return list
+	}
+	limited := func(t testing.TB, r *response) {
+		t.Helper()
+		if d := r.json(t)["error"].(map[string]any)["details"].(map[string]any); d["limit"] != float64(store.MaxOAuthGrantsPerUser) {
+			t.Fatalf("limit_reached details %v", d)
+		}
+	}
+
+	p := newPKCE()
+	request := ts.consentLink(t, ts.authorization(clientID, p))
+	back := ts.consent(t, apiKey(aliceKey), request, "")
+	for i := range 19 {
+		ts.try(t, scenario{name: fmt.Sprintf("consent %d past the limit", i+2), method: "POST", path: path, cred: apiKey(aliceKey),
+			body: consentBody(request, "", true), status: 403, code: "limit_reached", check: limited})
+		grants(t)
+	}
+	expect(t, ts.tokenRequest(t, ts.exchangeForm(clientID, back.Query().Get("code"), p)), 200, "")
+	list := grants(t)
+	if len(list) != store.MaxOAuthGrantsPerUser {
+		t.Fatalf("%d live grants after the one code, want %d", len(list), store.MaxOAuthGrantsPerUser)
+	}
+	ts.try(t, scenario{name: "a consent at 100 grants", method: "POST", path: path, cred: apiKey(aliceKey),
+		body: consentBody(request, "", true), status: 403, code: "limit_reached", check: limited})
+
+	// Signing one out makes room for one.
+	expect(t, ts.doNoContent(t, "DELETE", "/api/v1/me/oauth/grants/"+list[0].(map[string]any)["id"].(string), apiKey(aliceKey)), 204, "")
+	ts.consent(t, apiKey(aliceKey), request, "")
+	ts.try(t, scenario{name: "a consent past the limit again", method: "POST", path: path, cred: apiKey(aliceKey),
+		body: consentBody(request, "", true), status: 403, code: "limit_reached", check: limited})
+
+	// Bob has no grants: 20 codes may wait, not 21.
+	for range 20 {
+		ts.consent(t, apiKey(bobKey), request, "")
+	}
+	ts.try(t, scenario{name: "a 21st code waiting", method: "POST", path: path, cred: apiKey(bobKey),
+		body: consentBody(request, "", true), status: 403, code: "limit_reached", check: func(t testing.TB, r *response) {
+			if d := r.json(t)["error"].(map[string]any)["details"].(map[string]any); d["limit"] != float64(20) {
+				t.Fatalf("limit_reached details %v", d)
+			}
+		}})
+}
+
+// A client that authenticated with HTTP Basic and is refused as
+// invalid_client is challenged for Basic (RFC 6749 §5.2), on the token and
+// the revocation endpoints alike.
+func TestOAuthBasicAuthIsChallenged(t *testing.T) {
+	ts := newTestServer(t)
+	clientID := ts.registerClient(t)
+	challenged := func(want bool) func(testing.TB, *response) {
+		return func(t testing.TB, r *response) {
+			t.Helper()
+			if got := r.header.Get("WWW-Authenticate"); (got == `Basic realm="chatd"`) != want {
+				t.Fatalf("WWW-Authenticate = %q, want a Basic challenge: %v", got, want)
+			}
+		}
+	}
+	refresh := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"x"}}.Encode()
+	revoke := url.Values{"token": {"x"}}.Encode()
+	ts.run(t, []scenario{
+		{name: "token: a client secret", method: "POST", path: "/oauth/token", cred: basicAuth(clientID, "pw"), body: refresh,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "token: an unknown client", method: "POST", path: "/oauth/token", cred: basicAuth(nilID, ""), body: refresh,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "revoke: a client secret", method: "POST", path: "/oauth/revoke", cred: basicAuth(clientID, "pw"), body: revoke,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "revoke: an unknown client", method: "POST", path: "/oauth/revoke", cred: basicAuth(nilID, ""), body: revoke,
+			status: 401, code: "invalid_client", check: challenged(true)},
+		{name: "token: the client known, the grant not", method: "POST", path: "/oauth/token", cred: basicAuth(clientID, ""), body: refresh,
+			status: 400, code: "invalid_grant", check: challenged(false)},
+	})
 }

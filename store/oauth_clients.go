@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -79,15 +80,21 @@ func (nc *NewOAuthClient) check() error {
 	return other.Err(CodeInvalidClientMetadata)
 }
 
-// redirectURIProblem says what is wrong with a redirect URI, or "": chatd
-// takes https URLs, and http ones on a loopback host (a native client's
-// own listener, RFC 8252 §7.3), absolute, without a fragment or user info.
+// OAuthRedirectURIProblem says what is wrong with a redirect URI, or "":
+// chatd takes https URLs, and http ones on a loopback host (a native
+// client's own listener, RFC 8252 §7.3), absolute, without a fragment or
+// user info, with no port or one from 1 to 65535. It holds for the URIs a
+// client registers and for the one each authorization names.
+func OAuthRedirectURIProblem(raw string) string { return redirectURIProblem(raw) }
+
 func redirectURIProblem(raw string) string {
 	if len(raw) > MaxOAuthURILen {
 		return fmt.Sprintf("must be at most %d characters", MaxOAuthURILen)
 	}
 	u, err := url.Parse(raw)
 	switch {
+	case err != nil && strings.Contains(err.Error(), "invalid port"), err == nil && !validPort(u.Port()):
+		return "must have no port or one from 1 to 65535"
 	case err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "":
 		return "must be an absolute URL"
 	case u.Fragment != "" || strings.Contains(raw, "#"):
@@ -102,6 +109,16 @@ func redirectURIProblem(raw string) string {
 	return "must be https, or http on a loopback address (127.0.0.1, [::1] or localhost)"
 }
 
+// validPort reports whether port, as url.URL.Port gives it (digits or ""),
+// is none or a TCP port: 1 to 65535. url.Parse takes any run of digits.
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
+}
+
 func isLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -112,8 +129,13 @@ func isLoopbackHost(host string) bool {
 
 // AllowsRedirect reports whether uri is one of the client's redirect URIs:
 // the same string, or, for an http loopback URI, the same but for the port,
-// which a native client picks when it starts listening (RFC 8252 §7.3).
+// which a native client picks when it starts listening (RFC 8252 §7.3). A
+// URI chatd would not register (a port past 65535, say) is none, whatever
+// was registered before the rule.
 func (c *OAuthClient) AllowsRedirect(uri string) bool {
+	if redirectURIProblem(uri) != "" {
+		return false
+	}
 	for _, registered := range c.RedirectURIs {
 		if uri == registered || sameLoopbackRedirect(registered, uri) {
 			return true

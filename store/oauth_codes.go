@@ -23,7 +23,7 @@ const (
 	OAuthAccessTTL            = time.Hour
 	OAuthRefreshTTL           = 30 * 24 * time.Hour
 	MaxOAuthGrantsPerUser     = 100
-	maxPendingOAuthCodes      = 20 // per person, unused and unexpired
+	maxPendingOAuthCodes      = 20 // per person, unused and unexpired (docs/api/extensions.md)
 	oauthCodePrefix           = "band_oc_"
 	oauthAccessPrefix         = "band_oa_"
 	oauthRefreshPrefix        = "band_or_"
@@ -125,24 +125,40 @@ func checkOAuthConsent(tx *Tx, caller *User, a *OAuthAuthorization) error {
 }
 
 // checkOAuthConsentLimits bounds a person's live grants and the codes they
-// have been given and not yet used.
+// have been given and not yet used. Every such code may become a grant, so
+// the grants and the codes together stay within MaxOAuthGrantsPerUser:
+// redeeming the codes can then never take the person past it (and
+// ExchangeOAuthCode checks again, for codes issued before this rule).
 func checkOAuthConsentLimits(tx *Tx, caller *User, now time.Time) error {
-	var grants, codes int
-	if err := tx.QueryRow(`SELECT count(*) FROM oauth_grants WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?`,
-		caller.ID, now.UnixMicro()).Scan(&grants); err != nil {
+	grants, err := countLiveOAuthGrants(tx, caller.ID, now)
+	if err != nil {
 		return err
 	}
-	if grants >= MaxOAuthGrantsPerUser {
-		return limitReached("apps signed in (revoke one first)", MaxOAuthGrantsPerUser, grants)
-	}
+	var codes int
 	if err := tx.QueryRow(`SELECT count(*) FROM oauth_codes WHERE user_id = ? AND used_at IS NULL AND expires_at > ?`,
 		caller.ID, now.UnixMicro()).Scan(&codes); err != nil {
 		return err
+	}
+	if grants+codes >= MaxOAuthGrantsPerUser {
+		return limitReached("apps signed in, counting the authorizations not yet redeemed (sign one out first)",
+			MaxOAuthGrantsPerUser, grants+codes)
 	}
 	if codes >= maxPendingOAuthCodes {
 		return limitReached("authorization codes waiting to be used", maxPendingOAuthCodes, codes)
 	}
 	return nil
+}
+
+// countLiveOAuthGrants counts the person's live grants as ListOAuthGrants
+// lists them: a grant the person cannot see (its agent deleted or given
+// away) cannot be signed out either, so it does not count against them.
+func countLiveOAuthGrants(q queryer, userID string, now time.Time) (int, error) {
+	var n int
+	err := q.QueryRow(`SELECT count(*) FROM oauth_grants g LEFT JOIN agents a ON a.id = g.agent_id
+		WHERE g.user_id = ? AND g.revoked_at IS NULL AND g.expires_at > ?
+		AND (g.agent_id IS NULL OR (a.deleted_at IS NULL AND a.owner_id = g.user_id))`,
+		userID, now.UnixMicro()).Scan(&n)
+	return n, err
 }
 
 // pruneExpiredOAuthCodes deletes some expired codes: a used code is kept

@@ -40,6 +40,14 @@ func TestOAuthRedirectURIs(t *testing.T) {
 		{"/callback", false},
 		{"javascript:alert(1)", false},
 		{"https://" + strings.Repeat("a", MaxOAuthURILen) + ".example/", false},
+		{"http://127.0.0.1:65535/callback", true},
+		{"http://127.0.0.1:1/callback", true},
+		{"http://127.0.0.1:99999/callback", false},
+		{"http://127.0.0.1:65536/callback", false},
+		{"http://[::1]:0/callback", false},
+		{"http://127.0.0.1:abc/callback", false},
+		{"http://127.0.0.1:-1/callback", false},
+		{"https://app.example:70000/callback", false},
 	} {
 		if got := redirectURIProblem(tc.uri) == ""; got != tc.ok {
 			t.Errorf("redirectURIProblem(%q) accepts: %v, want %v", tc.uri, got, tc.ok)
@@ -60,10 +68,19 @@ func TestOAuthRedirectURIs(t *testing.T) {
 		{"https://app.example/cb", true},
 		{"https://app.example:8443/cb", false},
 		{"https://app.example/cb/", false},
+		{"http://127.0.0.1:65535/cb", true},
+		{"http://127.0.0.1:99999/cb", false},
+		{"http://127.0.0.1:0/cb", false},
+		{"http://127.0.0.1:x/cb", false},
 	} {
 		if got := c.AllowsRedirect(tc.uri); got != tc.ok {
 			t.Errorf("AllowsRedirect(%q) = %v, want %v", tc.uri, got, tc.ok)
 		}
+	}
+	// One registered before ports were checked is no redirect URI either.
+	old := &OAuthClient{RedirectURIs: []string{"http://127.0.0.1:99999/cb"}}
+	if old.AllowsRedirect("http://127.0.0.1:99999/cb") {
+		t.Error("a registered redirect URI with port 99999 is allowed")
 	}
 }
 
@@ -309,5 +326,120 @@ func TestEndedOAuthGrantsAreDropped(t *testing.T) {
 	}
 	if n := rawCount(t, w.db, `SELECT count(*) FROM oauth_grants`); n != 1 {
 		t.Fatalf("%d grants, want the live one", n)
+	}
+}
+
+// seedOAuthGrants gives alice n live grants of the world's client, written
+// directly (as a database from before a rule would hold them).
+func (w *oauthWorld) seedOAuthGrants(t *testing.T, n int) {
+	t.Helper()
+	now := time.Now()
+	if err := w.db.Write(context.Background(), func(tx *Tx) error {
+		for range n {
+			if _, err := tx.Exec(`INSERT INTO oauth_grants (id, client_id, user_id, scope, resource, inserted_at, expires_at)
+				VALUES (?, ?, ?, 'mcp', 'r', ?, ?)`, newID(), w.client.ID, w.alice.ID, now.UnixMicro(),
+				now.Add(OAuthRefreshTTL).UnixMicro()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The limit on a person's grants holds when codes are redeemed, not only
+// when they are given: with 99 grants and 20 codes waiting (issued before
+// the consent counted waiting codes), the first redemption makes 100 and
+// every other is refused as invalid_grant, the code left unspent and the
+// database as it was; once the person signs an app out, a refused code is
+// redeemed.
+func TestOAuthGrantLimitAtRedemption(t *testing.T) {
+	w := newOAuthWorld(t)
+	ctx := context.Background()
+	w.seedOAuthGrants(t, MaxOAuthGrantsPerUser-1)
+	codes := make([]string, maxPendingOAuthCodes)
+	if err := w.db.Write(ctx, func(tx *Tx) error {
+		for i := range codes {
+			codes[i] = mintOAuthSecret(oauthCodePrefix)
+			if _, err := tx.Exec(`INSERT INTO oauth_codes (digest, client_id, user_id, redirect_uri, code_challenge, scope, resource,
+				expires_at) VALUES (?, ?, ?, ?, ?, 'mcp', 'r', ?)`, keyDigest(codes[i]), w.client.ID, w.alice.ID,
+				"http://127.0.0.1:5000/callback", s256(testVerifier), time.Now().Add(OAuthCodeTTL).UnixMicro()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	exchange := func(code string) (*OAuthTokens, error) {
+		return w.db.ExchangeOAuthCode(ctx, OAuthCodeExchange{ClientID: w.client.ID, Code: code,
+			RedirectURI: "http://127.0.0.1:5000/callback", Challenge: s256(testVerifier)})
+	}
+	live := func() int {
+		list, err := w.db.ListOAuthGrants(ctx, w.alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	var first *OAuthTokens
+	for i, code := range codes {
+		before := rawCount(t, w.db, `SELECT count(*) FROM oauth_codes WHERE used_at IS NULL`)
+		tokens, err := exchange(code)
+		switch {
+		case i == 0 && err != nil:
+			t.Fatalf("the code that makes the 100th grant: %v", err)
+		case i == 0:
+			first = tokens
+		default:
+			wantCode(t, err, CodeInvalidGrant)
+			if !strings.Contains(err.Error(), "sign one out") {
+				t.Fatalf("refused with %q", err)
+			}
+			if after := rawCount(t, w.db, `SELECT count(*) FROM oauth_codes WHERE used_at IS NULL`); after != before {
+				t.Fatalf("a refused redemption spent a code: %d unused, then %d", before, after)
+			}
+		}
+		if n := live(); n != MaxOAuthGrantsPerUser {
+			t.Fatalf("after redemption %d: %d live grants, want %d", i+1, n, MaxOAuthGrantsPerUser)
+		}
+	}
+	if err := w.db.RevokeOAuthGrant(ctx, w.alice, first.GrantID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exchange(codes[1]); err != nil {
+		t.Fatalf("a refused code after a sign-out: %v", err)
+	}
+	if n := live(); n != MaxOAuthGrantsPerUser {
+		t.Fatalf("%d live grants, want %d", n, MaxOAuthGrantsPerUser)
+	}
+}
+
+// At consent, the codes waiting count with the live grants: a person at
+// 99 grants gets one more code, not twenty. Grants the person cannot see
+// (their agent deleted) do not count.
+func TestOAuthConsentCountsWaitingCodes(t *testing.T) {
+	w := newOAuthWorld(t)
+	ctx := context.Background()
+	w.signIn(t, w.helper.ID)
+	w.seedOAuthGrants(t, MaxOAuthGrantsPerUser-2)
+	consent := func() error {
+		_, err := w.db.AuthorizeOAuthClient(ctx, w.alice, OAuthAuthorization{ClientID: w.client.ID,
+			RedirectURI: "http://127.0.0.1:5000/callback", CodeChallenge: s256(testVerifier), Scope: "mcp", Resource: "r"})
+		return err
+	}
+	if err := consent(); err != nil {
+		t.Fatalf("the consent for the 100th: %v", err)
+	}
+	wantCode(t, consent(), CodeLimitReached)
+	if n := rawCount(t, w.db, `SELECT count(*) FROM oauth_codes WHERE used_at IS NULL`); n != 1 {
+		t.Fatalf("%d codes waiting, want 1", n)
+	}
+	if _, err := w.db.DeleteAgent(ctx, w.alice, w.helper.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := consent(); err != nil {
+		t.Fatalf("a consent after a grant's agent was deleted: %v", err)
 	}
 }

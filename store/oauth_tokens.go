@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -77,6 +78,9 @@ func (db *DB) ExchangeOAuthCode(ctx context.Context, x OAuthCodeExchange) (*OAut
 			return nil
 		}
 		if refusal, err = checkOAuthSubject(tx, c.userID, c.agentID); refusal != nil || err != nil {
+			return err
+		}
+		if refusal, err = checkOAuthGrantLimit(tx, c.userID, now); refusal != nil || err != nil {
 			return err
 		}
 		out, err = startOAuthGrant(tx, x, c, now)
@@ -160,6 +164,24 @@ func checkOAuthSubject(q queryer, userID string, agentID sql.NullString) (*Error
 		return nil, err
 	}
 	return invalidGrant("the agent this grant acts as was deleted or changed hands"), nil
+}
+
+// checkOAuthGrantLimit refuses a code whose grant would take its person
+// past MaxOAuthGrantsPerUser. The consent keeps grants and waiting codes
+// within the limit together, so this refuses only codes issued before that
+// rule; it is checked here, in the write that would add the grant, so that
+// nothing can slip between the count and the insert. RFC 6749 §5.2 leaves
+// the token endpoint no code of its own for a quota: the code cannot be
+// redeemed, which is invalid_grant, and the code stays unspent (the refusal
+// changes nothing), so the client may redeem it once the person has signed
+// another app out, within its 2 minutes.
+func checkOAuthGrantLimit(tx *Tx, userID string, now time.Time) (*Error, error) {
+	n, err := countLiveOAuthGrants(tx, userID, now)
+	if err != nil || n < MaxOAuthGrantsPerUser {
+		return nil, err
+	}
+	return invalidGrant(fmt.Sprintf("the person already has %d apps signed in, the most there may be; "+
+		"they must sign one out before this one can be", n)), nil
 }
 
 // OAuthRefresh is a token request with grant_type refresh_token.
