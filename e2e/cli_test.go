@@ -235,12 +235,12 @@ func TestCommandsRefuseUnusableDatabasePaths(t *testing.T) {
 	os.WriteFile(notADir, []byte("x"), 0o600)
 	garbage := filepath.Join(dir, "garbage.db")
 	os.WriteFile(garbage, []byte(strings.Repeat("garbage ", 1000)), 0o600)
-	for _, tc := range []struct{ db, want string }{
-		{filepath.Join(notADir, "chatd.db"), "create database directory"},
-		{garbage, "not a SQLite database"},
+	for _, tc := range []struct{ db, wantUse, wantMigrate string }{
+		{filepath.Join(notADir, "chatd.db"), "not a directory", "create database directory"},
+		{garbage, "not a SQLite database", "not a SQLite database"},
 	} {
-		runChatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.want)
-		runChatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.want)
+		runChatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.wantUse)
+		runChatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.wantMigrate)
 	}
 	if os.Getuid() != 0 { // root can write anywhere
 		ro := filepath.Join(dir, "ro")

@@ -47,7 +47,11 @@ func (db *DB) openPostgres(location string, opts Options, target int) error {
 	if err := db.openWriteConn(dsn); err != nil {
 		return err
 	}
-	if err := db.migratePostgres(opts.PostgresSchema, target); err != nil {
+	migrate := db.migratePostgres
+	if opts.Existing {
+		migrate = db.requirePostgresSchema
+	}
+	if err := migrate(opts.PostgresSchema, target); err != nil {
 		return fmt.Errorf("database %s: %w", RedactedURL(location), err)
 	}
 	if err := db.openReadPool(dsn, opts.ReadConns); err != nil {
@@ -109,6 +113,30 @@ func (db *DB) migratePostgres(schema string, target int) (err error) {
 		return fmt.Errorf("schema ended at version %d, want %d", got, target)
 	}
 	if err = tx.Commit(); err != nil {
+		return err
+	}
+	db.migratedFrom, db.version = from, target
+	return ensureSecret(db.write, db.dialect.bind)
+}
+
+// requirePostgresSchema checks, for Options.Existing, that the database is
+// at version target, in a READ ONLY transaction: one it refuses is left as
+// it was.
+func (db *DB) requirePostgresSchema(schema string, target int) error {
+	if err := checkPostgresSchema(schema, target); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tx, err := db.write.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	from, tables, err := postgresFound(ctx, tx)
+	_ = tx.Rollback()
+	if err != nil {
+		return err
+	}
+	if err := checkExisting(from, tables, target, "database"); err != nil {
 		return err
 	}
 	db.migratedFrom, db.version = from, target

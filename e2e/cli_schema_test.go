@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// usingCommands are commands that use a database rather than set one up,
+// each as a user would run it (some would be refused anyway, for a person
+// who does not exist: the database must be refused first, untouched).
+var usingCommands = [][]string{
+	{"stats"},
+	{"stats", "--json"},
+	{"purge", "--dry-run"},
+	{"purge"},
+	{"retention"},
+	{"retention", "--text-days", "30"},
+	{"token", "--user", "alice"},
+	{"token", "--user", "nobody"},
+	{"create-user", "--handle", "bob", "--name", "Bob"},
+	{"register-agent", "--owner", "alice", "--name", "Helper"},
+	{"rotate-agent-key", "--agent", "alice/helper"},
+	{"list-webhooks", "--agent", "alice/helper"},
+	{"add-webhook", "--agent", "alice/helper", "--url", "http://127.0.0.1:9/hook"},
+	{"set-password", "--user", "alice"},
+}
+
+// Only serve, dev and migrate create or upgrade a schema. Every other
+// command opens the database as it is: run beside an older chatd still
+// serving the file, it must not upgrade the schema under that server. An
+// older schema, an empty file, another program's file and a newer chatd's
+// are refused, with what to do, and left exactly as they were (no byte
+// changed, no file left beside them).
+func TestCommandsOpenTheDatabaseAsItIs(t *testing.T) {
+	current := currentVersion(t)
+	for _, tc := range []struct {
+		name  string
+		make  func(path string)
+		wants []string
+	}{
+		{"older schema", func(path string) {
+			sqliteFile(t, path, "PRAGMA journal_mode = WAL", schemaBefore(t, "schema.sql", 12)+"\nPRAGMA user_version = 12;",
+				`INSERT INTO organizations (id, name, inserted_at) VALUES ('0190a0a0-0000-7000-8000-000000000001', 'default', 1)`,
+				`INSERT INTO users (id, organization_id, handle, first_name, role, inserted_at, updated_at) VALUES
+					('0190a0a0-0000-7000-8000-000000000002', '0190a0a0-0000-7000-8000-000000000001', 'alice', 'Alice', 'admin', 1, 1)`)
+		}, []string{fmt.Sprintf("the database is at schema version 12 but this chatd needs version %d", current), "chatd migrate"}},
+		{"empty file", func(path string) {
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"empty, not a chatd database"}},
+		{"another program's file", func(path string) {
+			sqliteFile(t, path, "CREATE TABLE someone_elses (x)")
+		}, []string{"not a chatd database"}},
+		{"newer schema", func(path string) {
+			sqliteFile(t, path, "PRAGMA journal_mode = WAL", "CREATE TABLE future (x)", "PRAGMA user_version = 99")
+		}, []string{fmt.Sprintf("schema version 99 but this chatd supports up to version %d", current)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "chatd.db")
+			tc.make(db)
+			before := dirDigests(t, dir)
+			version := queryValue[int](t, db, "PRAGMA user_version")
+			for _, args := range usingCommands {
+				cmd := chatdCommand(nil, append(args, "--db", db)...)
+				cmd.Stdin = strings.NewReader("a long enough password\n")
+				r := runCommand(t, cmd)
+				if r.code != 1 {
+					t.Errorf("%v: exit %d, want 1; stderr %q", args, r.code, r.stderr)
+				}
+				for _, want := range tc.wants {
+					if !strings.Contains(r.stderr, want) {
+						t.Errorf("%v: stderr %q does not say %q", args, r.stderr, want)
+					}
+				}
+				if after := dirDigests(t, dir); !reflect.DeepEqual(after, before) {
+					t.Fatalf("%v changed the directory:\nbefore %v\n after %v", args, before, after)
+				}
+				if v := queryValue[int](t, db, "PRAGMA user_version"); v != version {
+					t.Fatalf("%v: user_version %d, was %d", args, v, version)
+				}
+			}
+		})
+	}
+
+	// migrate upgrades the older database; then the same commands use it.
+	dir := t.TempDir()
+	db := filepath.Join(dir, "chatd.db")
+	sqliteFile(t, db, "PRAGMA journal_mode = WAL", schemaBefore(t, "schema.sql", 12)+"\nPRAGMA user_version = 12;")
+	runChatd(t, nil, "migrate", "--db", db).ok(t)
+	runChatd(t, nil, "create-user", "--db", db, "--handle", "alice", "--name", "Alice").ok(t)
+	runChatd(t, nil, "stats", "--db", db).ok(t)
+	runChatd(t, nil, "token", "--db", db, "--user", "alice").ok(t)
+}
