@@ -279,7 +279,20 @@ func withStore(cmd *cobra.Command, work func(ctx context.Context, db *store.DB) 
 		return err
 	}
 	defer db.Close()
-	return work(context.Background(), db)
+	return inputError(work(context.Background(), db))
+}
+
+// inputError makes a usage error (exit status 2) of the store's refusal of
+// a value as invalid: the values a command hands the store come from its
+// command line. The commands check what they can before opening the
+// database (checkNewUserFlags, for one); this catches the rest, the same
+// for every command that goes through withStore.
+func inputError(err error) error {
+	var u usageError
+	if store.ErrorCode(err) == store.CodeValidation && !errors.As(err, &u) {
+		return usageError{err}
+	}
+	return err
 }
 
 // withDatabaseFile runs work on the path --db names without opening the
