@@ -572,6 +572,14 @@ func TestFirstHourEdges(t *testing.T) {
 		if !strings.HasPrefix(srv.url, "http://127.0.0.1:") {
 			t.Fatalf("serve printed %s", srv.url)
 		}
+		// It says it listens on every interface, not only on 127.0.0.1.
+		port := strings.TrimPrefix(srv.url, "http://127.0.0.1:")
+		if srv.bound != "0.0.0.0:"+port {
+			t.Fatalf("serve says it is bound to %q, want 0.0.0.0:%s", srv.bound, port)
+		}
+		eventually(t, "a log line saying serve listens on 0.0.0.0", func() bool {
+			return strings.Contains(srv.stderr.String(), "addr=0.0.0.0:"+port)
+		})
 		if status, _ := srv.call(t, "GET", "/healthz", "", nil); status != 200 {
 			t.Fatalf("GET %s/healthz: %d", srv.url, status)
 		}
