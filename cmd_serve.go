@@ -265,7 +265,7 @@ type program struct {
 func startProgram(cfg serveConfig, logger *slog.Logger) (*program, error) {
 	p := &program{cfg: cfg, log: logger}
 	if err := p.start(); err != nil {
-		p.Close()
+		p.close(true)
 		return nil, err
 	}
 	return p, nil
@@ -375,14 +375,25 @@ func (p *program) closeDB() {
 
 // Close releases the listeners, the database and then the server lock, as
 // far as Run has not already; calling it twice is harmless.
-func (p *program) Close() {
+func (p *program) Close() { p.close(false) }
+
+// close releases what the program holds. refused says that it did not
+// start (the database was refused, say): the lock file is then removed
+// too if this process created it, so that a refused serve leaves nothing
+// beside the file it refused.
+func (p *program) close(refused bool) {
 	for _, ln := range []net.Listener{p.ln, p.metricsLn} {
 		if ln != nil {
 			ln.Close()
 		}
 	}
 	p.closeDB()
-	if p.lock != nil {
+	if p.lock == nil {
+		return
+	}
+	if refused {
+		p.lock.Discard()
+	} else {
 		p.lock.Release()
 	}
 }

@@ -97,3 +97,41 @@ func TestCommandsOpenTheDatabaseAsItIs(t *testing.T) {
 	runChatd(t, nil, "stats", "--db", db).ok(t)
 	runChatd(t, nil, "token", "--db", db, "--user", "alice").ok(t)
 }
+
+// A refused serve leaves nothing beside the file it refused: not the
+// lock file it created to hold the database while it looked at it. A lock
+// file that was there before stays.
+func TestRefusedServeLeavesNoLockFile(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("garbage ", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	sqliteFile(t, other, "CREATE TABLE someone_elses (x)")
+	directory := filepath.Join(dir, "a-directory")
+	if err := os.Mkdir(directory, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, "newer.db")
+	sqliteFile(t, newer, "CREATE TABLE future (x)", "PRAGMA user_version = 99")
+	locked := filepath.Join(dir, "locked-before.db")
+	sqliteFile(t, locked, "CREATE TABLE someone_elses (x)")
+	if err := os.WriteFile(locked+".lock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for db, want := range map[string]string{
+		garbage:   "not a SQLite database",
+		other:     "not a chatd database",
+		directory: "is a directory",
+		newer:     "schema version 99",
+		locked:    "not a chatd database",
+	} {
+		before := dirDigests(t, dir)
+		r := runChatd(t, nil, "serve", "--db", db, "--addr", "127.0.0.1:0")
+		r.failsWithOneLine(t, want)
+		if after := dirDigests(t, dir); !reflect.DeepEqual(after, before) {
+			t.Errorf("serve --db %s changed the directory:\nbefore %v\n after %v", filepath.Base(db), before, after)
+		}
+	}
+}

@@ -167,6 +167,8 @@ func Open(location string, opts Options) (*DB, error) {
 		if err := existingFile(abs); err != nil {
 			return nil, err
 		}
+	} else if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a chatd database", abs)
 	} else if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
