@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -132,6 +133,28 @@ func TestRefusedServeLeavesNoLockFile(t *testing.T) {
 		r.failsWithOneLine(t, want)
 		if after := dirDigests(t, dir); !reflect.DeepEqual(after, before) {
 			t.Errorf("serve --db %s changed the directory:\nbefore %v\n after %v", filepath.Base(db), before, after)
+		}
+	}
+}
+
+// The database file chatd creates holds the token-signing secret and the
+// digests of every key: migrate and serve create it readable by its owner
+// only, and its -wal and -shm follow.
+func TestNewDatabaseIsForItsOwnerOnly(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix file modes")
+	}
+	migrated := newDatabase(t, filepath.Join(t.TempDir(), "data", "chatd.db"))
+	served := filepath.Join(t.TempDir(), "chatd.db")
+	srv := startServer(t, served)
+	defer srv.stop(t)
+	for _, path := range []string{migrated, served, served + "-wal", served + "-shm"} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s: mode %v, want -rw-------", path, mode)
 		}
 	}
 }

@@ -171,6 +171,8 @@ func Open(location string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("%s is a directory, not a chatd database", abs)
 	} else if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
+	} else if err := createPrivate(abs); err != nil {
+		return nil, err
 	}
 	db := newDB(abs, sqliteDialect, opts)
 	return db.opened(db.open(opts, target))
@@ -189,6 +191,22 @@ func existingFile(path string) error {
 		return fmt.Errorf("%s is a directory, not a chatd database", path)
 	}
 	return nil
+}
+
+// createPrivate creates the database file at path, empty and readable by
+// its owner only, if it is not there yet: it holds the token-signing
+// secret and the digests of every key, and SQLite would create it
+// world-readable (0644 under the usual umask). Its -wal and -shm files
+// take its mode. A file already there keeps the mode it has.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func newDB(path string, d dialect, opts Options) *DB {
