@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/chatd/chatd/internal/pgtest"
 )
 
 // usingCommands are commands that use a database rather than set one up,
@@ -157,4 +160,45 @@ func TestNewDatabaseIsForItsOwnerOnly(t *testing.T) {
 			t.Errorf("%s: mode %v, want -rw-------", path, mode)
 		}
 	}
+}
+
+// The same rule on PostgreSQL (--database-url): a command that uses the
+// database creates no schema in an empty one and upgrades no older one.
+func TestCommandsOpenAPostgreSQLDatabaseAsItIs(t *testing.T) {
+	current := currentVersion(t)
+	url := pgtest.NewDatabase(t)
+	env := []string{"CHATD_DATABASE_URL=" + url}
+	conn, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	query := func(q string) (n int) {
+		t.Helper()
+		if err := conn.QueryRow(q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	const tables = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`
+
+	for _, args := range [][]string{{"stats"}, {"token", "--user", "alice"}, {"purge", "--dry-run"}, {"retention"}} {
+		runChatd(t, env, args...).failsWithOneLine(t, "empty, not a chatd database")
+	}
+	if n := query(tables); n != 0 {
+		t.Fatalf("%d tables in the empty database after the refused commands", n)
+	}
+
+	if _, err := conn.Exec(schemaBefore(t, "schema_postgres.sql", 12)); err != nil {
+		t.Fatal(err)
+	}
+	n := query(tables)
+	for _, args := range [][]string{{"stats"}, {"token", "--user", "alice"}, {"create-user", "--handle", "bob", "--name", "Bob"}} {
+		runChatd(t, env, args...).failsWithOneLine(t, fmt.Sprintf("schema version 12 but this chatd needs version %d", current))
+	}
+	if v, m := query(`SELECT version FROM schema_version`), query(tables); v != 12 || m != n {
+		t.Fatalf("after the refused commands: version %d, %d tables (was 12, %d)", v, m, n)
+	}
+	runChatd(t, env, "migrate").ok(t)
+	runChatd(t, env, "create-user", "--handle", "bob", "--name", "Bob").ok(t)
 }
