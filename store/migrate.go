@@ -125,6 +125,30 @@ func requireSchema(conn *sql.DB, target int) (int, error) {
 	return from, walMode(ctx, conn)
 }
 
+// requirePostgresSchema checks, for Options.Existing, that the database is
+// at version target, in a READ ONLY transaction: one it refuses is left as
+// it was.
+func (db *DB) requirePostgresSchema(schema string, target int) error {
+	if err := checkPostgresSchema(schema, target); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tx, err := db.write.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	from, tables, err := postgresFound(ctx, tx)
+	_ = tx.Rollback()
+	if err != nil {
+		return err
+	}
+	if err := checkExisting(from, tables, target, "database"); err != nil {
+		return err
+	}
+	db.migratedFrom, db.version = from, target
+	return ensureSecret(db.write, db.dialect.bind)
+}
+
 // rowQuerier is what reads one row: a connection, a pool or a transaction.
 type rowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -119,30 +119,6 @@ func (db *DB) migratePostgres(schema string, target int) (err error) {
 	return ensureSecret(db.write, db.dialect.bind)
 }
 
-// requirePostgresSchema checks, for Options.Existing, that the database is
-// at version target, in a READ ONLY transaction: one it refuses is left as
-// it was.
-func (db *DB) requirePostgresSchema(schema string, target int) error {
-	if err := checkPostgresSchema(schema, target); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	tx, err := db.write.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	from, tables, err := postgresFound(ctx, tx)
-	_ = tx.Rollback()
-	if err != nil {
-		return err
-	}
-	if err := checkExisting(from, tables, target, "database"); err != nil {
-		return err
-	}
-	db.migratedFrom, db.version = from, target
-	return ensureSecret(db.write, db.dialect.bind)
-}
-
 // postgresVersionIn reads the schema version of the database tx is in: 0
 // when it has no chatd schema.
 func postgresVersionIn(ctx context.Context, tx *sql.Tx) (int, error) {
