@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/mail"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +34,9 @@ twice without echo).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "handle", "name"); err != nil {
+				return err
+			}
+			if err := checkNewUserFlags(nu); err != nil {
 				return err
 			}
 			var password string
@@ -68,4 +74,25 @@ twice without echo).`,
 	f.BoolVar(&withPassword, "password-stdin", false, "also set the password the person signs in to the web app with, read from standard input as set-password does")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
 	return cmd
+}
+
+// checkNewUserFlags checks, before the database is opened, the values of
+// create-user's flags that need no database, as the store checks them:
+// a mistake there is one in the command line (exit status 2), and a
+// refused command should not have touched the database. The store checks
+// them all again, and what only it can (a reserved handle, an email of
+// the .invalid domain) comes back as a usage error too (inputError).
+func checkNewUserFlags(nu store.NewUser) error {
+	if msg := store.ValidHandle(strings.TrimSpace(nu.Handle)); msg != "" {
+		return usageError{fmt.Errorf("--handle %s", msg)}
+	}
+	if email := strings.TrimSpace(nu.Email); email != "" {
+		if a, err := mail.ParseAddress(email); err != nil || a.Address != email || a.Name != "" {
+			return usageError{errors.New("--email is not a valid email address")}
+		}
+	}
+	if nu.APIKey != "" && store.KindOfKey(nu.APIKey) != store.UserKey {
+		return usageError{errors.New("--api-key must start with band_u_ or thnv_u_ followed by at least 24 letters, digits, '-' or '_'")}
+	}
+	return nil
 }

@@ -91,12 +91,13 @@ func runServe(cmd *cobra.Command, cfg serveConfig) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := cmd.OutOrStdout()
+	bound := boundAddr(cfg.addr, p.ln.Addr().(*net.TCPAddr))
 	fmt.Fprintf(out, "chatd %s listening on %s (database %s, schema v%d, sync %s)\n",
-		version, p.url, shownName(p.db.Path()), p.db.SchemaVersion(), cfg.store.Sync)
+		version, listeningOn(bound, p.ln.Addr().(*net.TCPAddr), p.url), shownName(p.db.Path()), p.db.SchemaVersion(), cfg.store.Sync)
 	if n, err := p.db.CountUsers(ctx); err == nil && n == 0 {
 		printSetupLink(ctx, out, p)
 	}
-	logger.Info("serving", "url", p.url, "db", shownName(p.db.Path()))
+	logger.Info("serving", "addr", bound, "url", p.url, "db", shownName(p.db.Path()))
 	if p.metricsLn != nil {
 		fmt.Fprintf(out, "metrics at http://%s/metrics\n", p.metricsLn.Addr())
 	}
@@ -264,7 +265,7 @@ type program struct {
 func startProgram(cfg serveConfig, logger *slog.Logger) (*program, error) {
 	p := &program{cfg: cfg, log: logger}
 	if err := p.start(); err != nil {
-		p.Close()
+		p.close(true)
 		return nil, err
 	}
 	return p, nil
@@ -374,14 +375,25 @@ func (p *program) closeDB() {
 
 // Close releases the listeners, the database and then the server lock, as
 // far as Run has not already; calling it twice is harmless.
-func (p *program) Close() {
+func (p *program) Close() { p.close(false) }
+
+// close releases what the program holds. refused says that it did not
+// start (the database was refused, say): the lock file is then removed
+// too if this process created it, so that a refused serve leaves nothing
+// beside the file it refused.
+func (p *program) close(refused bool) {
 	for _, ln := range []net.Listener{p.ln, p.metricsLn} {
 		if ln != nil {
 			ln.Close()
 		}
 	}
 	p.closeDB()
-	if p.lock != nil {
+	if p.lock == nil {
+		return
+	}
+	if refused {
+		p.lock.Discard()
+	} else {
 		p.lock.Release()
 	}
 }
@@ -463,6 +475,29 @@ func openableAddr(a *net.TCPAddr) string {
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
 	}
 	return a.String()
+}
+
+// boundAddr is the address the server is bound to, as --addr names it
+// with the port it got: Go reports a listener on 0.0.0.0 as [::], which
+// is not what the operator wrote.
+func boundAddr(flag string, ln *net.TCPAddr) string {
+	host, _, err := net.SplitHostPort(flag)
+	if err != nil || host == "" {
+		return ln.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ln.Port))
+}
+
+// listeningOn says where the server listens: its URL, or for an
+// unspecified address the address it is bound to (bound), every
+// interface, and the URL that opens it from this machine (url, from
+// openableAddr). Printing only http://127.0.0.1:… would hide that the
+// server is reachable from other machines.
+func listeningOn(bound string, ln *net.TCPAddr, url string) string {
+	if ln.IP.IsUnspecified() {
+		return fmt.Sprintf("%s (all interfaces); open %s", bound, url)
+	}
+	return url
 }
 
 // validPublicURL reports whether u is empty or a URL clients can be told to

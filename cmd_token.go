@@ -20,7 +20,7 @@ func newTokenCmd() *cobra.Command {
 		Short: "Print a short-lived bearer token for a person",
 		Long: `Print a bearer token (a JWT) that authenticates a person on the Human API as
 "Authorization: Bearer <token>", as an alternative to their API key. It expires
-after --ttl (at most 720h). Tokens are signed with a secret kept in the
+after --ttl (from 1s to 720h). Tokens are signed with a secret kept in the
 database, so they stop working if the database is replaced.`,
 		Example: `  curl -H "Authorization: Bearer $(chatd token --user alice)" http://127.0.0.1:8080/api/v1/me`,
 		Args:    exactArgs(0),
@@ -28,7 +28,7 @@ database, so they stop working if the database is replaced.`,
 			if err := requireFlags(cmd, "user"); err != nil {
 				return err
 			}
-			if ttl <= 0 || ttl > server.MaxTokenTTL {
+			if ttl < time.Second || ttl > server.MaxTokenTTL {
 				return usageError{fmt.Errorf("--ttl must be between 1s and %s", server.MaxTokenTTL)}
 			}
 			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
@@ -52,7 +52,7 @@ database, so they stop working if the database is replaced.`,
 		},
 	}
 	cmd.Flags().StringVar(&handle, "user", "", "handle of the person (required)")
-	cmd.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid (at most 720h)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid (from 1s to 720h)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "token", "expires_at"}`)
 	return cmd
 }

@@ -60,10 +60,16 @@ with its own.`,
 			if err != nil {
 				return err
 			}
+			// The URL's form and where it leads need no database: a URL
+			// refused is a mistake in the command line, refused before the
+			// database is opened.
+			if _, err := store.ParseWebhookURL(nw.URL); err != nil {
+				return usageError{err}
+			}
+			if err := server.CheckWebhookURL(cmd.Context(), guard, nw.URL); err != nil {
+				return inputError(err)
+			}
 			return o.run(cmd, func(ctx context.Context, db *store.DB) error {
-				if err := server.CheckWebhookURL(ctx, guard, nw.URL); err != nil {
-					return err
-				}
 				w, secret, err := db.CreateWebhook(ctx, o.actor(), o.agent.ID, nw)
 				if store.ErrorCode(err) == store.CodeConflict {
 					return fmt.Errorf("%s is already a webhook of %s", nw.URL, o.summary())

@@ -78,7 +78,7 @@ Point the Band SDKs at it with
 
 Start with:  chatd serve
 Then:        chatd create-user --handle you --name "Your Name"
-             chatd register-agent --name "Helper"
+             chatd register-agent --name "Helper" --description "Answers questions about the codebase"
 Or, to develop an agent against a throwaway server with agents ready:
              chatd dev`,
 		Version:       versionLine(),
@@ -202,9 +202,11 @@ func (o *ownedAgent) actor() store.Actor { return store.UserActor(o.owner) }
 func (o *ownedAgent) summary() string { return fmt.Sprintf("%s (@%s)", o.agent.Name, o.agent.Handle) }
 
 // createsDatabase names the commands that create the database when --db
-// names no file yet. The others refuse: run from another directory, they
-// would otherwise start a second, empty database at the relative default
-// path and leave the user wondering where their data went.
+// names no file yet, and create or upgrade its schema. The others refuse: run
+// from another directory, they would otherwise start a second, empty
+// database at the relative default path and leave the user wondering where
+// their data went; and run beside an older server, they would upgrade the
+// schema under it.
 var createsDatabase = map[string]bool{"serve": true, "migrate": true, "dev": true, "restore": true}
 
 // databasePath returns the absolute path --db names, refusing a missing
@@ -262,19 +264,35 @@ var sqliteOnly = map[string]string{
 }
 
 // withStore runs work on the database --db names, open for as long as work
-// runs. Opening upgrades the schema (and creates the database, for the
-// commands that may: createsDatabase).
+// runs. Only the commands that set a database up (createsDatabase) create
+// or upgrade its schema; the others open it as it is (store.Options.Existing)
+// and refuse one at another schema version, or one without chatd's schema,
+// leaving it untouched: a CLI command run beside an older chatd server must
+// not upgrade the schema under it.
 func withStore(cmd *cobra.Command, work func(ctx context.Context, db *store.DB) error) error {
 	path, err := databasePath(cmd)
 	if err != nil {
 		return err
 	}
-	db, err := openStoreAt(path, store.Options{})
+	db, err := openStoreAt(path, store.Options{Existing: !createsDatabase[cmd.Name()]})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return work(context.Background(), db)
+	return inputError(work(context.Background(), db))
+}
+
+// inputError makes a usage error (exit status 2) of the store's refusal of
+// a value as invalid: the values a command hands the store come from its
+// command line. The commands check what they can before opening the
+// database (checkNewUserFlags, for one); this catches the rest, the same
+// for every command that goes through withStore.
+func inputError(err error) error {
+	var u usageError
+	if store.ErrorCode(err) == store.CodeValidation && !errors.As(err, &u) {
+		return usageError{err}
+	}
+	return err
 }
 
 // withDatabaseFile runs work on the path --db names without opening the

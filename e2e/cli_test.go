@@ -50,21 +50,21 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 		exit int
 	}{
 		{"duplicate handle", nil, []string{"create-user", "--handle", "ALICE", "--name", "Other"}, "handle ALICE is already taken", 1},
-		{"bad handle", nil, []string{"create-user", "--handle", "a b", "--name", "X"}, "--handle may contain only", 1},
-		{"bad email", nil, []string{"create-user", "--handle", "carol", "--name", "C", "--email", "nope"}, "--email is not a valid email", 1},
+		{"bad handle", nil, []string{"create-user", "--handle", "a b", "--name", "X"}, "--handle may contain only", 2},
+		{"bad email", nil, []string{"create-user", "--handle", "carol", "--name", "C", "--email", "nope"}, "--email is not a valid email", 2},
 		{"missing name", nil, []string{"create-user", "--handle", "carol"}, "--name is required", 2},
 		{"unknown flag", nil, []string{"create-user", "--handle", "carol", "--name", "C", "--admin"}, "unknown flag: --admin", 2},
 		{"stray argument", nil, []string{"create-user", "carol"}, "takes 0 argument", 2},
 		{"owner needed", nil, []string{"register-agent", "--name", "Another", "--description", "Another agent"}, "name the owner with --owner", 2},
 		{"unknown owner", nil, []string{"register-agent", "--owner", "zed", "--name", "Another", "--description", "Another agent"}, `no person has the handle "zed"`, 1},
 		{"duplicate agent handle", nil, []string{"register-agent", "--owner", "alice", "--name", "Research Helper", "--description", "Finds sources"}, "alice/research-helper is already taken", 1},
-		{"agent name too short", nil, []string{"register-agent", "--owner", "alice", "--name", "X", "--description", "Too short a name"}, "--name must be at least 3", 1},
+		{"agent name too short", nil, []string{"register-agent", "--owner", "alice", "--name", "X", "--description", "Too short a name"}, "--name must be at least 3", 2},
 		// The Band Python SDK refuses to start an agent without a description.
 		{"agent description missing", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet"}, "--description is required", 2},
 		{"agent description blank", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet", "--description", "  \t "}, "--description is required", 2},
-		{"agent description invisible", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet", "--description", "\u200b"}, "--description can't be blank", 1},
+		{"agent description invisible", nil, []string{"register-agent", "--owner", "alice", "--name", "Quiet", "--description", "\u200b"}, "--description can't be blank", 2},
 		{"adopted key without a description", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--api-key", "band_a_" + strings.Repeat("k", 40)}, "--description is required", 2},
-		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--description", "Brings its own key", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 1},
+		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--description", "Brings its own key", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 2},
 		{"bad env value", []string{"CHATD_WRITE_QUEUE=lots"}, []string{"serve"}, "CHATD_WRITE_QUEUE", 2},
 		{"bad webhook range", nil, []string{"serve", "--webhook-deny", "10.0.0.0/8,ten"}, `--webhook-deny: "ten" is not an address or a CIDR range`, 2},
 		{"bad webhook range in the environment", []string{"CHATD_WEBHOOK_ALLOW=fe80::1%eth0"}, []string{"serve"}, "--webhook-allow", 2},
@@ -240,12 +240,12 @@ func TestCommandsRefuseUnusableDatabasePaths(t *testing.T) {
 	os.WriteFile(notADir, []byte("x"), 0o600)
 	garbage := filepath.Join(dir, "garbage.db")
 	os.WriteFile(garbage, []byte(strings.Repeat("garbage ", 1000)), 0o600)
-	for _, tc := range []struct{ db, want string }{
-		{filepath.Join(notADir, "chatd.db"), "create database directory"},
-		{garbage, "not a SQLite database"},
+	for _, tc := range []struct{ db, wantUse, wantMigrate string }{
+		{filepath.Join(notADir, "chatd.db"), "not a directory", "create database directory"},
+		{garbage, "not a SQLite database", "not a SQLite database"},
 	} {
-		runChatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.want)
-		runChatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.want)
+		runChatd(t, nil, "create-user", "--db", tc.db, "--handle", "alice", "--name", "A").failsWithOneLine(t, tc.wantUse)
+		runChatd(t, nil, "migrate", "--db", tc.db).failsWithOneLine(t, tc.wantMigrate)
 	}
 	if os.Getuid() != 0 { // root can write anywhere
 		ro := filepath.Join(dir, "ro")
@@ -577,6 +577,14 @@ func TestFirstHourEdges(t *testing.T) {
 		if !strings.HasPrefix(srv.url, "http://127.0.0.1:") {
 			t.Fatalf("serve printed %s", srv.url)
 		}
+		// It says it listens on every interface, not only on 127.0.0.1.
+		port := strings.TrimPrefix(srv.url, "http://127.0.0.1:")
+		if srv.bound != "0.0.0.0:"+port {
+			t.Fatalf("serve says it is bound to %q, want 0.0.0.0:%s", srv.bound, port)
+		}
+		eventually(t, "a log line saying serve listens on 0.0.0.0", func() bool {
+			return strings.Contains(srv.stderr.String(), "addr=0.0.0.0:"+port)
+		})
 		if status, _ := srv.call(t, "GET", "/healthz", "", nil); status != 200 {
 			t.Fatalf("GET %s/healthz: %d", srv.url, status)
 		}

@@ -22,9 +22,12 @@ import (
 
 // serverProc is a running `chatd serve`.
 type serverProc struct {
-	cmd    *exec.Cmd
-	done   <-chan struct{}
-	url    string
+	cmd  *exec.Cmd
+	done <-chan struct{}
+	url  string
+	// bound is the address serve says it is bound to when that is every
+	// interface (0.0.0.0:port, [::]:port); url is then the one to open.
+	bound  string
 	stderr *liveOutput
 	// metrics receives the metrics URL if the server prints one.
 	metrics chan string
@@ -41,7 +44,7 @@ type setupPrint struct {
 }
 
 var (
-	listening = regexp.MustCompile(`listening on (http://\S+)`)
+	listening = regexp.MustCompile(`listening on (?:(\S+) \(all interfaces\); open )?(http://\S+)`)
 	metricsAt = regexp.MustCompile(`^metrics at (http://\S+)`)
 	setupAt   = regexp.MustCompile(`^Open this link within (\d+) minutes to create the first account: (\S+)$`)
 	setupCurl = regexp.MustCompile(`^or without a browser:  curl -X POST (http://\S+)/api/v1/auth/setup -d '\{"token": "(band_s_\w+)"`)
@@ -80,7 +83,8 @@ func (p *serverProc) read(stdout io.Reader, urls chan<- string) {
 	var setup setupPrint
 	for sc.Scan() {
 		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-			urls <- m[1]
+			p.bound = m[1]
+			urls <- m[2]
 		}
 		if m := metricsAt.FindStringSubmatch(sc.Text()); m != nil {
 			p.metrics <- m[1]

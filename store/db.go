@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -88,6 +89,14 @@ type Options struct {
 	// setting changed); what it queued itself wakes it at once. Default
 	// DefaultJobPoll.
 	JobPoll time.Duration
+	// Existing opens the database as it is, for the commands that use a
+	// database rather than set one up: a SQLite file that is not there is
+	// not created, and the schema is neither created nor upgraded. A
+	// database without chatd's schema (an empty file, another program's),
+	// one at an older schema version (ErrSchemaTooOld) and one at a newer
+	// (ErrSchemaTooNew) are refused and left as they were. Without it,
+	// Open creates and upgrades, as chatd serve and chatd migrate do.
+	Existing bool
 
 	// driver is the database/sql driver the store's connections use:
 	// SQLite's, or in tests a wrapper that watches what the store runs.
@@ -132,7 +141,7 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the database at location, creates or
-// upgrades its schema, and starts the writer. location is a SQLite file's
+// upgrades its schema (unless opts.Existing), and starts the writer. location is a SQLite file's
 // path, whose directory is created if missing, or a PostgreSQL URL
 // (postgres://…, see IsDatabaseURL).
 func Open(location string, opts Options) (*DB, error) {
@@ -154,11 +163,50 @@ func Open(location string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+	if opts.Existing {
+		if err := existingFile(abs); err != nil {
+			return nil, err
+		}
+	} else if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a chatd database", abs)
+	} else if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
+	} else if err := ensurePrivateFile(abs); err != nil {
+		return nil, err
 	}
 	db := newDB(abs, sqliteDialect, opts)
 	return db.opened(db.open(opts, target))
+}
+
+// existingFile refuses, for Options.Existing, a path that names no file:
+// SQLite would create one there.
+func existingFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("no database at %s", path)
+	case err != nil:
+		return fmt.Errorf("open %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory, not a chatd database", path)
+	}
+	return nil
+}
+
+// ensurePrivateFile creates the database file at path, empty and readable by
+// its owner only, if it is not there yet: it holds the token-signing
+// secret and the digests of every key, and SQLite would create it
+// world-readable (0644 under the usual umask). Its -wal and -shm files
+// take its mode. A file already there keeps the mode it has.
+func ensurePrivateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func newDB(path string, d dialect, opts Options) *DB {
@@ -231,11 +279,11 @@ func (opts *Options) complete() error {
 // indexer. A step that fails
 // leaves what the earlier ones opened for Close.
 func (db *DB) open(opts Options, target int) error {
-	dsn := connStrings(db.path, opts.Sync, opts.driver)
+	dsn := connStrings(db.path, opts.Sync, opts.driver, !opts.Existing)
 	if err := db.openWriteConn(dsn); err != nil {
 		return err
 	}
-	if err := db.migrateSchema(opts.Schema, target); err != nil {
+	if err := db.migrateSchema(opts.Schema, target, opts.Existing); err != nil {
 		return describeOpenError(db.path, err)
 	}
 	if err := db.openReadPool(dsn, opts.ReadConns); err != nil {
@@ -283,9 +331,15 @@ func openFile(path string, mode fileMode) (*sql.DB, error) {
 // connection the pool reopens gets them too.
 type dsns struct{ driver, write, read string }
 
-func connStrings(abs string, sync Sync, driver string) dsns {
+// create says whether a connection may create the file (SQLite's mode=rwc)
+// or only open it as it is (mode=rw: Options.Existing).
+func connStrings(abs string, sync Sync, driver string, create bool) dsns {
 	base := fileURI(abs)
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeout.Milliseconds())
+	mode := readWrite
+	if !create {
+		mode = "rw"
+	}
+	common := fmt.Sprintf("mode=%s&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", mode, busyTimeout.Milliseconds())
 	// WAL is not set here: it is a mode of the file, not of the connection,
 	// which migrate sets once it has found the file to be chatd's, so that
 	// a file it refuses is left as it was.
@@ -315,11 +369,17 @@ func (db *DB) openWriteConn(dsn dsns) error {
 	return nil
 }
 
-// migrateSchema brings the schema to version target and makes sure the server
-// secret exists, before any reader or the writer starts.
-func (db *DB) migrateSchema(schema string, target int) error {
+// migrateSchema brings the schema to version target, or with existing
+// checks that it is there already, and makes sure the server secret
+// exists, before any reader or the writer starts.
+func (db *DB) migrateSchema(schema string, target int, existing bool) error {
 	var err error
-	if db.migratedFrom, err = migrate(db.write, schema, target); err != nil {
+	if existing {
+		db.migratedFrom, err = requireSchema(db.write, target)
+	} else {
+		db.migratedFrom, err = migrate(db.write, schema, target)
+	}
+	if err != nil {
 		return err
 	}
 	db.version = target

@@ -74,6 +74,81 @@ func (e *ErrSchemaTooNew) Error() string {
 	return fmt.Sprintf("the database is at schema version %d but this chatd supports up to version %d; upgrade chatd (the database was not changed)", e.Found, e.Supported)
 }
 
+// ErrSchemaTooOld is returned, when the database is opened as it is
+// (Options.Existing), for a database at an older schema version than this
+// chatd's: only chatd migrate and chatd serve upgrade a schema.
+type ErrSchemaTooOld struct{ Found, Needed int }
+
+func (e *ErrSchemaTooOld) Error() string {
+	return fmt.Sprintf("the database is at schema version %d but this chatd needs version %d; "+
+		"upgrade it with chatd migrate, or use the chatd that serves it (the database was not changed)", e.Found, e.Needed)
+}
+
+// checkExisting refuses, for Options.Existing, a database found at version
+// from (0: no chatd schema, holding other objects or not) that is not at
+// target; what names it in the refusal ("file", "database"). A newer
+// chatd's database and another program's are refused in decideMigration's
+// words.
+func checkExisting(from int, objects bool, target int, what string) error {
+	switch {
+	case from > target:
+		return &ErrSchemaTooNew{Found: from, Supported: target}
+	case from == 0 && objects:
+		return fmt.Errorf("the %s holds tables but no chatd schema version; it is not a chatd database", what)
+	case from == 0:
+		return fmt.Errorf("the %s is empty, not a chatd database (chatd migrate or chatd serve creates one in it)", what)
+	case from < target:
+		return &ErrSchemaTooOld{Found: from, Needed: target}
+	}
+	return nil
+}
+
+// requireSchema checks, for Options.Existing, that the SQLite database is
+// at version target, in a read transaction that writes nothing; a file it
+// refuses is left as it was. A file at target is chatd's, and put in WAL
+// mode if it is not yet (a no-op on a file chatd made). It returns the
+// version found.
+func requireSchema(conn *sql.DB, target int) (int, error) {
+	ctx := context.Background()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	from, objects, err := sqliteFound(ctx, tx)
+	_ = tx.Rollback()
+	if err != nil {
+		return 0, err
+	}
+	if err := checkExisting(from, objects, target, "file"); err != nil {
+		return from, err
+	}
+	return from, walMode(ctx, conn)
+}
+
+// requirePostgresSchema checks, for Options.Existing, that the database is
+// at version target, in a READ ONLY transaction: one it refuses is left as
+// it was.
+func (db *DB) requirePostgresSchema(schema string, target int) error {
+	if err := checkPostgresSchema(schema, target); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tx, err := db.write.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	from, tables, err := postgresFound(ctx, tx)
+	_ = tx.Rollback()
+	if err != nil {
+		return err
+	}
+	if err := checkExisting(from, tables, target, "database"); err != nil {
+		return err
+	}
+	db.migratedFrom, db.version = from, target
+	return ensureSecret(db.write, db.dialect.bind)
+}
+
 // rowQuerier is what reads one row: a connection, a pool or a transaction.
 type rowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -56,7 +56,11 @@ func (db *DB) openPostgres(location string, opts Options, target int) error {
 	if err := db.openWriteConn(dsn); err != nil {
 		return err
 	}
-	if err := db.migratePostgres(opts.PostgresSchema, target); err != nil {
+	migrate := db.migratePostgres
+	if opts.Existing {
+		migrate = db.requirePostgresSchema
+	}
+	if err := migrate(opts.PostgresSchema, target); err != nil {
 		return fmt.Errorf("database %s: %w", RedactedURL(location), err)
 	}
 	if err := db.openReadPool(dsn, opts.ReadConns); err != nil {

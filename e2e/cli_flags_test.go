@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// A value the command line gives that is refused is a mistake in the
+// command line: exit status 2, one line naming the flag, and nothing
+// changed. What needs no database is refused before the database is
+// opened, so the refusal is the same where there is no database at all.
+func TestBadFlagValuesExitTwoAndChangeNothing(t *testing.T) {
+	dir := t.TempDir()
+	db, _ := newDatabaseWithAlice(t)
+	registerAgent(t, db, "--owner", "alice", "--name", "Helper")
+	missing := filepath.Join(dir, "none", "chatd.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+		// afterOpening: only the store checks it, once the database is
+		// open (register-agent checks its flags in the store).
+		afterOpening bool
+	}{
+		{args: []string{"create-user", "--handle", "a", "--name", "A"}, want: "--handle must be 2 to 39 characters long"},
+		{args: []string{"create-user", "--handle", "bad handle", "--name", "A"}, want: "--handle may contain only"},
+		{args: []string{"create-user", "--handle", "bob", "--name", "Bob", "--email", "notanemail"}, want: "--email is not a valid email address"},
+		{args: []string{"create-user", "--handle", "bob", "--name", "Bob", "--api-key", "garbage"}, want: "--api-key must start with band_u_"},
+		{args: []string{"create-user", "--handle", "bob", "--name", "Bob", "--api-key", "band_a_abcdefghijklmnopqrstuvwxyz"}, want: "--api-key must start with band_u_"},
+		{args: []string{"create-user", "--handle", "admin", "--name", "Bob"}, want: "--handle is reserved", afterOpening: true},
+		{args: []string{"create-user", "--handle", "bob", "--name", "Bob", "--email", "bob@x.invalid"}, want: "--email must be a deliverable address", afterOpening: true},
+		{args: []string{"register-agent", "--owner", "alice", "--name", "Hi"}, want: "--name must be at least 3 characters long", afterOpening: true},
+		{args: []string{"register-agent", "--owner", "alice", "--name", "Helper Two", "--slug", "Bad Slug"}, want: "--slug may contain only", afterOpening: true},
+		{args: []string{"add-webhook", "--agent", "alice/helper", "--url", "ftp://x"}, want: "--url must be an http:// or https:// URL"},
+		{args: []string{"add-webhook", "--agent", "alice/helper", "--url", "http://10.0.0.7/hook", "--webhook-deny", "10.0.0.0/8"}, want: "--url leads to 10.0.0.7"},
+		{args: []string{"retention", "--text-days", "0"}, want: "--text-days must be a number of days"},
+		{args: []string{"token", "--user", "alice", "--ttl", "0"}, want: "--ttl must be between 1s"},
+		{args: []string{"token", "--user", "alice", "--ttl", "1ms"}, want: "--ttl must be between 1s"},
+		{args: []string{"token", "--user", "alice", "--ttl", "999ms"}, want: "--ttl must be between 1s"},
+		{args: []string{"token", "--user", "alice", "--ttl", "721h"}, want: "--ttl must be between 1s"},
+	} {
+		before := dirDigests(t, filepath.Dir(db))
+		r := runChatd(t, nil, append(tc.args, "--db", db)...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2; stderr %q", tc.args, r.code, r.stderr)
+			continue
+		}
+		r.failsWithOneLine(t, tc.want)
+		if after := dirDigests(t, filepath.Dir(db)); !reflect.DeepEqual(after, before) {
+			t.Errorf("%v changed the database", tc.args)
+		}
+		if tc.afterOpening {
+			continue
+		}
+		if strings.Contains(r.stderr, "chatd: database ") {
+			t.Errorf("%v opened the database before refusing its flags: %q", tc.args, r.stderr)
+		}
+		r = runChatd(t, nil, append(tc.args, "--db", missing)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v without a database: exit %d, %q", tc.args, r.code, r.stderr)
+		}
+	}
+
+	// The shortest --ttl there is makes a token that is not yet expired.
+	runChatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "1s").ok(t)
+}
