@@ -14,7 +14,7 @@ import (
 func TestBadFlagValuesExitTwoAndChangeNothing(t *testing.T) {
 	dir := t.TempDir()
 	db, _ := newDatabaseWithAlice(t)
-	registerAgent(t, db, "--owner", "alice", "--name", "Helper")
+	registerAgent(t, db, "--owner", "alice", "--name", "Helper", "--description", "Answers questions")
 	missing := filepath.Join(dir, "none", "chatd.db")
 	for _, tc := range []struct {
 		args []string
@@ -30,8 +30,8 @@ func TestBadFlagValuesExitTwoAndChangeNothing(t *testing.T) {
 		{args: []string{"create-user", "--handle", "bob", "--name", "Bob", "--api-key", "band_a_abcdefghijklmnopqrstuvwxyz"}, want: "--api-key must start with band_u_"},
 		{args: []string{"create-user", "--handle", "admin", "--name", "Bob"}, want: "--handle is reserved", afterOpening: true},
 		{args: []string{"create-user", "--handle", "bob", "--name", "Bob", "--email", "bob@x.invalid"}, want: "--email must be a deliverable address", afterOpening: true},
-		{args: []string{"register-agent", "--owner", "alice", "--name", "Hi"}, want: "--name must be at least 3 characters long", afterOpening: true},
-		{args: []string{"register-agent", "--owner", "alice", "--name", "Helper Two", "--slug", "Bad Slug"}, want: "--slug may contain only", afterOpening: true},
+		{args: []string{"register-agent", "--owner", "alice", "--name", "Hi", "--description", "Says hello"}, want: "--name must be at least 3 characters long", afterOpening: true},
+		{args: []string{"register-agent", "--owner", "alice", "--name", "Helper Two", "--description", "Helps too", "--slug", "Bad Slug"}, want: "--slug may contain only", afterOpening: true},
 		{args: []string{"add-webhook", "--agent", "alice/helper", "--url", "ftp://x"}, want: "--url must be an http:// or https:// URL"},
 		{args: []string{"add-webhook", "--agent", "alice/helper", "--url", "http://10.0.0.7/hook", "--webhook-deny", "10.0.0.0/8"}, want: "--url leads to 10.0.0.7"},
 		{args: []string{"retention", "--text-days", "0"}, want: "--text-days must be a number of days"},

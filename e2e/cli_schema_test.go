@@ -26,7 +26,7 @@ var usingCommands = [][]string{
 	{"token", "--user", "alice"},
 	{"token", "--user", "nobody"},
 	{"create-user", "--handle", "bob", "--name", "Bob"},
-	{"register-agent", "--owner", "alice", "--name", "Helper"},
+	{"register-agent", "--owner", "alice", "--name", "Helper", "--description", "Answers questions"},
 	{"rotate-agent-key", "--agent", "alice/helper"},
 	{"list-webhooks", "--agent", "alice/helper"},
 	{"add-webhook", "--agent", "alice/helper", "--url", "http://127.0.0.1:9/hook"},
