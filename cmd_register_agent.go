@@ -13,6 +13,7 @@ func newRegisterAgentCmd() *cobra.Command {
 	var na store.NewAgent
 	var owner string
 	var asJSON bool
+	var limits store.Limits
 	cmd := &cobra.Command{
 		Use:   "register-agent --name NAME --description TEXT [--owner HANDLE]",
 		Short: "Register an agent and print its API key",
@@ -35,7 +36,7 @@ Give the key to a Band SDK as its agent API key, with
 			if err := requireFlags(cmd, "name", "description"); err != nil {
 				return err
 			}
-			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+			return withStoreLimits(cmd, limits, func(ctx context.Context, db *store.DB) error {
 				u, err := agentOwner(ctx, db, owner)
 				if err != nil {
 					return err
@@ -58,6 +59,10 @@ Give the key to a Band SDK as its agent API key, with
 	f.StringArrayVar(&na.Tags, "tag", nil, "a tag for the agent; repeat for several")
 	f.StringVar(&na.APIKey, "api-key", "", "adopt this existing agent key (band_a_… or thnv_a_…) instead of minting a new one")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"id", "handle", "api_key"} instead of text`)
+	f.IntVar(&limits.AgentsPerUser, "max-agents-per-user", store.DefaultLimits.AgentsPerUser, "quota: agents one person may own, as chatd serve's flag")
+	f.IntVar(&limits.TagsPerAgent, "max-tags-per-agent", store.DefaultLimits.TagsPerAgent, "quota: tags on one agent, as chatd serve's flag")
+	envFlag(f, "max-agents-per-user", "CHATD_MAX_AGENTS_PER_USER")
+	envFlag(f, "max-tags-per-agent", "CHATD_MAX_TAGS_PER_AGENT")
 	return cmd
 }
 

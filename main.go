@@ -270,11 +270,17 @@ var sqliteOnly = map[string]string{
 // leaving it untouched: a CLI command run beside an older chatd server must
 // not upgrade the schema under it.
 func withStore(cmd *cobra.Command, work func(ctx context.Context, db *store.DB) error) error {
+	return withStoreLimits(cmd, store.Limits{}, work)
+}
+
+// withStoreLimits is withStore with the quotas a command shares with chatd
+// serve (zero: the default), so that it refuses what the server would.
+func withStoreLimits(cmd *cobra.Command, limits store.Limits, work func(ctx context.Context, db *store.DB) error) error {
 	path, err := databasePath(cmd)
 	if err != nil {
 		return err
 	}
-	db, err := openStoreAt(path, store.Options{Existing: !createsDatabase[cmd.Name()]})
+	db, err := openStoreAt(path, store.Options{Existing: !createsDatabase[cmd.Name()], Limits: limits})
 	if err != nil {
 		return err
 	}

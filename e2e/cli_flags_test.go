@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -64,4 +65,28 @@ func TestBadFlagValuesExitTwoAndChangeNothing(t *testing.T) {
 
 	// The shortest --ttl there is makes a token that is not yet expired.
 	runChatd(t, nil, "token", "--db", db, "--user", "alice", "--ttl", "1s").ok(t)
+}
+
+// register-agent takes the quotas chatd serve does, from the same flags
+// and variables, so that it refuses what the server beside it would and
+// allows what it allows.
+func TestRegisterAgentTakesTheServersQuotas(t *testing.T) {
+	db, _ := newDatabaseWithAlice(t)
+	register := func(env []string, args ...string) commandResult {
+		t.Helper()
+		return runChatd(t, env, append([]string{"register-agent", "--db", db, "--owner", "alice", "--description", "Counts"}, args...)...)
+	}
+	register([]string{"CHATD_MAX_AGENTS_PER_USER=1"}, "--name", "First").ok(t)
+	before := dirDigests(t, filepath.Dir(db))
+	register([]string{"CHATD_MAX_AGENTS_PER_USER=1"}, "--name", "Second").failsWithOneLine(t, "limit reached: at most 1 agents")
+	register(nil, "--name", "Second", "--max-agents-per-user", "1").failsWithOneLine(t, "limit reached: at most 1 agents")
+	if after := dirDigests(t, filepath.Dir(db)); !reflect.DeepEqual(after, before) {
+		t.Fatal("a refused register-agent changed the database")
+	}
+	var tags []string
+	for i := range 25 {
+		tags = append(tags, "--tag", fmt.Sprintf("t%d", i))
+	}
+	register(nil, append([]string{"--name", "Tagged"}, tags...)...).failsWithOneLine(t, "at most 20 agent tags")
+	register([]string{"CHATD_MAX_TAGS_PER_AGENT=25"}, append([]string{"--name", "Tagged"}, tags...)...).ok(t)
 }
