@@ -39,17 +39,19 @@ twice without echo).`,
 			if err := checkNewUserFlags(nu); err != nil {
 				return err
 			}
-			var password string
-			if withPassword {
-				var err error
-				if password, err = readPassword(cmd); err != nil {
-					return err
-				}
-				if err := store.CheckPassword(password); err != nil {
-					return passwordUsageError()
-				}
-			}
 			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+				// Asked once the database is open: a missing or refused one
+				// is said before anyone types a password.
+				var password string
+				if withPassword {
+					var err error
+					if password, err = readPassword(cmd); err != nil {
+						return err
+					}
+					if err := store.CheckPassword(password); err != nil {
+						return passwordUsageError()
+					}
+				}
 				u, key, err := db.CreateUser(ctx, nu)
 				if err != nil {
 					return err

@@ -35,12 +35,14 @@ hash. Setting a password signs the person out of every session.`, store.MinPassw
 			if err := requireFlags(cmd, "user"); err != nil {
 				return err
 			}
-			password, err := readPassword(cmd)
-			if err != nil {
-				return err
-			}
 			return withStore(cmd, func(ctx context.Context, db *store.DB) error {
+				// The person first: nobody types a password twice to learn
+				// that the handle or the database was wrong.
 				u, err := personByHandle(ctx, db, handle)
+				if err != nil {
+					return err
+				}
+				password, err := readPassword(cmd)
 				if err != nil {
 					return err
 				}

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A value the command line gives that is refused is a mistake in the
@@ -89,4 +91,41 @@ func TestRegisterAgentTakesTheServersQuotas(t *testing.T) {
 	}
 	register(nil, append([]string{"--name", "Tagged"}, tags...)...).failsWithOneLine(t, "at most 20 agent tags")
 	register([]string{"CHATD_MAX_TAGS_PER_AGENT=25"}, append([]string{"--name", "Tagged"}, tags...)...).ok(t)
+}
+
+// The commands that read a password read it once the database and the
+// person are found: a wrong handle or a missing database is said at once,
+// not after the password was typed (here: with standard input left open
+// and empty, the command still ends).
+func TestPasswordIsAskedForLast(t *testing.T) {
+	db, _ := newDatabaseWithAlice(t)
+	missing := filepath.Join(t.TempDir(), "none", "chatd.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set-password", "--db", db, "--user", "nobody"}, `no person has the handle "nobody"`},
+		{[]string{"set-password", "--db", missing, "--user", "alice"}, "no database at"},
+		{[]string{"create-user", "--db", missing, "--handle", "bob", "--name", "Bob", "--password-stdin"}, "no database at"},
+	} {
+		stdin, held, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := chatdCommand(nil, tc.args...)
+		cmd.Stdin = stdin
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		done := start(t, cmd)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("chatd %s waits for a password before saying %q", strings.Join(tc.args, " "), tc.want)
+		}
+		held.Close()
+		stdin.Close()
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("chatd %s: stderr %q, want %q", strings.Join(tc.args, " "), errb.String(), tc.want)
+		}
+	}
 }
