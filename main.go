@@ -42,7 +42,7 @@ var version = "dev"
 func main() {
 	root := newRootCmd()
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "chatd: "+describeError(err))
+		fmt.Fprintln(os.Stderr, "chatd: "+namingVariables(describeError(err)))
 		var u usageError
 		// cobra's own usage mistakes (an unknown command) are plain errors.
 		if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command ") {
@@ -53,8 +53,33 @@ func main() {
 }
 
 // envNames maps flags to the environment variables that set them when the
-// flag is not given on the command line.
-var envNames = map[string]string{}
+// flag is not given on the command line; setFromEnv holds those applyEnv
+// set, so that an error about the flag can name the variable the value
+// came from.
+var envNames, setFromEnv = map[string]string{}, map[string]string{}
+
+// namingVariables adds to an error message, after the first flag it names
+// whose value came from the environment, which variable that was: the
+// person who set CHATD_SYNC reads "--sync" nowhere in their command.
+func namingVariables(msg string) string {
+	for name, env := range setFromEnv {
+		flag := "--" + name
+		for at := 0; ; {
+			i := strings.Index(msg[at:], flag)
+			if i < 0 {
+				break
+			}
+			end := at + i + len(flag)
+			if end == len(msg) || !isFlagNameByte(msg[end]) {
+				return msg[:end] + " (set by " + env + ")" + msg[end:]
+			}
+			at = end
+		}
+	}
+	return msg
+}
+
+func isFlagNameByte(b byte) bool { return b == '-' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }
 
 // envFlag registers the environment variable for a flag and mentions it in
 // the flag's help.
@@ -117,6 +142,7 @@ func applyEnv(cmd *cobra.Command) error {
 			if serr := f.Value.Set(v); serr != nil {
 				err = usageError{fmt.Errorf("%s=%q: %v", env, v, serr)}
 			}
+			setFromEnv[f.Name] = env
 		}
 	})
 	return err
