@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,4 +124,18 @@ func folderDigest(t *testing.T, dir string) string {
 		fmt.Fprintf(&b, "%s %v %d:%d %x\n", e.Name(), fi.Mode(), st.Uid, st.Gid, sha256.Sum256(data))
 	}
 	return b.String()
+}
+
+// A backup file its user may not read is refused as that, before anything
+// is done, and so is a folder named as the backup.
+func TestRestoreSaysWhyItCannotReadTheBackup(t *testing.T) {
+	bin, data := serviceSetup(t)
+	db := filepath.Join(data, "chatd.db")
+	backup := filepath.Join(filepath.Dir(data), "backup.db")
+	runChatd(t, nil, "migrate", "--db", backup).ok(t) // root's, 0600
+	asService(t, bin, "restore", "--db", db, backup).failsWithOneLine(t, "cannot read the backup file: open "+backup+": permission denied")
+	asService(t, bin, "restore", "--db", db, data).failsWithOneLine(t, data+" is not a file, so not a backup")
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused restore made %s: %v", db, err)
+	}
 }

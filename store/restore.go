@@ -117,9 +117,22 @@ func restorePaths(src, dest string) (string, string, error) {
 	if src == dest {
 		return "", "", errors.New("the backup file is the database itself")
 	}
-	if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
+	fi, err := os.Stat(src)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", "", fmt.Errorf("no backup file at %s", src)
+	case err != nil:
+		return "", "", fmt.Errorf("cannot read the backup file: %w", err)
+	case !fi.Mode().IsRegular():
+		return "", "", fmt.Errorf("%s is not a file, so not a backup", src)
 	}
+	// Read before anything else is done, so that a file this user may
+	// not read is said to be that, not a database that cannot be opened.
+	f, err := os.Open(src)
+	if err != nil {
+		return "", "", fmt.Errorf("cannot read the backup file: %w", err)
+	}
+	f.Close()
 	return src, dest, nil
 }
 
