@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,9 @@ To restore, stop the server and run chatd restore FILE.`,
 		Example: `  chatd backup /var/backups/chatd-$(date +%F).db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(args[0]) == "" {
+				return usageError{fmt.Errorf("FILE is empty: name the backup file to write (see %s --help)", cmd.CommandPath())}
+			}
 			return withDatabaseFile(cmd, func(ctx context.Context, db string) error {
 				if err := store.Backup(ctx, db, args[0], force); err != nil {
 					return err

@@ -45,8 +45,12 @@ without holding up its writes; it takes a few seconds per million messages.`,
 }
 
 func printStats(w io.Writer, path string, s *store.Stats) error {
-	fmt.Fprintf(w, "Database %s: %s, WAL %s, free inside %s (chatd vacuum gives it back)\n", path,
-		size(s.DatabaseBytes), size(s.WALBytes), size(s.FreeBytes))
+	if s.SQLiteFile {
+		fmt.Fprintf(w, "Database %s: %s, WAL %s, free inside %s (chatd vacuum gives it back)\n", path,
+			size(s.DatabaseBytes), size(s.WALBytes), size(s.FreeBytes))
+	} else {
+		fmt.Fprintf(w, "Database %s: %s (PostgreSQL's autovacuum reclaims free space)\n", path, size(s.DatabaseBytes))
+	}
 	fmt.Fprintf(w, "%s rooms, %s messages, %s files (%s)\n\nRows per table:\n", count(s.Rooms), count(s.Messages),
 		count(s.Files), size(s.FileBytes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -115,7 +115,7 @@ Or, to develop an agent against a throwaway server with agents ready:
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().String("db", "./data/chatd.db", "path of the SQLite database file; its directory is created if missing")
+	root.PersistentFlags().String("db", "./data/chatd.db", "path of the SQLite database file (serve, dev, migrate and restore create it, and its directory, when missing)")
 	envFlag(root.PersistentFlags(), "db", "CHATD_DB")
 	root.PersistentFlags().String("database-url", "", "a PostgreSQL database (postgres://…) to use instead of the SQLite file --db names")
 	envFlag(root.PersistentFlags(), "database-url", "CHATD_DATABASE_URL")
@@ -285,7 +285,7 @@ var sqliteOnly = map[string]string{
 	"backup":  "on PostgreSQL, back up with pg_dump (docs/operations.md)",
 	"restore": "on PostgreSQL, restore with pg_restore or psql (docs/operations.md)",
 	"vacuum":  "PostgreSQL reclaims space itself (autovacuum)",
-	"dev":     "chatd dev runs on SQLite",
+	"dev":     "it makes a throwaway database of its own (unset --database-url and CHATD_DATABASE_URL)",
 	"move":    "it copies the SQLite file --db names into the PostgreSQL database --to names (unset --database-url and CHATD_DATABASE_URL)",
 }
 

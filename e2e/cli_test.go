@@ -67,6 +67,7 @@ func TestCreateUserAndRegisterAgent(t *testing.T) {
 		{"wrong key kind adopted", nil, []string{"register-agent", "--owner", "alice", "--name", "Keyed", "--description", "Brings its own key", "--api-key", "band_u_" + strings.Repeat("k", 40)}, "--api-key must start with band_a_", 2},
 		{"bad env value", []string{"CHATD_WRITE_QUEUE=lots"}, []string{"serve"}, "CHATD_WRITE_QUEUE", 2},
 		{"refused env value", []string{"CHATD_SYNC=bogus"}, []string{"serve"}, `--sync (set by CHATD_SYNC) must be "full" or "normal"`, 2},
+		{"empty backup file", nil, []string{"backup", ""}, "FILE is empty", 2},
 		{"refused env range", []string{"CHATD_WEBHOOK_DENY=garbage"}, []string{"serve"}, "--webhook-deny (set by CHATD_WEBHOOK_DENY)", 2},
 		{"bad webhook range", nil, []string{"serve", "--webhook-deny", "10.0.0.0/8,ten"}, `--webhook-deny: "ten" is not an address or a CIDR range`, 2},
 		{"bad webhook range in the environment", []string{"CHATD_WEBHOOK_ALLOW=fe80::1%eth0"}, []string{"serve"}, "--webhook-allow", 2},

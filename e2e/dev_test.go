@@ -315,7 +315,7 @@ func TestDevRefusals(t *testing.T) {
 			"holds people chatd dev did not make (alice): --reset starts afresh only a database of chatd dev's own, so nothing was removed"},
 		{"reset without a database", nil, []string{"--reset"}, 2, "--reset starts afresh a database named with --db"},
 		{"no agents", nil, []string{"--agents", "0"}, 2, "--agents must be from 1 to 20, not 0"},
-		{"too many agents", []string{"CHATD_DEV_AGENTS=21"}, nil, 2, "--agents must be from 1 to 20, not 21"},
+		{"too many agents", []string{"CHATD_DEV_AGENTS=21"}, nil, 2, "--agents (set by CHATD_DEV_AGENTS) must be from 1 to 20, not 21"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			devRefuses(t, tc.env, tc.code, tc.want, append(tc.args, "--addr", "127.0.0.1:0")...)

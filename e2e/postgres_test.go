@@ -48,14 +48,16 @@ func TestServeAndCommandsOnPostgreSQL(t *testing.T) {
 	if json.Unmarshal(body, &next); status != 200 || next.Data.ID != posted {
 		t.Fatalf("/next: %d %s, want the message %s", status, body, posted)
 	}
-	runChatd(t, append(env, "CHATD_SYNC=normal"), "serve", "--addr", "127.0.0.1:0").failsWithOneLine(t, "--sync tunes a SQLite database")
+	runChatd(t, append(env, "CHATD_SYNC=normal"), "serve", "--addr", "127.0.0.1:0").failsWithOneLine(t, "--sync (set by CHATD_SYNC) tunes a SQLite database")
 
 	srv.stop(t)
 	srv = startServer(t, "unused.db", "--database-url", url)
 	if ids := b.messageIDs(t, srv); !ids[posted] {
 		t.Fatalf("after a restart the room holds %v, not %s", ids, posted)
 	}
-	run("stats").ok(t)
+	if out := run("stats").ok(t).stdout; !strings.Contains(out, "PostgreSQL's autovacuum") || strings.Contains(out, "chatd vacuum") {
+		t.Fatalf("stats on PostgreSQL points to what does not work there:\n%s", out)
+	}
 	srv.stop(t)
 	if strings.Contains(srv.stderr.String(), "s3cret") {
 		t.Fatalf("serve logged the URL's password:\n%s", srv.stderr)
@@ -72,6 +74,7 @@ func TestServeAndCommandsOnPostgreSQL(t *testing.T) {
 func TestTwoNodesOnPostgreSQL(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	env := []string{"CHATD_DATABASE_URL=" + url}
+	runChatd(t, env, "migrate").ok(t) // the commands below set up no schema
 	alice := parseCreated(t, runChatd(t, env, "create-user", "--handle", "alice", "--name", "Alice", "--json").ok(t).stdout)
 	agent := parseCreated(t, runChatd(t, env, "register-agent", "--name", "Helper", "--description", "Answers questions", "--json").ok(t).stdout)
 	a := startServer(t, "unused.db", "--database-url", url)

@@ -24,6 +24,7 @@ const (
 // Stats is a report on the database.
 type Stats struct {
 	DatabaseBytes int64 // the database file
+	SQLiteFile    bool  // whether it is a SQLite file, which has the two below
 	WALBytes      int64 // its write-ahead log
 	PageSize      int64
 	FreeBytes     int64 // free pages inside the file: what a vacuum gives back
@@ -119,7 +120,7 @@ func (db *DB) OrganizationStats(ctx context.Context, caller *User) (*Stats, erro
 // sqliteStorage reads the sizes of the database's file and WAL, and its
 // pages.
 func (db *DB) sqliteStorage(q readQ, s *Stats) error {
-	s.DatabaseBytes, s.WALBytes = fileSize(db.path), fileSize(db.path+"-wal")
+	s.SQLiteFile, s.DatabaseBytes, s.WALBytes = true, fileSize(db.path), fileSize(db.path+"-wal")
 	var free int64
 	if err := q.QueryRow(`SELECT page_size FROM pragma_page_size`).Scan(&s.PageSize); err != nil {
 		return err
