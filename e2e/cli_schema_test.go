@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -168,18 +167,7 @@ func TestCommandsOpenAPostgreSQLDatabaseAsItIs(t *testing.T) {
 	current := currentVersion(t)
 	url := pgtest.NewDatabase(t)
 	env := []string{"CHATD_DATABASE_URL=" + url}
-	conn, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	query := func(q string) (n int) {
-		t.Helper()
-		if err := conn.QueryRow(q).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return n
-	}
+	conn, query := postgresConn(t, url)
 	const tables = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`
 
 	for _, args := range [][]string{{"stats"}, {"token", "--user", "alice"}, {"purge", "--dry-run"}, {"retention"}} {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"database/sql"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/chatd/chatd/internal/pgtest"
 	"github.com/chatd/chatd/store"
@@ -170,18 +167,7 @@ func TestMigrateDryRunOnPostgreSQL(t *testing.T) {
 	u.User = url.UserPassword(u.User.Username(), "s3cret") // the test cluster trusts its socket
 	env := []string{"CHATD_DATABASE_URL=" + u.String()}
 	shown := u.Redacted()
-	conn, err := sql.Open("pgx", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	query := func(q string) (n int) {
-		t.Helper()
-		if err := conn.QueryRow(q).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return n
-	}
+	conn, query := postgresConn(t, u.String())
 	run := func(args ...string) commandResult {
 		t.Helper()
 		r := runChatd(t, env, args...)

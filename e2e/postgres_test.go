@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	neturl "net/url"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/chatd/chatd/internal/pgtest"
 )
@@ -136,4 +139,23 @@ func TestTwoNodesOnPostgreSQL(t *testing.T) {
 		t.Fatal("node B stopped taking posts when node A died")
 	}
 	t.Logf("%d posts acknowledged by node A before SIGKILL, all served by node B", len(acknowledged))
+}
+
+// postgresConn connects to the database url names, for a test to look at
+// what chatd left there, and returns the connection with count, which runs
+// a query of one integer.
+func postgresConn(t *testing.T, url string) (conn *sql.DB, count func(query string) int) {
+	t.Helper()
+	conn, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, func(q string) (n int) {
+		t.Helper()
+		if err := conn.QueryRow(q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
 }
