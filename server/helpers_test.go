@@ -775,7 +775,19 @@ func (ts *testServer) fillWriteQueue(t testing.TB) (release func()) {
 			break
 		}
 	}
-	return func() { close(gate) }
+	return func() {
+		close(gate)
+		// Returns once the queue drained, so that the next write is not
+		// refused for the fillers still in it (the writer takes them in
+		// order: a write of ours accepted and done comes after them).
+		deadline := time.Now().Add(10 * time.Second)
+		for ts.db.Write(context.Background(), func(*store.Tx) error { return nil }) != nil {
+			if time.Now().After(deadline) {
+				t.Fatal("the write queue did not drain")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 func mustJSON(t testing.TB, v any) []byte {
