@@ -59,8 +59,8 @@ var (
 func IsInternalType(typ string) bool { return slices.Contains(InternalTypes, typ) }
 
 // notInternal is the condition that keeps internal types out of what a
-// person reads, on messages m. The types are chatd's own constants.
-const notInternal = `m.message_type NOT IN ('action', 'guidelines', 'system')`
+// person reads, on messages m.
+var notInternal = `m.message_type NOT IN ` + literalList(InternalTypes)
 
 // chatContentTypes are the types that move a room's last_message_at: text
 // and the public event types (not the internal ones).

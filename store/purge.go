@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 )
@@ -489,23 +491,8 @@ func deleteMessages(tx *Tx, roomID, kind string, after, through, before int64) (
 	return count, bytes, err
 }
 
-// chatContentList is chatContentTypes as an SQL list of literals (chatd's
-// own constants, never input).
-var chatContentList = func() string {
-	types := make([]string, 0, len(chatContentTypes))
-	for t := range chatContentTypes {
-		types = append(types, "'"+t+"'")
-	}
-	sort.Strings(types)
-	list := "("
-	for i, t := range types {
-		if i > 0 {
-			list += ", "
-		}
-		list += t
-	}
-	return list + ")"
-}()
+// chatContentList is chatContentTypes as an SQL list of literals.
+var chatContentList = literalList(slices.Collect(maps.Keys(chatContentTypes)))
 
 // expireFiles is one step of a room's file purge: it expires up to batch
 // ready files uploaded before the room's file period, oldest first, and

@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
 	"strconv"
-	"strings"
 )
 
 // Read markers and unread counts: chatd's own extension for the web app (the
@@ -27,17 +25,10 @@ const UnreadCap = 100
 // UnreadTypes are the message types an unread count counts.
 var UnreadTypes = []string{"attention", "error", "text"}
 
-// unreadTypeList is UnreadTypes as an SQL list of literals. The types are
-// chatd's own constants, never input, so they are written into the query
-// text: the unread count stays a fixed query the planner sees whole.
-var unreadTypeList = func() string {
-	types := make([]string, 0, len(UnreadTypes))
-	for _, t := range UnreadTypes {
-		types = append(types, "'"+t+"'")
-	}
-	slices.Sort(types)
-	return "(" + strings.Join(types, ", ") + ")"
-}()
+// unreadTypeList is UnreadTypes as an SQL list of literals, written into
+// the query text: the unread count stays a fixed query the planner sees
+// whole.
+var unreadTypeList = literalList(UnreadTypes)
 
 // unreadSQL is a person's unread count in the room r.id, as an SQL
 // expression: its arguments are the person's id, twice. The inner LIMIT

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -176,3 +177,15 @@ func scanAll[T any](rows *sql.Rows, scan func(interface{ Scan(...any) error }) (
 // inList is the placeholder list "(?,?,…)" of an IN clause with n > 0
 // arguments.
 func inList(n int) string { return "(?" + strings.Repeat(",?", n-1) + ")" }
+
+// literalList is the list "('a', 'b', …)" of an IN clause written into the
+// query text, sorted: for chatd's own constants only (message types), never
+// input, so that a query over them stays one fixed text the planner sees
+// whole.
+func literalList(values []string) string {
+	quoted := make([]string, len(values))
+	for i, v := range slices.Sorted(slices.Values(values)) {
+		quoted[i] = "'" + v + "'"
+	}
+	return "(" + strings.Join(quoted, ", ") + ")"
+}
