@@ -199,14 +199,10 @@ func existingFile(path string) error {
 // world-readable (0644 under the usual umask). Its -wal and -shm files
 // take its mode. A file already there keeps the mode it has.
 func ensurePrivateFile(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
-	}
-	if err != nil {
+	if err := createPrivate(path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	return f.Close()
+	return nil
 }
 
 func newDB(path string, d dialect, opts Options) *DB {

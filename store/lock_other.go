@@ -22,5 +22,8 @@ func LockServer(string) (*ServerLock, error) { return &ServerLock{}, nil }
 // Release does nothing.
 func (*ServerLock) Release() error { return nil }
 
+// Created reports false: there is no lock file.
+func (*ServerLock) Created() bool { return false }
+
 // Discard does nothing.
 func (*ServerLock) Discard() error { return nil }

@@ -96,6 +96,10 @@ func (l *ServerLock) Release() error {
 	return err
 }
 
+// Created reports whether LockServer created the lock file, rather than
+// finding one a server left.
+func (l *ServerLock) Created() bool { return l != nil && l.created }
+
 // Discard drops the lock and removes the lock file if LockServer created
 // it: for a process that refused the database, which should leave nothing
 // beside it. The file is removed while the lock is still held, so no other

@@ -140,8 +140,6 @@ func restorePaths(src, dest string) (string, string, error) {
 type destLock struct {
 	dest string
 	held *ServerLock
-	// created is set when taking the lock created its file.
-	created bool
 }
 
 // takeIfDirExists takes the lock when dest's directory exists: before
@@ -166,13 +164,11 @@ func (l *destLock) takeCreatingDir() error {
 }
 
 func (l *destLock) take() error {
-	_, statErr := os.Lstat(LockPath(l.dest))
 	lock, err := LockServer(l.dest)
 	if errors.Is(err, ErrServerRunning) {
 		return fmt.Errorf("a chatd server is using %s; stop it before restoring", l.dest)
 	}
 	l.held = lock
-	l.created = err == nil && errors.Is(statErr, fs.ErrNotExist)
 	return err
 }
 
@@ -181,7 +177,7 @@ func (l *destLock) take() error {
 // that user, can open it: created by root, it would be root's, 0600. A
 // lock file that was there before is left as it is.
 func (l *destLock) giveToOwnerOf(path string) error {
-	if !l.created {
+	if !l.held.Created() {
 		return nil
 	}
 	fi, err := os.Stat(path)
