@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/mail"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -89,7 +88,7 @@ func checkNewUserFlags(nu store.NewUser) error {
 		return usageError{fmt.Errorf("--handle %s", msg)}
 	}
 	if email := strings.TrimSpace(nu.Email); email != "" {
-		if a, err := mail.ParseAddress(email); err != nil || a.Address != email || a.Name != "" {
+		if !store.IsEmailAddress(email) {
 			return usageError{errors.New("--email is not a valid email address")}
 		}
 	}

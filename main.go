@@ -62,21 +62,32 @@ var envNames, setFromEnv = map[string]string{}, map[string]string{}
 // whose value came from the environment, which variable that was: the
 // person who set CHATD_SYNC reads "--sync" nowhere in their command.
 func namingVariables(msg string) string {
-	for name, env := range setFromEnv {
-		flag := "--" + name
-		for at := 0; ; {
-			i := strings.Index(msg[at:], flag)
-			if i < 0 {
-				break
-			}
-			end := at + i + len(flag)
-			if end == len(msg) || !isFlagNameByte(msg[end]) {
-				return msg[:end] + " (set by " + env + ")" + msg[end:]
-			}
-			at = end
+	end, env := -1, ""
+	for name, e := range setFromEnv {
+		if at := flagMentionEnd(msg, "--"+name); at >= 0 && (end < 0 || at < end) {
+			end, env = at, e
 		}
 	}
-	return msg
+	if end < 0 {
+		return msg
+	}
+	return msg[:end] + " (set by " + env + ")" + msg[end:]
+}
+
+// flagMentionEnd is where the first mention of flag in msg ends (not as the
+// start of a longer flag's name), or -1.
+func flagMentionEnd(msg, flag string) int {
+	for at := 0; ; {
+		i := strings.Index(msg[at:], flag)
+		if i < 0 {
+			return -1
+		}
+		end := at + i + len(flag)
+		if end == len(msg) || !isFlagNameByte(msg[end]) {
+			return end
+		}
+		at = end
+	}
 }
 
 func isFlagNameByte(b byte) bool { return b == '-' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }

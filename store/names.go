@@ -83,8 +83,7 @@ func validEmail(e string) string {
 	if len(e) > maxEmailLen {
 		return "is too long"
 	}
-	a, err := mail.ParseAddress(e)
-	if err != nil || a.Address != e || a.Name != "" {
+	if !IsEmailAddress(e) {
 		return "is not a valid email address"
 	}
 	if strings.HasSuffix(strings.ToLower(strings.TrimRight(e, ".")), ".invalid") {
@@ -92,6 +91,13 @@ func validEmail(e string) string {
 			" for people without an email)"
 	}
 	return ""
+}
+
+// IsEmailAddress reports whether e is a bare email address: one that
+// parses, with no display name, written as it parses.
+func IsEmailAddress(e string) bool {
+	a, err := mail.ParseAddress(e)
+	return err == nil && a.Address == e && a.Name == ""
 }
 
 // splitName splits a display name into first and last name at the first space.
